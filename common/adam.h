@@ -1,0 +1,32 @@
+// Adam (Kingma & Ba, 2015) over a range of the flat parameter vector, with bias correction,
+// in the form PyTorch's torch.optim.Adam computes:
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// Both the local trainer and the parameter servers call this, so they agree bit for bit.
+// Elementwise: any split of a range across threads gives identical results.
+#ifndef PSFORMER_COMMON_ADAM_H_
+#define PSFORMER_COMMON_ADAM_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace psformer {
+
+struct AdamHyper {
+  float beta1 = 0.9f;
+  float beta2 = 0.98f;
+  float epsilon = 1e-9f;
+};
+
+// Applies step `step` (1-based) with learning rate `lr` to n elements.
+// `grad` is the already normalised gradient (divided by the step's target tokens).
+void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
+                float* m, float* v);
+
+// The same, split over `threads` threads (1 = the calling thread only).
+void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad,
+                        float* param, float* m, float* v, int threads);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_ADAM_H_

@@ -1,0 +1,348 @@
+#include "common/config_loader.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/param_layout.h"
+
+namespace psformer {
+namespace {
+
+namespace pb = google::protobuf;
+
+// Collects the first parse error with its 1-based line and column.
+class FirstErrorCollector : public pb::io::ErrorCollector {
+ public:
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (!has_error_) {
+      has_error_ = true;
+      line_ = line + 1;
+      column_ = column + 1;
+      message_ = message;
+    }
+  }
+  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
+  bool has_error() const { return has_error_; }
+  std::string Describe(const std::string& source) const {
+    return source + ":" + std::to_string(line_) + ":" + std::to_string(column_) + ": " + message_;
+  }
+
+ private:
+  bool has_error_ = false;
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+void FillMessageDefaults(pb::Message* message) {
+  const pb::Descriptor* descriptor = message->GetDescriptor();
+  const pb::Reflection* reflection = message->GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const pb::FieldDescriptor* field = descriptor->field(i);
+    if (field->is_repeated()) {
+      if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        for (int k = 0; k < reflection->FieldSize(*message, field); ++k) {
+          FillMessageDefaults(reflection->MutableRepeatedMessage(message, field, k));
+        }
+      }
+      continue;
+    }
+    switch (field->cpp_type()) {
+      case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+        FillMessageDefaults(reflection->MutableMessage(message, field));
+        break;
+      case pb::FieldDescriptor::CPPTYPE_INT32:
+        if (!reflection->HasField(*message, field)) reflection->SetInt32(message, field, field->default_value_int32());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_INT64:
+        if (!reflection->HasField(*message, field)) reflection->SetInt64(message, field, field->default_value_int64());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_UINT32:
+        if (!reflection->HasField(*message, field)) reflection->SetUInt32(message, field, field->default_value_uint32());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_UINT64:
+        if (!reflection->HasField(*message, field)) reflection->SetUInt64(message, field, field->default_value_uint64());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_FLOAT:
+        if (!reflection->HasField(*message, field)) reflection->SetFloat(message, field, field->default_value_float());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+        if (!reflection->HasField(*message, field)) reflection->SetDouble(message, field, field->default_value_double());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_BOOL:
+        if (!reflection->HasField(*message, field)) reflection->SetBool(message, field, field->default_value_bool());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_ENUM:
+        if (!reflection->HasField(*message, field)) reflection->SetEnum(message, field, field->default_value_enum());
+        break;
+      case pb::FieldDescriptor::CPPTYPE_STRING:
+        if (!reflection->HasField(*message, field)) reflection->SetString(message, field, field->default_value_string());
+        break;
+    }
+  }
+}
+
+// Collects validation failures; the first one is reported.
+class Checker {
+ public:
+  void Require(bool ok, const std::string& field, const std::string& value, const std::string& reason) {
+    if (!ok && status_.ok()) status_ = Status::InvalidArgument(field + " = " + value + ": " + reason);
+  }
+  Status status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+template <typename T>
+std::string Str(T v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+StatusOr<JobConfig> ParseConfigText(const std::string& text, const std::string& source_name) {
+  JobConfig config;
+  pb::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    if (errors.has_error()) return Status::InvalidArgument(errors.Describe(source_name));
+    return Status::InvalidArgument(source_name + ": cannot parse config");
+  }
+  return config;
+}
+
+StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::NotFound("config file " + path + " does not exist");
+  if (std::filesystem::is_directory(path, ec)) return Status::InvalidArgument("config file " + path + " is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError("cannot read config file " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseConfigText(buffer.str(), path);
+}
+
+Status ApplyOverride(const std::string& assignment, JobConfig* config) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status::InvalidArgument("--set " + assignment + ": expected field.path=value");
+  }
+  const std::string path = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  pb::Message* message = config;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string name = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const pb::FieldDescriptor* field = message->GetDescriptor()->FindFieldByName(name);
+    if (field == nullptr) {
+      return Status::InvalidArgument("--set " + assignment + ": " + message->GetDescriptor()->name() +
+                                     " has no field '" + name + "'");
+    }
+    if (field->is_repeated()) {
+      return Status::InvalidArgument("--set " + assignment + ": '" + name +
+                                     "' is a repeated field; set it in the config file");
+    }
+    if (dot == std::string::npos) {
+      if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        return Status::InvalidArgument("--set " + assignment + ": '" + name + "' is a section, not a value");
+      }
+      // Strings are taken as typed; quotes are optional.
+      if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING) {
+        const bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"';
+        message->GetReflection()->SetString(message, field, quoted ? value.substr(1, value.size() - 2) : value);
+        return Status::Ok();
+      }
+      // Silence protobuf's own log line: our message below says it better.
+      pb::LogHandler* previous = pb::SetLogHandler(nullptr);
+      const bool parsed = pb::TextFormat::ParseFieldValueFromString(value, field, message);
+      pb::SetLogHandler(previous);
+      if (!parsed) {
+        std::string expected = field->cpp_type_name();
+        if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
+          expected = "one of";
+          for (int i = 0; i < field->enum_type()->value_count(); ++i) expected += " " + field->enum_type()->value(i)->name();
+        }
+        return Status::InvalidArgument("--set " + assignment + ": '" + value + "' is not a valid value for " + path +
+                                       " (expected " + expected + ")");
+      }
+      return Status::Ok();
+    }
+    if (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      return Status::InvalidArgument("--set " + assignment + ": '" + name + "' is a value, not a section");
+    }
+    message = message->GetReflection()->MutableMessage(message, field);
+    start = dot + 1;
+  }
+}
+
+void FillDefaults(JobConfig* config) { FillMessageDefaults(config); }
+
+int ResolvedVocabSize(const JobConfig& config) {
+  if (config.model().vocab_size() > 0) return config.model().vocab_size();
+  if (config.data().task() == proto::DataConfig::COPY) return config.data().copy_vocab_size();
+  return 0;
+}
+
+Status ValidateConfig(const JobConfig& c) {
+  Checker check;
+  const auto& m = c.model();
+  check.Require(m.layers() > 0, "model.layers", Str(m.layers()), "must be positive");
+  check.Require(m.d_model() > 0, "model.d_model", Str(m.d_model()), "must be positive");
+  check.Require(m.d_ff() > 0, "model.d_ff", Str(m.d_ff()), "must be positive");
+  check.Require(m.heads() > 0, "model.heads", Str(m.heads()), "must be positive");
+  if (m.heads() > 0 && m.d_model() > 0) {
+    check.Require(m.d_model() % m.heads() == 0, "model.heads", Str(m.heads()),
+                  "d_model (" + Str(m.d_model()) + ") must be divisible by heads");
+  }
+  check.Require(m.dropout() >= 0 && m.dropout() < 1, "model.dropout", Str(m.dropout()), "must be in [0, 1)");
+  check.Require(m.attention_dropout() >= 0 && m.attention_dropout() < 1, "model.attention_dropout",
+                Str(m.attention_dropout()), "must be in [0, 1)");
+  check.Require(m.relu_dropout() >= 0 && m.relu_dropout() < 1, "model.relu_dropout", Str(m.relu_dropout()),
+                "must be in [0, 1)");
+  check.Require(m.label_smoothing() >= 0 && m.label_smoothing() < 1, "model.label_smoothing",
+                Str(m.label_smoothing()), "must be in [0, 1)");
+  check.Require(m.vocab_size() >= 0, "model.vocab_size", Str(m.vocab_size()), "must be >= 0 (0 = from the data)");
+  check.Require(m.vocab_size() == 0 || m.vocab_size() > 4, "model.vocab_size", Str(m.vocab_size()),
+                "must exceed the 4 reserved ids (pad, bos, eos, unk)");
+  check.Require(m.max_positions() > 2, "model.max_positions", Str(m.max_positions()), "must be > 2");
+
+  const auto& o = c.optimizer();
+  check.Require(o.beta1() >= 0 && o.beta1() < 1, "optimizer.beta1", Str(o.beta1()), "must be in [0, 1)");
+  check.Require(o.beta2() >= 0 && o.beta2() < 1, "optimizer.beta2", Str(o.beta2()), "must be in [0, 1)");
+  check.Require(o.epsilon() > 0, "optimizer.epsilon", Str(o.epsilon()), "must be positive");
+  check.Require(o.warmup_steps() > 0, "optimizer.warmup_steps", Str(o.warmup_steps()),
+                "must be positive (the schedule divides by it)");
+  check.Require(o.clip_norm() >= 0, "optimizer.clip_norm", Str(o.clip_norm()), "must be >= 0 (0 = off)");
+
+  const auto& s = c.schedule();
+  check.Require(s.scale() > 0, "schedule.scale", Str(s.scale()), "must be positive");
+  check.Require(s.constant_lr() > 0, "schedule.constant_lr", Str(s.constant_lr()), "must be positive");
+
+  const auto& d = c.data();
+  if (d.task() == proto::DataConfig::COPY) {
+    check.Require(d.copy_vocab_size() > 4, "data.copy_vocab_size", Str(d.copy_vocab_size()),
+                  "must exceed the 4 reserved ids (pad, bos, eos, unk)");
+    check.Require(d.copy_min_length() >= 1, "data.copy_min_length", Str(d.copy_min_length()), "must be >= 1");
+    check.Require(d.copy_max_length() >= d.copy_min_length(), "data.copy_max_length", Str(d.copy_max_length()),
+                  "must be >= data.copy_min_length (" + Str(d.copy_min_length()) + ")");
+    check.Require(d.copy_max_length() + 2 <= m.max_positions(), "data.copy_max_length", Str(d.copy_max_length()),
+                  "plus bos/eos must fit model.max_positions (" + Str(m.max_positions()) + ")");
+    check.Require(d.copy_train_size() > 0, "data.copy_train_size", Str(d.copy_train_size()), "must be positive");
+    check.Require(d.copy_valid_size() > 0, "data.copy_valid_size", Str(d.copy_valid_size()), "must be positive");
+    check.Require(m.vocab_size() == 0 || m.vocab_size() >= d.copy_vocab_size(), "model.vocab_size",
+                  Str(m.vocab_size()), "is smaller than data.copy_vocab_size (" + Str(d.copy_vocab_size()) + ")");
+  } else {
+    check.Require(!d.train_dir().empty(), "data.train_dir", "\"\"",
+                  "a CORPUS task needs the directory written by `psformer prepare`");
+  }
+  check.Require(d.max_length() > 0, "data.max_length", Str(d.max_length()), "must be positive");
+  check.Require(d.max_length_ratio() >= 1, "data.max_length_ratio", Str(d.max_length_ratio()), "must be >= 1");
+
+  const auto& b = c.batching();
+  check.Require(b.src_tokens_per_step() > 0, "batching.src_tokens_per_step", Str(b.src_tokens_per_step()),
+                "must be positive");
+  check.Require(b.tgt_tokens_per_step() > 0, "batching.tgt_tokens_per_step", Str(b.tgt_tokens_per_step()),
+                "must be positive");
+  check.Require(b.bucket_width() > 0, "batching.bucket_width", Str(b.bucket_width()), "must be positive");
+
+  const auto& k = c.cluster();
+  check.Require(k.workers() >= 0, "cluster.workers", Str(k.workers()), "must be >= 0 (0 = one per GPU)");
+  check.Require(k.servers() >= 1, "cluster.servers", Str(k.servers()), "must be >= 1");
+  const int vocab = ResolvedVocabSize(c);
+  if (vocab > 0 && m.d_model() > 0 && m.d_ff() > 0 && m.layers() > 0) {
+    const uint64_t params = ParamLayout(m, vocab).total_size();
+    check.Require(static_cast<uint64_t>(k.servers()) <= params, "cluster.servers", Str(k.servers()),
+                  "more servers than parameters (" + Str(params) + ")");
+  }
+  check.Require(k.staleness() >= 0, "cluster.staleness", Str(k.staleness()), "must be >= 0");
+  check.Require(k.heartbeat_interval_ms() > 0, "cluster.heartbeat_interval_ms", Str(k.heartbeat_interval_ms()),
+                "must be positive");
+  check.Require(k.heartbeat_timeout_ms() > k.heartbeat_interval_ms(), "cluster.heartbeat_timeout_ms",
+                Str(k.heartbeat_timeout_ms()),
+                "must exceed cluster.heartbeat_interval_ms (" + Str(k.heartbeat_interval_ms()) + ")");
+  check.Require(k.max_restarts() >= 0, "cluster.max_restarts", Str(k.max_restarts()), "must be >= 0");
+  check.Require(k.restart_backoff_ms() >= 0, "cluster.restart_backoff_ms", Str(k.restart_backoff_ms()),
+                "must be >= 0");
+  check.Require(k.base_port() == 0 || (k.base_port() >= 1024 && k.base_port() <= 65000), "cluster.base_port",
+                Str(k.base_port()), "must be 0 (pick free ports) or in [1024, 65000]");
+  check.Require(k.threads_per_process() >= 0, "cluster.threads_per_process", Str(k.threads_per_process()),
+                "must be >= 0");
+  check.Require(k.frame_bytes() >= 0, "cluster.frame_bytes", Str(k.frame_bytes()), "must be >= 0");
+  check.Require(!(k.compute_dtype() == proto::ClusterConfig::BF16 && k.backend() == proto::ClusterConfig::CPU),
+                "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
+
+  const auto& t = c.training();
+  check.Require(t.max_steps() > 0, "training.max_steps", Str(t.max_steps()), "must be positive");
+  check.Require(t.valid_every() >= 0, "training.valid_every", Str(t.valid_every()), "must be >= 0");
+  check.Require(t.stop_at_valid_accuracy() >= 0 && t.stop_at_valid_accuracy() <= 1,
+                "training.stop_at_valid_accuracy", Str(t.stop_at_valid_accuracy()), "must be in [0, 1]");
+
+  const auto& p = c.checkpoint();
+  check.Require(p.every_steps() >= 0, "checkpoint.every_steps", Str(p.every_steps()), "must be >= 0");
+  check.Require(p.every_minutes() >= 0, "checkpoint.every_minutes", Str(p.every_minutes()), "must be >= 0");
+  check.Require(p.keep_last() >= 0, "checkpoint.keep_last", Str(p.keep_last()), "must be >= 0 (0 = keep all)");
+  check.Require(p.average_last() >= 1, "checkpoint.average_last", Str(p.average_last()), "must be >= 1");
+  check.Require(p.keep_last() == 0 || p.keep_last() >= p.average_last(), "checkpoint.keep_last",
+                Str(p.keep_last()), "must keep at least checkpoint.average_last (" + Str(p.average_last()) +
+                                        ") checkpoints");
+
+  check.Require(c.logging().every_steps() > 0, "logging.every_steps", Str(c.logging().every_steps()),
+                "must be positive");
+
+  const auto& f = c.fault();
+  for (int i = 0; i < f.events_size(); ++i) {
+    const auto& e = f.events(i);
+    const std::string name = "fault.events[" + Str(i) + "]";
+    const int count = e.role() == proto::FaultConfig::Event::WORKER ? k.workers() : k.servers();
+    check.Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
+                  "no such " + std::string(e.role() == proto::FaultConfig::Event::WORKER ? "worker" : "server"));
+    check.Require(e.at_step() >= 1 && e.at_step() <= t.max_steps(), name + ".at_step", Str(e.at_step()),
+                  "must be in [1, training.max_steps]");
+    check.Require(e.stall_ms() >= 0, name + ".stall_ms", Str(e.stall_ms()), "must be >= 0");
+  }
+  for (auto [value, field] : {std::pair{f.drop_fraction(), "fault.drop_fraction"},
+                              std::pair{f.duplicate_fraction(), "fault.duplicate_fraction"},
+                              std::pair{f.delay_fraction(), "fault.delay_fraction"},
+                              std::pair{f.reorder_fraction(), "fault.reorder_fraction"}}) {
+    check.Require(value >= 0 && value < 1, field, Str(value), "must be in [0, 1)");
+  }
+  return check.status();
+}
+
+Status CheckConfigFiles(const JobConfig& config) {
+  const auto& d = config.data();
+  std::error_code ec;
+  if (d.task() == proto::DataConfig::CORPUS && !std::filesystem::is_directory(d.train_dir(), ec)) {
+    return Status::NotFound("data.train_dir = \"" + d.train_dir() +
+                            "\": directory does not exist (run `psformer prepare` first)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<JobConfig> ResolveConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  PSF_ASSIGN_OR_RETURN(JobConfig config, LoadConfigFile(path));
+  FillDefaults(&config);
+  for (const std::string& assignment : overrides) PSF_RETURN_IF_ERROR(ApplyOverride(assignment, &config));
+  PSF_RETURN_IF_ERROR(ValidateConfig(config).WithContext("invalid config " + path));
+  return config;
+}
+
+std::string ConfigToText(const JobConfig& config) {
+  std::string text;
+  pb::TextFormat::Printer printer;
+  printer.PrintToString(config, &text);
+  return text;
+}
+
+}  // namespace psformer

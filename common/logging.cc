@@ -1,0 +1,100 @@
+#include "common/logging.h"
+
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+
+namespace psformer {
+namespace {
+
+struct LogState {
+  std::mutex mu;
+  std::string tag = "psformer";
+  FILE* file = nullptr;  // GUARDED_BY(mu)
+  bool to_stderr = true;
+};
+
+LogState& State() {
+  static LogState* state = new LogState();  // never destroyed: logging works during exit.
+  return *state;
+}
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+
+const char* LevelLetter(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "D";
+    case LogLevel::kInfo: return "I";
+    case LogLevel::kWarning: return "W";
+    case LogLevel::kError: return "E";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+
+void SetLogTag(const std::string& tag) {
+  std::lock_guard<std::mutex> lock(State().mu);
+  State().tag = tag;
+}
+
+void SetLogToStderr(bool on) {
+  std::lock_guard<std::mutex> lock(State().mu);
+  State().to_stderr = on;
+}
+
+Status SetLogFile(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return Status::IoError("cannot open log file " + path);
+  std::lock_guard<std::mutex> lock(State().mu);
+  if (State().file != nullptr) std::fclose(State().file);
+  State().file = f;
+  return Status::Ok();
+}
+
+void LogLine(LogLevel level, const char* file, int line, const std::string& message) {
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  tm local;
+  localtime_r(&tv.tv_sec, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
+  const char* base = file;
+  for (const char* c = file; *c; ++c) {
+    if (*c == '/') base = c + 1;
+  }
+  LogState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  char prefix[160];
+  std::snprintf(prefix, sizeof(prefix), "%s %s.%03d %s %s:%d] ", LevelLetter(level), stamp,
+                static_cast<int>(tv.tv_usec / 1000), s.tag.c_str(), base, line);
+  if (s.to_stderr) {
+    std::fprintf(stderr, "%s%s\n", prefix, message.c_str());
+    std::fflush(stderr);
+  }
+  if (s.file != nullptr) {
+    std::fprintf(s.file, "%s%s\n", prefix, message.c_str());
+    std::fflush(s.file);
+  }
+}
+
+namespace internal {
+void CheckFailed(const char* condition, const char* file, int line) {
+  LogLine(LogLevel::kError, file, line, std::string("check failed: ") + condition);
+  std::abort();
+}
+}  // namespace internal
+
+}  // namespace psformer

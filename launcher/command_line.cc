@@ -1,0 +1,42 @@
+#include "launcher/command_line.h"
+
+#include <iostream>
+
+namespace psformer {
+
+ParsedOptions ParseOptions(const std::string& command, const std::string& usage, const Args& args,
+                           const po::options_description& options,
+                           const po::positional_options_description* positional) {
+  po::options_description all;
+  all.add(options);
+  all.add_options()("help,h", "print this help and exit");
+  ParsedOptions parsed;
+  try {
+    po::command_line_parser parser(args);
+    parser.options(all);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), parsed.values);
+    if (parsed.values.count("help")) {
+      std::cout << "usage: psformer " << command << " " << usage << "\n\n" << all << "\n";
+      parsed.exit_status = 0;
+      return parsed;
+    }
+    po::notify(parsed.values);
+  } catch (const po::error& e) {
+    std::cerr << "psformer " << command << ": error: " << e.what() << "\n"
+              << "usage: psformer " << command << " " << usage << "  (see --help)\n";
+    parsed.exit_status = 2;
+  }
+  return parsed;
+}
+
+int ReportError(const std::string& command, const std::string& message, int exit_status) {
+  std::cerr << "psformer " << command << ": error: " << message << "\n";
+  return exit_status;
+}
+
+int ReportError(const std::string& command, const Status& status, int exit_status) {
+  return ReportError(command, status.message(), exit_status);
+}
+
+}  // namespace psformer

@@ -1,0 +1,33 @@
+// Shared handling of subcommand options (Boost.Program_options): parsing with clear errors,
+// --help text with defaults, and the error line format "psformer NAME: error: ...".
+#ifndef PSFORMER_LAUNCHER_COMMAND_LINE_H_
+#define PSFORMER_LAUNCHER_COMMAND_LINE_H_
+
+#include <boost/program_options.hpp>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "launcher/commands.h"
+
+namespace psformer {
+
+namespace po = boost::program_options;
+
+// Parses `args` against `options` (plus --help). Returns the parsed map, or the exit status
+// to return at once: 0 after printing help, 2 after printing a usage error.
+struct ParsedOptions {
+  po::variables_map values;
+  std::optional<int> exit_status;
+};
+ParsedOptions ParseOptions(const std::string& command, const std::string& usage, const Args& args,
+                           const po::options_description& options,
+                           const po::positional_options_description* positional = nullptr);
+
+// Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`.
+int ReportError(const std::string& command, const std::string& message, int exit_status = 1);
+int ReportError(const std::string& command, const Status& status, int exit_status = 1);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_COMMAND_LINE_H_

@@ -1,0 +1,75 @@
+#include "launcher/commands.h"
+
+#include <cstring>
+#include <exception>
+#include <iostream>
+
+namespace psformer {
+namespace {
+
+int NotBuiltYet(const char* name) {
+  std::cerr << "psformer " << name << ": error: this subcommand is not built yet\n";
+  return 1;
+}
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: psformer <command> [options]   (psformer <command> --help for its options)\n\n"
+      << "Trains the Transformer of \"Attention Is All You Need\" on parameter servers.\n\ncommands:\n";
+  for (const Subcommand& c : Subcommands()) {
+    out << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
+  }
+}
+
+}  // namespace
+
+int RunWorkerCommand(const Args&) { return NotBuiltYet("worker"); }
+int RunPserverCommand(const Args&) { return NotBuiltYet("pserver"); }
+int RunPrepareCommand(const Args&) { return NotBuiltYet("prepare"); }
+int RunTranslateCommand(const Args&) { return NotBuiltYet("translate"); }
+int RunAverageCommand(const Args&) { return NotBuiltYet("average"); }
+int RunBleuCommand(const Args&) { return NotBuiltYet("bleu"); }
+int RunChecksumCommand(const Args&) { return NotBuiltYet("checksum"); }
+
+const std::vector<Subcommand>& Subcommands() {
+  static const std::vector<Subcommand> kCommands = {
+      {"train", "train a model (single-node, or one rank of a cluster under mpirun)", RunTrainCommand},
+      {"worker", "run one worker role process (started by a supervisor)", RunWorkerCommand},
+      {"pserver", "run one parameter-server shard (started by a supervisor)", RunPserverCommand},
+      {"prepare", "learn a SentencePiece BPE model and binarize a parallel corpus", RunPrepareCommand},
+      {"translate", "translate text with beam search", RunTranslateCommand},
+      {"average", "average the last N checkpoints into a model file", RunAverageCommand},
+      {"bleu", "score translations with corpus BLEU (sacreBLEU-compatible)", RunBleuCommand},
+      {"checksum", "print a digest of a model's or checkpoint's parameter bytes", RunChecksumCommand},
+  };
+  return kCommands;
+}
+
+int RunCommandLine(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintUsage(std::cout);
+    return 0;
+  }
+  for (const Subcommand& c : Subcommands()) {
+    if (name == c.name) {
+      Args args(argv + 2, argv + argc);
+      // A last line of defence: library code reports failures as Status, but nothing a user
+      // types may end in an uncaught exception's stack trace.
+      try {
+        return c.run(args);
+      } catch (const std::exception& e) {
+        std::cerr << "psformer " << name << ": error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  std::cerr << "psformer: error: unknown command '" << name << "'\n\n";
+  PrintUsage(std::cerr);
+  return 2;
+}
+
+}  // namespace psformer

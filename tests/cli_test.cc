@@ -1,0 +1,93 @@
+// The psformer command as a user meets it: help, dry runs, and errors without stack traces.
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::RunPsformer;
+using testing::TempDir;
+
+void ExpectNoStackTrace(const testing::CommandResult& r) {
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Aborted"), std::string::npos) << r.output;
+  EXPECT_LT(r.exit_status, 128) << "killed by a signal: " << r.output;
+}
+
+TEST(Cli, HelpListsEverySubcommand) {
+  auto r = RunPsformer("--help");
+  EXPECT_EQ(r.exit_status, 0);
+  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+    EXPECT_NE(r.output.find(std::string("  ") + name), std::string::npos) << name << "\n" << r.output;
+  }
+}
+
+TEST(Cli, EverySubcommandHasHelp) {
+  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+    auto r = RunPsformer(std::string(name) + " --help");
+    ExpectNoStackTrace(r);
+    EXPECT_NE(r.output.find(std::string("psformer ") + name), std::string::npos) << r.output;
+  }
+}
+
+TEST(Cli, UnknownSubcommandIsAUsageError) {
+  auto r = RunPsformer("trian");
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("unknown command 'trian'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, DryRunPrintsTheResolvedBaseConfig) {
+  auto r = RunPsformer("train --config configs/base.pbtxt --dry-run");
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("d_model: 512"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("warmup_steps: 4000"), std::string::npos) << r.output;
+  // Defaults the file does not name are printed too.
+  EXPECT_NE(r.output.find("max_positions: 1024"), std::string::npos) << r.output;
+}
+
+TEST(Cli, DryRunAppliesOverrides) {
+  auto r = RunPsformer("train --config configs/base.pbtxt --set model.d_model=1024 --set model.heads=16 --dry-run");
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("d_model: 1024"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("heads: 16"), std::string::npos) << r.output;
+}
+
+TEST(Cli, SyntaxErrorNamesLineThree) {
+  TempDir dir;
+  const std::string path = dir.Write("bad.pbtxt", "name: \"bad\"\nmodel {\n  layers 6 7\n}\n");
+  auto r = RunPsformer("train --config " + path + " --dry-run");
+  EXPECT_NE(r.exit_status, 0);
+  ExpectNoStackTrace(r);
+  EXPECT_NE(r.output.find(path + ":3:"), std::string::npos) << r.output;
+}
+
+TEST(Cli, BadHeadsOverrideFailsWithAMessageAboutHeads) {
+  auto r = RunPsformer("train --config configs/base.pbtxt --set model.heads=7 --dry-run");
+  EXPECT_NE(r.exit_status, 0);
+  ExpectNoStackTrace(r);
+  EXPECT_NE(r.output.find("model.heads = 7: d_model (512) must be divisible by heads"), std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, MissingConfigOptionIsAUsageError) {
+  auto r = RunPsformer("train --dry-run");
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
+}
+
+TEST(Cli, MissingConfigFileSaysSo) {
+  auto r = RunPsformer("train --config /nonexistent.pbtxt");
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("/nonexistent.pbtxt does not exist"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UnknownOptionIsAUsageError) {
+  auto r = RunPsformer("train --config configs/base.pbtxt --bogus");
+  EXPECT_EQ(r.exit_status, 2);
+  ExpectNoStackTrace(r);
+  EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

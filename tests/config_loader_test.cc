@@ -1,0 +1,171 @@
+#include "common/config_loader.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::TempDir;
+
+std::string ConfigPath(const std::string& name) { return std::string(PSFORMER_SOURCE_DIR) + "/configs/" + name; }
+
+TEST(ConfigLoader, BaseConfigHoldsThePapersNumbers) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"), {});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->model().layers(), 6);
+  EXPECT_EQ(config->model().d_model(), 512);
+  EXPECT_EQ(config->model().d_ff(), 2048);
+  EXPECT_EQ(config->model().heads(), 8);
+  EXPECT_FLOAT_EQ(config->model().dropout(), 0.1f);
+  EXPECT_FLOAT_EQ(config->model().label_smoothing(), 0.1f);
+  EXPECT_EQ(config->model().norm_position(), proto::ModelConfig::POST_LN);
+  EXPECT_FLOAT_EQ(config->optimizer().beta1(), 0.9f);
+  EXPECT_FLOAT_EQ(config->optimizer().beta2(), 0.98f);
+  EXPECT_FLOAT_EQ(config->optimizer().epsilon(), 1e-9f);
+  EXPECT_EQ(config->optimizer().warmup_steps(), 4000);
+  EXPECT_EQ(config->training().max_steps(), 100000);
+  EXPECT_EQ(config->batching().src_tokens_per_step(), 25000);
+  EXPECT_EQ(config->batching().tgt_tokens_per_step(), 25000);
+  EXPECT_EQ(config->checkpoint().average_last(), 5);
+  EXPECT_FLOAT_EQ(config->checkpoint().every_minutes(), 10.0f);
+}
+
+TEST(ConfigLoader, BigConfigHoldsThePapersNumbers) {
+  auto config = ResolveConfig(ConfigPath("big.pbtxt"), {});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->model().layers(), 6);
+  EXPECT_EQ(config->model().d_model(), 1024);
+  EXPECT_EQ(config->model().d_ff(), 4096);
+  EXPECT_EQ(config->model().heads(), 16);
+  EXPECT_FLOAT_EQ(config->model().dropout(), 0.3f);
+  EXPECT_EQ(config->training().max_steps(), 300000);
+  EXPECT_EQ(config->checkpoint().average_last(), 20);
+  EXPECT_EQ(config->optimizer().warmup_steps(), 4000);
+}
+
+TEST(ConfigLoader, EveryShippedConfigIsValid) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(PSFORMER_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".pbtxt") continue;
+    auto config = ResolveConfig(entry.path().string(), {});
+    EXPECT_TRUE(config.ok()) << entry.path() << ": " << config.status().ToString();
+  }
+}
+
+TEST(ConfigLoader, FillsDefaultsOfUnsetFields) {
+  auto config = ParseConfigText("name: \"x\"\nmodel { layers: 2 }\n", "inline");
+  ASSERT_TRUE(config.ok());
+  EXPECT_FALSE(config->model().has_d_model());
+  FillDefaults(&*config);
+  EXPECT_TRUE(config->model().has_d_model());
+  EXPECT_EQ(config->model().d_model(), 512);
+  EXPECT_EQ(config->model().layers(), 2);
+  EXPECT_TRUE(config->cluster().has_consistency());
+  EXPECT_NE(ConfigToText(*config).find("warmup_steps: 4000"), std::string::npos);
+}
+
+TEST(ConfigLoader, SyntaxErrorNamesFileLineAndColumn) {
+  TempDir dir;
+  const std::string path = dir.Write("bad.pbtxt", "name: \"x\"\nmodel {\n  layers: : 3\n}\n");
+  auto config = LoadConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find(path + ":3:"), std::string::npos) << config.status().message();
+}
+
+TEST(ConfigLoader, UnknownFieldIsRejectedWithItsName) {
+  TempDir dir;
+  const std::string path = dir.Write("bad.pbtxt", "model {\n  layerz: 3\n}\n");
+  auto config = LoadConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("layerz"), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find(":2:"), std::string::npos) << config.status().message();
+}
+
+TEST(ConfigLoader, MissingFileIsNotFound) {
+  auto config = LoadConfigFile("/nonexistent/psformer.pbtxt");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(config.status().message().find("/nonexistent/psformer.pbtxt"), std::string::npos);
+}
+
+TEST(ConfigLoader, OverridesSetScalarsAndEnums) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"),
+                              {"model.heads=16", "model.norm_position=PRE_LN", "cluster.consistency=SSP",
+                               "training.seed=42", "model.dropout=0.3", "data.train_dir=/tmp/x"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->model().heads(), 16);
+  EXPECT_EQ(config->model().norm_position(), proto::ModelConfig::PRE_LN);
+  EXPECT_EQ(config->cluster().consistency(), proto::ClusterConfig::SSP);
+  EXPECT_EQ(config->training().seed(), 42u);
+  EXPECT_FLOAT_EQ(config->model().dropout(), 0.3f);
+  EXPECT_EQ(config->data().train_dir(), "/tmp/x");
+}
+
+TEST(ConfigLoader, LaterOverrideWins) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"), {"model.layers=3", "model.layers=4"});
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->model().layers(), 4);
+}
+
+struct BadOverride {
+  std::string assignment;
+  std::string expected_fragment;
+};
+
+class ConfigRejection : public ::testing::TestWithParam<BadOverride> {};
+
+TEST_P(ConfigRejection, NamesTheFieldAndTheReason) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"), {GetParam().assignment});
+  ASSERT_FALSE(config.ok()) << GetParam().assignment;
+  EXPECT_NE(config.status().message().find(GetParam().expected_fragment), std::string::npos)
+      << "message: " << config.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Overrides, ConfigRejection,
+    ::testing::Values(
+        BadOverride{"model.heads=7", "model.heads = 7: d_model (512) must be divisible by heads"},
+        BadOverride{"model.heads=0", "model.heads = 0: must be positive"},
+        BadOverride{"model.layers=-1", "model.layers = -1: must be positive"},
+        BadOverride{"model.d_model=0", "model.d_model = 0: must be positive"},
+        BadOverride{"model.d_ff=0", "model.d_ff = 0: must be positive"},
+        BadOverride{"model.dropout=1.5", "model.dropout = 1.5: must be in [0, 1)"},
+        BadOverride{"model.label_smoothing=-0.1", "model.label_smoothing"},
+        BadOverride{"optimizer.warmup_steps=0", "optimizer.warmup_steps = 0: must be positive"},
+        BadOverride{"optimizer.beta2=1", "optimizer.beta2 = 1: must be in [0, 1)"},
+        BadOverride{"optimizer.epsilon=0", "optimizer.epsilon = 0: must be positive"},
+        BadOverride{"cluster.servers=0", "cluster.servers = 0: must be >= 1"},
+        BadOverride{"cluster.servers=100000000", "more servers than parameters"},
+        BadOverride{"cluster.heartbeat_timeout_ms=100", "cluster.heartbeat_timeout_ms"},
+        BadOverride{"training.max_steps=0", "training.max_steps = 0: must be positive"},
+        BadOverride{"batching.src_tokens_per_step=0", "batching.src_tokens_per_step"},
+        BadOverride{"checkpoint.keep_last=2", "checkpoint.keep_last = 2: must keep at least"},
+        BadOverride{"data.train_dir=", "data.train_dir"},
+        BadOverride{"model.headz=8", "has no field 'headz'"},
+        BadOverride{"model.heads=eight", "'eight' is not a valid value for model.heads"},
+        BadOverride{"model.norm_position=MIDDLE", "expected one of POST_LN PRE_LN"},
+        BadOverride{"model=3", "'model' is a section, not a value"},
+        BadOverride{"model.heads.x=3", "'heads' is a value, not a section"},
+        BadOverride{"fault.events=3", "repeated field"},
+        BadOverride{"noequals", "expected field.path=value"}));
+
+TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"), {"data.train_dir=/nonexistent/data"});
+  ASSERT_TRUE(config.ok());
+  Status files = CheckConfigFiles(*config);
+  ASSERT_FALSE(files.ok());
+  EXPECT_NE(files.message().find("/nonexistent/data"), std::string::npos);
+}
+
+TEST(ConfigLoader, FaultEventMustNameAnExistingRole) {
+  auto config = ParseConfigText("fault { events { role: SERVER index: 3 at_step: 5 } }", "inline");
+  ASSERT_TRUE(config.ok());
+  FillDefaults(&*config);
+  Status status = ValidateConfig(*config);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("fault.events[0].index = 3: no such server"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace psformer

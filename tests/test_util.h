@@ -1,0 +1,66 @@
+// Helpers shared by test suites: temporary directories, running the psformer binary.
+#ifndef PSFORMER_TESTS_TEST_UTIL_H_
+#define PSFORMER_TESTS_TEST_UTIL_H_
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace psformer::testing {
+
+// A fresh directory under the system temp dir, removed when the object goes.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("psformer-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `text` to `name` in this directory and returns its path.
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(File(name)) << text;
+    return File(name);
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_status = -1;  // the exit code, or 128 + signal.
+  std::string output;    // stdout and stderr together.
+};
+
+// Runs a shell command line, capturing stdout and stderr together.
+inline CommandResult RunShell(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) result.exit_status = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) result.exit_status = 128 + WTERMSIG(status);
+  return result;
+}
+
+// Runs build/psformer with `arguments` (a shell-quoted string) from the source directory.
+inline CommandResult RunPsformer(const std::string& arguments) {
+  return RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + PSFORMER_BINARY + " " + arguments);
+}
+
+}  // namespace psformer::testing
+
+#endif  // PSFORMER_TESTS_TEST_UTIL_H_

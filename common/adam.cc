@@ -25,6 +25,11 @@ void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const
   }
 }
 
+void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad) {
+  const float tokens = static_cast<float>(target_tokens);
+  for (size_t i = 0; i < n; ++i) grad[i] = grad[i] / tokens;
+}
+
 void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad,
                         float* param, float* m, float* v, int threads) {
   if (threads <= 1 || n < (1u << 16)) {

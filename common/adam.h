@@ -27,6 +27,11 @@ void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const
 void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad,
                         float* param, float* m, float* v, int threads);
 
+// Turns a gradient summed over a step's tokens into the mean: g[i] = g[i] / target_tokens.
+// The local trainer and the servers both call this, after summing workers' gradients in worker
+// order, so one worker equals W workers holding the union batch (up to summation order).
+void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_ADAM_H_

@@ -7,11 +7,6 @@
 namespace psformer {
 namespace {
 
-int NotBuiltYet(const char* name) {
-  std::cerr << "psformer " << name << ": error: this subcommand is not built yet\n";
-  return 1;
-}
-
 void PrintUsage(std::ostream& out) {
   out << "usage: psformer <command> [options]   (psformer <command> --help for its options)\n\n"
       << "Trains the Transformer of \"Attention Is All You Need\" on parameter servers.\n\ncommands:\n";
@@ -22,13 +17,6 @@ void PrintUsage(std::ostream& out) {
 
 }  // namespace
 
-int RunWorkerCommand(const Args&) { return NotBuiltYet("worker"); }
-int RunPserverCommand(const Args&) { return NotBuiltYet("pserver"); }
-int RunPrepareCommand(const Args&) { return NotBuiltYet("prepare"); }
-int RunTranslateCommand(const Args&) { return NotBuiltYet("translate"); }
-int RunAverageCommand(const Args&) { return NotBuiltYet("average"); }
-int RunBleuCommand(const Args&) { return NotBuiltYet("bleu"); }
-int RunChecksumCommand(const Args&) { return NotBuiltYet("checksum"); }
 
 const std::vector<Subcommand>& Subcommands() {
   static const std::vector<Subcommand> kCommands = {

@@ -1,0 +1,40 @@
+#include "common/heartbeat.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+namespace psformer {
+
+HeartbeatSender::HeartbeatSender(int interval_ms) : interval_ms_(interval_ms) {
+  const char* fd = std::getenv("PSFORMER_HEARTBEAT_FD");
+  if (fd == nullptr) return;
+  fd_ = std::atoi(fd);
+  if (fd_ < 0) return;
+  fcntl(fd_, F_SETFL, O_NONBLOCK);  // never block on a supervisor that reads slowly.
+  thread_ = std::thread([this] { Loop(); });
+}
+
+HeartbeatSender::~HeartbeatSender() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  thread_.join();
+}
+
+void HeartbeatSender::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const char beat = 1;
+    // A full pipe (supervisor busy) or a closed one (supervisor gone) is not our problem here.
+    [[maybe_unused]] ssize_t n = write(fd_, &beat, 1);
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_));
+  }
+}
+
+}  // namespace psformer

@@ -1,0 +1,182 @@
+#include "launcher/role_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/logging.h"
+
+extern char** environ;
+
+namespace psformer {
+namespace {
+
+// The heartbeat pipe's descriptor number in the child (after stdin, stdout, stderr).
+constexpr int kChildHeartbeatFd = 3;
+
+std::string DescribeExit(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    return "killed by signal " + std::to_string(WTERMSIG(wait_status)) + " (" + strsignal(WTERMSIG(wait_status)) + ")";
+  }
+  return "stopped (status " + std::to_string(wait_status) + ")";
+}
+
+}  // namespace
+
+RoleProcess::RoleProcess(RoleProcessOptions options) : options_(std::move(options)) {}
+
+RoleProcess::~RoleProcess() {
+  if (state_ == State::kRunning) Kill();
+  if (heartbeat_fd_ >= 0) close(heartbeat_fd_);
+}
+
+Status RoleProcess::Start() {
+  PSF_CHECK(state_ == State::kIdle);
+  return Spawn();
+}
+
+Status RoleProcess::Spawn() {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + strerror(errno));
+  const int log_fd = open(options_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return Status::IoError("cannot open log file " + options_.log_file + ": " + strerror(errno));
+  }
+  std::vector<std::string> args = options_.args;
+  args.push_back("--incarnation");
+  args.push_back(std::to_string(incarnation_));
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(options_.executable.c_str()));
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The environment is built before fork: between fork and exec only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PSFORMER_HEARTBEAT_FD=", 22) != 0) env_strings.emplace_back(*e);
+  }
+  env_strings.push_back("PSFORMER_HEARTBEAT_FD=" + std::to_string(kChildHeartbeatFd));
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    close(log_fd);
+    return Status::IoError(std::string("fork: ") + strerror(errno));
+  }
+  if (pid == 0) {
+    // A role process never outlives the supervisor that watches it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    if (pipe_fds[1] == kChildHeartbeatFd) {
+      fcntl(kChildHeartbeatFd, F_SETFD, 0);
+    } else {
+      dup2(pipe_fds[1], kChildHeartbeatFd);  // dup2 clears close-on-exec on the copy.
+    }
+    execve(options_.executable.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  close(log_fd);
+  if (heartbeat_fd_ >= 0) close(heartbeat_fd_);
+  heartbeat_fd_ = pipe_fds[0];
+  fcntl(heartbeat_fd_, F_SETFL, O_NONBLOCK);
+  pid_ = pid;
+  state_ = State::kRunning;
+  last_heartbeat_ = std::chrono::steady_clock::now();
+  PSF_LOG(Info) << options_.name << ": started pid " << pid_ << " (incarnation " << incarnation_ << ")";
+  return Status::Ok();
+}
+
+void RoleProcess::ReadHeartbeats() {
+  char buffer[256];
+  while (true) {
+    const ssize_t n = read(heartbeat_fd_, buffer, sizeof(buffer));
+    if (n > 0) {
+      last_heartbeat_ = std::chrono::steady_clock::now();
+      continue;
+    }
+    break;  // EAGAIN (nothing new) or EOF (child gone; waitpid tells).
+  }
+}
+
+void RoleProcess::HandleExit(int wait_status) {
+  pid_ = -1;
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+    state_ = State::kSucceeded;
+    PSF_LOG(Info) << options_.name << ": finished";
+    return;
+  }
+  const std::string how = DescribeExit(wait_status);
+  if (incarnation_ >= options_.max_restarts) {
+    state_ = State::kFailed;
+    failure_ = options_.name + " " + how + " after " + std::to_string(incarnation_) +
+               " restart(s); cluster.max_restarts = " + std::to_string(options_.max_restarts) +
+               " reached (log: " + options_.log_file + ")";
+    PSF_LOG(Error) << failure_;
+    return;
+  }
+  const int backoff = std::min(10000, options_.restart_backoff_ms << std::min(incarnation_, 16));
+  ++incarnation_;
+  state_ = State::kBackingOff;
+  restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
+  PSF_LOG(Warning) << options_.name << " " << how << "; restarting in " << backoff << " ms as incarnation "
+                   << incarnation_;
+}
+
+RoleProcess::State RoleProcess::Poll() {
+  const auto now = std::chrono::steady_clock::now();
+  if (state_ == State::kRunning) {
+    ReadHeartbeats();
+    int wait_status = 0;
+    const pid_t r = waitpid(pid_, &wait_status, WNOHANG);
+    if (r == pid_) {
+      HandleExit(wait_status);
+    } else if (options_.heartbeat_timeout_ms > 0 &&
+               now - last_heartbeat_ > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
+      PSF_LOG(Warning) << options_.name << ": no heartbeat for " << options_.heartbeat_timeout_ms
+                       << " ms; killing pid " << pid_;
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &wait_status, 0);
+      HandleExit(wait_status);
+    }
+  }
+  if (state_ == State::kBackingOff && now >= restart_at_) {
+    const Status spawned = Spawn();
+    if (!spawned.ok()) {
+      state_ = State::kFailed;
+      failure_ = options_.name + ": cannot restart: " + spawned.message();
+    }
+  }
+  return state_;
+}
+
+void RoleProcess::Signal(int signal) {
+  if (state_ == State::kRunning && pid_ > 0) kill(pid_, signal);
+}
+
+void RoleProcess::Kill() {
+  if (state_ == State::kRunning && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int wait_status = 0;
+    waitpid(pid_, &wait_status, 0);
+    pid_ = -1;
+  }
+  if (state_ != State::kSucceeded) state_ = State::kFailed;
+}
+
+}  // namespace psformer

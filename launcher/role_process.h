@@ -1,0 +1,76 @@
+// A role process (a worker or a parameter-server shard) as its supervisor sees it: started with
+// `psformer <role> ...`, restarted with the same identity when it dies abnormally, killed when it
+// stops sending heartbeats (DESIGN.md, Failure model).
+//
+// Heartbeats: the child inherits the write end of a pipe whose descriptor number is in the
+// environment variable PSFORMER_HEARTBEAT_FD; common/heartbeat.h writes a byte to it every
+// cluster.heartbeat_interval_ms. Silence for cluster.heartbeat_timeout_ms counts as a hang.
+#ifndef PSFORMER_LAUNCHER_ROLE_PROCESS_H_
+#define PSFORMER_LAUNCHER_ROLE_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace psformer {
+
+struct RoleProcessOptions {
+  std::string name;               // "worker-1", "pserver-0": for logs.
+  std::string executable;         // path of the psformer binary.
+  std::vector<std::string> args;  // after the executable; "--incarnation K" is appended per start.
+  std::string log_file;           // the child's stdout and stderr are appended here.
+  int heartbeat_timeout_ms = 5000;  // 0 = no hang detection.
+  int max_restarts = 5;
+  int restart_backoff_ms = 200;     // doubled each restart, capped at 10 s.
+};
+
+// Not thread-safe: one thread drives a RoleProcess (Start, then Poll until it finishes).
+class RoleProcess {
+ public:
+  enum class State { kIdle, kRunning, kBackingOff, kSucceeded, kFailed };
+
+  explicit RoleProcess(RoleProcessOptions options);
+  ~RoleProcess();  // kills a child still running.
+  RoleProcess(const RoleProcess&) = delete;
+  RoleProcess& operator=(const RoleProcess&) = delete;
+
+  // Starts incarnation 0.
+  Status Start();
+  // Reaps an exited child, checks heartbeats, restarts after backoff. Call every few ms.
+  // Returns the state after the poll.
+  State Poll();
+  // Sends `signal` to the running child (tests and shutdown).
+  void Signal(int signal);
+  // Kills the child (SIGKILL) and waits for it; the state becomes kFailed unless it had finished.
+  void Kill();
+
+  State state() const { return state_; }
+  pid_t pid() const { return pid_; }
+  int incarnation() const { return incarnation_; }
+  int restarts() const { return incarnation_; }
+  // Why the process failed (kFailed), e.g. "killed by signal 9 four times; giving up".
+  const std::string& failure() const { return failure_; }
+  const std::string& name() const { return options_.name; }
+
+ private:
+  Status Spawn();
+  void HandleExit(int wait_status);
+  void ReadHeartbeats();
+
+  RoleProcessOptions options_;
+  State state_ = State::kIdle;
+  pid_t pid_ = -1;
+  int heartbeat_fd_ = -1;  // read end of the heartbeat pipe.
+  int incarnation_ = 0;
+  std::chrono::steady_clock::time_point last_heartbeat_;
+  std::chrono::steady_clock::time_point restart_at_;
+  std::string failure_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_ROLE_PROCESS_H_

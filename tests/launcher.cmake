@@ -1,0 +1,1 @@
+psformer_test(launcher_test integration SOURCES launcher_test.cc LIBS psformer_launcher)

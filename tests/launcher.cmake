@@ -1,1 +1,2 @@
 psformer_test(launcher_test integration SOURCES launcher_test.cc LIBS psformer_launcher)
+psformer_test(cluster_plan_test unit SOURCES cluster_plan_test.cc LIBS psformer_launcher)

@@ -1,0 +1,75 @@
+#include "launcher/cluster_plan.h"
+
+#include <map>
+
+namespace psformer {
+
+StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const std::vector<std::string>& hosts) {
+  const int needed = options.servers + options.workers;
+  if (static_cast<int>(hosts.size()) != needed) {
+    return Status::InvalidArgument(
+        std::to_string(hosts.size()) + " processes were started but the config needs cluster.servers (" +
+        std::to_string(options.servers) + ") + cluster.workers (" + std::to_string(options.workers) + ") = " +
+        std::to_string(needed) + "; start " + std::to_string(needed) +
+        " ranks (mpirun -np " + std::to_string(needed) + ") or change the config with --set");
+  }
+  ClusterPlan plan;
+  plan.slots_.resize(hosts.size());
+  // Hosts in order of first appearance, each with its slots in order.
+  std::vector<std::string> host_order;
+  std::map<std::string, std::vector<int>> host_slots;
+  for (int i = 0; i < static_cast<int>(hosts.size()); ++i) {
+    if (host_slots.find(hosts[i]) == host_slots.end()) host_order.push_back(hosts[i]);
+    host_slots[hosts[i]].push_back(i);
+    plan.slots_[i].slot = i;
+    plan.slots_[i].host = hosts[i];
+  }
+  plan.host_count_ = static_cast<int>(host_order.size());
+
+  // Servers round-robin over hosts, each taking its host's highest free slot, so that
+  // workers keep the low local ranks (and GPU numbers line up with local ranks).
+  std::map<std::string, int> taken_from_top;
+  std::vector<bool> is_server(hosts.size(), false);
+  size_t h = 0;
+  for (int s = 0; s < options.servers; ++s) {
+    for (size_t tries = 0; tries < host_order.size(); ++tries, ++h) {
+      const std::string& host = host_order[h % host_order.size()];
+      const auto& slots = host_slots[host];
+      if (taken_from_top[host] < static_cast<int>(slots.size())) {
+        const int slot = slots[slots.size() - 1 - taken_from_top[host]++];
+        is_server[slot] = true;
+        plan.slots_[slot].kind = RoleSlot::Kind::kServer;
+        plan.slots_[slot].index = s;
+        ++h;
+        break;
+      }
+    }
+  }
+  for (int s = 0; s < options.servers; ++s) plan.server_slots_.push_back(-1);
+  std::map<std::string, int> gpus;
+  for (const auto& [host, count] : options.gpus_per_host) gpus[host] = count;
+  std::map<std::string, int> workers_on_host;
+  for (int i = 0; i < static_cast<int>(hosts.size()); ++i) {
+    RoleSlot& slot = plan.slots_[i];
+    if (is_server[i]) {
+      plan.server_slots_[slot.index] = i;
+      continue;
+    }
+    slot.kind = RoleSlot::Kind::kWorker;
+    slot.index = static_cast<int>(plan.worker_slots_.size());
+    plan.worker_slots_.push_back(i);
+    const int local = workers_on_host[slot.host]++;
+    if (options.gpu_workers) {
+      const int available = gpus.count(slot.host) ? gpus[slot.host] : 0;
+      if (local >= available) {
+        return Status::InvalidArgument("host " + slot.host + " runs more GPU workers (at least " +
+                                       std::to_string(local + 1) + ") than it has GPUs (" +
+                                       std::to_string(available) + ")");
+      }
+      slot.local_gpu = local;
+    }
+  }
+  return plan;
+}
+
+}  // namespace psformer

@@ -1,0 +1,60 @@
+// Which role each process of a job plays, and where (DESIGN.md, The command).
+//
+// Given the job's server and worker counts and the host of every slot (an MPI rank, or a
+// process of single-node mode), servers are spread across hosts round-robin and every other
+// slot is a worker; a worker's GPU is its position among the workers of its host (local rank).
+// The plan is a pure function of its inputs, so every rank computes the same one.
+#ifndef PSFORMER_LAUNCHER_CLUSTER_PLAN_H_
+#define PSFORMER_LAUNCHER_CLUSTER_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace psformer {
+
+struct RoleSlot {
+  enum class Kind { kServer, kWorker };
+  Kind kind = Kind::kWorker;
+  int index = 0;       // server index or worker index.
+  int slot = 0;        // MPI rank (or process number in single-node mode).
+  std::string host;
+  int local_gpu = -1;  // workers on a GPU backend: the device ordinal on their host.
+  std::string name() const { return (kind == Kind::kServer ? "pserver-" : "worker-") + std::to_string(index); }
+};
+
+struct ClusterPlanOptions {
+  int servers = 1;
+  int workers = 1;
+  bool gpu_workers = false;  // assign local GPUs to workers
+  // GPUs visible on each host (by host name); a host absent here has none. Only read when
+  // gpu_workers is set.
+  std::vector<std::pair<std::string, int>> gpus_per_host;
+};
+
+class ClusterPlan {
+ public:
+  // `hosts[i]` is the host of slot i. Fails, saying why, when the slot count does not match
+  // servers + workers or a host has more GPU workers than GPUs.
+  static StatusOr<ClusterPlan> Make(const ClusterPlanOptions& options, const std::vector<std::string>& hosts);
+
+  const std::vector<RoleSlot>& slots() const { return slots_; }
+  const RoleSlot& slot(int i) const { return slots_[i]; }
+  // The slot of server `index` / worker `index`.
+  const RoleSlot& server(int index) const { return slots_[server_slots_[index]]; }
+  const RoleSlot& worker(int index) const { return slots_[worker_slots_[index]]; }
+  int servers() const { return static_cast<int>(server_slots_.size()); }
+  int workers() const { return static_cast<int>(worker_slots_.size()); }
+  int hosts() const { return host_count_; }
+
+ private:
+  std::vector<RoleSlot> slots_;
+  std::vector<int> server_slots_;
+  std::vector<int> worker_slots_;
+  int host_count_ = 0;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_CLUSTER_PLAN_H_

@@ -1,0 +1,29 @@
+// Runs a training job as supervisors of role processes (DESIGN.md, The command):
+// single-node mode (this process supervises every role on this machine) and cluster mode (one
+// MPI rank supervises one role; MPI carries only bootstrap and shutdown).
+#ifndef PSFORMER_LAUNCHER_JOB_RUNNER_H_
+#define PSFORMER_LAUNCHER_JOB_RUNNER_H_
+
+#include <string>
+
+#include "common/config_loader.h"
+
+namespace psformer {
+
+struct JobOptions {
+  JobConfig config;         // resolved and validated
+  std::string run_dir;      // created if missing
+  bool resume = false;      // continue from the last complete checkpoint
+  std::string executable;   // the psformer binary the role processes run (normally this one)
+};
+
+// Both return the process exit status (0 when training finished) after printing why not.
+int RunSingleNode(const JobOptions& options);
+int RunClusterRank(const JobOptions& options);
+
+// The default run directory: runs/<config name>-<YYYYmmdd-HHMMSS>.
+std::string DefaultRunDir(const JobConfig& config);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_JOB_RUNNER_H_

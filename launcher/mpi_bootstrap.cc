@@ -1,0 +1,60 @@
+#include "launcher/mpi_bootstrap.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace psformer {
+namespace {
+// Host names and endpoints are short; a longer value is refused rather than cut.
+constexpr int kMaxValue = 1024;
+}  // namespace
+
+bool StartedByMpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+MpiBootstrap::MpiBootstrap() {
+  MPI_Init(nullptr, nullptr);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiBootstrap::~MpiBootstrap() { MPI_Finalize(); }
+
+StatusOr<std::vector<std::string>> MpiBootstrap::AllGather(const std::string& mine) {
+  char local[kMaxValue] = {};
+  // Every rank must take part in the collective even when its value is too long.
+  const bool fits = mine.size() < static_cast<size_t>(kMaxValue);
+  if (fits) std::memcpy(local, mine.data(), mine.size());
+  std::vector<char> all(static_cast<size_t>(kMaxValue) * size_);
+  MPI_Allgather(local, kMaxValue, MPI_CHAR, all.data(), kMaxValue, MPI_CHAR, MPI_COMM_WORLD);
+  if (AllReduceMax(fits ? 0 : 1) != 0) {
+    return Status::InvalidArgument("a bootstrap value is longer than " + std::to_string(kMaxValue) + " bytes");
+  }
+  std::vector<std::string> values;
+  for (int r = 0; r < size_; ++r) values.emplace_back(all.data() + static_cast<size_t>(r) * kMaxValue);
+  return values;
+}
+
+std::string MpiBootstrap::Broadcast(const std::string& value) {
+  int length = static_cast<int>(value.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string out = rank_ == 0 ? value : std::string(length, '\0');
+  MPI_Bcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+int MpiBootstrap::AllReduceMax(int value) {
+  int result = 0;
+  MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+void MpiBootstrap::Abort(int exit_status) {
+  MPI_Abort(MPI_COMM_WORLD, exit_status);
+  std::_Exit(exit_status);  // MPI_Abort does not return; this satisfies [[noreturn]].
+}
+
+}  // namespace psformer

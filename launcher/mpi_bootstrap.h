@@ -1,0 +1,45 @@
+// The MPI side of cluster mode: MPI carries only the bootstrap (who is where, which endpoints,
+// the job id and run directory) and the final shutdown. Role processes never call MPI, because
+// Open MPI aborts the whole job when one of its processes dies (DESIGN.md, Failure model).
+#ifndef PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
+#define PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace psformer {
+
+// True when this process was started by mpirun (Open MPI sets OMPI_COMM_WORLD_SIZE; PMIx
+// launchers set PMIX_RANK).
+bool StartedByMpirun();
+
+class MpiBootstrap {
+ public:
+  MpiBootstrap();  // MPI_Init
+  ~MpiBootstrap();  // MPI_Finalize, unless Abort was called.
+  MpiBootstrap(const MpiBootstrap&) = delete;
+  MpiBootstrap& operator=(const MpiBootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Every rank's value of `mine`, in rank order (MPI_Allgather of bounded strings).
+  StatusOr<std::vector<std::string>> AllGather(const std::string& mine);
+  // Rank 0's value of `value`, on every rank.
+  std::string Broadcast(const std::string& value);
+  // The largest of every rank's `value` (ranks agree on the job's exit status).
+  int AllReduceMax(int value);
+  // Ends every rank of the job with `exit_status` (after this rank printed why).
+  [[noreturn]] void Abort(int exit_status);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_

@@ -1,13 +1,48 @@
-// `psformer bleu`. Not built yet: it says so and exits non-zero.
+// `psformer bleu`: corpus BLEU of a hypothesis file against one or more reference files, printed
+// as sacreBLEU's text line (worker/eval/bleu.h). Nothing is printed to stdout unless every file
+// reads and lines up.
+#include <iostream>
+
 #include "launcher/command_line.h"
+#include "worker/eval/bleu.h"
+#include "worker/eval/text_lines.h"
 
 namespace psformer {
 
 int RunBleuCommand(const Args& args) {
   po::options_description options("bleu options");
-  ParsedOptions parsed = ParseOptions("bleu", "[options]", args, options);
+  options.add_options()
+      ("hyp", po::value<std::string>()->required(), "hypotheses, one detokenized sentence a line (UTF-8)")
+      ("ref", po::value<std::vector<std::string>>()->composing(),
+       "references, line-aligned with --hyp (repeat for several references per sentence)");
+  const std::string usage = "--hyp FILE --ref FILE [--ref FILE ...]";
+  ParsedOptions parsed = ParseOptions("bleu", usage, args, options);
   if (parsed.exit_status) return *parsed.exit_status;
-  return ReportError("bleu", "this subcommand is not built yet");
+  const auto& values = parsed.values;
+  if (!values.count("ref")) {
+    std::cerr << "psformer bleu: error: no reference given: add --ref FILE (repeatable)\n"
+              << "usage: psformer bleu " << usage << "  (see --help)\n";
+    return 2;
+  }
+
+  const std::string hyp_path = values["hyp"].as<std::string>();
+  const auto ref_paths = values["ref"].as<std::vector<std::string>>();
+  auto hyps = ReadTextLines(hyp_path);
+  if (!hyps.ok()) return ReportError("bleu", hyps.status());
+  std::vector<std::vector<std::string>> refs;
+  for (const std::string& path : ref_paths) {
+    auto lines = ReadTextLines(path);
+    if (!lines.ok()) return ReportError("bleu", lines.status());
+    if (lines->size() != hyps->size()) {
+      return ReportError("bleu", "line counts differ: " + hyp_path + " has " + std::to_string(hyps->size()) +
+                                     " lines but " + path + " has " + std::to_string(lines->size()));
+    }
+    refs.push_back(std::move(lines).value());
+  }
+  auto score = CorpusBleu(*hyps, refs);
+  if (!score.ok()) return ReportError("bleu", score.status());
+  std::cout << FormatBleuLine(*score) << "\n";
+  return 0;
 }
 
 }  // namespace psformer

@@ -16,7 +16,9 @@ int RunBleuCommand(const Args& args) {
       ("ref", po::value<std::vector<std::string>>()->composing(),
        "references, line-aligned with --hyp (repeat for several references per sentence)");
   const std::string usage = "--hyp FILE --ref FILE [--ref FILE ...]";
-  ParsedOptions parsed = ParseOptions("bleu", usage, args, options);
+  // No positional arguments: an empty description makes a stray word a usage error, not ignored.
+  const po::positional_options_description no_positional;
+  ParsedOptions parsed = ParseOptions("bleu", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
   const auto& values = parsed.values;
   if (!values.count("ref")) {
@@ -29,6 +31,8 @@ int RunBleuCommand(const Args& args) {
   const auto ref_paths = values["ref"].as<std::vector<std::string>>();
   auto hyps = ReadTextLines(hyp_path);
   if (!hyps.ok()) return ReportError("bleu", hyps.status());
+  // sacreBLEU refuses an empty corpus too; a score of 0 would hide a failed translation run.
+  if (hyps->empty()) return ReportError("bleu", hyp_path + " is empty: no hypotheses to score");
   std::vector<std::vector<std::string>> refs;
   for (const std::string& path : ref_paths) {
     auto lines = ReadTextLines(path);

@@ -180,5 +180,17 @@ TEST(BleuCommand, RequiresAReference) {
   EXPECT_EQ(RunPsformer("bleu --ref " + hyp).exit_status, 2);
 }
 
+TEST(BleuCommand, RejectsStrayArgumentsAndAnEmptyHypothesisFile) {
+  TempDir dir;
+  const auto hyp = dir.Write("hyp.txt", "a\n");
+  const auto stray = RunPsformer("bleu --hyp " + hyp + " --ref " + hyp + " " + hyp);
+  EXPECT_EQ(stray.exit_status, 2) << stray.output;
+  EXPECT_EQ(stray.output.find("BLEU ="), std::string::npos);
+  const auto empty = dir.Write("empty.txt", "");
+  const auto result = RunPsformer("bleu --hyp " + empty + " --ref " + empty);
+  EXPECT_EQ(result.exit_status, 1);
+  EXPECT_NE(result.output.find(empty + " is empty"), std::string::npos) << result.output;
+}
+
 }  // namespace
 }  // namespace psformer

@@ -1,0 +1,242 @@
+// Gradient checks: every layer's and the whole model's analytic backward against central finite
+// differences, in double precision on the CPU backend, on random shapes with padding and odd
+// lengths, post-LN and pre-LN, with dropout (masks are fixed by their Philox key, so the function
+// being differentiated is deterministic).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/model_test_util.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/model/attention.h"
+#include "worker/model/decoder_layer.h"
+#include "worker/model/embedding.h"
+#include "worker/model/encoder_layer.h"
+#include "worker/model/feed_forward.h"
+#include "worker/model/layer_norm.h"
+#include "worker/model/transformer.h"
+
+namespace psformer {
+namespace {
+
+using testing::AllIndices;
+using testing::MaxGradientError;
+using testing::RandomBatch;
+using testing::RandomParams;
+using testing::SmallModel;
+using Vec = std::vector<double>;
+
+constexpr int kVocab = 11;
+const DropoutKey kKey{1234, 7, 1};
+
+Vec RandomVec(std::mt19937_64& rng, size_t n) {
+  Vec v(n);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (double& x : v) x = normal(rng);
+  return v;
+}
+
+double Dot(const double* a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < b.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Indices of every parameter whose tensor name starts with `prefix`.
+std::vector<size_t> ParamIndices(const ParamLayout& layout, const std::string& prefix) {
+  std::vector<size_t> v;
+  for (const ParamTensor& t : layout.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    for (uint64_t i = 0; i < t.size(); ++i) v.push_back(t.offset + i);
+  }
+  return v;
+}
+
+struct AttentionCase {
+  AttentionKind kind;
+  float probs_dropout;
+};
+
+class GradAttention : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(GradAttention, MatchesFiniteDifferences) {
+  const AttentionCase c = GetParam();
+  std::mt19937_64 rng(11 + static_cast<int>(c.kind));
+  CpuBackend<double> be(2);
+  const auto config = SmallModel(1, 8, 12, 2, false, 0.0f);
+  ParamLayout layout(config, kVocab);
+  const bool cross = c.kind == AttentionKind::kCross;
+  const std::string prefix = cross ? "decoder.0.cross_attn." : "encoder.0.self_attn.";
+  const int batch = 3, queries = 5, keys = cross ? 4 : 5;
+  const Batch tokens = RandomBatch(rng, batch, keys, queries, kVocab);
+  const std::vector<int32_t>& key_tokens = tokens.src;  // (batch, keys) with padding
+  Vec params = RandomParams(layout, rng);
+  Vec x = RandomVec(rng, batch * queries * 8), memory = RandomVec(rng, batch * keys * 8);
+  const Vec r = RandomVec(rng, batch * queries * 8);
+  MultiHeadAttention<double> attn(&be, layout, prefix, c.kind, 2, c.probs_dropout, 99);
+  auto loss = [&] {
+    const double* out = attn.Forward(params.data(), x.data(), cross ? memory.data() : x.data(), batch, queries, keys,
+                                     key_tokens.data(), &kKey);
+    return Dot(out, r);
+  };
+  loss();
+  Vec grad(params.size(), 0.0), dx(x.size()), dmemory(memory.size(), 0.0);
+  attn.Backward(params.data(), r.data(), dx.data(), dmemory.data(), grad.data());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, prefix), loss);
+  MaxGradientError("x", &x, dx, AllIndices(x.size()), loss);
+  if (cross) MaxGradientError("memory", &memory, dmemory, AllIndices(memory.size()), loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, GradAttention,
+                         ::testing::Values(AttentionCase{AttentionKind::kSelf, 0.0f},
+                                           AttentionCase{AttentionKind::kCausalSelf, 0.0f},
+                                           AttentionCase{AttentionKind::kCross, 0.0f},
+                                           AttentionCase{AttentionKind::kCausalSelf, 0.3f}));
+
+TEST(GradFeedForward, MatchesFiniteDifferencesWithReluDropout) {
+  std::mt19937_64 rng(5);
+  CpuBackend<double> be(2);
+  ParamLayout layout(SmallModel(1, 8, 12, 2, false, 0.0f), kVocab);
+  Vec params = RandomParams(layout, rng);
+  const int rows = 7;
+  Vec x = RandomVec(rng, rows * 8);
+  const Vec r = RandomVec(rng, rows * 8);
+  FeedForward<double> ffn(&be, layout, "encoder.0.ffn.", 0.25f, 5);
+  auto loss = [&] { return Dot(ffn.Forward(params.data(), x.data(), rows, &kKey), r); };
+  loss();
+  Vec grad(params.size(), 0.0), dx(x.size());
+  ffn.Backward(params.data(), r.data(), dx.data(), grad.data());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0.ffn."), loss);
+  MaxGradientError("x", &x, dx, AllIndices(x.size()), loss);
+}
+
+TEST(GradLayerNorm, MatchesFiniteDifferences) {
+  std::mt19937_64 rng(6);
+  CpuBackend<double> be(2);
+  ParamLayout layout(SmallModel(1, 8, 12, 2, false, 0.0f), kVocab);
+  Vec params = RandomParams(layout, rng);
+  const int rows = 5;
+  Vec x = RandomVec(rng, rows * 8);
+  const Vec r = RandomVec(rng, rows * 8);
+  LayerNorm<double> norm(&be, layout, "encoder.0.ln1.");
+  auto loss = [&] { return Dot(norm.Forward(params.data(), x.data(), rows), r); };
+  loss();
+  Vec grad(params.size(), 0.0), dx(x.size());
+  norm.Backward(params.data(), r.data(), dx.data(), grad.data());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0.ln1."), loss);
+  MaxGradientError("x", &x, dx, AllIndices(x.size()), loss);
+}
+
+TEST(GradEmbedding, MatchesFiniteDifferencesWithDropout) {
+  std::mt19937_64 rng(7);
+  CpuBackend<double> be(2);
+  ParamLayout layout(SmallModel(1, 8, 12, 2, false, 0.0f), kVocab);
+  Vec params = RandomParams(layout, rng);
+  const Batch b = RandomBatch(rng, 3, 5, 3, kVocab);
+  const Vec r = RandomVec(rng, b.src.size() * 8);
+  Embedding<double> emb(&be, layout, 0.3f, 0);
+  auto loss = [&] { return Dot(emb.Forward(params.data(), b.src.data(), 3, 5, &kKey), r); };
+  loss();
+  Vec grad(params.size(), 0.0);
+  emb.Backward(r.data(), grad.data());
+  MaxGradientError("embedding", &params, grad, ParamIndices(layout, "embedding"), loss);
+}
+
+TEST(GradCrossEntropy, MatchesFiniteDifferencesAndSkipsPadding) {
+  std::mt19937_64 rng(8);
+  CpuBackend<double> be(2);
+  const int rows = 6, vocab = 9;
+  Vec logits = RandomVec(rng, rows * vocab);
+  const std::vector<int32_t> targets = {4, kPadId, 8, 5, kPadId, 7};
+  Vec loss_rows(rows), correct(rows), dlogits(logits.size());
+  auto loss = [&] {
+    be.CrossEntropy(rows, vocab, 0.1, logits.data(), targets.data(), kPadId, loss_rows.data(), correct.data(),
+                    nullptr);
+    return be.Sum(rows, loss_rows.data());
+  };
+  be.CrossEntropy(rows, vocab, 0.1, logits.data(), targets.data(), kPadId, loss_rows.data(), correct.data(),
+                  dlogits.data());
+  MaxGradientError("logits", &logits, dlogits, AllIndices(logits.size()), loss);
+  EXPECT_EQ(loss_rows[1], 0.0);
+  EXPECT_EQ(loss_rows[4], 0.0);
+}
+
+class GradLayers : public ::testing::TestWithParam<bool> {};  // parameter: pre-LN
+
+TEST_P(GradLayers, EncoderLayerMatchesFiniteDifferences) {
+  std::mt19937_64 rng(9);
+  CpuBackend<double> be(2);
+  auto config = SmallModel(1, 8, 12, 2, GetParam(), 0.2f);
+  config.set_attention_dropout(0.1f);
+  config.set_relu_dropout(0.1f);
+  ParamLayout layout(config, kVocab);
+  Vec params = RandomParams(layout, rng);
+  const Batch b = RandomBatch(rng, 2, 5, 3, kVocab);
+  Vec x = RandomVec(rng, b.src.size() * 8);
+  const Vec r = RandomVec(rng, x.size());
+  EncoderLayer<double> layer(&be, layout, config, 0);
+  auto loss = [&] { return Dot(layer.Forward(params.data(), x.data(), b.src.data(), 2, 5, &kKey), r); };
+  loss();
+  Vec grad(params.size(), 0.0);
+  const double* dx = layer.Backward(params.data(), r.data(), grad.data());
+  const Vec dx_copy(dx, dx + x.size());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0."), loss);
+  MaxGradientError("x", &x, dx_copy, AllIndices(x.size()), loss);
+}
+
+TEST_P(GradLayers, DecoderLayerMatchesFiniteDifferences) {
+  std::mt19937_64 rng(10);
+  CpuBackend<double> be(2);
+  auto config = SmallModel(1, 8, 12, 2, GetParam(), 0.2f);
+  config.set_attention_dropout(0.1f);
+  config.set_relu_dropout(0.1f);
+  ParamLayout layout(config, kVocab);
+  Vec params = RandomParams(layout, rng);
+  const int batch = 3, src_len = 4, tgt_len = 5;
+  const Batch b = RandomBatch(rng, batch, src_len, tgt_len, kVocab);
+  Vec y = RandomVec(rng, b.tgt_in.size() * 8), memory = RandomVec(rng, b.src.size() * 8);
+  const Vec r = RandomVec(rng, y.size());
+  DecoderLayer<double> layer(&be, layout, config, 0);
+  auto loss = [&] {
+    return Dot(layer.Forward(params.data(), y.data(), b.tgt_in.data(), tgt_len, memory.data(), b.src.data(), src_len,
+                             batch, &kKey),
+               r);
+  };
+  loss();
+  Vec grad(params.size(), 0.0), dmemory(memory.size(), 0.0);
+  const double* dy = layer.Backward(params.data(), r.data(), dmemory.data(), grad.data());
+  const Vec dy_copy(dy, dy + y.size());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, "decoder.0."), loss);
+  MaxGradientError("y", &y, dy_copy, AllIndices(y.size()), loss);
+  MaxGradientError("memory", &memory, dmemory, AllIndices(memory.size()), loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Norms, GradLayers, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "PreLN" : "PostLN"; });
+
+class GradTransformer : public ::testing::TestWithParam<bool> {};  // parameter: pre-LN
+
+TEST_P(GradTransformer, WholeModelMatchesFiniteDifferences) {
+  std::mt19937_64 rng(GetParam() ? 21 : 20);
+  CpuBackend<double> be(2);
+  auto config = SmallModel(2, 8, 12, 2, GetParam(), 0.15f);
+  config.set_attention_dropout(0.1f);
+  config.set_relu_dropout(0.1f);
+  Transformer<double> model(config, kVocab, &be);
+  Vec params = RandomParams(model.layout(), rng);
+  const Batch b = RandomBatch(rng, 3, 5, 7, kVocab);  // odd lengths, padding
+  auto loss = [&] {
+    Vec grad(params.size());
+    return model.ForwardBackward(params.data(), b, kKey, grad.data()).loss_sum;
+  };
+  Vec grad(params.size());
+  const StepStats stats = model.ForwardBackward(params.data(), b, kKey, grad.data());
+  EXPECT_EQ(stats.target_tokens, b.tgt_tokens);
+  MaxGradientError("all parameters", &params, grad, AllIndices(params.size()), loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Norms, GradTransformer, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "PreLN" : "PostLN"; });
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,119 @@
+// The operator interface the model is written against (once), implemented by the CPU backend
+// (OpenBLAS + loops) and later a CUDA backend. T is the arithmetic type: float for training,
+// double for gradient checks.
+//
+// Conventions shared by every operation:
+// - All pointers are device pointers from this backend's DeviceMemory (token ids too).
+// - Matrices are row-major. GEMM follows BLAS semantics on row-major data:
+//     C (M, N) = alpha * op(A) (M, K) * op(B) (K, N) + beta * C,  op(X) = X or X^T.
+// - "Accumulate" outputs (parameter gradients) add into what is there; others overwrite.
+// - Results are deterministic: the same inputs give the same bits on every call (fixed
+//   reduction orders; no atomics whose order depends on timing).
+// - Operations may run asynchronously on a device; DeviceMemory copies and Sum synchronise.
+#ifndef PSFORMER_WORKER_BACKEND_BACKEND_H_
+#define PSFORMER_WORKER_BACKEND_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/philox.h"
+#include "worker/backend/device_buffer.h"
+
+namespace psformer {
+
+enum class Transpose { kNo, kYes };
+
+// Shape of a masked attention softmax over scores (batch, heads, queries, keys).
+struct AttentionShape {
+  int batch = 0;
+  int heads = 0;
+  int queries = 0;
+  int keys = 0;
+};
+
+template <typename T>
+class Backend : public DeviceMemory {
+ public:
+  template <typename E>
+  DeviceBuffer<E> Allocate(size_t n) { return DeviceBuffer<E>(this, n); }
+
+  // ---- Matrix products ----
+  virtual void Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b,
+                    int ldb, T beta, T* c, int ldc) = 0;
+  // `batch` independent GEMMs; matrix i starts at a + i*stride_a (likewise b, c).
+  virtual void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda,
+                                  int64_t stride_a, const T* b, int ldb, int64_t stride_b, T beta, T* c, int ldc,
+                                  int64_t stride_c, int batch) = 0;
+
+  // ---- Attention helpers ----
+  // probs = softmax over keys of (scale * scores), where key j of sentence b is masked (probability
+  // 0) when key_tokens[b, j] == pad_id, and, if causal, when j > query index. A row with every key
+  // masked gets all-zero probabilities. scores, probs: (batch, heads, queries, keys);
+  // key_tokens: (batch, keys).
+  virtual void MaskedSoftmaxForward(const AttentionShape& shape, T scale, const T* scores,
+                                    const int32_t* key_tokens, int32_t pad_id, bool causal, T* probs) = 0;
+  // dscores = scale * probs * (dprobs - sum_j probs * dprobs), row by row. Shapes as above.
+  virtual void SoftmaxBackward(const AttentionShape& shape, T scale, const T* probs, const T* dprobs,
+                               T* dscores) = 0;
+  // Copies columns [column, column + heads*head_dim) of x (batch*len rows, leading dimension ld)
+  // into out (batch, heads, len, head_dim).
+  virtual void SplitHeads(const T* x, int ld, int column, int batch, int len, int heads, int head_dim, T* out) = 0;
+  // The inverse: x (batch, heads, len, head_dim) into columns [column, ...) of out (rows ld apart).
+  virtual void MergeHeads(const T* x, int batch, int len, int heads, int head_dim, T* out, int ld, int column) = 0;
+
+  // ---- Layer normalisation over the last dimension (rows, dim) ----
+  // y = gamma * (x - mean) * rstd + beta; mean, rstd: (rows), kept for the backward.
+  virtual void LayerNormForward(int rows, int dim, T epsilon, const T* x, const T* gamma, const T* beta, T* y,
+                                T* mean, T* rstd) = 0;
+  // dx = gradient w.r.t. x (overwritten); dgamma, dbeta accumulate.
+  virtual void LayerNormBackward(int rows, int dim, const T* dy, const T* x, const T* gamma, const T* mean,
+                                 const T* rstd, T* dx, T* dgamma, T* dbeta) = 0;
+
+  // ---- Dropout (masks from common/philox.h, reproducible on every backend) ----
+  // mask[i] = keep ? 1/(1-p) : 0 for element i of site `tensor`; y = x * mask. p == 0 gives mask 1.
+  // x and y may alias.
+  virtual void DropoutForward(size_t n, float p, const DropoutKey& key, uint32_t tensor, const T* x, T* y,
+                              T* mask) = 0;
+
+  // ---- Embeddings ----
+  // out (n, dim) = scale * table[ids[i]] (+ positional encoding of position i % len when len > 0:
+  // PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(same)).
+  virtual void EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len,
+                                T* out) = 0;
+  // dtable[ids[i]] += scale * dout[i], summed in token order (deterministic).
+  virtual void EmbeddingBackward(size_t n, int dim, const T* dout, const int32_t* ids, T scale, T* dtable) = 0;
+
+  // ---- Elementwise and reductions ----
+  virtual void Fill(size_t n, T value, T* x) = 0;
+  virtual void Copy(size_t n, const T* x, T* y) = 0;
+  // z = x + y (z may alias either).
+  virtual void Add(size_t n, const T* x, const T* y, T* z) = 0;
+  // y += x.
+  virtual void Accumulate(size_t n, const T* x, T* y) = 0;
+  // z = x * y elementwise (dropout backward: dx = dy * mask).
+  virtual void Multiply(size_t n, const T* x, const T* y, T* z) = 0;
+  // x (rows, cols) += bias (cols) on every row.
+  virtual void BiasAdd(int rows, int cols, const T* bias, T* x) = 0;
+  // dbias (cols) += column sums of dy (rows, cols).
+  virtual void BiasBackward(int rows, int cols, const T* dy, T* dbias) = 0;
+  // y = max(x, 0) (may alias).
+  virtual void ReluForward(size_t n, const T* x, T* y) = 0;
+  // dx = y > 0 ? dy : 0, y the forward output (dx may alias dy).
+  virtual void ReluBackward(size_t n, const T* y, const T* dy, T* dx) = 0;
+  // The sum of x, in double, returned to the host.
+  virtual double Sum(size_t n, const T* x) = 0;
+
+  // ---- Loss ----
+  // Label-smoothed cross entropy over logits (rows, vocab) with targets (rows); the definition
+  // PyTorch uses: loss_r = (1-eps) * (-log p[target]) + eps * mean_v(-log p[v]). Rows whose
+  // target is pad_id count nothing. Writes loss (rows) (0 for pad rows), correct (rows) (1 where
+  // argmax == target, first maximum wins), and, when dlogits is not null, the gradient of the
+  // summed loss: dlogits = softmax - ((1-eps) onehot + eps/vocab), zero on pad rows. dlogits may
+  // alias logits.
+  virtual void CrossEntropy(int rows, int vocab, T epsilon, const T* logits, const int32_t* targets,
+                            int32_t pad_id, T* loss, T* correct, T* dlogits) = 0;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_BACKEND_BACKEND_H_

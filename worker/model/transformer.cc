@@ -1,0 +1,122 @@
+#include "worker/model/transformer.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "worker/model/dropout_sites.h"
+
+namespace psformer {
+
+template <typename T>
+Transformer<T>::Transformer(const proto::ModelConfig& config, int vocab, Backend<T>* backend)
+    : be_(backend),
+      config_(config),
+      layout_(config, vocab),
+      vocab_(vocab),
+      d_(config.d_model()),
+      pre_ln_(config.norm_position() == proto::ModelConfig::PRE_LN),
+      embedding_(layout_.Get("embedding").offset),
+      src_embedding_(backend, layout_, config.dropout(), kSiteEncoderEmbedding),
+      tgt_embedding_(backend, layout_, config.dropout(), kSiteDecoderEmbedding) {
+  PSF_CHECK(config.heads() > 0 && config.d_model() % config.heads() == 0);
+  for (int l = 0; l < config.layers(); ++l) {
+    encoder_.push_back(std::make_unique<EncoderLayer<T>>(backend, layout_, config, l));
+    decoder_.push_back(std::make_unique<DecoderLayer<T>>(backend, layout_, config, l));
+  }
+  if (pre_ln_) {
+    encoder_final_ = std::make_unique<LayerNorm<T>>(backend, layout_, "encoder.final_ln.");
+    decoder_final_ = std::make_unique<LayerNorm<T>>(backend, layout_, "decoder.final_ln.");
+  }
+}
+
+template <typename T>
+StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient) {
+  StepStats stats;
+  batch_ = batch.sentences;
+  src_len_ = batch.src_len;
+  tgt_len_ = batch.tgt_len;
+  if (batch_ == 0 || src_len_ == 0 || tgt_len_ == 0) return stats;
+  PSF_CHECK(src_len_ <= config_.max_positions() && tgt_len_ <= config_.max_positions());
+  const size_t ns = static_cast<size_t>(batch_) * src_len_, nt = static_cast<size_t>(batch_) * tgt_len_;
+  PSF_CHECK(batch.src.size() == ns && batch.tgt_in.size() == nt && batch.tgt_out.size() == nt);
+  Backend<T>* be = be_;
+  src_.Reserve(be, ns);
+  src_.Upload(batch.src.data(), ns);
+  tgt_in_.Reserve(be, nt);
+  tgt_in_.Upload(batch.tgt_in.data(), nt);
+  tgt_out_.Reserve(be, nt);
+  tgt_out_.Upload(batch.tgt_out.data(), nt);
+
+  const T* x = src_embedding_.Forward(params, src_.data(), batch_, src_len_, key);
+  for (auto& layer : encoder_) x = layer->Forward(params, x, src_.data(), batch_, src_len_, key);
+  if (pre_ln_) x = encoder_final_->Forward(params, x, static_cast<int>(ns));
+  memory_ = x;
+
+  const T* y = tgt_embedding_.Forward(params, tgt_in_.data(), batch_, tgt_len_, key);
+  for (auto& layer : decoder_) {
+    y = layer->Forward(params, y, tgt_in_.data(), tgt_len_, memory_, src_.data(), src_len_, batch_, key);
+  }
+  if (pre_ln_) y = decoder_final_->Forward(params, y, static_cast<int>(nt));
+  decoder_out_ = y;
+
+  // logits (nt, V) = y (nt, d) E^T.
+  T* logits = logits_.Reserve(be, nt * vocab_);
+  be->Gemm(Transpose::kNo, Transpose::kYes, static_cast<int>(nt), vocab_, d_, T(1), y, d_, params + embedding_, d_,
+           T(0), logits, vocab_);
+  T* loss = token_loss_.Reserve(be, nt);
+  T* correct = token_correct_.Reserve(be, nt);
+  be->CrossEntropy(static_cast<int>(nt), vocab_, static_cast<T>(config_.label_smoothing()), logits, tgt_out_.data(),
+                   kPadId, loss, correct, want_gradient ? logits : nullptr);
+  stats.loss_sum = be->Sum(nt, loss);
+  stats.correct = static_cast<int64_t>(be->Sum(nt, correct) + 0.5);
+  stats.target_tokens = static_cast<int64_t>(
+      std::count_if(batch.tgt_out.begin(), batch.tgt_out.end(), [](int32_t t) { return t != kPadId; }));
+  return stats;
+}
+
+template <typename T>
+StepStats Transformer<T>::Evaluate(const T* params, const Batch& batch) {
+  return Forward(params, batch, nullptr, false);
+}
+
+template <typename T>
+StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad) {
+  Backend<T>* be = be_;
+  be->Fill(layout_.total_size(), T(0), grad);
+  const StepStats stats = Forward(params, batch, &key, true);
+  if (batch_ == 0 || src_len_ == 0 || tgt_len_ == 0) return stats;
+  const size_t ns = static_cast<size_t>(batch_) * src_len_, nt = static_cast<size_t>(batch_) * tgt_len_;
+  const T* dlogits = logits_.data();  // CrossEntropy wrote the gradient over the logits
+
+  // Pre-softmax projection: dE += dlogits^T y; dy = dlogits E.
+  be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
+           T(1), grad + embedding_, d_);
+  T* dy = ddecoder_out_.Reserve(be, nt * d_);
+  be->Gemm(Transpose::kNo, Transpose::kNo, static_cast<int>(nt), d_, vocab_, T(1), dlogits, vocab_,
+           params + embedding_, d_, T(0), dy, d_);
+  const T* d = dy;
+  if (pre_ln_) {
+    T* dfinal = dfinal_.Reserve(be, std::max(ns, nt) * d_);
+    decoder_final_->Backward(params, dy, dfinal, grad);
+    d = dfinal;
+  }
+  T* dmemory = dmemory_.Reserve(be, ns * d_);
+  be->Fill(ns * d_, T(0), dmemory);
+  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) d = (*it)->Backward(params, d, dmemory, grad);
+  tgt_embedding_.Backward(d, grad);
+
+  d = dmemory;
+  if (pre_ln_) {
+    T* dfinal = dfinal_.Reserve(be, std::max(ns, nt) * d_);
+    encoder_final_->Backward(params, dmemory, dfinal, grad);
+    d = dfinal;
+  }
+  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) d = (*it)->Backward(params, d, grad);
+  src_embedding_.Backward(d, grad);
+  return stats;
+}
+
+template class Transformer<float>;
+template class Transformer<double>;
+
+}  // namespace psformer

@@ -1,0 +1,80 @@
+// The encoder-decoder Transformer of PAPER.md, written once against Backend<T>.
+// Parameters are the flat vector of common/param_layout.h on the backend's device. The shared
+// embedding E (V, d) is the source and target embedding and the pre-softmax projection
+// (logits = y E^T, no bias). The loss is label-smoothed cross entropy (Backend::CrossEntropy),
+// summed over non-pad target tokens.
+//
+// Activations for the backward live in buffers owned by the layers, reused across steps and
+// grown only when a batch is larger than every batch before. Not thread-safe.
+#ifndef PSFORMER_WORKER_MODEL_TRANSFORMER_H_
+#define PSFORMER_WORKER_MODEL_TRANSFORMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/param_layout.h"
+#include "common/proto/config.pb.h"
+#include "worker/backend/backend.h"
+#include "worker/data/batch.h"
+#include "worker/model/decoder_layer.h"
+#include "worker/model/embedding.h"
+#include "worker/model/encoder_layer.h"
+#include "worker/model/layer_norm.h"
+
+namespace psformer {
+
+struct StepStats {
+  double loss_sum = 0;        // label-smoothed loss summed over target tokens
+  int64_t target_tokens = 0;  // non-pad entries of tgt_out
+  int64_t correct = 0;        // target tokens whose argmax prediction is right
+};
+
+template <typename T>
+class Transformer {
+ public:
+  // REQUIRES: a validated config (d_model divisible by heads) and vocab > kNumReservedIds.
+  Transformer(const proto::ModelConfig& config, int vocab, Backend<T>* backend);
+
+  const ParamLayout& layout() const { return layout_; }
+  uint64_t parameter_count() const { return layout_.total_size(); }
+
+  // Forward and backward of one batch with dropout keyed by `key`. grad (same layout as params,
+  // device memory) is overwritten with the gradient of the SUMMED token loss (servers sum workers'
+  // gradients, then divide by the step's tokens). An empty batch gives zero stats and gradient.
+  // REQUIRES: src_len and tgt_len <= max_positions (callers validate batches first).
+  StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad);
+  // Forward only, without dropout; correct counts argmax hits (teacher forcing).
+  StepStats Evaluate(const T* params, const Batch& batch);
+  // The logits (tgt rows, vocab) of the last Forward/Evaluate, on the device.
+  const T* logits() const { return logits_.data(); }
+
+ private:
+  StepStats Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient);
+
+  Backend<T>* be_;
+  proto::ModelConfig config_;
+  ParamLayout layout_;
+  int vocab_;
+  int d_;
+  bool pre_ln_;
+  uint64_t embedding_;  // offset of E
+  Embedding<T> src_embedding_, tgt_embedding_;
+  std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
+  std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
+  std::unique_ptr<LayerNorm<T>> encoder_final_, decoder_final_;  // PRE_LN only
+
+  // Per-batch state.
+  int batch_ = 0, src_len_ = 0, tgt_len_ = 0;
+  DeviceBuffer<int32_t> src_, tgt_in_, tgt_out_;  // (B, S), (B, T), (B, T)
+  const T* memory_ = nullptr;                     // (B*S, d) encoder output
+  const T* decoder_out_ = nullptr;                // (B*T, d)
+  DeviceBuffer<T> logits_;                        // (B*T, V); the gradient after ForwardBackward
+  DeviceBuffer<T> token_loss_, token_correct_;    // (B*T)
+  DeviceBuffer<T> ddecoder_out_, dmemory_;        // (B*T, d), (B*S, d)
+  DeviceBuffer<T> dfinal_;                        // (max(B*S, B*T), d)
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_MODEL_TRANSFORMER_H_

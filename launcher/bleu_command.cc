@@ -11,10 +11,12 @@ namespace psformer {
 
 int RunBleuCommand(const Args& args) {
   po::options_description options("bleu options");
+  // clang-format off
   options.add_options()
       ("hyp", po::value<std::string>()->required(), "hypotheses, one detokenized sentence a line (UTF-8)")
       ("ref", po::value<std::vector<std::string>>()->composing(),
        "references, line-aligned with --hyp (repeat for several references per sentence)");
+  // clang-format on
   const std::string usage = "--hyp FILE --ref FILE [--ref FILE ...]";
   // No positional arguments: an empty description makes a stray word a usage error, not ignored.
   const po::positional_options_description no_positional;

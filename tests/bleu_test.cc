@@ -119,7 +119,8 @@ TEST(CorpusBleu, BrevityPenaltyAndRatio) {
   ASSERT_TRUE(score.ok());
   EXPECT_NEAR(score->score, 100 * std::exp(-0.25), 1e-9);
   EXPECT_NEAR(score->ratio, 0.8, 1e-12);
-  EXPECT_EQ(FormatBleuLine(*score), "BLEU = 77.88 100.0/100.0/100.0/100.0 (BP = 0.779 ratio = 0.800 hyp_len = 4 ref_len = 5)");
+  EXPECT_EQ(FormatBleuLine(*score),
+            "BLEU = 77.88 100.0/100.0/100.0/100.0 (BP = 0.779 ratio = 0.800 hyp_len = 4 ref_len = 5)");
 }
 
 TEST(CorpusBleu, EmptyHypothesesScoreZero) {

@@ -32,9 +32,9 @@ TEST(Tokenizer13a, SplitsPunctuationButKeepsApostrophesAndInnerDashes) {
 
 TEST(Tokenizer13a, PeriodsAndCommasStayInsideNumbersOnly) {
   EXPECT_EQ(Tokenize13a("3,000.50 and 1.5"), "3,000.50 and 1.5");
-  EXPECT_EQ(Tokenize13a("in 2019."), "in 2019 .");   // followed by a non-digit
+  EXPECT_EQ(Tokenize13a("in 2019."), "in 2019 .");  // followed by a non-digit
   EXPECT_EQ(Tokenize13a("a.b"), "a . b");
-  EXPECT_EQ(Tokenize13a(".5"), ". 5");               // the leading space precedes it
+  EXPECT_EQ(Tokenize13a(".5"), ". 5");  // the leading space precedes it
   EXPECT_EQ(Tokenize13a("5,a"), "5 , a");
 }
 
@@ -53,15 +53,16 @@ TEST(Tokenizer13a, UnescapesEntitiesOnceInOrderAndDropsSkipped) {
 }
 
 TEST(Tokenizer13a, SplitsOnPythonWhitespaceButNotZeroWidthSpace) {
-  EXPECT_EQ(Tokenize13a("a\xC2\xA0" "b\xE3\x80\x80" "c\t d\x1C" "e  "), "a b c d e");
-  EXPECT_EQ(Tokenize13a("a\xE2\x80\x8B" "b"), "a\xE2\x80\x8B" "b");  // U+200B is not a space
+  const std::string nbsp = "\xC2\xA0", ideographic_space = "\xE3\x80\x80", zero_width_space = "\xE2\x80\x8B";
+  EXPECT_EQ(Tokenize13a("a" + nbsp + "b" + ideographic_space + "c\t d\x1C" + "e  "), "a b c d e");
+  EXPECT_EQ(Tokenize13a("a" + zero_width_space + "b"), "a" + zero_width_space + "b");
   EXPECT_EQ(Tokenize13a(""), "");
   EXPECT_EQ(Tokenize13a(" \t\r"), "");
 }
 
 TEST(Tokenizer13a, LeavesNonAsciiLettersAlone) {
-  EXPECT_EQ(Tokenize13a("\xC2\xBF" "D\xC3\xB3nde est\xC3\xA1 el ni\xC3\xB1o?"),
-            "\xC2\xBF" "D\xC3\xB3nde est\xC3\xA1 el ni\xC3\xB1o ?");
+  // This source file is UTF-8.
+  EXPECT_EQ(Tokenize13a("¿Dónde está el niño?"), "¿Dónde está el niño ?");
 }
 
 TEST(Utf8, AcceptsWellFormedText) {
@@ -74,13 +75,13 @@ TEST(Utf8, RejectsWhatPythonsStrictDecoderRejects) {
   size_t offset = 99;
   EXPECT_FALSE(IsValidUtf8("ab\xFF", &offset));
   EXPECT_EQ(offset, 2u);
-  EXPECT_FALSE(IsValidUtf8("\xC3"));                  // truncated
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));              // overlong "/"
-  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));          // overlong
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));          // surrogate U+D800
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));      // above U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\x80"));                  // lone continuation byte
-  EXPECT_FALSE(IsValidUtf8("\xE2\x82" "a"));          // bad continuation
+  EXPECT_FALSE(IsValidUtf8("\xC3"));                         // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));                     // overlong "/"
+  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));                 // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));                 // surrogate U+D800
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));             // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80"));                         // lone continuation byte
+  EXPECT_FALSE(IsValidUtf8(std::string("\xE2\x82") + "a"));  // bad continuation
 }
 
 }  // namespace

@@ -110,9 +110,8 @@ BleuScore BleuFromStats(const BleuStats& stats) {
   result.ratio = stats.ref_len != 0 ? static_cast<double>(stats.hyp_len) / static_cast<double>(stats.ref_len) : 0.0;
   if (stats.hyp_len < stats.ref_len) {
     result.brevity_penalty =
-        stats.hyp_len > 0
-            ? std::exp(1.0 - static_cast<double>(stats.ref_len) / static_cast<double>(stats.hyp_len))
-            : 0.0;
+        stats.hyp_len > 0 ? std::exp(1.0 - static_cast<double>(stats.ref_len) / static_cast<double>(stats.hyp_len))
+                          : 0.0;
   }
   // With no match at any order sacreBLEU returns 0 at once, precisions all 0.
   if (std::all_of(stats.correct.begin(), stats.correct.end(), [](int64_t c) { return c == 0; })) {
@@ -150,8 +149,8 @@ StatusOr<BleuScore> CorpusBleu(const std::vector<std::string>& hyps,
   const auto check_utf8 = [](const std::string& text, const std::string& stream, size_t i) {
     size_t offset = 0;
     if (IsValidUtf8(text, &offset)) return Status::Ok();
-    return Status::InvalidArgument(stream + " segment " + std::to_string(i + 1) +
-                                   ": invalid UTF-8 at byte " + std::to_string(offset + 1));
+    return Status::InvalidArgument(stream + " segment " + std::to_string(i + 1) + ": invalid UTF-8 at byte " +
+                                   std::to_string(offset + 1));
   };
   BleuStats corpus;
   std::vector<std::string_view> segment_refs(refs.size());
@@ -171,9 +170,9 @@ std::string FormatBleuLine(const BleuScore& score) {
   char buffer[256];
   const auto& p = score.precisions;
   std::snprintf(buffer, sizeof(buffer),
-                "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)",
-                score.score, p[0], p[1], p[2], p[3], score.brevity_penalty, score.ratio,
-                static_cast<long long>(score.hyp_len), static_cast<long long>(score.ref_len));
+                "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", score.score,
+                p[0], p[1], p[2], p[3], score.brevity_penalty, score.ratio, static_cast<long long>(score.hyp_len),
+                static_cast<long long>(score.ref_len));
   return buffer;
 }
 

@@ -21,8 +21,8 @@ inline constexpr int kBleuMaxOrder = 4;
 
 // The sufficient statistics of BLEU; they add up over segments.
 struct BleuStats {
-  int64_t hyp_len = 0;                          // hypothesis tokens
-  int64_t ref_len = 0;                          // closest reference tokens
+  int64_t hyp_len = 0;                           // hypothesis tokens
+  int64_t ref_len = 0;                           // closest reference tokens
   std::array<int64_t, kBleuMaxOrder> correct{};  // clipped matching n-grams, n = 1..4
   std::array<int64_t, kBleuMaxOrder> total{};    // hypothesis n-grams, n = 1..4
 
@@ -30,10 +30,10 @@ struct BleuStats {
 };
 
 struct BleuScore {
-  double score = 0;                                   // BLEU, 0..100
-  std::array<double, kBleuMaxOrder> precisions{};     // percent, n = 1..4 (smoothed as above)
-  double brevity_penalty = 1;                         // 1 when hyp_len >= ref_len
-  double ratio = 0;                                   // hyp_len / ref_len, 0 when ref_len is 0
+  double score = 0;                                // BLEU, 0..100
+  std::array<double, kBleuMaxOrder> precisions{};  // percent, n = 1..4 (smoothed as above)
+  double brevity_penalty = 1;                      // 1 when hyp_len >= ref_len
+  double ratio = 0;                                // hyp_len / ref_len, 0 when ref_len is 0
   int64_t hyp_len = 0;
   int64_t ref_len = 0;
 };
@@ -50,8 +50,7 @@ BleuScore BleuFromStats(const BleuStats& stats);
 // Corpus BLEU of `hyps` against `refs`, where refs[k][i] is the k-th reference of segment i.
 // InvalidArgument if there is no reference stream, a stream's length differs from hyps.size(),
 // or a segment is not valid UTF-8 (the message names the stream and the 1-based segment).
-StatusOr<BleuScore> CorpusBleu(const std::vector<std::string>& hyps,
-                               const std::vector<std::vector<std::string>>& refs);
+StatusOr<BleuScore> CorpusBleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs);
 
 // sacreBLEU's text line without signature, e.g.
 // "BLEU = 32.51 63.4/38.2/25.1/16.8 (BP = 1.000 ratio = 1.025 hyp_len = 1234 ref_len = 1204)".

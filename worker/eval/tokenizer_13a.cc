@@ -15,8 +15,8 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 // Rule 3's character class: [\{-\~\[-\` -\&\(-\+\:-\@\/] in sacreBLEU's spelling.
 bool IsStandalonePunctuation(char c) {
   const auto u = static_cast<uint8_t>(c);
-  return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) ||
-         (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
+  return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) || (u >= 0x28 && u <= 0x2B) ||
+         (u >= 0x3A && u <= 0x40) || u == 0x2F;
 }
 
 // Python's str.replace: non-overlapping occurrences, left to right.

@@ -1,0 +1,249 @@
+#include "worker/data/corpus_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <tuple>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "common/logging.h"
+
+namespace psformer {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "corpus files are little-endian");
+
+constexpr char kMagic[8] = {'P', 'S', 'F', 'C', 'O', 'R', 'P', '\0'};
+constexpr size_t kHeaderCrcBytes = 48;  // the header bytes header_crc covers
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t token_bytes;
+  uint64_t pairs;
+  uint64_t src_tokens;
+  uint64_t tgt_tokens;
+  uint32_t vocab_size;
+  uint32_t body_crc;
+  uint32_t header_crc;
+  char padding[12];
+};
+static_assert(sizeof(Header) == kCorpusHeaderBytes);
+static_assert(offsetof(Header, header_crc) == kHeaderCrcBytes);
+
+// Appends to a file, keeping the body's running CRC.
+class BodyWriter {
+ public:
+  explicit BodyWriter(std::ofstream* out) : out_(out) {}
+  void Write(const void* data, size_t n) {
+    out_->write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    crc_ = Crc32c(crc_, data, n);
+  }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  std::ofstream* out_;
+  uint32_t crc_ = 0;
+};
+
+void WriteOffsets(BodyWriter* body, const ParallelCorpus& corpus, bool source) {
+  uint64_t offset = 0;
+  body->Write(&offset, sizeof(offset));
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    offset += static_cast<uint64_t>(source ? corpus.src_length(i) : corpus.tgt_length(i));
+    body->Write(&offset, sizeof(offset));
+  }
+}
+
+void WriteIds(BodyWriter* body, const ParallelCorpus& corpus, bool source, uint32_t token_bytes,
+              int32_t vocab_size) {
+  std::vector<int32_t> ids;         // (one sentence)
+  std::vector<uint16_t> narrow;     // (one sentence), when ids are 2 bytes wide
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    ids.resize(source ? corpus.src_length(i) : corpus.tgt_length(i));
+    if (source) corpus.CopySrc(i, ids.data());
+    else corpus.CopyTgt(i, ids.data());
+    for (int32_t id : ids) PSF_CHECK(id >= 0 && id < vocab_size);
+    if (token_bytes == 2) {
+      narrow.assign(ids.begin(), ids.end());
+      body->Write(narrow.data(), narrow.size() * sizeof(uint16_t));
+    } else {
+      body->Write(ids.data(), ids.size() * sizeof(int32_t));
+    }
+  }
+}
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, int32_t vocab_size) {
+  PSF_CHECK(vocab_size > 0);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError("cannot create " + path + ": " + Errno());
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.version = kCorpusFileVersion;
+  header.token_bytes = vocab_size <= 65536 ? 2 : 4;
+  header.pairs = static_cast<uint64_t>(corpus.size());
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    header.src_tokens += static_cast<uint64_t>(corpus.src_length(i));
+    header.tgt_tokens += static_cast<uint64_t>(corpus.tgt_length(i));
+  }
+  header.vocab_size = static_cast<uint32_t>(vocab_size);
+  out.write(reinterpret_cast<const char*>(&header), sizeof(header));  // rewritten with the CRCs below
+  BodyWriter body(&out);
+  WriteOffsets(&body, corpus, true);
+  WriteOffsets(&body, corpus, false);
+  WriteIds(&body, corpus, true, header.token_bytes, vocab_size);
+  WriteIds(&body, corpus, false, header.token_bytes, vocab_size);
+  header.body_crc = body.crc();
+  header.header_crc = Crc32c(0, &header, kHeaderCrcBytes);
+  out.seekp(0);
+  out.write(reinterpret_cast<const char*>(&header), sizeof(header));
+  out.flush();
+  if (!out) return Status::IoError("cannot write " + path + ": " + Errno());
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) {
+  auto corrupt = [&path](const std::string& what) { return Status::Corruption(path + ": " + what); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    const std::string why = std::strerror(error);
+    return error == ENOENT ? Status::NotFound(path + ": no such file") : Status::IoError(path + ": " + why);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = Errno();
+    ::close(fd);
+    return Status::IoError(path + ": " + why);
+  }
+  const auto bytes = static_cast<size_t>(st.st_size);
+  if (bytes < kCorpusHeaderBytes) {
+    ::close(fd);
+    return corrupt("file of " + std::to_string(bytes) + " bytes is shorter than the " +
+                   std::to_string(kCorpusHeaderBytes) + "-byte header (not a corpus file, or truncated)");
+  }
+  void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const std::string map_error = Errno();
+  ::close(fd);  // the mapping keeps the file open
+  if (mapping == MAP_FAILED) return Status::IoError(path + ": cannot memory-map: " + map_error);
+  auto file = std::make_unique<CorpusFile>();
+  file->mapping_ = mapping;  // unmapped by the destructor on every path below
+  file->mapping_bytes_ = bytes;
+
+  const auto* base = static_cast<const unsigned char*>(mapping);
+  Header header;
+  std::memcpy(&header, base, sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+    return corrupt("bad magic number (not a corpus file written by `psformer prepare`)");
+  }
+  if (header.version != kCorpusFileVersion) {
+    return corrupt("format version " + std::to_string(header.version) + ", this build reads version " +
+                   std::to_string(kCorpusFileVersion) + " (prepare the corpus again)");
+  }
+  if (Crc32c(0, &header, kHeaderCrcBytes) != header.header_crc) return corrupt("header checksum mismatch");
+  if (header.token_bytes != 2 && header.token_bytes != 4) {
+    return corrupt("token width " + std::to_string(header.token_bytes) + " bytes (expected 2 or 4)");
+  }
+  if (header.vocab_size == 0 || header.vocab_size > static_cast<uint32_t>(INT32_MAX)) {
+    return corrupt("vocabulary size " + std::to_string(header.vocab_size) + " out of range");
+  }
+  // Sizes in 128 bits: absurd counts in a damaged header must not wrap around.
+  const unsigned __int128 expected = static_cast<unsigned __int128>(kCorpusHeaderBytes) +
+                                     static_cast<unsigned __int128>(header.pairs + 1) * 2 * sizeof(uint64_t) +
+                                     (static_cast<unsigned __int128>(header.src_tokens) + header.tgt_tokens) *
+                                         header.token_bytes;
+  if (header.pairs >= (uint64_t{1} << 62) || expected != bytes) {
+    return corrupt("file is " + std::to_string(bytes) + " bytes but its header counts (" +
+                   std::to_string(header.pairs) + " pairs, " + std::to_string(header.src_tokens) + " + " +
+                   std::to_string(header.tgt_tokens) + " tokens) need a different size (truncated?)");
+  }
+  if (Crc32c(0, base + kCorpusHeaderBytes, bytes - kCorpusHeaderBytes) != header.body_crc) {
+    return corrupt("data checksum mismatch (the file is damaged)");
+  }
+  file->pairs_ = static_cast<int64_t>(header.pairs);
+  file->vocab_size_ = static_cast<int32_t>(header.vocab_size);
+  file->token_bytes_ = header.token_bytes;
+  file->src_offsets_ = reinterpret_cast<const uint64_t*>(base + kCorpusHeaderBytes);
+  file->tgt_offsets_ = file->src_offsets_ + header.pairs + 1;
+  file->src_ids_ = reinterpret_cast<const unsigned char*>(file->tgt_offsets_ + header.pairs + 1);
+  file->tgt_ids_ = file->src_ids_ + header.src_tokens * header.token_bytes;
+  for (const auto& [offsets, total, side] : {std::tuple{file->src_offsets_, header.src_tokens, "source"},
+                                             std::tuple{file->tgt_offsets_, header.tgt_tokens, "target"}}) {
+    if (offsets[0] != 0 || offsets[header.pairs] != total) {
+      return corrupt(std::string(side) + " offsets must run from 0 to the token count " + std::to_string(total));
+    }
+    for (uint64_t i = 0; i < header.pairs; ++i) {
+      if (offsets[i + 1] < offsets[i] || offsets[i + 1] - offsets[i] > static_cast<uint64_t>(INT32_MAX)) {
+        return corrupt(std::string(side) + " offsets decrease or jump at pair " + std::to_string(i));
+      }
+    }
+  }
+  // Ids beyond the vocabulary would index past the embedding table: check each once here.
+  std::vector<int32_t> ids;  // (one sentence)
+  for (int64_t i = 0; i < file->pairs_; ++i) {
+    for (bool source : {true, false}) {
+      ids.resize(source ? file->src_length(i) : file->tgt_length(i));
+      if (source) file->CopySrc(i, ids.data());
+      else file->CopyTgt(i, ids.data());
+      for (int32_t id : ids) {
+        if (id < 0 || id >= file->vocab_size_) {
+          return corrupt("token id " + std::to_string(id) + " in pair " + std::to_string(i) + " (" +
+                         (source ? "source" : "target") + ") is outside the vocabulary of " +
+                         std::to_string(file->vocab_size_));
+        }
+      }
+    }
+  }
+  return file;
+}
+
+CorpusFile::~CorpusFile() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+int32_t CorpusFile::src_length(int64_t pair) const {
+  PSF_CHECK(pair >= 0 && pair < pairs_);
+  return static_cast<int32_t>(src_offsets_[pair + 1] - src_offsets_[pair]);
+}
+
+int32_t CorpusFile::tgt_length(int64_t pair) const {
+  PSF_CHECK(pair >= 0 && pair < pairs_);
+  return static_cast<int32_t>(tgt_offsets_[pair + 1] - tgt_offsets_[pair]);
+}
+
+void CorpusFile::CopyIds(uint64_t begin, uint64_t end, const unsigned char* ids, int32_t* out) const {
+  // memcpy per id: the ids need not be aligned for their width, and compilers turn it into a load.
+  if (token_bytes_ == 2) {
+    for (uint64_t i = begin; i < end; ++i) {
+      uint16_t id;
+      std::memcpy(&id, ids + i * 2, 2);
+      *out++ = id;
+    }
+  } else {
+    std::memcpy(out, ids + begin * 4, (end - begin) * 4);
+  }
+}
+
+void CorpusFile::CopySrc(int64_t pair, int32_t* out) const {
+  PSF_CHECK(pair >= 0 && pair < pairs_);
+  CopyIds(src_offsets_[pair], src_offsets_[pair + 1], src_ids_, out);
+}
+
+void CorpusFile::CopyTgt(int64_t pair, int32_t* out) const {
+  PSF_CHECK(pair >= 0 && pair < pairs_);
+  CopyIds(tgt_offsets_[pair], tgt_offsets_[pair + 1], tgt_ids_, out);
+}
+
+}  // namespace psformer

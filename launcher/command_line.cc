@@ -14,7 +14,10 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
   try {
     po::command_line_parser parser(args);
     parser.options(all);
-    if (positional != nullptr) parser.positional(*positional);
+    // Without a positional description, stray words would be ignored silently; an empty one
+    // makes them an error ("too many positional options").
+    const po::positional_options_description none;
+    parser.positional(positional != nullptr ? *positional : none);
     po::store(parser.run(), parsed.values);
     if (parsed.values.count("help")) {
       std::cout << "usage: psformer " << command << " " << usage << "\n\n" << all << "\n";

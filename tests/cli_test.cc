@@ -91,3 +91,14 @@ TEST(Cli, UnknownOptionIsAUsageError) {
 
 }  // namespace
 }  // namespace psformer
+
+namespace psformer {
+namespace {
+
+TEST(Cli, StrayArgumentIsAUsageError) {
+  auto r = testing::RunPsformer("train --config configs/base.pbtxt --dry-run extra");
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

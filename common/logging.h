@@ -36,14 +36,22 @@ class LogMessage {
   int line_;
   std::ostringstream stream_;
 };
+
+// Turns the streamed expression into void so both arms of PSF_LOG's ?: agree.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
 }  // namespace internal
 
 }  // namespace psformer
 
-#define PSF_LOG(level)                                                   \
-  if (!::psformer::LogEnabled(::psformer::LogLevel::k##level)) {         \
-  } else                                                                 \
-    ::psformer::internal::LogMessage(::psformer::LogLevel::k##level, __FILE__, __LINE__).stream()
+// An expression, so it is safe inside an unbraced if/else; the stream is not evaluated when
+// the level is off.
+#define PSF_LOG(level)                                                              \
+  !::psformer::LogEnabled(::psformer::LogLevel::k##level)                           \
+      ? (void)0                                                                     \
+      : ::psformer::internal::LogVoidify() &                                        \
+            ::psformer::internal::LogMessage(::psformer::LogLevel::k##level, __FILE__, __LINE__).stream()
 
 // Invariant check that survives release builds: names file and line, then aborts.
 // For programming errors only; user mistakes get a Status.

@@ -1,0 +1,205 @@
+#include "worker/worker_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/lr_schedule.h"
+#include "common/metrics_log.h"
+#include "common/model_file.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/data/batch_source.h"
+#include "worker/model/transformer.h"
+#include "worker/ps_client.h"
+#include "worker/validation.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// CPU threads for this worker: cluster.threads_per_process, or the cores shared among the
+// workers of this machine.
+int CpuThreads(const proto::JobConfig& config) {
+  if (config.cluster().threads_per_process() > 0) return config.cluster().threads_per_process();
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, config.cluster().workers()));
+}
+
+// Sums over the logging interval, for one metrics line.
+struct Interval {
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  double compute_s = 0, push_s = 0, pull_s = 0;
+  Clock::time_point start = Clock::now();
+};
+
+class WorkerLoop {
+ public:
+  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source)
+      : options_(options),
+        config_(options.config),
+        source_(std::move(source)),
+        backend_(CpuThreads(options.config)),
+        model_(config_.model(), source_->vocab_size(), &backend_),
+        n_(model_.parameter_count()) {}
+
+  Status Run();
+
+ private:
+  Status Connect();
+  Status ValidateAndMaybeStop(int64_t step, bool* stop);
+  Status LogStep(int64_t step, const Interval& interval);
+  Status Finish(int64_t last_step);
+  bool coordinator() const { return options_.index == 0; }
+
+  WorkerOptions options_;
+  const proto::JobConfig& config_;
+  std::unique_ptr<BatchSource> source_;
+  CpuBackend<float> backend_;
+  Transformer<float> model_;
+  uint64_t n_;
+  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::vector<float> params_, grad_;                  // host, (n)
+  DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
+};
+
+Status WorkerLoop::Connect() {
+  PsClientOptions o;
+  o.job_id = options_.job_id;
+  o.role = proto::WORKER;
+  o.id = static_cast<uint32_t>(options_.index);
+  o.incarnation = options_.incarnation;
+  o.servers = options_.servers;
+  o.parameter_count = n_;
+  o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
+  o.gradient_dtype = config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16
+                                                                                        : proto::FLOAT32;
+  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(o));
+  return Status::Ok();
+}
+
+Status WorkerLoop::Run() {
+  PSF_RETURN_IF_ERROR(Connect());
+  params_.assign(n_, 0.0f);
+  grad_.assign(n_, 0.0f);
+  device_params_ = backend_.Allocate<float>(n_);
+  device_grad_ = backend_.Allocate<float>(n_);
+  if (coordinator()) {
+    PSF_ASSIGN_OR_RETURN(metrics_, MetricsLog::Open((fs::path(options_.run_dir) / "metrics.jsonl").string()));
+  }
+  PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
+  const int64_t first = last_pushed + 1;
+  if (first > 1) PSF_LOG(Info) << "rejoining at step " << first << " (incarnation " << options_.incarnation << ")";
+  const auto& t = config_.training();
+  const int workers = config_.cluster().workers();
+  Interval interval;
+  int64_t step = first;
+  for (; step <= t.max_steps(); ++step) {
+    // Parameters after the previous step (BSP: once every worker pushed it).
+    auto pull_start = Clock::now();
+    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(step - 1, params_.data()));
+    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
+    interval.pull_s += Seconds(Clock::now() - pull_start);
+
+    // Validation of the weights after step - 1, on every worker alike (see the header).
+    if (step - 1 >= first && t.valid_every() > 0 && (step - 1) % t.valid_every() == 0) {
+      bool stop = false;
+      PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(step - 1, &stop));
+      if (stop) break;
+    }
+
+    auto compute_start = Clock::now();
+    const Batch batch = source_->TrainBatch(step, options_.index, workers);
+    device_params_.Upload(params_.data(), n_);
+    const DropoutKey key{t.seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
+    const StepStats stats = model_.ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+    device_grad_.Download(grad_.data(), n_);
+    interval.compute_s += Seconds(Clock::now() - compute_start);
+
+    auto push_start = Clock::now();
+    PSF_ASSIGN_OR_RETURN(auto push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
+                                                  stats.loss_sum));
+    PSF_RETURN_IF_ERROR(client_->Wait(push).WithContext("push of step " + std::to_string(step)));
+    interval.push_s += Seconds(Clock::now() - push_start);
+
+    interval.loss_sum += stats.loss_sum;
+    interval.tokens += stats.target_tokens;
+    if (coordinator() && step % config_.logging().every_steps() == 0) {
+      PSF_RETURN_IF_ERROR(LogStep(step, interval));
+      interval = Interval();
+    }
+  }
+  const int64_t last_step = std::min<int64_t>(step, t.max_steps());
+  if (step > t.max_steps()) {
+    // The final weights, validated on every worker (early stopping validated already).
+    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
+    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
+    bool stop = false;
+    PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
+  }
+  return coordinator() ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
+}
+
+Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
+  device_params_.Upload(params_.data(), n_);
+  const ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
+  const float target = config_.training().stop_at_valid_accuracy();
+  *stop = target > 0 && v.accuracy >= target;
+  if (!coordinator()) return Status::Ok();
+  PSF_LOG(Info) << "step " << step << " valid_loss " << v.loss << " valid_accuracy " << v.accuracy;
+  MetricsLine line;
+  line.Add("step", step).Add("valid_loss", v.loss).Add("valid_ppl", std::exp(v.loss)).Add("valid_accuracy", v.accuracy);
+  if (*stop) PSF_LOG(Info) << "valid_accuracy reached training.stop_at_valid_accuracy " << target << ": stopping";
+  return metrics_->Write(line);
+}
+
+Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
+  const double elapsed = Seconds(Clock::now() - interval.start);
+  const double loss = interval.tokens > 0 ? interval.loss_sum / interval.tokens : 0.0;
+  const double lr = LearningRate(config_, step);
+  MetricsLine line;
+  line.Add("step", step)
+      .Add("loss", loss)
+      .Add("ppl", std::exp(loss))
+      .Add("lr", lr)
+      .Add("tokens", interval.tokens)
+      .Add("tokens_per_s", elapsed > 0 ? interval.tokens / elapsed : 0.0)
+      .Add("compute_s", interval.compute_s)
+      .Add("push_s", interval.push_s)
+      .Add("pull_s", interval.pull_s);
+  PSF_LOG(Info) << "step " << step << " loss " << loss << " lr " << lr << " tokens/s "
+                << (elapsed > 0 ? interval.tokens / elapsed : 0.0);
+  return metrics_->Write(line);
+}
+
+Status WorkerLoop::Finish(int64_t last_step) {
+  PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
+  PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
+  ModelFile file;
+  file.model = config_.model();
+  file.vocab_size = source_->vocab_size();
+  file.params = params_;
+  const std::string path = (fs::path(options_.run_dir) / "model.bin").string();
+  PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
+  PSF_LOG(Info) << "wrote " << path << " (step " << last_step << ")";
+  return client_->Shutdown();
+}
+
+}  // namespace
+
+Status RunWorker(const WorkerOptions& options) {
+  if (options.gpu >= 0) return Status::Unimplemented("GPU workers are not wired into the worker loop yet");
+  PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
+  WorkerLoop loop(options, std::move(source));
+  return loop.Run();
+}
+
+}  // namespace psformer

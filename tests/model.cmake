@@ -2,3 +2,5 @@
 psformer_test(model_grad_test unit SOURCES model_grad_test.cc LIBS psformer_worker psformer_common)
 psformer_test(philox_test unit SOURCES philox_test.cc LIBS psformer_worker psformer_common)
 psformer_test(model_reference_test unit SOURCES model_reference_test.cc LIBS psformer_worker psformer_common)
+psformer_test(model_file_test unit SOURCES model_file_test.cc LIBS psformer_worker psformer_common)
+psformer_test(local_trainer_test unit SOURCES local_trainer_test.cc LIBS psformer_worker psformer_common)

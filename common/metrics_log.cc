@@ -1,0 +1,74 @@
+#include "common/metrics_log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace psformer {
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void MetricsLine::Key(const std::string& key) {
+  if (!body_.empty()) body_ += ", ";
+  body_ += Quote(key) + ": ";
+}
+
+MetricsLine& MetricsLine::Add(const std::string& key, int64_t value) {
+  Key(key);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+MetricsLine& MetricsLine::Add(const std::string& key, double value) {
+  Key(key);
+  if (!std::isfinite(value)) {
+    body_ += "null";
+  } else {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%.9g", value);
+    body_ += buf;
+  }
+  return *this;
+}
+
+MetricsLine& MetricsLine::Add(const std::string& key, const std::string& value) {
+  Key(key);
+  body_ += Quote(value);
+  return *this;
+}
+
+StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return Status::IoError("cannot open " + path + " for appending: " + std::strerror(errno));
+  return std::unique_ptr<MetricsLog>(new MetricsLog(f, path));
+}
+
+MetricsLog::~MetricsLog() { std::fclose(file_); }
+
+Status MetricsLog::Write(const MetricsLine& line) {
+  const std::string text = line.ToJson() + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
+    return Status::IoError("cannot write to " + path_ + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace psformer

@@ -1,0 +1,53 @@
+// metrics.jsonl of a run directory (DESIGN.md): one JSON object per line, appended and flushed
+// line by line so that a reader (or a crash) never sees half a line.
+//
+//   MetricsLine line;
+//   line.Add("step", 100).Add("loss", 2.31);
+//   PSF_RETURN_IF_ERROR(log.Write(line));
+#ifndef PSFORMER_COMMON_METRICS_LOG_H_
+#define PSFORMER_COMMON_METRICS_LOG_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace psformer {
+
+// One JSON object, fields in the order added. Non-finite doubles are written as null (JSON has
+// no NaN or infinity).
+class MetricsLine {
+ public:
+  MetricsLine& Add(const std::string& key, int64_t value);
+  MetricsLine& Add(const std::string& key, int value) { return Add(key, static_cast<int64_t>(value)); }
+  MetricsLine& Add(const std::string& key, double value);
+  MetricsLine& Add(const std::string& key, const std::string& value);
+  // The object, without a newline.
+  std::string ToJson() const { return "{" + body_ + "}"; }
+
+ private:
+  void Key(const std::string& key);
+  std::string body_;
+};
+
+class MetricsLog {
+ public:
+  // Opens `path` for appending (created if missing).
+  static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  Status Write(const MetricsLine& line);
+
+ private:
+  MetricsLog(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  std::FILE* file_;
+  std::string path_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_METRICS_LOG_H_

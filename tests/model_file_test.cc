@@ -1,0 +1,138 @@
+// SHA-256 on the FIPS 180-2 vectors; model files, trainer states and metrics lines: round trips
+// and clear errors for truncated, corrupt or foreign files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/metrics_log.h"
+#include "common/model_file.h"
+#include "common/param_init.h"
+#include "common/param_layout.h"
+#include "common/sha256.h"
+#include "tests/model_test_util.h"
+#include "tests/test_util.h"
+#include "worker/train/trainer_state.h"
+
+namespace psformer {
+namespace {
+
+TEST(Sha256, Fips180_2Vectors) {
+  EXPECT_EQ(Sha256Hex("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("", 0), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(Sha256Hex(two_blocks.data(), two_blocks.size()),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::string million(1000000, 'a');
+  EXPECT_EQ(Sha256Hex(million.data(), million.size()),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, PiecewiseUpdatesEqualOneUpdate) {
+  const std::string text(1000, 'x');
+  Sha256 h;
+  for (size_t i = 0; i < text.size(); i += 37) h.Update(text.data() + i, std::min<size_t>(37, text.size() - i));
+  const auto digest = h.Finish();
+  EXPECT_EQ(ToHex(digest.data(), digest.size()), Sha256Hex(text.data(), text.size()));
+}
+
+ModelFile SmallModelFile() {
+  ModelFile f;
+  f.model = testing::SmallModel(1, 8, 16, 2, false, 0.1f);
+  f.vocab_size = 11;
+  ParamLayout layout(f.model, f.vocab_size);
+  f.params.resize(layout.total_size());
+  InitParamRange(layout, 3, 0, layout.total_size(), f.params.data());
+  return f;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(ModelFile, RoundTrips) {
+  testing::TempDir dir;
+  const ModelFile f = SmallModelFile();
+  ASSERT_TRUE(WriteModelFile(dir.File("model.bin"), f).ok());
+  auto read = ReadModelFile(dir.File("model.bin"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->params, f.params);
+  EXPECT_EQ(read->vocab_size, 11);
+  EXPECT_EQ(read->model.d_model(), 8);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("model.bin.tmp")));
+}
+
+TEST(ModelFile, RejectsMissingTruncatedCorruptAndForeignFiles) {
+  testing::TempDir dir;
+  const std::string path = dir.File("model.bin");
+  ASSERT_TRUE(WriteModelFile(path, SmallModelFile()).ok());
+  const std::string good = ReadAll(path);
+
+  auto missing = ReadModelFile(dir.File("nope.bin"));
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
+
+  WriteAll(path, good.substr(0, good.size() - 10));
+  auto truncated = ReadModelFile(path);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
+
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  WriteAll(path, flipped);
+  auto corrupt = ReadModelFile(path);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.status().message().find("checksum"), std::string::npos) << corrupt.status().message();
+
+  WriteAll(path, "GIF89a not a model at all, just some bytes");
+  auto foreign = ReadModelFile(path);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("magic"), std::string::npos) << foreign.status().message();
+
+  WriteAll(path, "");
+  EXPECT_FALSE(ReadModelFile(path).ok());
+}
+
+TEST(TrainerState, RoundTripsAndRejectsCorruption) {
+  testing::TempDir dir;
+  TrainerState s;
+  s.model = testing::SmallModel(1, 8, 16, 2, true, 0.1f);
+  s.vocab_size = 11;
+  s.step = 42;
+  s.params = {1.f, 2.f, 3.f};
+  s.adam_m = {4.f, 5.f, 6.f};
+  s.adam_v = {7.f, 8.f, 9.f};
+  const std::string path = dir.File("state.bin");
+  ASSERT_TRUE(WriteTrainerState(path, s).ok());
+  auto read = ReadTrainerState(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->step, 42);
+  EXPECT_EQ(read->params, s.params);
+  EXPECT_EQ(read->adam_m, s.adam_m);
+  EXPECT_EQ(read->adam_v, s.adam_v);
+  EXPECT_EQ(read->model.norm_position(), proto::ModelConfig::PRE_LN);
+  std::string bytes = ReadAll(path);
+  bytes[bytes.size() - 8] ^= 1;
+  WriteAll(path, bytes);
+  EXPECT_FALSE(ReadTrainerState(path).ok());
+}
+
+TEST(MetricsLine, WritesOneJsonObjectPerLine) {
+  MetricsLine line;
+  line.Add("step", 7).Add("loss", 2.5).Add("name", std::string("a\"b")).Add("bad", std::nan(""));
+  EXPECT_EQ(line.ToJson(), "{\"step\": 7, \"loss\": 2.5, \"name\": \"a\\\"b\", \"bad\": null}");
+  testing::TempDir dir;
+  auto log = MetricsLog::Open(dir.File("metrics.jsonl"));
+  ASSERT_TRUE(log.ok());
+  ASSERT_TRUE((*log)->Write(line).ok());
+  ASSERT_TRUE((*log)->Write(MetricsLine().Add("step", 8)).ok());
+  EXPECT_EQ(ReadAll(dir.File("metrics.jsonl")), line.ToJson() + "\n{\"step\": 8}\n");
+}
+
+}  // namespace
+}  // namespace psformer

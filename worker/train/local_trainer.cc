@@ -1,0 +1,202 @@
+#include "worker/train/local_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/adam.h"
+#include "common/config_loader.h"
+#include "common/logging.h"
+#include "common/lr_schedule.h"
+#include "common/metrics_log.h"
+#include "common/model_file.h"
+#include "common/param_init.h"
+
+namespace psformer {
+
+LocalTrainer::LocalTrainer(const proto::JobConfig& config, BatchSource* source)
+    : config_(config),
+      source_(source),
+      vocab_(source->vocab_size()),
+      backend_(config.cluster().threads_per_process()),
+      model_(config.model(), vocab_, &backend_) {
+  const uint64_t n = model_.parameter_count();
+  params_.resize(n);
+  InitParamRange(model_.layout(), config.training().seed(), 0, n, params_.data());
+  adam_m_.assign(n, 0.0f);
+  adam_v_.assign(n, 0.0f);
+  grad_.assign(n, 0.0f);
+  device_params_ = backend_.Allocate<float>(n);
+  device_grad_ = backend_.Allocate<float>(n);
+}
+
+StepReport LocalTrainer::Step() {
+  StepReport report;
+  report.step = step_ + 1;
+  const Batch batch = source_->TrainBatch(report.step, 0, 1);
+  const size_t n = params_.size();
+  device_params_.Upload(params_.data(), n);
+  const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(report.step), 0};
+  report.stats = model_.ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+  device_grad_.Download(grad_.data(), n);
+  report.lr = LearningRate(config_, report.step);
+  if (report.stats.target_tokens > 0) {
+    NormalizeGradient(n, static_cast<uint64_t>(report.stats.target_tokens), grad_.data());
+    const float clip = config_.optimizer().clip_norm();
+    if (clip > 0) {
+      double sum_sq = 0;
+      for (float g : grad_) sum_sq += static_cast<double>(g) * g;
+      const double norm = std::sqrt(sum_sq);
+      if (norm > clip) {
+        const float scale = static_cast<float>(clip / norm);
+        for (float& g : grad_) g *= scale;
+      }
+    }
+    const AdamHyper hyper{config_.optimizer().beta1(), config_.optimizer().beta2(), config_.optimizer().epsilon()};
+    AdamUpdateParallel(hyper, report.step, report.lr, n, grad_.data(), params_.data(), adam_m_.data(),
+                       adam_v_.data(), backend_.threads());
+  }
+  step_ = report.step;
+  return report;
+}
+
+ValidReport LocalTrainer::Validate() {
+  ValidReport report;
+  device_params_.Upload(params_.data(), params_.size());
+  double loss = 0;
+  int64_t correct = 0;
+  for (const Batch& batch : source_->ValidBatches()) {
+    const StepStats s = model_.Evaluate(device_params_.data(), batch);
+    loss += s.loss_sum;
+    correct += s.correct;
+    report.tokens += s.target_tokens;
+  }
+  if (report.tokens > 0) {
+    report.loss = loss / report.tokens;
+    report.accuracy = static_cast<double>(correct) / report.tokens;
+  }
+  return report;
+}
+
+TrainerState LocalTrainer::State() const {
+  TrainerState state;
+  state.model = config_.model();
+  state.vocab_size = vocab_;
+  state.step = step_;
+  state.params = params_;
+  state.adam_m = adam_m_;
+  state.adam_v = adam_v_;
+  return state;
+}
+
+Status LocalTrainer::Restore(const TrainerState& state) {
+  if (state.model.SerializeAsString() != config_.model().SerializeAsString() || state.vocab_size != vocab_) {
+    return Status::InvalidArgument("the saved state was made for another model config or vocabulary size");
+  }
+  if (state.params.size() != params_.size()) {
+    return Status::InvalidArgument("the saved state holds " + std::to_string(state.params.size()) +
+                                   " parameters, the model has " + std::to_string(params_.size()));
+  }
+  step_ = state.step;
+  params_ = state.params;
+  adam_m_ = state.adam_m;
+  adam_v_ = state.adam_v;
+  return Status::Ok();
+}
+
+namespace {
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+Status Validate(LocalTrainer* trainer, MetricsLog* metrics, ValidReport* report) {
+  *report = trainer->Validate();
+  PSF_LOG(Info) << "step " << trainer->step() << " valid_loss " << report->loss << " valid_accuracy "
+                << report->accuracy;
+  MetricsLine line;
+  line.Add("step", trainer->step())
+      .Add("valid_loss", report->loss)
+      .Add("valid_ppl", std::exp(report->loss))
+      .Add("valid_accuracy", report->accuracy);
+  return metrics->Write(line);
+}
+
+}  // namespace
+
+Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options) {
+  namespace fs = std::filesystem;
+  const std::string dir = options.run_dir;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "logs", ec);
+  if (ec) return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
+  PSF_RETURN_IF_ERROR(WriteTextFile((fs::path(dir) / "config.pbtxt").string(), ConfigToText(config)));
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
+  LocalTrainer trainer(config, source.get());
+  const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
+  if (options.resume) {
+    PSF_ASSIGN_OR_RETURN(TrainerState state, ReadTrainerState(state_path));
+    PSF_RETURN_IF_ERROR(trainer.Restore(state).WithContext(state_path));
+    PSF_LOG(Info) << "resuming from " << state_path << " at step " << trainer.step();
+  }
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsLog> metrics, MetricsLog::Open((fs::path(dir) / "metrics.jsonl").string()));
+  PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
+                << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;
+
+  const auto& t = config.training();
+  const int every = std::max(1, config.logging().every_steps());
+  using Clock = std::chrono::steady_clock;
+  auto interval_start = Clock::now();
+  double interval_loss = 0;
+  int64_t interval_tokens = 0, total_tokens = 0;
+  int64_t last_validated = -1;
+  ValidReport valid;
+  while (trainer.step() < t.max_steps()) {
+    const StepReport r = trainer.Step();
+    interval_loss += r.stats.loss_sum;
+    interval_tokens += r.stats.target_tokens;
+    total_tokens += r.stats.target_tokens;
+    if (r.step % every == 0) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
+      const double loss = interval_tokens > 0 ? interval_loss / interval_tokens : 0.0;
+      const double rate = seconds > 0 ? interval_tokens / seconds : 0.0;
+      MetricsLine line;
+      line.Add("step", r.step).Add("loss", loss).Add("ppl", std::exp(loss)).Add("lr", r.lr);
+      line.Add("tokens", total_tokens).Add("tokens_per_s", rate);
+      PSF_RETURN_IF_ERROR(metrics->Write(line));
+      PSF_LOG(Info) << "step " << r.step << " loss " << loss << " lr " << r.lr << " tokens/s " << rate;
+      interval_start = Clock::now();
+      interval_loss = 0;
+      interval_tokens = 0;
+    }
+    const int64_t ckpt = config.checkpoint().every_steps();
+    if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
+    if (t.valid_every() > 0 && r.step % t.valid_every() == 0) {
+      PSF_RETURN_IF_ERROR(Validate(&trainer, metrics.get(), &valid));
+      last_validated = r.step;
+      if (t.stop_at_valid_accuracy() > 0 && valid.accuracy >= t.stop_at_valid_accuracy()) {
+        PSF_LOG(Info) << "valid_accuracy " << valid.accuracy << " reached training.stop_at_valid_accuracy "
+                      << t.stop_at_valid_accuracy() << ": stopping";
+        break;
+      }
+    }
+  }
+  if (last_validated != trainer.step()) PSF_RETURN_IF_ERROR(Validate(&trainer, metrics.get(), &valid));
+  PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
+  ModelFile model;
+  model.model = config.model();
+  model.vocab_size = trainer.vocab_size();
+  model.params = trainer.params();
+  const std::string model_path = (fs::path(dir) / "model.bin").string();
+  PSF_RETURN_IF_ERROR(WriteModelFile(model_path, model));
+  PSF_LOG(Info) << "wrote " << model_path << " after step " << trainer.step();
+  return Status::Ok();
+}
+
+}  // namespace psformer

@@ -1,0 +1,79 @@
+// The local trainer: one process, no parameter servers. Each step takes the batch
+// BatchSource::TrainBatch(step, 0, 1), computes the gradient of the summed loss with the model,
+// divides it by the step's target tokens (NormalizeGradient), optionally clips its global norm,
+// and applies Adam (common/adam.h) with the paper's schedule (common/lr_schedule.h): the same
+// arithmetic the parameter servers apply, so both give the same weights for one worker.
+// Parameters start from InitParamRange(layout, training.seed); dropout masks are keyed by
+// (training.seed, step, worker 0, site).
+#ifndef PSFORMER_WORKER_TRAIN_LOCAL_TRAINER_H_
+#define PSFORMER_WORKER_TRAIN_LOCAL_TRAINER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/proto/config.pb.h"
+#include "common/status.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/data/batch_source.h"
+#include "worker/model/transformer.h"
+#include "worker/train/trainer_state.h"
+
+namespace psformer {
+
+struct StepReport {
+  int64_t step = 0;
+  StepStats stats;
+  double lr = 0;
+};
+
+struct ValidReport {
+  double loss = 0;      // label-smoothed loss per target token
+  double accuracy = 0;  // teacher-forced argmax accuracy over target tokens
+  int64_t tokens = 0;
+};
+
+class LocalTrainer {
+ public:
+  // REQUIRES: a validated config; `source` outlives the trainer.
+  LocalTrainer(const proto::JobConfig& config, BatchSource* source);
+
+  // Trains step() + 1.
+  StepReport Step();
+  // Evaluates the validation batches (no dropout).
+  ValidReport Validate();
+
+  int64_t step() const { return step_; }
+  const std::vector<float>& params() const { return params_; }
+  int vocab_size() const { return vocab_; }
+  TrainerState State() const;
+  // Continues from a saved state; refuses one made for another model config or vocabulary.
+  Status Restore(const TrainerState& state);
+
+ private:
+  proto::JobConfig config_;
+  BatchSource* source_;
+  int vocab_;
+  CpuBackend<float> backend_;
+  Transformer<float> model_;
+  int64_t step_ = 0;
+  std::vector<float> params_, adam_m_, adam_v_, grad_;  // host copies, (parameter count)
+  DeviceBuffer<float> device_params_, device_grad_;     // (parameter count)
+};
+
+struct TrainOptions {
+  std::string run_dir;  // created if missing
+  bool resume = false;  // continue from RUN_DIR/trainer_state.bin
+};
+
+// Trains as the config says and writes the run directory: config.pbtxt, metrics.jsonl (train
+// lines: step, loss (per target token, mean over the logging interval), ppl, lr, tokens (target
+// tokens so far), tokens_per_s (target tokens per second over the interval); validation lines:
+// step, valid_loss, valid_ppl, valid_accuracy), logs/trainer.log, trainer_state.bin (every
+// checkpoint.every_steps steps and at the end) and model.bin (at the end).
+// Stops after training.max_steps, or once valid_accuracy >= training.stop_at_valid_accuracy (> 0).
+Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_TRAIN_LOCAL_TRAINER_H_

@@ -28,3 +28,20 @@ if(NOT PSFORMER_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "psformer: CUDA backend ${PSFORMER_HAVE_CUDA}")
+
+# Debian's libsentencepiece carries its own protobuf (3.14) and exports those symbols; next to the
+# shared libprotobuf (3.21) in one process, each library binds to parts of the other and the
+# program crashes before main(). So link protobuf statically and keep its symbols out of the
+# dynamic symbol table: psformer's code uses its copy, libsentencepiece its own.
+find_library(PSFORMER_PROTOBUF_STATIC NAMES libprotobuf.a)
+if(PSFORMER_PROTOBUF_STATIC AND TARGET protobuf::libprotobuf)
+  find_package(ZLIB REQUIRED)
+  foreach(property IMPORTED_LOCATION IMPORTED_LOCATION_RELEASE IMPORTED_LOCATION_DEBUG)
+    get_target_property(location protobuf::libprotobuf ${property})
+    if(location)
+      set_target_properties(protobuf::libprotobuf PROPERTIES ${property} ${PSFORMER_PROTOBUF_STATIC})
+    endif()
+  endforeach()
+  set_property(TARGET protobuf::libprotobuf APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:--exclude-libs,libprotobuf.a")
+  set_property(TARGET protobuf::libprotobuf APPEND PROPERTY INTERFACE_LINK_LIBRARIES ZLIB::ZLIB Threads::Threads)
+endif()

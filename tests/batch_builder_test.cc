@@ -22,14 +22,14 @@ TEST(BatchBuilder, LayoutMatchesBatchContract) {
   const std::vector<int64_t> ids = {1, 0};
   const Batch b = BuildBatch(corpus, ids);
   ASSERT_EQ(b.sentences, 2);
-  ASSERT_EQ(b.src_len, 4);  // longest source 3 + eos
-  ASSERT_EQ(b.tgt_len, 5);  // longest target 4 + eos
-  const std::vector<int32_t> src = {13, kEosId, 0, 0,  //
-                                    10, 11, 12, kEosId};
+  ASSERT_EQ(b.src_len, 4);                              // longest source 3 + eos
+  ASSERT_EQ(b.tgt_len, 5);                              // longest target 4 + eos
+  const std::vector<int32_t> src = {13, kEosId, 0,  0,  //
+                                    10, 11,     12, kEosId};
   const std::vector<int32_t> tgt_in = {kBosId, 21, 22, 23, 24,  //
-                                       kBosId, 20, 0, 0, 0};
-  const std::vector<int32_t> tgt_out = {21, 22, 23, 24, kEosId,  //
-                                        20, kEosId, 0, 0, 0};
+                                       kBosId, 20, 0,  0,  0};
+  const std::vector<int32_t> tgt_out = {21, 22,     23, 24, kEosId,  //
+                                        20, kEosId, 0,  0,  0};
   EXPECT_EQ(b.src, src);
   EXPECT_EQ(b.tgt_in, tgt_in);
   EXPECT_EQ(b.tgt_out, tgt_out);

@@ -28,8 +28,10 @@ InMemoryCorpus SmallCorpus(int32_t largest_id) {
 
 std::vector<int32_t> Side(const ParallelCorpus& c, int64_t i, bool source) {
   std::vector<int32_t> v(source ? c.src_length(i) : c.tgt_length(i));
-  if (source) c.CopySrc(i, v.data());
-  else c.CopyTgt(i, v.data());
+  if (source)
+    c.CopySrc(i, v.data());
+  else
+    c.CopyTgt(i, v.data());
   return v;
 }
 
@@ -98,13 +100,29 @@ TEST(CorpusFile, ReportsEachKindOfDamage) {
   EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[0] = 'X'; }), "bad magic number");
   EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[8] = 9; }), "format version 9");
   EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[16] = 4; }), "header checksum mismatch");
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { b->pop_back(); FixChecksums(b); }), "truncated?");
+  EXPECT_PRED2(has,
+               OpenDamaged(dir,
+                           [](std::string* b) {
+                             b->pop_back();
+                             FixChecksums(b);
+                           }),
+               "truncated?");
   EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[b->size() - 1] ^= 1; }), "data checksum mismatch");
   // Source offsets 0, 3, 4, 6 become 0, 5, 4, 6: decreasing at pair 1.
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[64 + 8] = 5; FixChecksums(b); }),
+  EXPECT_PRED2(has,
+               OpenDamaged(dir,
+                           [](std::string* b) {
+                             (*b)[64 + 8] = 5;
+                             FixChecksums(b);
+                           }),
                "source offsets decrease or jump at pair 1");
   // The first source id (4) becomes 100, outside a vocabulary of 100.
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[64 + 64] = 100; FixChecksums(b); }),
+  EXPECT_PRED2(has,
+               OpenDamaged(dir,
+                           [](std::string* b) {
+                             (*b)[64 + 64] = 100;
+                             FixChecksums(b);
+                           }),
                "token id 100 in pair 0 (source) is outside the vocabulary of 100");
 }
 

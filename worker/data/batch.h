@@ -17,14 +17,14 @@ constexpr int32_t kUnkId = 3;
 constexpr int32_t kNumReservedIds = 4;
 
 struct Batch {
-  int32_t sentences = 0;  // B
-  int32_t src_len = 0;    // S: padded source length
-  int32_t tgt_len = 0;    // T: padded target length
-  std::vector<int32_t> src;      // (B, S): x1 .. xn eos, then pad
-  std::vector<int32_t> tgt_in;   // (B, T): bos y1 .. ym, then pad   (decoder input)
-  std::vector<int32_t> tgt_out;  // (B, T): y1 .. ym eos, then pad   (what the decoder predicts)
-  int64_t src_tokens = 0;  // non-pad entries of src
-  int64_t tgt_tokens = 0;  // non-pad entries of tgt_out: the loss is normalised by the step's total
+  int32_t sentences = 0;          // B
+  int32_t src_len = 0;            // S: padded source length
+  int32_t tgt_len = 0;            // T: padded target length
+  std::vector<int32_t> src;       // (B, S): x1 .. xn eos, then pad
+  std::vector<int32_t> tgt_in;    // (B, T): bos y1 .. ym, then pad   (decoder input)
+  std::vector<int32_t> tgt_out;   // (B, T): y1 .. ym eos, then pad   (what the decoder predicts)
+  int64_t src_tokens = 0;         // non-pad entries of src
+  int64_t tgt_tokens = 0;         // non-pad entries of tgt_out: the loss is normalised by the step's total
   std::vector<int64_t> pair_ids;  // (B): index of each sentence pair in its corpus
 };
 

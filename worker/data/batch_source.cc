@@ -13,8 +13,8 @@ StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& c
         MakeCopyCorpus(seed, CopySplit::kTrain, CopyTaskOptionsFromConfig(config.data(), CopySplit::kTrain)));
     auto valid = std::make_unique<InMemoryCorpus>(
         MakeCopyCorpus(seed, CopySplit::kValid, CopyTaskOptionsFromConfig(config.data(), CopySplit::kValid)));
-    auto source = SampledBatchSource::Create(std::move(train), std::move(valid), options,
-                                             config.data().copy_vocab_size());
+    auto source =
+        SampledBatchSource::Create(std::move(train), std::move(valid), options, config.data().copy_vocab_size());
     if (!source.ok()) return source.status().WithContext("copy task");
     return std::unique_ptr<BatchSource>(std::move(source).value());
   }

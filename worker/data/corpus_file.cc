@@ -63,14 +63,15 @@ void WriteOffsets(BodyWriter* body, const ParallelCorpus& corpus, bool source) {
   }
 }
 
-void WriteIds(BodyWriter* body, const ParallelCorpus& corpus, bool source, uint32_t token_bytes,
-              int32_t vocab_size) {
-  std::vector<int32_t> ids;         // (one sentence)
-  std::vector<uint16_t> narrow;     // (one sentence), when ids are 2 bytes wide
+void WriteIds(BodyWriter* body, const ParallelCorpus& corpus, bool source, uint32_t token_bytes, int32_t vocab_size) {
+  std::vector<int32_t> ids;      // (one sentence)
+  std::vector<uint16_t> narrow;  // (one sentence), when ids are 2 bytes wide
   for (int64_t i = 0; i < corpus.size(); ++i) {
     ids.resize(source ? corpus.src_length(i) : corpus.tgt_length(i));
-    if (source) corpus.CopySrc(i, ids.data());
-    else corpus.CopyTgt(i, ids.data());
+    if (source)
+      corpus.CopySrc(i, ids.data());
+    else
+      corpus.CopyTgt(i, ids.data());
     for (int32_t id : ids) PSF_CHECK(id >= 0 && id < vocab_size);
     if (token_bytes == 2) {
       narrow.assign(ids.begin(), ids.end());
@@ -160,10 +161,10 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
     return corrupt("vocabulary size " + std::to_string(header.vocab_size) + " out of range");
   }
   // Sizes in 128 bits: absurd counts in a damaged header must not wrap around.
-  const unsigned __int128 expected = static_cast<unsigned __int128>(kCorpusHeaderBytes) +
-                                     static_cast<unsigned __int128>(header.pairs + 1) * 2 * sizeof(uint64_t) +
-                                     (static_cast<unsigned __int128>(header.src_tokens) + header.tgt_tokens) *
-                                         header.token_bytes;
+  const unsigned __int128 expected =
+      static_cast<unsigned __int128>(kCorpusHeaderBytes) +
+      static_cast<unsigned __int128>(header.pairs + 1) * 2 * sizeof(uint64_t) +
+      (static_cast<unsigned __int128>(header.src_tokens) + header.tgt_tokens) * header.token_bytes;
   if (header.pairs >= (uint64_t{1} << 62) || expected != bytes) {
     return corrupt("file is " + std::to_string(bytes) + " bytes but its header counts (" +
                    std::to_string(header.pairs) + " pairs, " + std::to_string(header.src_tokens) + " + " +
@@ -195,8 +196,10 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
   for (int64_t i = 0; i < file->pairs_; ++i) {
     for (bool source : {true, false}) {
       ids.resize(source ? file->src_length(i) : file->tgt_length(i));
-      if (source) file->CopySrc(i, ids.data());
-      else file->CopyTgt(i, ids.data());
+      if (source)
+        file->CopySrc(i, ids.data());
+      else
+        file->CopyTgt(i, ids.data());
       for (int32_t id : ids) {
         if (id < 0 || id >= file->vocab_size_) {
           return corrupt("token id " + std::to_string(id) + " in pair " + std::to_string(i) + " (" +

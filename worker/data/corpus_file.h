@@ -69,8 +69,8 @@ class CorpusFile : public ParallelCorpus {
   int64_t pairs_ = 0;
   int32_t vocab_size_ = 0;
   uint32_t token_bytes_ = 0;
-  const uint64_t* src_offsets_ = nullptr;  // (pairs + 1), inside the mapping
-  const uint64_t* tgt_offsets_ = nullptr;  // (pairs + 1)
+  const uint64_t* src_offsets_ = nullptr;   // (pairs + 1), inside the mapping
+  const uint64_t* tgt_offsets_ = nullptr;   // (pairs + 1)
   const unsigned char* src_ids_ = nullptr;  // (src_tokens * token_bytes)
   const unsigned char* tgt_ids_ = nullptr;  // (tgt_tokens * token_bytes)
 };

@@ -25,10 +25,10 @@ class InMemoryCorpus : public ParallelCorpus {
 
  private:
   // Pair i's source is src_tokens_[src_offsets_[i] .. src_offsets_[i+1]); the same for targets.
-  std::vector<int32_t> src_tokens_;        // (total source tokens)
-  std::vector<int32_t> tgt_tokens_;        // (total target tokens)
-  std::vector<int64_t> src_offsets_{0};    // (pairs + 1)
-  std::vector<int64_t> tgt_offsets_{0};    // (pairs + 1)
+  std::vector<int32_t> src_tokens_;      // (total source tokens)
+  std::vector<int32_t> tgt_tokens_;      // (total target tokens)
+  std::vector<int64_t> src_offsets_{0};  // (pairs + 1)
+  std::vector<int64_t> tgt_offsets_{0};  // (pairs + 1)
 };
 
 }  // namespace psformer

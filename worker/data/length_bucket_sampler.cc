@@ -14,10 +14,10 @@ constexpr uint64_t kTieBreakStream = 0x7469656272656bULL;  // "tiebrek"
 constexpr uint64_t kShuffleStream = 0x73687566666c65ULL;   // "shuffle"
 
 struct PairKey {
-  int32_t bucket;    // target padded length / bucket width
-  int32_t src;       // padded source length (tokens + eos)
-  int32_t tgt;       // padded target length (tokens + bos or eos)
-  uint64_t tie;      // seeded hash of the pair number
+  int32_t bucket;  // target padded length / bucket width
+  int32_t src;     // padded source length (tokens + eos)
+  int32_t tgt;     // padded target length (tokens + bos or eos)
+  uint64_t tie;    // seeded hash of the pair number
   int64_t id;
   auto Tuple() const { return std::tie(bucket, src, tgt, tie, id); }
 };
@@ -33,8 +33,7 @@ SamplerOptions SamplerOptionsFromConfig(const proto::JobConfig& config) {
   return options;
 }
 
-StatusOr<LengthBucketSampler> LengthBucketSampler::Create(const ParallelCorpus& corpus,
-                                                          const SamplerOptions& options) {
+StatusOr<LengthBucketSampler> LengthBucketSampler::Create(const ParallelCorpus& corpus, const SamplerOptions& options) {
   PSF_CHECK(options.bucket_width > 0 && options.src_tokens_per_step > 0 && options.tgt_tokens_per_step > 0);
   const int64_t n = corpus.size();
   if (n == 0) return Status::InvalidArgument("the corpus has no sentence pairs");
@@ -112,9 +111,7 @@ StepPosition LengthBucketSampler::Locate(int64_t step) {
   return position;
 }
 
-const std::vector<int64_t>& LengthBucketSampler::GlobalBatch(int64_t step) {
-  return batches_[Locate(step).batch];
-}
+const std::vector<int64_t>& LengthBucketSampler::GlobalBatch(int64_t step) { return batches_[Locate(step).batch]; }
 
 std::vector<int64_t> LengthBucketSampler::WorkerShare(int64_t step, int worker, int workers) {
   PSF_CHECK(workers >= 1 && worker >= 0 && worker < workers);

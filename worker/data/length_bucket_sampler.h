@@ -73,7 +73,7 @@ class LengthBucketSampler {
   SamplerOptions options_;
   std::vector<std::vector<int64_t>> batches_;  // (batches per epoch, pairs of each batch)
   std::optional<int64_t> cached_epoch_;
-  std::vector<int64_t> cached_order_;          // (batches per epoch): the cached epoch's order
+  std::vector<int64_t> cached_order_;  // (batches per epoch): the cached epoch's order
 };
 
 }  // namespace psformer

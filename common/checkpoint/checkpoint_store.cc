@@ -1,0 +1,188 @@
+#include "common/checkpoint/checkpoint_store.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "common/proto/checkpoint.pb.h"
+
+namespace psformer {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kManifest[] = "manifest.pbtxt";
+
+std::string NowIso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The CRC-32C of a whole shard file, from its trailer: the last 4 bytes are the CRC of all bytes
+// before them, and a CRC extends over more bytes, so the whole file's CRC needs no second pass.
+StatusOr<uint32_t> WholeFileCrcFromTrailer(const std::string& path, uint64_t bytes) {
+  if (bytes < 4) return Status::Corruption("shard file " + path + " is truncated");
+  std::ifstream in(path, std::ios::binary);
+  uint32_t stored = 0;
+  in.seekg(static_cast<std::streamoff>(bytes - 4));
+  if (!in.read(reinterpret_cast<char*>(&stored), 4)) return Status::IoError("cannot read " + path);
+  return Crc32c(stored, &stored, 4);
+}
+
+}  // namespace
+
+uint64_t ModelConfigDigest(const proto::JobConfig& config, int vocab_size) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  {
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    config.model().SerializeToCodedStream(&out);
+  }
+  const uint32_t lo = Crc32c(0, bytes.data(), bytes.size());
+  const uint32_t hi = Crc32c(lo ^ 0x9e3779b9u, &vocab_size, sizeof(vocab_size));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+std::string CheckpointDir(const std::string& run_dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return (fs::path(run_dir) / "checkpoints" / name).string();
+}
+
+std::string ShardFileName(int shard, int shards) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "shard-%04d-of-%04d.bin", shard, shards);
+  return name;
+}
+
+std::vector<int64_t> ListCheckpointSteps(const std::string& run_dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(run_dir) / "checkpoints", ec)) {
+    const std::string name = entry.path().filename().string();
+    long long step = 0;
+    char tail = 0;
+    if (entry.is_directory() && std::sscanf(name.c_str(), "step-%lld%c", &step, &tail) == 1) steps.push_back(step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
+  const fs::path dir = CheckpointDir(run_dir, step);
+  proto::CheckpointManifest manifest;
+  manifest.set_step(step);
+  manifest.set_parameter_count(id.parameter_count);
+  manifest.set_config_digest(id.config_digest);
+  manifest.set_created_at(NowIso8601());
+  uint64_t begin = 0;
+  for (int k = 0; k < id.shards; ++k) {
+    const fs::path file = dir / ShardFileName(k, id.shards);
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(file, ec);
+    if (ec) return false;  // another shard has not written yet; it will write the manifest.
+    PSF_ASSIGN_OR_RETURN(uint32_t crc, WholeFileCrcFromTrailer(file.string(), bytes));
+    proto::ShardFile* sf = manifest.add_shards();
+    const uint64_t n = id.parameter_count / id.shards + (static_cast<uint64_t>(k) < id.parameter_count % id.shards);
+    sf->set_shard(k);
+    sf->set_begin(begin);
+    sf->set_end(begin + n);
+    sf->set_file(file.filename().string());
+    sf->set_bytes(bytes);
+    sf->set_crc32c(crc);
+    begin += n;
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(manifest, &text);
+  PSF_RETURN_IF_ERROR(WriteFileAtomically((dir / kManifest).string(), text));
+  return true;
+}
+
+Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, const ShardCheckpointView& shard,
+                           int keep_last) {
+  const fs::path dir = CheckpointDir(run_dir, shard.step);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create checkpoint directory " + dir.string() + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard));
+  PSF_ASSIGN_OR_RETURN(bool wrote, WriteManifestIfComplete(run_dir, shard.step, id));
+  if (!wrote || keep_last <= 0) return Status::Ok();
+  // Only the manifest writer prunes, and only checkpoints older than the newest keep_last
+  // complete ones, so no checkpoint a resume could still need goes away.
+  int complete = 0;
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    const fs::path old = CheckpointDir(run_dir, step);
+    if (step > shard.step) continue;
+    if (complete < keep_last) {
+      if (fs::exists(old / kManifest)) ++complete;
+      continue;
+    }
+    fs::remove_all(old, ec);
+    if (ec) {
+      PSF_LOG(Warning) << "cannot remove old checkpoint " << old.string() << ": " << ec.message();
+    }
+  }
+  return Status::Ok();
+}
+
+Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
+  const fs::path dir = CheckpointDir(run_dir, step);
+  auto text = ReadWholeFile((dir / kManifest).string());
+  if (!text.ok()) return Status::NotFound("checkpoint " + dir.string() + " has no manifest (incomplete)");
+  proto::CheckpointManifest manifest;
+  if (!google::protobuf::TextFormat::ParseFromString(*text, &manifest)) {
+    return Status::Corruption("manifest of " + dir.string() + " does not parse");
+  }
+  if (manifest.step() != step || manifest.parameter_count() != id.parameter_count ||
+      manifest.shards_size() != id.shards) {
+    return Status::Corruption("manifest of " + dir.string() + " describes another job (step, size or shard count)");
+  }
+  if (manifest.config_digest() != id.config_digest) {
+    return Status::InvalidArgument("checkpoint " + dir.string() + " was written for another model config");
+  }
+  for (const proto::ShardFile& sf : manifest.shards()) {
+    const std::string path = (dir / sf.file()).string();
+    auto bytes = ReadWholeFile(path);
+    if (!bytes.ok()) return Status::Corruption("checkpoint " + dir.string() + ": missing " + sf.file());
+    if (bytes->size() != sf.bytes()) {
+      return Status::Corruption(path + " has " + std::to_string(bytes->size()) + " bytes, manifest says " +
+                                std::to_string(sf.bytes()));
+    }
+    if (Crc32c(0, bytes->data(), bytes->size()) != sf.crc32c()) {
+      return Status::Corruption(path + ": checksum differs from the manifest's");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::optional<ShardCheckpoint>> LoadNewestShardCheckpoint(const std::string& run_dir,
+                                                                   const CheckpointIdentity& id, int shard) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    Status s = VerifyCheckpoint(run_dir, step, id);
+    if (s.code() == Status::Code::kInvalidArgument) return s;  // another model: resuming would be wrong.
+    if (s.ok()) {
+      const std::string path = (fs::path(CheckpointDir(run_dir, step)) / ShardFileName(shard, id.shards)).string();
+      auto loaded = ReadShardFile(path);
+      if (loaded.ok() && loaded->shard == shard && loaded->step == step) {
+        return std::optional<ShardCheckpoint>(std::move(loaded).value());
+      }
+      s = loaded.ok() ? Status::Corruption(path + " holds another shard or step") : loaded.status();
+    }
+    PSF_LOG(Warning) << "skipping checkpoint at step " << step << ": " << s.message()
+                     << "; falling back to the previous one";
+  }
+  return std::optional<ShardCheckpoint>();
+}
+
+}  // namespace psformer

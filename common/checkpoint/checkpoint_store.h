@@ -1,0 +1,58 @@
+// Checkpoints of a run: RUN_DIR/checkpoints/step-NNNNNNNN/ holds one file per shard
+// (shard-KKKK-of-SSSS.bin, see shard_file.h) and manifest.pbtxt (common/proto/checkpoint.proto).
+// Every server writes its shard at the same steps; whichever server finds all shard files present
+// after writing its own writes the manifest, so a checkpoint is complete exactly when its
+// manifest exists. Loading verifies the manifest and every shard file's size and CRC-32C, and
+// falls back to the previous checkpoint (with a log line) when one fails. All servers apply the
+// same test to the same files, so they all choose the same step: a consistent cut.
+#ifndef PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_
+#define PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint/shard_file.h"
+#include "common/proto/config.pb.h"
+#include "common/status.h"
+
+namespace psformer {
+
+// What every checkpoint of a job must agree on.
+struct CheckpointIdentity {
+  int shards = 1;
+  uint64_t parameter_count = 0;
+  uint64_t config_digest = 0;  // ModelConfigDigest(config): a resume with another model is refused.
+};
+
+// A digest of the model config (with the vocabulary size it is built with).
+uint64_t ModelConfigDigest(const proto::JobConfig& config, int vocab_size);
+
+std::string CheckpointDir(const std::string& run_dir, int64_t step);   // .../checkpoints/step-NNNNNNNN
+std::string ShardFileName(int shard, int shards);                      // shard-KKKK-of-SSSS.bin
+
+// Writes `shard` (its step names the checkpoint) into its checkpoint directory, then the manifest
+// if every shard is now present, then removes complete checkpoints older than the newest
+// `keep_last` (0 = keep all).
+Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, const ShardCheckpointView& shard,
+                           int keep_last);
+
+// Writes step's manifest if all shard files exist (no-op otherwise). Returns whether it wrote.
+StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step, const CheckpointIdentity& id);
+
+// Steps with a checkpoint directory, newest first (complete or not).
+std::vector<int64_t> ListCheckpointSteps(const std::string& run_dir);
+
+// OK if checkpoint `step` is complete and intact: the manifest parses and matches `id`, and
+// every listed shard file has the listed size and CRC-32C. Otherwise says what is wrong.
+Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id);
+
+// Loads shard `shard` of the newest checkpoint that verifies, logging each newer one skipped and
+// why. nullopt when the run has no usable checkpoint.
+StatusOr<std::optional<ShardCheckpoint>> LoadNewestShardCheckpoint(const std::string& run_dir,
+                                                                   const CheckpointIdentity& id, int shard);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_

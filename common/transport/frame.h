@@ -1,0 +1,62 @@
+// A frame: one contiguous run of bytes of a multipart message, plus whatever keeps those bytes
+// alive. Frames are how payloads cross the transport without copying: the sender hands the
+// transport a view of its buffer together with an owner, and the transport holds the owner
+// until the network layer is done with the bytes (ZeroMQ calls a deleter then). A received frame
+// owns the ZeroMQ message it came in, so reading it copies nothing either.
+//
+// Thread safety: a Frame is a value; copies share the owner (a shared_ptr), whose release may
+// happen on a transport thread, so an owner's destructor must be thread-safe.
+#ifndef PSFORMER_COMMON_TRANSPORT_FRAME_H_
+#define PSFORMER_COMMON_TRANSPORT_FRAME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace psformer {
+
+class Frame {
+ public:
+  Frame() = default;
+
+  // A frame that owns a copy of `n` bytes at `data`.
+  static Frame Copy(const void* data, size_t n);
+  static Frame Copy(std::string_view bytes) { return Copy(bytes.data(), bytes.size()); }
+  // A frame that owns `bytes` (moved in, no copy).
+  static Frame Own(std::string bytes);
+  // A view of `n` bytes at `data`, kept valid by `owner`: the caller promises the bytes neither
+  // change nor go away while any copy of `owner` lives. The transport releases its reference
+  // once the bytes are on the wire, so the owner's destructor signals "the buffer is free".
+  static Frame View(const void* data, size_t n, std::shared_ptr<const void> owner);
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::string_view bytes() const { return {reinterpret_cast<const char*>(data_), size_}; }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::shared_ptr<const void> owner_;
+};
+
+// A multipart message as the transport sees it: who it is from or for, and its frames.
+// `peer` names the other side: on receipt, the peer to answer (Send it back unchanged); on send,
+// a name given to Van::Connect or a peer id taken from a received message.
+struct RawMessage {
+  std::string peer;
+  std::vector<Frame> frames;
+};
+
+// Splits `n` bytes at `data` (kept alive by `owner`) into views of at most `frame_bytes` bytes
+// each, appended to `out`; frame_bytes rounds down to a multiple of `align` (>= 1), and
+// frame_bytes == 0 means one frame. Zero bytes make no frame.
+void AppendViewFrames(const void* data, size_t n, size_t frame_bytes, size_t align,
+                      const std::shared_ptr<const void>& owner, std::vector<Frame>* out);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_FRAME_H_

@@ -1,0 +1,43 @@
+// Van: the transport behind the parameter server (after ps-lite's Van). A Van is one node's
+// endpoint: it may Bind an address that peers connect to, and Connect to named peers; it
+// sends and receives whole multipart messages (RawMessage). What the frames mean is wire/'s
+// business; a Van only moves them. ZeroMQ is one implementation (zmq_van.h); tests may
+// substitute one that drops, delays or reorders messages.
+//
+// Thread safety: a Van is used by one thread at a time (ZeroMQ sockets are not thread-safe).
+#ifndef PSFORMER_COMMON_TRANSPORT_VAN_H_
+#define PSFORMER_COMMON_TRANSPORT_VAN_H_
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "common/transport/frame.h"
+
+namespace psformer {
+
+class Van {
+ public:
+  virtual ~Van() = default;
+
+  // Listens on `endpoint` ("tcp://HOST:PORT", port 0 or "*" = any free port; "ipc://PATH").
+  // Returns the endpoint peers should connect to (with the chosen port filled in).
+  virtual StatusOr<std::string> Bind(const std::string& endpoint) = 0;
+
+  // Opens a connection to `endpoint` under the local name `peer` (non-empty, not starting with
+  // a zero byte, unique in this Van). Messages to that peer are queued until it is reachable.
+  virtual Status Connect(const std::string& peer, const std::string& endpoint) = 0;
+
+  // Sends all frames of `message` to `message.peer` as one multipart message. Frames are handed
+  // over without copying; their owners are released when the transport is done with the bytes.
+  // Fails (Unavailable) for a peer this Van does not know.
+  virtual Status Send(RawMessage message) = 0;
+
+  // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
+  // Returns nullopt when none arrived in time.
+  virtual StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) = 0;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_VAN_H_

@@ -1,0 +1,157 @@
+#include "common/transport/zmq_van.h"
+
+#include <chrono>
+
+#include "common/logging.h"
+
+namespace psformer {
+namespace {
+
+// ZeroMQ frees a zero-copy message from its I/O thread through a C callback; the hint carries
+// a heap copy of the frame's owner whose ownership passes through the C API and back here.
+void ReleaseOwner(void* /*data*/, void* hint) {
+  std::unique_ptr<std::shared_ptr<const void>> owner(static_cast<std::shared_ptr<const void>*>(hint));
+}
+
+zmq::message_t ZeroCopyMessage(const Frame& frame) {
+  if (frame.size() == 0) return zmq::message_t();
+  auto hint = std::make_unique<std::shared_ptr<const void>>(frame.owner());
+  zmq::message_t msg(const_cast<uint8_t*>(frame.data()), frame.size(), &ReleaseOwner, hint.get());
+  hint.release();  // now owned by ZeroMQ until ReleaseOwner runs.
+  return msg;
+}
+
+Frame FrameOf(zmq::message_t msg) {
+  auto owned = std::make_shared<zmq::message_t>(std::move(msg));
+  return Frame::View(owned->data(), owned->size(), owned);
+}
+
+// "tcp://host:0" asks for any free port; ZeroMQ spells that "tcp://host:*".
+std::string WildcardPort(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) == 0 && endpoint.size() > 2 && endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
+    return endpoint.substr(0, endpoint.size() - 1) + "*";
+  }
+  return endpoint;
+}
+
+}  // namespace
+
+ZmqVan::ZmqVan(const ZmqVanOptions& options) : options_(options), context_(options.io_threads) {}
+
+ZmqVan::~ZmqVan() {
+  // Sockets close before the context terminates (members would go in the other order).
+  router_.reset();
+  dealers_.clear();
+}
+
+void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::sndhwm, 0);
+  socket.set(zmq::sockopt::rcvhwm, 0);
+  socket.set(zmq::sockopt::linger, options_.linger_ms);
+  if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+}
+
+StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
+  if (router_) return Status::InvalidArgument("van: already bound; cannot bind " + endpoint);
+  try {
+    auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+    ConfigureSocket(*socket);
+    socket->set(zmq::sockopt::router_mandatory, 1);
+    socket->bind(WildcardPort(endpoint));
+    std::string bound = socket->get(zmq::sockopt::last_endpoint);
+    router_ = std::move(socket);
+    return bound;
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("van: cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
+  if (peer.empty() || peer[0] == '\0') return Status::InvalidArgument("van: invalid peer name for " + endpoint);
+  if (dealers_.count(peer)) return Status::InvalidArgument("van: peer " + peer + " is already connected");
+  try {
+    auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    ConfigureSocket(*socket);
+    socket->connect(endpoint);
+    dealers_.emplace(peer, std::move(socket));
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("van: cannot connect to " + peer + " at " + endpoint + ": " + e.what());
+  }
+}
+
+Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const bool last = i + 1 == frames.size();
+      auto sent = socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      if (!sent) return Status::Unavailable("van: send to " + peer + " would block");
+    }
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
+  }
+}
+
+Status ZmqVan::Send(RawMessage message) {
+  if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
+  auto it = dealers_.find(message.peer);
+  if (it != dealers_.end()) return SendFrames(*it->second, message.frames, message.peer);
+  if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
+  try {
+    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH.
+    router_->send(zmq::buffer(message.peer), zmq::send_flags::sndmore);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
+  }
+  return SendFrames(*router_, message.frames, "routed peer");
+}
+
+StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
+  std::vector<zmq::socket_t*> sockets;
+  std::vector<std::string> names;
+  if (router_) {
+    sockets.push_back(router_.get());
+    names.emplace_back();
+  }
+  for (auto& [name, socket] : dealers_) {
+    sockets.push_back(socket.get());
+    names.push_back(name);
+  }
+  if (sockets.empty()) return Status::Unavailable("van: nothing bound or connected to receive from");
+  std::vector<zmq::pollitem_t> items;
+  for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  try {
+    const int ready = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    if (ready <= 0) return std::optional<RawMessage>();
+    for (size_t k = 0; k < items.size(); ++k) {
+      const size_t i = (next_poll_ + k) % items.size();
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      next_poll_ = i + 1;
+      RawMessage message;
+      message.peer = names[i];
+      const bool routed = sockets[i] == router_.get();
+      bool first = true;
+      while (true) {
+        zmq::message_t part;
+        if (!sockets[i]->recv(part, zmq::recv_flags::dontwait)) {
+          return Status::Internal("van: message ended early (a part was announced but missing)");
+        }
+        const bool more = part.more();
+        if (routed && first) {
+          message.peer = part.to_string();
+        } else {
+          message.frames.push_back(FrameOf(std::move(part)));
+        }
+        first = false;
+        if (!more) break;
+      }
+      return std::optional<RawMessage>(std::move(message));
+    }
+    return std::optional<RawMessage>();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("van: receive failed: " + std::string(e.what()));
+  }
+}
+
+}  // namespace psformer

@@ -1,0 +1,56 @@
+// ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
+//
+// Sockets: Bind opens a ROUTER (many peers, each answered by the routing id its messages came
+// with); Connect opens one DEALER per named peer. Recv polls all of them. High-water marks are
+// off (a ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an
+// unknown peer an error instead of a silent drop.
+//
+// Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a
+// deleter that releases the frame's owner (zmq_msg_init_data), so a payload split into frames
+// (AppendViewFrames) streams through ZeroMQ's I/O thread frame by frame, never copied into one
+// large buffer. Received frames own their zmq messages.
+#ifndef PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
+#define PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/transport/van.h"
+
+namespace psformer {
+
+struct ZmqVanOptions {
+  int io_threads = 1;              // ZeroMQ I/O threads of this Van's context.
+  int linger_ms = 1000;            // how long Close waits to flush unsent messages.
+  int64_t max_frame_bytes = -1;    // ZMQ_MAXMSGSIZE: larger frames drop the peer (-1 = no limit).
+};
+
+class ZmqVan : public Van {
+ public:
+  explicit ZmqVan(const ZmqVanOptions& options = {});
+  ~ZmqVan() override;
+  ZmqVan(const ZmqVan&) = delete;
+  ZmqVan& operator=(const ZmqVan&) = delete;
+
+  StatusOr<std::string> Bind(const std::string& endpoint) override;
+  Status Connect(const std::string& peer, const std::string& endpoint) override;
+  Status Send(RawMessage message) override;
+  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
+
+ private:
+  Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer);
+  void ConfigureSocket(zmq::socket_t& socket);
+
+  ZmqVanOptions options_;
+  zmq::context_t context_;
+  std::unique_ptr<zmq::socket_t> router_;                         // after Bind.
+  std::map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;  // by peer name.
+  size_t next_poll_ = 0;  // round-robin start, so no socket starves the others.
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_

@@ -1,0 +1,127 @@
+#include "common/wire/message_validator.h"
+
+#include "common/param_layout.h"
+
+namespace psformer {
+namespace {
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+Verdict Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
+
+// Payload size against dtype and range, element-aligned frames, then the checksum.
+Verdict CheckPayload(const WireMessage& msg, bool carries_elements) {
+  const proto::Header& h = msg.header;
+  const uint64_t got = msg.PayloadBytes();
+  if (got != h.payload_bytes()) {
+    return Reject(RejectReason::kBadPayload, "header announces " + Str(h.payload_bytes()) + " payload bytes, " +
+                                                 Str(got) + " arrived");
+  }
+  if (!carries_elements) {
+    if (got != 0) return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes on a message that carries none");
+    return std::nullopt;
+  }
+  const size_t elem = DTypeBytes(h.dtype());
+  if (elem == 0) return Reject(RejectReason::kBadPayload, "unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
+  const uint64_t want = (h.end() - h.begin()) * elem;
+  if (got != want) {
+    return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes for " + Str(h.end() - h.begin()) +
+                                                 " elements of " + Str(elem) + " bytes (want " + Str(want) + ")");
+  }
+  for (size_t i = 0; i < msg.payload.size(); ++i) {
+    if (msg.payload[i].size() % elem != 0) {
+      return Reject(RejectReason::kBadPayload,
+                    "payload frame " + Str(i) + " of " + Str(msg.payload[i].size()) + " bytes splits an element");
+    }
+  }
+  const uint32_t crc = PayloadCrc32c(msg.payload);
+  if (crc != h.payload_crc32c()) {
+    return Reject(RejectReason::kBadChecksum,
+                  "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
+  const proto::Header& h = msg.header;
+  if (h.job_id() != scope.job_id) {
+    return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this server serves job " + Str(scope.job_id));
+  }
+  const proto::MessageType type = h.type();
+  bool from_worker = h.sender_role() == proto::WORKER && h.sender_id() < static_cast<uint32_t>(scope.workers);
+  bool from_control = (h.sender_role() == proto::COORDINATOR || h.sender_role() == proto::SUPERVISOR) &&
+                      h.sender_id() < 1u << 16;
+  bool sender_ok = false;
+  bool carries_elements = false;
+  switch (type) {
+    case proto::PUSH:
+      sender_ok = from_worker;
+      carries_elements = true;
+      break;
+    case proto::PULL:
+      sender_ok = from_worker || (h.sender_role() == proto::COORDINATOR && from_control);
+      break;
+    case proto::HELLO:
+    case proto::HEARTBEAT:
+      sender_ok = from_worker || from_control;
+      break;
+    case proto::CHECKPOINT:
+    case proto::SHUTDOWN:
+      sender_ok = from_control;
+      break;
+    default:
+      return Reject(RejectReason::kUnknownType, "message type " + Str(static_cast<uint64_t>(type)) +
+                                                    " is not one a server handles");
+  }
+  if (!sender_ok) {
+    return Reject(RejectReason::kUnknownSender,
+                  proto::Role_Name(h.sender_role()) + " " + Str(h.sender_id()) + " may not send " +
+                      proto::MessageType_Name(type) + " in a job of " + Str(scope.workers) + " workers");
+  }
+  if (h.shard() != static_cast<uint32_t>(scope.shard)) {
+    return Reject(RejectReason::kWrongShard, "addressed to shard " + Str(h.shard()) + ", this is shard " +
+                                                 Str(static_cast<uint64_t>(scope.shard)));
+  }
+  if (type == proto::PUSH || type == proto::PULL) {
+    if (h.begin() != scope.begin || h.end() != scope.end) {
+      return Reject(RejectReason::kBadRange, "range [" + Str(h.begin()) + ", " + Str(h.end()) +
+                                                 ") is not this shard's [" + Str(scope.begin) + ", " +
+                                                 Str(scope.end) + ")");
+    }
+    if (h.step() < (type == proto::PUSH ? 1 : 0)) {
+      return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
+    }
+  }
+  return CheckPayload(msg, carries_elements);
+}
+
+Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {
+  const proto::Header& h = msg.header;
+  if (h.job_id() != scope.job_id) {
+    return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this client is in job " + Str(scope.job_id));
+  }
+  const proto::MessageType type = h.type();
+  if (type != proto::PARAMS && type != proto::ACK && type != proto::ERROR && type != proto::HEARTBEAT) {
+    return Reject(RejectReason::kUnknownType, "message type " + Str(static_cast<uint64_t>(type)) +
+                                                  " is not one a client handles");
+  }
+  if (h.sender_role() != proto::SERVER || h.sender_id() >= static_cast<uint32_t>(scope.shards) ||
+      h.shard() != h.sender_id()) {
+    return Reject(RejectReason::kUnknownSender, proto::Role_Name(h.sender_role()) + " " + Str(h.sender_id()) +
+                                                    " (shard " + Str(h.shard()) + ") is not a server of this job");
+  }
+  if (type == proto::PARAMS) {
+    const ShardRange r = ShardOf(scope.total, scope.shards, static_cast<int>(h.shard()));
+    if (h.begin() != r.begin || h.end() != r.end) {
+      return Reject(RejectReason::kBadRange, "parameters for [" + Str(h.begin()) + ", " + Str(h.end()) +
+                                                 ") from shard " + Str(h.shard()) + ", whose range is [" +
+                                                 Str(r.begin) + ", " + Str(r.end) + ")");
+    }
+    if (h.dtype() != proto::FLOAT32) return Reject(RejectReason::kBadPayload, "parameters must be FLOAT32");
+  }
+  return CheckPayload(msg, type == proto::PARAMS);
+}
+
+}  // namespace psformer

@@ -1,0 +1,43 @@
+// Checks of everything a message carries by itself, before anything uses it: type, job, sender,
+// destination shard, element range, payload size against dtype and range, frame alignment,
+// checksum. Checks that need the receiver's state (stale or future step, stale incarnation,
+// duplicates) are the receiver's; it reports them with the same RejectReasons.
+// Cheap checks come first, the checksum (a pass over the payload) last.
+#ifndef PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_
+#define PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_
+
+#include <cstdint>
+
+#include "common/wire/wire_message.h"
+
+namespace psformer {
+
+// What a server knows about the job and itself.
+struct ServerScope {
+  uint64_t job_id = 0;
+  int workers = 1;   // senders WORKER 0 .. workers-1.
+  int shard = 0;     // this server's index.
+  uint64_t begin = 0;  // this shard's element range [begin, end).
+  uint64_t end = 0;
+};
+
+// For a message arriving at a server. Accepted types: PUSH and PULL (from workers; PULL also
+// from the coordinator), HELLO and HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator
+// or supervisor). PUSH covers exactly the shard's range in FLOAT32 or BFLOAT16 with step >= 1;
+// other types carry no payload.
+Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope);
+
+// What a worker-side client knows.
+struct ClientScope {
+  uint64_t job_id = 0;
+  int shards = 1;
+  uint64_t total = 0;  // elements of the flat parameter vector.
+};
+
+// For a reply arriving at a client: PARAMS (FLOAT32 over the sender shard's whole range), ACK,
+// ERROR, HEARTBEAT, from SERVER `shard` < shards of this job.
+Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_

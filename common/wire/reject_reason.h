@@ -1,0 +1,57 @@
+// Why a received message was refused, and per-reason counters of refusals. Each refused message
+// is answered with an ERROR carrying the reason (Header.reject_reason) and a sentence saying what
+// was wrong, counted here, and logged; it never reaches the parameters.
+#ifndef PSFORMER_COMMON_WIRE_REJECT_REASON_H_
+#define PSFORMER_COMMON_WIRE_REJECT_REASON_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace psformer {
+
+enum class RejectReason : uint32_t {
+  kNone = 0,
+  kMalformedHeader = 1,    // no header frame, header bytes that do not parse, or too large.
+  kUnknownType = 2,        // a type this receiver does not handle.
+  kWrongJob = 3,           // job_id of another job.
+  kUnknownSender = 4,      // a role or index outside the job.
+  kWrongShard = 5,         // addressed to another shard.
+  kBadRange = 6,           // element range not this shard's.
+  kBadPayload = 7,         // payload size not matching dtype and range, or frames split inside an element.
+  kBadChecksum = 8,        // CRC-32C over the payload differs from the header's.
+  kStaleStep = 9,          // a step the receiver is already past.
+  kFutureStep = 10,        // a step the sender cannot have reached yet.
+  kStaleIncarnation = 11,  // from an earlier life of a restarted sender.
+  kCount = 12,
+};
+
+// "malformed header", "wrong job", ...
+const char* RejectReasonName(RejectReason reason);
+
+struct Rejection {
+  RejectReason reason = RejectReason::kNone;
+  std::string detail;  // what was wrong, with the values involved.
+  std::string ToString() const { return std::string(RejectReasonName(reason)) + ": " + detail; }
+};
+using Verdict = std::optional<Rejection>;  // nullopt = accepted.
+
+// Counts refusals by reason. Thread-safe: the receiving thread counts, anyone may read.
+class RejectCounters {
+ public:
+  void Count(RejectReason reason) { counts_[Index(reason)].fetch_add(1, std::memory_order_relaxed); }
+  uint64_t Get(RejectReason reason) const { return counts_[Index(reason)].load(std::memory_order_relaxed); }
+  uint64_t Total() const;
+  // "wrong job=2 bad checksum=1" (reasons with a zero count left out), or "none".
+  std::string ToString() const;
+
+ private:
+  static size_t Index(RejectReason r) { return static_cast<size_t>(r) % static_cast<size_t>(RejectReason::kCount); }
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> counts_{};
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_WIRE_REJECT_REASON_H_

@@ -1,0 +1,50 @@
+// Wire messages (DESIGN.md, Wire protocol): a protobuf Header frame, then the payload as raw
+// frames. This file turns a Header plus payload frames into a RawMessage for the Van (filling in
+// the payload size and CRC-32C) and back, and reads payloads as fp32 whatever their dtype.
+// Parsing only parses; message_validator.h decides whether a message may be used.
+#ifndef PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_
+#define PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/proto/wire.pb.h"
+#include "common/transport/frame.h"
+#include "common/wire/reject_reason.h"
+
+namespace psformer {
+
+// Larger header frames are refused unparsed: a real header is well under a kilobyte.
+constexpr size_t kMaxHeaderBytes = 4096;
+
+struct WireMessage {
+  std::string peer;            // whom to answer (RawMessage::peer).
+  proto::Header header;
+  std::vector<Frame> payload;  // the frames after the header, in order.
+  uint64_t PayloadBytes() const;
+};
+
+// Bytes per element of a dtype; 0 for DTYPE_UNSPECIFIED or an unknown value.
+size_t DTypeBytes(proto::DType dtype);
+
+// CRC-32C over all payload frames in order.
+uint32_t PayloadCrc32c(const std::vector<Frame>& payload);
+
+// Sets header.payload_bytes and header.payload_crc32c from `payload` and builds the multipart
+// message [header, payload...] for `peer`. The payload frames are not copied.
+RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload);
+
+// Splits a RawMessage into header and payload. Refuses (kMalformedHeader) a message without
+// frames, a header frame over kMaxHeaderBytes, or one that does not parse.
+Verdict ParseMessage(RawMessage raw, WireMessage* out);
+
+// Writes the payload as fp32 to out[0 .. end-begin), widening bf16. REQUIRES: the message passed
+// validation (payload size matches dtype and range, frames split on element boundaries).
+void CopyPayloadAsFloats(const WireMessage& msg, float* out);
+// acc[i] += payload[i], in element order. Same REQUIRES.
+void AddPayloadAsFloats(const WireMessage& msg, float* acc);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_

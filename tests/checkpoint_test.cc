@@ -1,0 +1,171 @@
+// Shard checkpoint files and checkpoint directories (common/checkpoint/): round trip, manifest
+// only when every shard is present, and each corruption case falling back to the previous
+// complete checkpoint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/param_layout.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kTotal = 1001;
+constexpr int kShards = 3;
+const CheckpointIdentity kId{kShards, kTotal, 0xabcdef};
+
+// Values that differ per step, shard and array, so a mixed-up load shows.
+struct ShardData {
+  std::vector<float> p, m, v;
+  ShardCheckpointView View(int shard, int64_t step) {
+    const ShardRange r = ShardOf(kTotal, kShards, shard);
+    p.resize(r.size());
+    m.resize(r.size());
+    v.resize(r.size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      p[i] = static_cast<float>(step * 1000 + r.begin + i);
+      m[i] = -p[i];
+      v[i] = p[i] * 0.5f;
+    }
+    ShardCheckpointView view;
+    view.shard = shard;
+    view.shards = kShards;
+    view.step = step;
+    view.updates = static_cast<uint64_t>(step);
+    view.begin = r.begin;
+    view.end = r.end;
+    view.worker_steps = {step, step};
+    view.params = p.data();
+    view.m = m.data();
+    view.v = v.data();
+    return view;
+  }
+};
+
+void SaveAll(const std::string& run_dir, int64_t step, int keep_last = 0) {
+  for (int k = 0; k < kShards; ++k) {
+    ShardData d;
+    ASSERT_TRUE(SaveShardCheckpoint(run_dir, kId, d.View(k, step), keep_last).ok());
+  }
+}
+
+std::string ShardPath(const std::string& run_dir, int64_t step, int shard) {
+  return (fs::path(CheckpointDir(run_dir, step)) / ShardFileName(shard, kShards)).string();
+}
+
+int64_t LoadedStep(const std::string& run_dir, int shard) {
+  auto loaded = LoadNewestShardCheckpoint(run_dir, kId, shard);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  if (!loaded.ok() || !loaded->has_value()) return -1;
+  return (*loaded)->step;
+}
+
+TEST(ShardFile, RoundTripIsExact) {
+  testing::TempDir dir;
+  ShardData d;
+  ShardCheckpointView view = d.View(1, 7);
+  ASSERT_TRUE(WriteShardFile(dir.File("s.bin"), view).ok());
+  auto back = ReadShardFile(dir.File("s.bin"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->shard, 1);
+  EXPECT_EQ(back->step, 7);
+  EXPECT_EQ(back->updates, 7u);
+  EXPECT_EQ(back->begin, view.begin);
+  EXPECT_EQ(back->worker_steps, view.worker_steps);
+  EXPECT_EQ(back->params, d.p);
+  EXPECT_EQ(back->m, d.m);
+  EXPECT_EQ(back->v, d.v);
+  // No temporary file is left beside it.
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(ShardFile, DetectsTruncationAndFlippedBytes) {
+  testing::TempDir dir;
+  ShardData d;
+  ASSERT_TRUE(WriteShardFile(dir.File("s.bin"), d.View(0, 3)).ok());
+  const auto size = fs::file_size(dir.File("s.bin"));
+  fs::copy_file(dir.File("s.bin"), dir.File("t.bin"));
+  fs::resize_file(dir.File("t.bin"), size - 10);
+  EXPECT_EQ(ReadShardFile(dir.File("t.bin")).status().code(), Status::Code::kCorruption);
+  {
+    std::fstream f(dir.File("s.bin"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  EXPECT_EQ(ReadShardFile(dir.File("s.bin")).status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(ReadShardFile(dir.File("missing.bin")).status().code(), Status::Code::kNotFound);
+}
+
+TEST(CheckpointStore, ManifestOnlyWhenEveryShardIsWritten) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  ShardData d;
+  ASSERT_TRUE(SaveShardCheckpoint(run, kId, d.View(0, 5), 0).ok());
+  ASSERT_TRUE(SaveShardCheckpoint(run, kId, d.View(2, 5), 0).ok());
+  EXPECT_FALSE(fs::exists(fs::path(CheckpointDir(run, 5)) / "manifest.pbtxt"));
+  EXPECT_EQ(VerifyCheckpoint(run, 5, kId).code(), Status::Code::kNotFound);
+  EXPECT_EQ(LoadedStep(run, 0), -1);  // an incomplete checkpoint is never used.
+  ASSERT_TRUE(SaveShardCheckpoint(run, kId, d.View(1, 5), 0).ok());
+  EXPECT_TRUE(VerifyCheckpoint(run, 5, kId).ok());
+  auto loaded = LoadNewestShardCheckpoint(run, kId, 1);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  ShardData expect;
+  expect.View(1, 5);
+  EXPECT_EQ((*loaded)->params, expect.p);
+}
+
+TEST(CheckpointStore, FallsBackPastTruncatedFlippedAndManifestlessCheckpoints) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  for (int64_t step : {10, 20, 30, 40}) SaveAll(run, step);
+  EXPECT_EQ(LoadedStep(run, 0), 40);
+  // 40: a flipped byte in another shard's file. Every shard must fall back, not only shard 2.
+  {
+    std::fstream f(ShardPath(run, 40, 2), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x01');
+  }
+  EXPECT_EQ(LoadedStep(run, 0), 30);
+  // 30: truncated.
+  fs::resize_file(ShardPath(run, 30, 1), fs::file_size(ShardPath(run, 30, 1)) / 2);
+  EXPECT_EQ(LoadedStep(run, 0), 20);
+  // 20: manifest missing.
+  fs::remove(fs::path(CheckpointDir(run, 20)) / "manifest.pbtxt");
+  EXPECT_EQ(LoadedStep(run, 2), 10);
+  EXPECT_EQ(LoadedStep(run, 1), 10);
+}
+
+TEST(CheckpointStore, RefusesAnotherModelsCheckpoint) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  SaveAll(run, 10);
+  CheckpointIdentity other = kId;
+  other.config_digest = 1;
+  EXPECT_EQ(LoadNewestShardCheckpoint(run, other, 0).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(CheckpointStore, KeepsOnlyTheNewestCompleteCheckpoints) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  for (int64_t step : {1, 2, 3, 4}) SaveAll(run, step, /*keep_last=*/2);
+  EXPECT_EQ(ListCheckpointSteps(run), (std::vector<int64_t>{4, 3}));
+}
+
+TEST(CheckpointStore, ReportsAnUnwritableDirectory) {
+  testing::TempDir dir;
+  const std::string blocker = dir.Write("file", "x");  // a file where a directory must go.
+  ShardData d;
+  Status s = SaveShardCheckpoint(blocker, kId, d.View(0, 1), 0);
+  EXPECT_EQ(s.code(), Status::Code::kIoError);
+  EXPECT_NE(s.message().find("checkpoint"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace psformer

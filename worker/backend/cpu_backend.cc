@@ -1,7 +1,6 @@
 #include "worker/backend/cpu_backend.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,18 +15,37 @@ namespace psformer {
 namespace {
 
 // Below this many elements a loop runs on one thread: waking the others costs more.
-constexpr size_t kParallelMin = 1 << 14;
+constexpr int64_t kParallelMin = 1 << 15;
+// Below this many multiply-adds a matrix product runs on one OpenBLAS thread.
+constexpr double kGemmParallelFlops = 1 << 24;
+
+int ResolveThreads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 CBLAS_TRANSPOSE ToBlas(Transpose t) { return t == Transpose::kYes ? CblasTrans : CblasNoTrans; }
 
 }  // namespace
 
 template <typename T>
-CpuBackend<T>::CpuBackend(int threads) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads_ = threads > 0 ? threads : cores;
-  // OpenBLAS's thread count is process-wide; every CPU backend in a process asks for the same.
-  openblas_set_num_threads(threads_);
+CpuBackend<T>::CpuBackend(int threads) : threads_(ResolveThreads(threads)), pool_(threads_) {}
+
+template <typename T>
+template <typename F>
+void CpuBackend<T>::For(int64_t n, int64_t work, F&& body) {
+  if (work < kParallelMin || threads_ == 1) {
+    body(int64_t{0}, n);
+  } else {
+    pool_.ParallelFor(n, body);
+  }
+}
+
+template <typename T>
+void CpuBackend<T>::SetBlasThreads(int threads) {
+  if (threads != blas_threads_) {
+    openblas_set_num_threads(threads);
+    blas_threads_ = threads;
+  }
 }
 
 template <typename T>
@@ -58,6 +76,7 @@ template <typename T>
 void CpuBackend<T>::Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b,
                          int ldb, T beta, T* c, int ldc) {
   if (m == 0 || n == 0) return;
+  SetBlasThreads(static_cast<double>(m) * n * k >= kGemmParallelFlops ? threads_ : 1);
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ToBlas(ta), ToBlas(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
@@ -80,122 +99,125 @@ void CpuBackend<T>::MaskedSoftmaxForward(const AttentionShape& s, T scale, const
                                          const int32_t* key_tokens, int32_t pad_id, bool causal, T* probs) {
   const int64_t rows = static_cast<int64_t>(s.batch) * s.heads * s.queries;
   const int keys = s.keys;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (rows * keys > int64_t{kParallelMin})
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t b = r / (static_cast<int64_t>(s.heads) * s.queries);
-    const int q = static_cast<int>(r % s.queries);
-    const int32_t* tokens = key_tokens + b * keys;
-    const T* in = scores + r * keys;
-    T* out = probs + r * keys;
-    const int limit = causal ? std::min(keys, q + 1) : keys;
-    T max_value = -std::numeric_limits<T>::infinity();
-    for (int j = 0; j < limit; ++j) {
-      if (tokens[j] != pad_id) max_value = std::max(max_value, scale * in[j]);
+  For(rows, rows * keys, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / (static_cast<int64_t>(s.heads) * s.queries);
+      const int q = static_cast<int>(r % s.queries);
+      const int32_t* tokens = key_tokens + b * keys;
+      const T* in = scores + r * keys;
+      T* out = probs + r * keys;
+      const int limit = causal ? std::min(keys, q + 1) : keys;
+      T max_value = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j < limit; ++j) {
+        if (tokens[j] != pad_id) max_value = std::max(max_value, scale * in[j]);
+      }
+      if (max_value == -std::numeric_limits<T>::infinity()) {
+        std::fill(out, out + keys, T(0));
+        continue;
+      }
+      T total = 0;
+      for (int j = 0; j < keys; ++j) {
+        const T e = (j < limit && tokens[j] != pad_id) ? std::exp(scale * in[j] - max_value) : T(0);
+        out[j] = e;
+        total += e;
+      }
+      const T inv = T(1) / total;
+      for (int j = 0; j < keys; ++j) out[j] *= inv;
     }
-    if (max_value == -std::numeric_limits<T>::infinity()) {
-      std::fill(out, out + keys, T(0));
-      continue;
-    }
-    T total = 0;
-    for (int j = 0; j < keys; ++j) {
-      const T e = (j < limit && tokens[j] != pad_id) ? std::exp(scale * in[j] - max_value) : T(0);
-      out[j] = e;
-      total += e;
-    }
-    const T inv = T(1) / total;
-    for (int j = 0; j < keys; ++j) out[j] *= inv;
-  }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::SoftmaxBackward(const AttentionShape& s, T scale, const T* probs, const T* dprobs, T* dscores) {
   const int64_t rows = static_cast<int64_t>(s.batch) * s.heads * s.queries;
   const int keys = s.keys;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (rows * keys > int64_t{kParallelMin})
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* p = probs + r * keys;
-    const T* dp = dprobs + r * keys;
-    T* ds = dscores + r * keys;
-    T dot = 0;
-    for (int j = 0; j < keys; ++j) dot += p[j] * dp[j];
-    for (int j = 0; j < keys; ++j) ds[j] = scale * p[j] * (dp[j] - dot);
-  }
+  For(rows, rows * keys, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* p = probs + r * keys;
+      const T* dp = dprobs + r * keys;
+      T* ds = dscores + r * keys;
+      T dot = 0;
+      for (int j = 0; j < keys; ++j) dot += p[j] * dp[j];
+      for (int j = 0; j < keys; ++j) ds[j] = scale * p[j] * (dp[j] - dot);
+    }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::SplitHeads(const T* x, int ld, int column, int batch, int len, int heads, int head_dim, T* out) {
   const int64_t blocks = static_cast<int64_t>(batch) * heads;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (blocks * len * head_dim > int64_t{kParallelMin})
-  for (int64_t bh = 0; bh < blocks; ++bh) {
-    const int64_t b = bh / heads;
-    const int h = static_cast<int>(bh % heads);
-    for (int t = 0; t < len; ++t) {
-      const T* src = x + (b * len + t) * ld + column + h * head_dim;
-      std::copy(src, src + head_dim, out + (bh * len + t) * head_dim);
+  For(blocks, blocks * len * head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / heads;
+      const int h = static_cast<int>(bh % heads);
+      for (int t = 0; t < len; ++t) {
+        const T* src = x + (b * len + t) * ld + column + h * head_dim;
+        std::copy(src, src + head_dim, out + (bh * len + t) * head_dim);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::MergeHeads(const T* x, int batch, int len, int heads, int head_dim, T* out, int ld, int column) {
   const int64_t blocks = static_cast<int64_t>(batch) * heads;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (blocks * len * head_dim > int64_t{kParallelMin})
-  for (int64_t bh = 0; bh < blocks; ++bh) {
-    const int64_t b = bh / heads;
-    const int h = static_cast<int>(bh % heads);
-    for (int t = 0; t < len; ++t) {
-      const T* src = x + (bh * len + t) * head_dim;
-      std::copy(src, src + head_dim, out + (b * len + t) * ld + column + h * head_dim);
+  For(blocks, blocks * len * head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / heads;
+      const int h = static_cast<int>(bh % heads);
+      for (int t = 0; t < len; ++t) {
+        const T* src = x + (bh * len + t) * head_dim;
+        std::copy(src, src + head_dim, out + (b * len + t) * ld + column + h * head_dim);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::LayerNormForward(int rows, int dim, T epsilon, const T* x, const T* gamma, const T* beta, T* y,
                                      T* mean, T* rstd) {
-#pragma omp parallel for num_threads(threads_) schedule(static) if (int64_t{rows} * dim > int64_t{kParallelMin})
-  for (int r = 0; r < rows; ++r) {
-    const T* xr = x + static_cast<int64_t>(r) * dim;
-    T* yr = y + static_cast<int64_t>(r) * dim;
-    T mu = 0;
-    for (int i = 0; i < dim; ++i) mu += xr[i];
-    mu /= dim;
-    T var = 0;
-    for (int i = 0; i < dim; ++i) var += (xr[i] - mu) * (xr[i] - mu);
-    var /= dim;
-    const T rs = T(1) / std::sqrt(var + epsilon);
-    for (int i = 0; i < dim; ++i) yr[i] = gamma[i] * ((xr[i] - mu) * rs) + beta[i];
-    mean[r] = mu;
-    rstd[r] = rs;
-  }
+  For(rows, int64_t{rows} * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + static_cast<int64_t>(r) * dim;
+      T* yr = y + static_cast<int64_t>(r) * dim;
+      T mu = 0;
+      for (int i = 0; i < dim; ++i) mu += xr[i];
+      mu /= dim;
+      T var = 0;
+      for (int i = 0; i < dim; ++i) var += (xr[i] - mu) * (xr[i] - mu);
+      var /= dim;
+      const T rs = T(1) / std::sqrt(var + epsilon);
+      for (int i = 0; i < dim; ++i) yr[i] = gamma[i] * ((xr[i] - mu) * rs) + beta[i];
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::LayerNormBackward(int rows, int dim, const T* dy, const T* x, const T* gamma, const T* mean,
                                       const T* rstd, T* dx, T* dgamma, T* dbeta) {
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-#pragma omp parallel for num_threads(threads_) schedule(static) if (int64_t{rows} * dim > int64_t{kParallelMin})
-  for (int r = 0; r < rows; ++r) {
-    const int64_t o = static_cast<int64_t>(r) * dim;
-    const T mu = mean[r], rs = rstd[r];
-    T sum_g = 0, sum_gx = 0;
-    for (int i = 0; i < dim; ++i) {
-      const T g = dy[o + i] * gamma[i];
-      sum_g += g;
-      sum_gx += g * (x[o + i] - mu) * rs;
+  For(rows, int64_t{rows} * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = static_cast<int64_t>(r) * dim;
+      const T mu = mean[r], rs = rstd[r];
+      T sum_g = 0, sum_gx = 0;
+      for (int i = 0; i < dim; ++i) {
+        const T g = dy[o + i] * gamma[i];
+        sum_g += g;
+        sum_gx += g * (x[o + i] - mu) * rs;
+      }
+      sum_g /= dim;
+      sum_gx /= dim;
+      for (int i = 0; i < dim; ++i) {
+        const T xhat = (x[o + i] - mu) * rs;
+        dx[o + i] = rs * (dy[o + i] * gamma[i] - sum_g - xhat * sum_gx);
+      }
     }
-    sum_g /= dim;
-    sum_gx /= dim;
-    for (int i = 0; i < dim; ++i) {
-      const T xhat = (x[o + i] - mu) * rs;
-      dx[o + i] = rs * (dy[o + i] * gamma[i] - sum_g - xhat * sum_gx);
-    }
-  }
+  });
   // Parameter gradients: each thread owns a column range and sums rows in order.
-#pragma omp parallel num_threads(threads_) if (int64_t{rows} * dim > int64_t{kParallelMin})
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int begin = static_cast<int>(int64_t{dim} * t / nt), end = static_cast<int>(int64_t{dim} * (t + 1) / nt);
+  For(dim, int64_t{rows} * dim, [&](int64_t begin, int64_t end) {
     for (int r = 0; r < rows; ++r) {
       const int64_t o = static_cast<int64_t>(r) * dim;
       const T mu = mean[r], rs = rstd[r];
@@ -204,7 +226,7 @@ void CpuBackend<T>::LayerNormBackward(int rows, int dim, const T* dy, const T* x
         dbeta[i] += dy[o + i];
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -219,18 +241,19 @@ void CpuBackend<T>::DropoutForward(size_t n, float p, const DropoutKey& key, uin
   const PhiloxKey pkey{{static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)}};
   const int64_t groups = static_cast<int64_t>((n + 3) / 4);
   // One Philox call serves four consecutive elements (words 0..3), as DropoutKeep defines.
-#pragma omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)
-  for (int64_t g = 0; g < groups; ++g) {
-    const PhiloxCounter words =
-        Philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(g), tensor, key.step, key.worker}}, pkey);
-    const size_t first = static_cast<size_t>(g) * 4;
-    const size_t last = std::min(n, first + 4);
-    for (size_t i = first; i < last; ++i) {
-      const T m = PhiloxUniform(words.v[i - first]) >= p ? keep_scale : T(0);
-      mask[i] = m;
-      y[i] = x[i] * m;
+  For(groups, n, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const PhiloxCounter words =
+          Philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(g), tensor, key.step, key.worker}}, pkey);
+      const size_t first = static_cast<size_t>(g) * 4;
+      const size_t last = std::min(n, first + 4);
+      for (size_t i = first; i < last; ++i) {
+        const T m = PhiloxUniform(words.v[i - first]) >= p ? keep_scale : T(0);
+        mask[i] = m;
+        y[i] = x[i] * m;
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -253,89 +276,86 @@ template <typename T>
 void CpuBackend<T>::EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len,
                                      T* out) {
   const T* pe = len > 0 ? PositionalEncoding(len, dim) : nullptr;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (n * dim > kParallelMin)
-  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
-    const T* row = table + static_cast<int64_t>(ids[i]) * dim;
-    T* o = out + i * dim;
-    if (pe != nullptr) {
-      const T* pr = pe + (i % len) * dim;
-      for (int c = 0; c < dim; ++c) o[c] = scale * row[c] + pr[c];
-    } else {
-      for (int c = 0; c < dim; ++c) o[c] = scale * row[c];
+  For(static_cast<int64_t>(n), n * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* row = table + static_cast<int64_t>(ids[i]) * dim;
+      T* o = out + i * dim;
+      if (pe != nullptr) {
+        const T* pr = pe + (i % len) * dim;
+        for (int c = 0; c < dim; ++c) o[c] = scale * row[c] + pr[c];
+      } else {
+        for (int c = 0; c < dim; ++c) o[c] = scale * row[c];
+      }
     }
-  }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::EmbeddingBackward(size_t n, int dim, const T* dout, const int32_t* ids, T scale, T* dtable) {
   // Tokens repeat, so rows collide: each thread owns a column range and walks tokens in order.
-#pragma omp parallel num_threads(threads_) if (n * dim > kParallelMin)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int begin = static_cast<int>(int64_t{dim} * t / nt), end = static_cast<int>(int64_t{dim} * (t + 1) / nt);
+  For(dim, n * dim, [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < n; ++i) {
       T* row = dtable + static_cast<int64_t>(ids[i]) * dim;
       const T* d = dout + i * dim;
       for (int c = begin; c < end; ++c) row[c] += scale * d[c];
     }
-  }
+  });
 }
 
 // An elementwise loop over i in [0, n), parallel when n is large enough.
-#define PSF_FOR_EACH_ELEMENT(n)                                                                   \
-  _Pragma("omp parallel for num_threads(threads_) schedule(static) if (n > kParallelMin)") for ( \
-      int64_t i = 0; i < static_cast<int64_t>(n); ++i)
+#define PSF_FOR_EACH_ELEMENT(n, statement)                                                 \
+  For(static_cast<int64_t>(n), n, [&](int64_t begin, int64_t end) {                                \
+    for (int64_t i = begin; i < end; ++i) statement;                                               \
+  })
 
 template <typename T>
 void CpuBackend<T>::Fill(size_t n, T value, T* x) {
-  PSF_FOR_EACH_ELEMENT(n) x[i] = value;
+  PSF_FOR_EACH_ELEMENT(n, x[i] = value);
 }
 template <typename T>
 void CpuBackend<T>::Copy(size_t n, const T* x, T* y) {
-  PSF_FOR_EACH_ELEMENT(n) y[i] = x[i];
+  PSF_FOR_EACH_ELEMENT(n, y[i] = x[i]);
 }
 template <typename T>
 void CpuBackend<T>::Add(size_t n, const T* x, const T* y, T* z) {
-  PSF_FOR_EACH_ELEMENT(n) z[i] = x[i] + y[i];
+  PSF_FOR_EACH_ELEMENT(n, z[i] = x[i] + y[i]);
 }
 template <typename T>
 void CpuBackend<T>::Accumulate(size_t n, const T* x, T* y) {
-  PSF_FOR_EACH_ELEMENT(n) y[i] += x[i];
+  PSF_FOR_EACH_ELEMENT(n, y[i] += x[i]);
 }
 template <typename T>
 void CpuBackend<T>::Multiply(size_t n, const T* x, const T* y, T* z) {
-  PSF_FOR_EACH_ELEMENT(n) z[i] = x[i] * y[i];
+  PSF_FOR_EACH_ELEMENT(n, z[i] = x[i] * y[i]);
 }
 template <typename T>
 void CpuBackend<T>::ReluForward(size_t n, const T* x, T* y) {
-  PSF_FOR_EACH_ELEMENT(n) y[i] = x[i] > T(0) ? x[i] : T(0);
+  PSF_FOR_EACH_ELEMENT(n, y[i] = x[i] > T(0) ? x[i] : T(0));
 }
 template <typename T>
 void CpuBackend<T>::ReluBackward(size_t n, const T* y, const T* dy, T* dx) {
-  PSF_FOR_EACH_ELEMENT(n) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+  PSF_FOR_EACH_ELEMENT(n, dx[i] = y[i] > T(0) ? dy[i] : T(0));
 }
 #undef PSF_FOR_EACH_ELEMENT
 
 template <typename T>
 void CpuBackend<T>::BiasAdd(int rows, int cols, const T* bias, T* x) {
-#pragma omp parallel for num_threads(threads_) schedule(static) if (int64_t{rows} * cols > int64_t{kParallelMin})
-  for (int r = 0; r < rows; ++r) {
-    T* xr = x + static_cast<int64_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) xr[c] += bias[c];
-  }
+  For(rows, int64_t{rows} * cols, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      T* xr = x + static_cast<int64_t>(r) * cols;
+      for (int c = 0; c < cols; ++c) xr[c] += bias[c];
+    }
+  });
 }
 
 template <typename T>
 void CpuBackend<T>::BiasBackward(int rows, int cols, const T* dy, T* dbias) {
-#pragma omp parallel num_threads(threads_) if (int64_t{rows} * cols > int64_t{kParallelMin})
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int begin = static_cast<int>(int64_t{cols} * t / nt), end = static_cast<int>(int64_t{cols} * (t + 1) / nt);
+  For(cols, int64_t{rows} * cols, [&](int64_t begin, int64_t end) {
     for (int r = 0; r < rows; ++r) {
       const T* d = dy + static_cast<int64_t>(r) * cols;
       for (int c = begin; c < end; ++c) dbias[c] += d[c];
     }
-  }
+  });
 }
 
 template <typename T>
@@ -348,37 +368,38 @@ double CpuBackend<T>::Sum(size_t n, const T* x) {
 template <typename T>
 void CpuBackend<T>::CrossEntropy(int rows, int vocab, T epsilon, const T* logits, const int32_t* targets,
                                  int32_t pad_id, T* loss, T* correct, T* dlogits) {
-#pragma omp parallel for num_threads(threads_) schedule(static) if (int64_t{rows} * vocab > int64_t{kParallelMin})
-  for (int r = 0; r < rows; ++r) {
-    const T* x = logits + static_cast<int64_t>(r) * vocab;
-    T* dx = dlogits != nullptr ? dlogits + static_cast<int64_t>(r) * vocab : nullptr;
-    const int32_t target = targets[r];
-    if (target == pad_id) {
-      loss[r] = 0;
-      correct[r] = 0;
-      if (dx != nullptr) std::fill(dx, dx + vocab, T(0));
-      continue;
+  For(rows, int64_t{rows} * vocab, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = logits + static_cast<int64_t>(r) * vocab;
+      T* dx = dlogits != nullptr ? dlogits + static_cast<int64_t>(r) * vocab : nullptr;
+      const int32_t target = targets[r];
+      if (target == pad_id) {
+        loss[r] = 0;
+        correct[r] = 0;
+        if (dx != nullptr) std::fill(dx, dx + vocab, T(0));
+        continue;
+      }
+      int best = 0;
+      T sum_x = 0;
+      for (int v = 0; v < vocab; ++v) {
+        if (x[v] > x[best]) best = v;
+        sum_x += x[v];
+      }
+      const T max_value = x[best];
+      T z = 0;
+      for (int v = 0; v < vocab; ++v) z += std::exp(x[v] - max_value);
+      const T log_z = max_value + std::log(z);
+      // -log p[v] = log_z - x[v]; its mean over v is log_z - mean(x).
+      loss[r] = (T(1) - epsilon) * (log_z - x[target]) + epsilon * (log_z - sum_x / vocab);
+      correct[r] = best == target ? T(1) : T(0);
+      if (dx != nullptr) {
+        const T smooth = epsilon / vocab;
+        const T target_x = x[target];
+        for (int v = 0; v < vocab; ++v) dx[v] = std::exp(x[v] - log_z) - smooth;
+        dx[target] = std::exp(target_x - log_z) - smooth - (T(1) - epsilon);
+      }
     }
-    int best = 0;
-    T sum_x = 0;
-    for (int v = 0; v < vocab; ++v) {
-      if (x[v] > x[best]) best = v;
-      sum_x += x[v];
-    }
-    const T max_value = x[best];
-    T z = 0;
-    for (int v = 0; v < vocab; ++v) z += std::exp(x[v] - max_value);
-    const T log_z = max_value + std::log(z);
-    // -log p[v] = log_z - x[v]; its mean over v is log_z - mean(x).
-    loss[r] = (T(1) - epsilon) * (log_z - x[target]) + epsilon * (log_z - sum_x / vocab);
-    correct[r] = best == target ? T(1) : T(0);
-    if (dx != nullptr) {
-      const T smooth = epsilon / vocab;
-      const T target_x = x[target];
-      for (int v = 0; v < vocab; ++v) dx[v] = std::exp(x[v] - log_z) - smooth;
-      dx[target] = std::exp(target_x - log_z) - smooth - (T(1) - epsilon);
-    }
-  }
+  });
 }
 
 template class CpuBackend<float>;

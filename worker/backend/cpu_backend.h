@@ -1,6 +1,9 @@
-// The CPU backend: OpenBLAS for matrix products (its own threads), OpenMP loops elsewhere.
-// Elementwise and row-wise loops split work into fixed contiguous ranges and reductions run in a
-// fixed order, so results are the same bits for any thread count.
+// The CPU backend: OpenBLAS for matrix products, a blocking thread pool for loops elsewhere.
+// Loops split work into fixed contiguous ranges and reductions run in a fixed order, so a given
+// thread count always gives the same bits. (OpenBLAS may round differently with another thread
+// count, so runs compare bitwise only at equal cluster.threads_per_process.)
+// Matrix products below kGemmParallelFlops run on one OpenBLAS thread: threads cost more than
+// they save there, and OpenBLAS's idle threads spin. Its thread count is process-wide state.
 // Not thread-safe: one backend per thread of model code (it caches positional encodings).
 #ifndef PSFORMER_WORKER_BACKEND_CPU_BACKEND_H_
 #define PSFORMER_WORKER_BACKEND_CPU_BACKEND_H_
@@ -8,6 +11,7 @@
 #include <vector>
 
 #include "worker/backend/backend.h"
+#include "worker/backend/thread_pool.h"
 
 namespace psformer {
 
@@ -60,7 +64,15 @@ class CpuBackend final : public Backend<T> {
   // Positional encodings (len, dim), computed in double once and kept while shapes fit.
   const T* PositionalEncoding(int len, int dim);
 
+  // body(begin, end) over [0, n), split across the pool when `work` (elements touched) is
+  // large enough to pay for waking threads.
+  template <typename F>
+  void For(int64_t n, int64_t work, F&& body);
+  void SetBlasThreads(int threads);
+
   int threads_;
+  ThreadPool pool_;
+  int blas_threads_ = 0;
   std::vector<T> pe_;
   int pe_len_ = 0;
   int pe_dim_ = 0;

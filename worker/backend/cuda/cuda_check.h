@@ -1,0 +1,36 @@
+// Turns CUDA runtime and cuBLAS failures into a message naming the call, the file and the line,
+// then aborts. Backend operations return void (the Backend<T> contract): a failing kernel or
+// library call mid-step is a broken device or a programming error, not a condition the model code
+// can recover from. Construction-time failures (no device, bad ordinal) are reported as Status by
+// CudaBackend::Create instead. Included only by CUDA translation units.
+#ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_CHECK_H_
+#define PSFORMER_WORKER_BACKEND_CUDA_CUDA_CHECK_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace psformer::cuda_internal {
+
+[[noreturn]] void CudaFailed(cudaError_t error, const char* call, const char* file, int line);
+[[noreturn]] void CublasFailed(cublasStatus_t status, const char* call, const char* file, int line);
+
+}  // namespace psformer::cuda_internal
+
+#define PSF_CUDA_CHECK(call)                                                            \
+  do {                                                                                  \
+    const cudaError_t _psf_err = (call);                                                \
+    if (_psf_err != cudaSuccess)                                                        \
+      ::psformer::cuda_internal::CudaFailed(_psf_err, #call, __FILE__, __LINE__);       \
+  } while (0)
+
+#define PSF_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                  \
+    const cublasStatus_t _psf_st = (call);                                              \
+    if (_psf_st != CUBLAS_STATUS_SUCCESS)                                               \
+      ::psformer::cuda_internal::CublasFailed(_psf_st, #call, __FILE__, __LINE__);      \
+  } while (0)
+
+// After a kernel launch: a bad configuration shows up here, not at the next synchronisation.
+#define PSF_CUDA_CHECK_LAUNCH(kernel_name) PSF_CUDA_CHECK(cudaPeekAtLastError())
+
+#endif  // PSFORMER_WORKER_BACKEND_CUDA_CUDA_CHECK_H_

@@ -1,0 +1,165 @@
+// Elementwise kernels of the CUDA backend: fill, copy, add, multiply, ReLU, bias add, dropout
+// (Philox masks identical to the CPU backend's) and the head split/merge copies of attention.
+// Every thread owns fixed elements, so results never depend on scheduling.
+#include <algorithm>
+
+#include "common/logging.h"
+#include "worker/backend/cuda/cuda_check.h"
+#include "worker/backend/cuda/cuda_kernels.h"
+#include "worker/backend/cuda/reduce.cuh"
+
+namespace psformer::cuda_kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
+
+unsigned Blocks(size_t n) { return static_cast<unsigned>(std::max<size_t>(1, std::min(kMaxBlocks, (n + kThreads - 1) / kThreads))); }
+
+// ---- kernels ----
+
+__global__ void FillKernel(size_t n, float value, float* x) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) x[i] = value;
+}
+__global__ void CopyKernel(size_t n, const float* x, float* y) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i];
+}
+__global__ void AddKernel(size_t n, const float* x, const float* y, float* z) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) z[i] = x[i] + y[i];
+}
+__global__ void AccumulateKernel(size_t n, const float* x, float* y) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) y[i] += x[i];
+}
+__global__ void MultiplyKernel(size_t n, const float* x, const float* y, float* z) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) z[i] = x[i] * y[i];
+}
+__global__ void ReluForwardKernel(size_t n, const float* x, float* y) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+__global__ void ReluBackwardKernel(size_t n, const float* y, const float* dy, float* dx) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+// x (rows, cols) += bias (cols).
+__global__ void BiasAddKernel(size_t n, int cols, const float* bias, float* x) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) x[i] += bias[i % cols];
+}
+
+// One thread per group of four elements: one Philox call gives their four words, as the CPU
+// backend and DropoutKeep (common/philox.h) define. keep_scale is computed once on the host in
+// the CPU backend's arithmetic, so kept elements get the identical factor.
+__global__ void DropoutKernel(size_t n, float p, float keep_scale, PhiloxKey pkey, uint32_t tensor, uint32_t step,
+                              uint32_t worker, const float* x, float* y, float* mask) {
+  const size_t groups = (n + 3) / 4;
+  for (size_t g = GlobalThread(); g < groups; g += GridThreads()) {
+    const PhiloxCounter words = Philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(g), tensor, step, worker}}, pkey);
+    const size_t first = g * 4;
+    const size_t last = min(n, first + 4);
+    for (size_t i = first; i < last; ++i) {
+      const float m = PhiloxUniform(words.v[i - first]) >= p ? keep_scale : 0.0f;
+      const float xi = x[i];  // read before writing: x and y may alias
+      mask[i] = m;
+      y[i] = xi * m;
+    }
+  }
+}
+
+// out (batch, heads, len, head_dim) <- columns [column, column + heads*head_dim) of x.
+__global__ void SplitHeadsKernel(size_t n, const float* x, int ld, int column, int len, int heads, int head_dim,
+                                 float* out) {
+  for (size_t o = GlobalThread(); o < n; o += GridThreads()) {
+    const int d = static_cast<int>(o % head_dim);
+    const int t = static_cast<int>((o / head_dim) % len);
+    const size_t bh = o / (static_cast<size_t>(head_dim) * len);
+    const size_t b = bh / heads;
+    const int h = static_cast<int>(bh % heads);
+    out[o] = x[(b * len + t) * ld + column + static_cast<size_t>(h) * head_dim + d];
+  }
+}
+
+__global__ void MergeHeadsKernel(size_t n, const float* x, int len, int heads, int head_dim, float* out, int ld,
+                                 int column) {
+  for (size_t o = GlobalThread(); o < n; o += GridThreads()) {
+    const int d = static_cast<int>(o % head_dim);
+    const int t = static_cast<int>((o / head_dim) % len);
+    const size_t bh = o / (static_cast<size_t>(head_dim) * len);
+    const size_t b = bh / heads;
+    const int h = static_cast<int>(bh % heads);
+    out[(b * len + t) * ld + column + static_cast<size_t>(h) * head_dim + d] = x[o];
+  }
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+#define PSF_ELEMENTWISE_LAUNCH(kernel, n, ...)                                \
+  do {                                                                         \
+    if ((n) == 0) return;                                                      \
+    kernel<<<Blocks(n), kThreads, 0, stream>>>((n), __VA_ARGS__);              \
+    PSF_CUDA_CHECK_LAUNCH(kernel);                                             \
+  } while (0)
+
+void LaunchFill(cudaStream_t stream, size_t n, float value, float* x) { PSF_ELEMENTWISE_LAUNCH(FillKernel, n, value, x); }
+void LaunchCopy(cudaStream_t stream, size_t n, const float* x, float* y) {
+  if (x == y) return;
+  PSF_ELEMENTWISE_LAUNCH(CopyKernel, n, x, y);
+}
+void LaunchAdd(cudaStream_t stream, size_t n, const float* x, const float* y, float* z) {
+  PSF_ELEMENTWISE_LAUNCH(AddKernel, n, x, y, z);
+}
+void LaunchAccumulate(cudaStream_t stream, size_t n, const float* x, float* y) {
+  PSF_ELEMENTWISE_LAUNCH(AccumulateKernel, n, x, y);
+}
+void LaunchMultiply(cudaStream_t stream, size_t n, const float* x, const float* y, float* z) {
+  PSF_ELEMENTWISE_LAUNCH(MultiplyKernel, n, x, y, z);
+}
+void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y) {
+  PSF_ELEMENTWISE_LAUNCH(ReluForwardKernel, n, x, y);
+}
+void LaunchReluBackward(cudaStream_t stream, size_t n, const float* y, const float* dy, float* dx) {
+  PSF_ELEMENTWISE_LAUNCH(ReluBackwardKernel, n, y, dy, dx);
+}
+
+void LaunchBiasAdd(cudaStream_t stream, int rows, int cols, const float* bias, float* x) {
+  PSF_CHECK(rows >= 0 && cols >= 0);
+  if (cols == 0) return;
+  const size_t n = static_cast<size_t>(rows) * cols;
+  PSF_ELEMENTWISE_LAUNCH(BiasAddKernel, n, cols, bias, x);
+}
+
+void LaunchDropoutForward(cudaStream_t stream, size_t n, float p, const DropoutKey& key, uint32_t tensor,
+                          const float* x, float* y, float* mask) {
+  PSF_CHECK(p >= 0.0f && p < 1.0f);
+  if (n == 0) return;
+  if (p <= 0.0f) {
+    LaunchFill(stream, n, 1.0f, mask);
+    LaunchCopy(stream, n, x, y);
+    return;
+  }
+  const float keep_scale = 1.0f / (1.0f - p);
+  const PhiloxKey pkey{{static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)}};
+  const size_t groups = (n + 3) / 4;
+  DropoutKernel<<<Blocks(groups), kThreads, 0, stream>>>(n, p, keep_scale, pkey, tensor, key.step, key.worker, x, y,
+                                                         mask);
+  PSF_CUDA_CHECK_LAUNCH(DropoutKernel);
+}
+
+void LaunchSplitHeads(cudaStream_t stream, const float* x, int ld, int column, int batch, int len, int heads,
+                      int head_dim, float* out) {
+  PSF_CHECK(batch >= 0 && len >= 0 && heads > 0 && head_dim > 0 && column >= 0);
+  PSF_CHECK(ld >= column + heads * head_dim);
+  const size_t n = static_cast<size_t>(batch) * heads * len * head_dim;
+  PSF_ELEMENTWISE_LAUNCH(SplitHeadsKernel, n, x, ld, column, len, heads, head_dim, out);
+}
+
+void LaunchMergeHeads(cudaStream_t stream, const float* x, int batch, int len, int heads, int head_dim, float* out,
+                      int ld, int column) {
+  PSF_CHECK(batch >= 0 && len >= 0 && heads > 0 && head_dim > 0 && column >= 0);
+  PSF_CHECK(ld >= column + heads * head_dim);
+  const size_t n = static_cast<size_t>(batch) * heads * len * head_dim;
+  PSF_ELEMENTWISE_LAUNCH(MergeHeadsKernel, n, x, len, heads, head_dim, out, ld, column);
+}
+
+#undef PSF_ELEMENTWISE_LAUNCH
+
+}  // namespace psformer::cuda_kernels

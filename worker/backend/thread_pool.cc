@@ -1,0 +1,60 @@
+#include "worker/backend/thread_pool.h"
+
+namespace psformer {
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  const int parts = threads();
+  if (parts == 1 || n < parts) {
+    body(0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    body_ = &body;
+    n_ = n;
+    pending_ = parts - 1;
+    ++generation_;
+  }
+  start_.notify_all();
+  body(0, n / parts);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [this] { return pending_ == 0; });
+  body_ = nullptr;
+}
+
+void ThreadPool::WorkerLoop(int index) {
+  uint64_t seen = 0;
+  const int parts = threads();
+  for (;;) {
+    const std::function<void(int64_t, int64_t)>* body;
+    int64_t n;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      body = body_;
+      n = n_;
+    }
+    (*body)(n * index / parts, n * (index + 1) / parts);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+}
+
+}  // namespace psformer

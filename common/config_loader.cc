@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/fault_plan.h"
 #include "common/param_layout.h"
 
 namespace psformer {
@@ -301,9 +302,12 @@ Status ValidateConfig(const JobConfig& c) {
                 "must be positive");
 
   const auto& f = c.fault();
-  for (int i = 0; i < f.events_size(); ++i) {
-    const auto& e = f.events(i);
-    const std::string name = "fault.events[" + Str(i) + "]";
+  auto fault_events = FaultEvents(f);
+  if (!fault_events.ok()) return check.status().ok() ? fault_events.status() : check.status();
+  for (size_t i = 0; i < fault_events->size(); ++i) {
+    const auto& e = (*fault_events)[i];
+    const std::string name = static_cast<int>(i) < f.events_size() ? "fault.events[" + Str(i) + "]"
+                                                                     : "fault.kill (" + f.kill() + ")";
     const int count = e.role() == proto::FaultConfig::Event::WORKER ? k.workers() : k.servers();
     check.Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
                   "no such " + std::string(e.role() == proto::FaultConfig::Event::WORKER ? "worker" : "server"));

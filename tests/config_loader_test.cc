@@ -1,4 +1,5 @@
 #include "common/config_loader.h"
+#include "common/fault_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -165,6 +166,36 @@ TEST(ConfigLoader, FaultEventMustNameAnExistingRole) {
   Status status = ValidateConfig(*config);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("fault.events[0].index = 3: no such server"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace psformer
+
+namespace psformer {
+namespace {
+
+TEST(ConfigLoader, KillListBecomesFaultEvents) {
+  auto config = ResolveConfig(std::string(PSFORMER_SOURCE_DIR) + "/configs/copy.pbtxt",
+                              {"cluster.workers=2", "fault.kill=worker:1@10,server:0@12"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto events = FaultEvents(config->fault());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].role(), FaultEvent::WORKER);
+  EXPECT_EQ((*events)[0].index(), 1);
+  EXPECT_EQ((*events)[0].at_step(), 10);
+  EXPECT_EQ((*events)[1].role(), FaultEvent::SERVER);
+  EXPECT_EQ((*events)[1].at_step(), 12);
+}
+
+TEST(ConfigLoader, MalformedKillListIsRejected) {
+  const std::string copy = std::string(PSFORMER_SOURCE_DIR) + "/configs/copy.pbtxt";
+  for (const char* bad : {"fault.kill=worker1@10", "fault.kill=gpu:0@3", "fault.kill=worker:x@3",
+                          "fault.kill=worker:0@3x", "fault.kill=worker:5@3", "fault.kill=worker:0@0"}) {
+    auto config = ResolveConfig(copy, {bad});
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("fault.kill"), std::string::npos) << config.status().message();
+  }
 }
 
 }  // namespace

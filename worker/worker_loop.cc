@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/fault_plan.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
@@ -48,7 +49,8 @@ class WorkerLoop {
         source_(std::move(source)),
         backend_(CpuThreads(options.config)),
         model_(config_.model(), source_->vocab_size(), &backend_),
-        n_(model_.parameter_count()) {}
+        n_(model_.parameter_count()),
+        faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
 
   Status Run();
 
@@ -65,6 +67,7 @@ class WorkerLoop {
   CpuBackend<float> backend_;
   Transformer<float> model_;
   uint64_t n_;
+  FaultPlan faults_;
   std::unique_ptr<PsClient> client_;
   std::unique_ptr<MetricsLog> metrics_;
   std::vector<float> params_, grad_;                  // host, (n)
@@ -124,6 +127,7 @@ Status WorkerLoop::Run() {
     device_grad_.Download(grad_.data(), n_);
     interval.compute_s += Seconds(Clock::now() - compute_start);
 
+    faults_.At(step);  // injected faults strike between computing and pushing a step
     auto push_start = Clock::now();
     PSF_ASSIGN_OR_RETURN(auto push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
                                                   stats.loss_sum));

@@ -1,0 +1,19 @@
+// Whether CUDA devices are present, for the launcher (how many GPU workers to start) and for
+// tests (skip when none). Safe to call in every build: without the CUDA backend compiled in
+// (PSFORMER_CUDA=OFF or no nvcc), and on a machine without a driver or device, it returns 0.
+#ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
+#define PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
+
+#include <string>
+
+namespace psformer {
+
+// The number of visible CUDA devices; 0 when there is no driver, no device, or no CUDA build.
+int CudaDeviceCount();
+
+// Why CudaDeviceCount() is 0, as one line ("no CUDA device: ..."), or "" when it is not.
+std::string CudaUnavailableReason();
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_

@@ -2,8 +2,8 @@
 
 namespace psformer {
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+ThreadPool::ThreadPool(int threads) : parts_(threads < 1 ? 1 : threads) {
+  for (int i = 1; i < parts_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -37,7 +37,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
-  const int parts = threads();
+  const int parts = parts_;
   for (;;) {
     const std::function<void(int64_t, int64_t)>* body;
     int64_t n;

@@ -22,7 +22,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int threads() const { return parts_; }
   // Calls body(begin, end) on threads() contiguous ranges covering [0, n), the same ranges for
   // the same n, and returns when all are done. REQUIRES: not called from inside a body.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body);
@@ -30,6 +30,7 @@ class ThreadPool {
  private:
   void WorkerLoop(int index);
 
+  const int parts_;  // set before any worker starts: workers read it
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_, done_;

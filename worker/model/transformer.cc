@@ -39,6 +39,11 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   PSF_CHECK(src_len_ <= config_.max_positions() && tgt_len_ <= config_.max_positions());
   const size_t ns = static_cast<size_t>(batch_) * src_len_, nt = static_cast<size_t>(batch_) * tgt_len_;
   PSF_CHECK(batch.src.size() == ns && batch.tgt_in.size() == nt && batch.tgt_out.size() == nt);
+  // An id outside the vocabulary would read outside the embedding matrix.
+  const auto in_vocab = [this](int32_t id) { return id >= 0 && id < vocab_; };
+  PSF_CHECK(std::all_of(batch.src.begin(), batch.src.end(), in_vocab) &&
+            std::all_of(batch.tgt_in.begin(), batch.tgt_in.end(), in_vocab) &&
+            std::all_of(batch.tgt_out.begin(), batch.tgt_out.end(), in_vocab));
   Backend<T>* be = be_;
   src_.Reserve(be, ns);
   src_.Upload(batch.src.data(), ns);

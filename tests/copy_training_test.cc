@@ -1,0 +1,82 @@
+// `psformer train` on configs/copy.pbtxt as a user runs it (label `integration`): it must learn
+// the copy task to valid_accuracy >= 0.99 and leave metrics.jsonl and model.bin in the run
+// directory; `psformer checksum` digests the model and rejects bad files clearly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::RunPsformer;
+using testing::TempDir;
+
+// The last value of `key` in a metrics.jsonl, or -1.
+double LastMetric(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  double value = -1;
+  const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, pattern)) value = std::stod(m[1].str());
+  }
+  return value;
+}
+
+TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  auto r = RunPsformer("train --config configs/copy.pbtxt --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
+  EXPECT_GT(LastMetric(run + "/metrics.jsonl", "tokens_per_s"), 0.0);
+  EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/config.pbtxt"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/logs/trainer.log"));
+
+  auto sum = RunPsformer("checksum " + run + "/model.bin");
+  EXPECT_EQ(sum.exit_status, 0) << sum.output;
+  EXPECT_TRUE(std::regex_search(sum.output, std::regex("^[0-9a-f]{64}  [0-9]+ parameters  "))) << sum.output;
+}
+
+TEST(CopyTraining, ResumeContinuesFromTheSavedState) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const std::string quick = "train --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
+  ASSERT_EQ(RunPsformer(quick + "--set training.max_steps=10 --run-dir " + run).exit_status, 0);
+  auto r = RunPsformer(quick + "--set training.max_steps=20 --resume --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
+  EXPECT_EQ(LastMetric(run + "/metrics.jsonl", "step"), 20);
+}
+
+TEST(CopyTraining, ResumeWithoutStateOrRunDirIsAClearError) {
+  TempDir dir;
+  auto no_dir = RunPsformer("train --config configs/copy.pbtxt --resume");
+  EXPECT_EQ(no_dir.exit_status, 2) << no_dir.output;
+  EXPECT_NE(no_dir.output.find("--run-dir"), std::string::npos) << no_dir.output;
+  auto no_state = RunPsformer("train --config configs/copy.pbtxt --resume --run-dir " + dir.File("empty"));
+  EXPECT_EQ(no_state.exit_status, 1) << no_state.output;
+  EXPECT_NE(no_state.output.find("trainer_state.bin"), std::string::npos) << no_state.output;
+}
+
+TEST(Checksum, BadFilesAreClearErrors) {
+  TempDir dir;
+  auto missing = RunPsformer("checksum " + dir.File("none.bin"));
+  EXPECT_EQ(missing.exit_status, 1);
+  EXPECT_NE(missing.output.find("none.bin"), std::string::npos) << missing.output;
+  auto foreign = RunPsformer("checksum " + dir.Write("text.bin", "hello, not a model\n"));
+  EXPECT_EQ(foreign.exit_status, 1);
+  EXPECT_NE(foreign.output.find("wrong magic"), std::string::npos) << foreign.output;
+  EXPECT_EQ(foreign.output.find("terminate called"), std::string::npos) << foreign.output;
+  auto usage = RunPsformer("checksum");
+  EXPECT_EQ(usage.exit_status, 2) << usage.output;
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,73 @@
+// The CPU backend's thread pool and the properties the model relies on: every index visited
+// exactly once, and loop results independent of the thread count.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <vector>
+
+#include "worker/backend/cpu_backend.h"
+#include "worker/backend/thread_pool.h"
+
+namespace psformer {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexOnceForManySizes) {
+  for (int threads : {1, 2, 3}) {
+    // A fresh pool each time: its workers start while the constructor is still running.
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 1000, 1023, 2046}) {
+      std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+      pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+        ASSERT_LE(0, begin);
+        ASSERT_LE(end, n);
+        for (int64_t i = begin; i < end; ++i) visits[i]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[i].load(), 1) << "n " << n << " i " << i;
+    }
+  }
+}
+
+TEST(CpuBackend, LoopResultsDoNotDependOnTheThreadCount) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const int rows = 300, dim = 256;  // large enough that loops split across threads
+  std::vector<float> x(rows * dim), dy(rows * dim), gamma(dim), beta(dim);
+  for (auto* v : {&x, &dy, &gamma, &beta}) {
+    for (float& f : *v) f = normal(rng);
+  }
+  auto run = [&](int threads) {
+    CpuBackend<float> be(threads);
+    std::vector<float> y(x.size()), mean(rows), rstd(rows), dx(x.size()), dgamma(dim), dbeta(dim);
+    be.LayerNormForward(rows, dim, 1e-5f, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data());
+    be.LayerNormBackward(rows, dim, dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                         dgamma.data(), dbeta.data());
+    std::vector<int32_t> ids(rows);
+    for (int i = 0; i < rows; ++i) ids[i] = i % 7;
+    std::vector<float> table(7 * dim, 0.0f);
+    be.EmbeddingBackward(rows, dim, dy.data(), ids.data(), 2.0f, table.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dgamma.begin(), dgamma.end());
+    y.insert(y.end(), table.begin(), table.end());
+    return y;
+  };
+  EXPECT_EQ(run(1), run(2));
+  EXPECT_EQ(run(1), run(3));
+}
+
+TEST(CpuBackend, MaskedSoftmaxIgnoresPaddingAndTheFuture) {
+  CpuBackend<double> be(1);
+  const AttentionShape shape{1, 1, 3, 3};
+  const std::vector<double> scores = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<int32_t> keys = {5, 6, 0};  // the third key is padding
+  std::vector<double> probs(9);
+  be.MaskedSoftmaxForward(shape, 1.0, scores.data(), keys.data(), 0, /*causal=*/true, probs.data());
+  EXPECT_DOUBLE_EQ(probs[0], 1.0);  // query 0 sees key 0 only
+  EXPECT_DOUBLE_EQ(probs[1], 0.0);
+  EXPECT_NEAR(probs[3], 1.0 / (1.0 + std::exp(1.0)), 1e-15);
+  EXPECT_DOUBLE_EQ(probs[8], 0.0);  // padding, though not in the future
+  EXPECT_NEAR(probs[6] + probs[7], 1.0, 1e-15);
+}
+
+}  // namespace
+}  // namespace psformer

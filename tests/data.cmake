@@ -7,3 +7,5 @@ psformer_test(data_test unit
   LIBS psformer_worker)
 target_compile_definitions(data_test PRIVATE PSFORMER_DATA_BATCH_DUMP="$<TARGET_FILE:data_batch_dump>")
 add_dependencies(data_test data_batch_dump)
+
+psformer_test(prepare_test integration SOURCES prepare_test.cc LIBS psformer_worker)

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -14,6 +17,7 @@
 #include "tests/test_util.h"
 #include "worker/data/batch_builder.h"
 #include "worker/data/copy_task.h"
+#include "worker/data/corpus_file.h"
 #include "worker/data/deterministic_random.h"
 #include "worker/data/sampled_batch_source.h"
 
@@ -156,6 +160,67 @@ TEST(LengthBucketSampler, RejectsAPairOverTheBudgetAndAnEmptyCorpus) {
   auto empty = LengthBucketSampler::Create(InMemoryCorpus(), Budget(20));
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("no sentence pairs"), std::string::npos);
+}
+
+// Padding counted straight from built batches: the pad entries of src and tgt_out.
+TEST(EpochPadding, MatchesHandCountAndBuiltBatches) {
+  InMemoryCorpus tiny;  // one bucket and one batch: rows padded to 6 (source) and 4 (target)
+  tiny.Add(std::vector<int32_t>(3, 5), std::vector<int32_t>(3, 5));
+  tiny.Add(std::vector<int32_t>(5, 5), std::vector<int32_t>(3, 5));
+  tiny.Add(std::vector<int32_t>(1, 5), std::vector<int32_t>(1, 5));
+  auto one = LengthBucketSampler::Create(tiny, Budget(100));
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->batches_per_epoch(), 1);
+  const PaddingStats stats = EpochPadding(tiny, *one);
+  EXPECT_EQ(stats.src_tokens, 4 + 6 + 2);
+  EXPECT_EQ(stats.tgt_tokens, 4 + 4 + 2);
+  EXPECT_EQ(stats.src_padded, 3 * 6);
+  EXPECT_EQ(stats.tgt_padded, 3 * 4);
+  EXPECT_NEAR(stats.fraction(), 1.0 - 22.0 / 30.0, 1e-12);
+
+  const InMemoryCorpus corpus = VariedCorpus(3000, 9);
+  auto sampler = LengthBucketSampler::Create(corpus, Budget(600));
+  ASSERT_TRUE(sampler.ok());
+  int64_t pads = 0, entries = 0;
+  for (const auto& ids : sampler->planned_batches()) {
+    const Batch b = BuildBatch(corpus, ids);
+    for (const auto* side : {&b.src, &b.tgt_out}) {
+      pads += std::count(side->begin(), side->end(), kPadId);
+      entries += static_cast<int64_t>(side->size());
+    }
+  }
+  const PaddingStats varied = EpochPadding(corpus, *sampler);
+  EXPECT_EQ(varied.src_padded + varied.tgt_padded, entries);
+  EXPECT_NEAR(varied.fraction(), static_cast<double>(pads) / entries, 1e-12);
+  // Uniform lengths 1..40 on each side, independently: bucketing keeps padding far below the
+  // ~50% that batches of random pairs would have.
+  EXPECT_LT(varied.fraction(), 0.25);
+}
+
+// The demo corpus under configs/bible.pbtxt's budget. Needs the prepared corpus: run
+//   scripts/get-bible-corpus data/bible-text && build/psformer prepare ... --out data/bible
+// (see configs/bible.pbtxt) or point PSFORMER_BIBLE_DIR at it.
+TEST(EpochPadding, BibleCorpusUnderTheConfiguredBudgetIsBelowFifteenPercent) {
+  const char* env = std::getenv("PSFORMER_BIBLE_DIR");
+  const std::string dir = env != nullptr ? env : std::string(PSFORMER_SOURCE_DIR) + "/data/bible";
+  if (!std::filesystem::exists(dir + "/train.bin")) {
+    GTEST_SKIP() << "no prepared Bible corpus at " << dir << " (scripts/get-bible-corpus, then psformer prepare; "
+                 << "see configs/bible.pbtxt)";
+  }
+  auto config = ResolveConfig(std::string(PSFORMER_SOURCE_DIR) + "/configs/bible.pbtxt", {});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto corpus = CorpusFile::Open(dir + "/train.bin");
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  auto sampler = LengthBucketSampler::Create(**corpus, SamplerOptionsFromConfig(*config));
+  ASSERT_TRUE(sampler.ok()) << sampler.status().ToString();
+  const PaddingStats stats = EpochPadding(**corpus, *sampler);
+  std::cout << "Bible corpus, " << (*corpus)->size() << " pairs, budget " << config->batching().src_tokens_per_step()
+            << "/" << config->batching().tgt_tokens_per_step() << " tokens: " << sampler->batches_per_epoch()
+            << " batches per epoch, padding " << 100 * stats.fraction() << "% (source "
+            << 100 * (1 - static_cast<double>(stats.src_tokens) / stats.src_padded) << "%, target "
+            << 100 * (1 - static_cast<double>(stats.tgt_tokens) / stats.tgt_padded) << "%)\n";
+  RecordProperty("padding_fraction", std::to_string(stats.fraction()));
+  EXPECT_LT(stats.fraction(), 0.15);
 }
 
 proto::JobConfig CopyConfig(uint64_t seed) {

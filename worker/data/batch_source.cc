@@ -1,9 +1,71 @@
 #include "worker/data/batch_source.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
 #include "worker/data/copy_task.h"
+#include "worker/data/corpus_file.h"
 #include "worker/data/sampled_batch_source.h"
+#include "worker/data/subword_vocabulary.h"
 
 namespace psformer {
+namespace {
+
+// Longest padded row (tokens + eos/bos) of a corpus, which the model must accept.
+int32_t LongestRow(const ParallelCorpus& corpus) {
+  int32_t longest = 0;
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    longest = std::max({longest, corpus.src_length(i) + 1, corpus.tgt_length(i) + 1});
+  }
+  return longest;
+}
+
+// data.task = CORPUS: the directory `psformer prepare` wrote.
+StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& config) {
+  const std::filesystem::path dir = config.data().train_dir();
+  const std::string where = "data.train_dir = \"" + dir.string() + "\"";
+  auto vocabulary = SubwordVocabulary::FromFile((dir / "spm.model").string());
+  if (!vocabulary.ok()) return vocabulary.status().WithContext(where);
+  auto train = CorpusFile::Open((dir / "train.bin").string());
+  if (!train.ok()) return train.status().WithContext(where);
+  if ((*train)->vocab_size() != vocabulary->size()) {
+    return Status::InvalidArgument(where + ": train.bin was encoded with " + std::to_string((*train)->vocab_size()) +
+                                   " pieces but spm.model has " + std::to_string(vocabulary->size()) +
+                                   " (files of different `psformer prepare` runs?)");
+  }
+  std::unique_ptr<ParallelCorpus> valid;
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "valid.bin", ec)) {
+    auto file = CorpusFile::Open((dir / "valid.bin").string());
+    if (!file.ok()) return file.status().WithContext(where);
+    if ((*file)->vocab_size() != vocabulary->size()) {
+      return Status::InvalidArgument(where + ": valid.bin and spm.model disagree on the vocabulary size");
+    }
+    valid = std::move(file).value();
+  }
+  const int model_vocab = config.model().vocab_size();
+  if (model_vocab != 0 && model_vocab < vocabulary->size()) {
+    return Status::InvalidArgument("model.vocab_size = " + std::to_string(model_vocab) + " is smaller than the " +
+                                   std::to_string(vocabulary->size()) + " pieces of " + (dir / "spm.model").string());
+  }
+  for (const ParallelCorpus* corpus : std::initializer_list<const ParallelCorpus*>{train->get(), valid.get()}) {
+    if (corpus == nullptr) continue;
+    const int32_t longest = LongestRow(*corpus);
+    if (longest > config.model().max_positions()) {
+      return Status::InvalidArgument(where + ": a sentence of " + std::to_string(longest) +
+                                     " tokens (with eos) exceeds model.max_positions (" +
+                                     std::to_string(config.model().max_positions()) +
+                                     "); prepare with a smaller --max-length or raise model.max_positions");
+    }
+  }
+  auto source = SampledBatchSource::Create(std::move(train).value(), std::move(valid), SamplerOptionsFromConfig(config),
+                                           vocabulary->size());
+  if (!source.ok()) return source.status().WithContext(where);
+  return std::unique_ptr<BatchSource>(std::move(source).value());
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config) {
   const SamplerOptions options = SamplerOptionsFromConfig(config);
@@ -18,7 +80,7 @@ StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& c
     if (!source.ok()) return source.status().WithContext("copy task");
     return std::unique_ptr<BatchSource>(std::move(source).value());
   }
-  return Status::Unimplemented("data.task = CORPUS: reading prepared corpora is not built yet");
+  return MakeCorpusSource(config);
 }
 
 }  // namespace psformer

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/logging.h"
+#include "worker/data/batch_builder.h"
 #include "worker/data/deterministic_random.h"
 
 namespace psformer {
@@ -122,6 +123,20 @@ std::vector<int64_t> LengthBucketSampler::WorkerShare(int64_t step, int worker, 
     share.push_back(global[i]);
   }
   return share;
+}
+
+PaddingStats EpochPadding(const ParallelCorpus& corpus, const LengthBucketSampler& sampler) {
+  PaddingStats stats;
+  for (const auto& ids : sampler.planned_batches()) {
+    const PaddedSize padded = PaddedBatchSize(corpus, ids);
+    stats.src_padded += padded.src;
+    stats.tgt_padded += padded.tgt;
+    for (int64_t id : ids) {
+      stats.src_tokens += corpus.src_length(id) + 1;
+      stats.tgt_tokens += corpus.tgt_length(id) + 1;
+    }
+  }
+  return stats;
 }
 
 }  // namespace psformer

@@ -76,6 +76,22 @@ class LengthBucketSampler {
   std::vector<int64_t> cached_order_;  // (batches per epoch): the cached epoch's order
 };
 
+// Token counts of one epoch's global batches, each padded as one batch: `tokens` counts the
+// non-pad entries (eos or bos included), `padded` sentences x padded length. Workers pad their
+// shares separately, so with W > 1 the real padding is at most this.
+struct PaddingStats {
+  int64_t src_tokens = 0;
+  int64_t tgt_tokens = 0;
+  int64_t src_padded = 0;
+  int64_t tgt_padded = 0;
+  // Share of all padded entries (both sides) that are padding.
+  double fraction() const {
+    const int64_t padded = src_padded + tgt_padded;
+    return padded == 0 ? 0.0 : 1.0 - static_cast<double>(src_tokens + tgt_tokens) / static_cast<double>(padded);
+  }
+};
+PaddingStats EpochPadding(const ParallelCorpus& corpus, const LengthBucketSampler& sampler);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_WORKER_DATA_LENGTH_BUCKET_SAMPLER_H_

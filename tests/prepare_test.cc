@@ -1,0 +1,216 @@
+// `psformer prepare` as a user meets it: the figures it reports, files a worker can read back,
+// and every bad input refused with its reason, a non-zero exit and no output directory left.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/config_loader.h"
+#include "tests/test_util.h"
+#include "worker/data/batch_source.h"
+#include "worker/data/corpus_file.h"
+#include "worker/data/deterministic_random.h"
+#include "worker/data/subword_vocabulary.h"
+
+namespace psformer {
+namespace {
+
+using testing::RunPsformer;
+using testing::TempDir;
+
+// A small synthetic parallel corpus: "target" words are the source words reversed, so the two
+// sides share characters but not every piece.
+struct TextCorpus {
+  std::string src;
+  std::string tgt;
+};
+TextCorpus MakeText(int lines, uint64_t seed) {
+  static const char* kWords[] = {"the", "house",  "river", "green",   "small", "walks", "quickly", "over",
+                                 "a",   "bridge", "niño",  "canción", "and",   "light", "stone",   "tree"};
+  SplitMix64 random(seed);
+  TextCorpus text;
+  for (int i = 0; i < lines; ++i) {
+    const int n = 3 + static_cast<int>(random.Below(8));
+    std::string s, t;
+    for (int k = 0; k < n; ++k) {
+      std::string word = kWords[random.Below(16)];
+      s += (k ? " " : "") + word;
+      t = word + (k ? " " : "") + t;
+    }
+    text.src += s + "\n";
+    text.tgt += t + "\n";
+  }
+  return text;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+// Runs prepare in `dir` with the given extra arguments on files already written there.
+testing::CommandResult Prepare(const TempDir& dir, const std::string& arguments) {
+  return RunPsformer("prepare " + arguments + " --out " + Quote(dir.File("out")));
+}
+
+// The failure contract: non-zero exit, the message, no output or temporary directory left.
+void ExpectRefused(const TempDir& dir, const testing::CommandResult& r, const std::vector<std::string>& phrases) {
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_LT(r.exit_status, 128) << "killed by a signal: " << r.output;
+  EXPECT_NE(r.output.find("psformer prepare: error: "), std::string::npos) << r.output;
+  for (const auto& phrase : phrases) EXPECT_NE(r.output.find(phrase), std::string::npos) << phrase << "\n" << r.output;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name != "out" && name.find(".tmp-") == std::string::npos) << "left behind: " << name;
+  }
+}
+
+TEST(Prepare, WritesReadableCorpusAndReportsEveryDropReason) {
+  TempDir dir;
+  TextCorpus text = MakeText(300, 1);
+  // One pair with an empty side, one with a long side, one with a lopsided length ratio.
+  std::string long_line = "the";
+  for (int i = 0; i < 100; ++i) long_line += " house";
+  text.src += "\n" + long_line + "\n" + "tree\n";
+  text.tgt += "river\n" + long_line + "\n" + "tree green small walks quickly over the bridge\n";
+  dir.Write("train.en", text.src);
+  dir.Write("train.es", text.tgt);
+  const TextCorpus valid = MakeText(20, 2);
+  dir.Write("valid.en", valid.src);
+  dir.Write("valid.es", valid.tgt);
+  auto r = Prepare(dir, "--src " + Quote(dir.File("train.en")) + " --tgt " + Quote(dir.File("train.es")) +
+                            " --valid-src " + Quote(dir.File("valid.en")) + " --valid-tgt " +
+                            Quote(dir.File("valid.es")) + " --vocab-size 60 --max-length 90 --max-length-ratio 2.5");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("pairs read     303"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pairs kept     300"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 with an empty side, 1 with a side over 90 pieces, 1 with a length ratio over 2.5"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("vocabulary: 60 pieces"), std::string::npos) << r.output;
+
+  // Read back as a worker does, and decode: the text comes back.
+  auto vocabulary = SubwordVocabulary::FromFile(dir.File("out/spm.model"));
+  ASSERT_TRUE(vocabulary.ok()) << vocabulary.status().ToString();
+  EXPECT_EQ(vocabulary->size(), 60);
+  auto train = CorpusFile::Open(dir.File("out/train.bin"));
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  ASSERT_EQ((*train)->size(), 300);
+  std::vector<int32_t> ids((*train)->tgt_length(7));
+  (*train)->CopyTgt(7, ids.data());
+  std::vector<std::string> lines;
+  std::istringstream tgt_lines(text.tgt);
+  for (std::string line; std::getline(tgt_lines, line);) lines.push_back(line);
+  EXPECT_EQ(vocabulary->Decode(std::vector<int>(ids.begin(), ids.end())), lines[7]);
+  EXPECT_NE(r.output.find("tokens         source " + std::to_string((*train)->src_tokens()) + ", target " +
+                          std::to_string((*train)->tgt_tokens())),
+            std::string::npos)
+      << r.output;
+  auto valid_file = CorpusFile::Open(dir.File("out/valid.bin"));
+  ASSERT_TRUE(valid_file.ok());
+  EXPECT_EQ((*valid_file)->size(), 20);
+  EXPECT_TRUE(std::filesystem::exists(dir.File("out/report.txt")));
+
+  // A CORPUS job serves batches from it.
+  proto::JobConfig config;
+  FillDefaults(&config);
+  config.mutable_data()->set_task(proto::DataConfig::CORPUS);
+  config.mutable_data()->set_train_dir(dir.File("out"));
+  config.mutable_batching()->set_src_tokens_per_step(200);
+  config.mutable_batching()->set_tgt_tokens_per_step(200);
+  auto source = MakeBatchSource(config);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->vocab_size(), 60);
+  EXPECT_GT((*source)->TrainBatch(1, 0, 2).sentences, 0);
+  int64_t valid_rows = 0;
+  for (const Batch& b : (*source)->ValidBatches()) valid_rows += b.sentences;
+  EXPECT_EQ(valid_rows, (*valid_file)->size());
+
+  // Encoding again with the learnt model gives the same ids.
+  auto again = RunPsformer("prepare --src " + Quote(dir.File("train.en")) + " --tgt " + Quote(dir.File("train.es")) +
+                           " --spm " + Quote(dir.File("out/spm.model")) +
+                           " --max-length 90 --max-length-ratio 2.5 --out " + Quote(dir.File("out2")));
+  ASSERT_EQ(again.exit_status, 0) << again.output;
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(dir.File("out/train.bin")), bytes(dir.File("out2/train.bin")));
+}
+
+class PrepareRefuses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const TextCorpus text = MakeText(200, 3);
+    src_ = dir_.Write("a.en", text.src);
+    tgt_ = dir_.Write("b.es", text.tgt);
+  }
+  std::string Files(const std::string& src, const std::string& tgt) {
+    return "--src " + Quote(src) + " --tgt " + Quote(tgt) + " --vocab-size 50";
+  }
+  TempDir dir_;
+  std::string src_, tgt_;
+};
+
+TEST_F(PrepareRefuses, DifferentLineCounts) {
+  const std::string shorter = dir_.Write("short.es", MakeText(199, 3).tgt);
+  ExpectRefused(dir_, Prepare(dir_, Files(src_, shorter)),
+                {"--src " + src_ + " has 200 lines but --tgt " + shorter + " has 199"});
+}
+
+TEST_F(PrepareRefuses, UnreadableFile) {
+  ExpectRefused(dir_, Prepare(dir_, Files(src_, dir_.File("missing.es"))),
+                {"cannot read " + dir_.File("missing.es") + ": No such file or directory"});
+  ExpectRefused(dir_, Prepare(dir_, Files(dir_.path().string(), tgt_)), {"is a directory"});
+}
+
+TEST_F(PrepareRefuses, InvalidUtf8WithItsLine) {
+  const TextCorpus text = MakeText(200, 3);
+  std::string bad = text.tgt;
+  const size_t line5 = [&] {
+    size_t at = 0;
+    for (int i = 0; i < 4; ++i) at = bad.find('\n', at) + 1;
+    return at;
+  }();
+  bad.insert(line5 + 2, "\xC3\x28");  // a lead byte followed by a non-continuation byte
+  const std::string path = dir_.Write("bad.es", bad);
+  ExpectRefused(dir_, Prepare(dir_, Files(src_, path)), {path + ":5: invalid UTF-8 at byte 3"});
+}
+
+TEST_F(PrepareRefuses, EmptyCorpus) {
+  const std::string empty_src = dir_.Write("empty.en", "");
+  const std::string empty_tgt = dir_.Write("empty.es", "");
+  ExpectRefused(dir_, Prepare(dir_, Files(empty_src, empty_tgt)), {"are empty: no sentence pairs"});
+  // Lines, but not one usable pair.
+  const std::string blank_src = dir_.Write("blank.en", "\n \n\n");
+  const std::string blank_tgt = dir_.Write("blank.es", "x\ny\nz\n");
+  ExpectRefused(dir_, Prepare(dir_, "--src " + Quote(blank_src) + " --tgt " + Quote(blank_tgt) + " --vocab-size 8"),
+                {"is left: of 3 read, 3 with an empty side"});
+}
+
+TEST_F(PrepareRefuses, VocabularyLargerThanTheCorpusAllows) {
+  ExpectRefused(dir_, Prepare(dir_, "--src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --vocab-size 5000"),
+                {"vocabulary size 5000 is larger than this corpus allows (at most"});
+  ExpectRefused(dir_, Prepare(dir_, "--src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --vocab-size 10"),
+                {"vocabulary size 10 is smaller than the"});
+}
+
+TEST_F(PrepareRefuses, ExistingOutputAndHalfAValidationPair) {
+  std::filesystem::create_directory(dir_.File("out"));
+  auto r = Prepare(dir_, Files(src_, tgt_));
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.output.find("already exists; prepare never overwrites"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.File("out")));
+  std::filesystem::remove(dir_.File("out"));
+  ExpectRefused(dir_, Prepare(dir_, Files(src_, tgt_) + " --valid-src " + Quote(src_)),
+                {"--valid-src and --valid-tgt go together"});
+  ExpectRefused(dir_, Prepare(dir_, Files(src_, tgt_) + " --spm " + Quote(src_)), {"exclude each other"});
+  ExpectRefused(dir_,
+                RunPsformer("prepare --src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --spm " + Quote(src_) +
+                            " --out " + Quote(dir_.File("out"))),
+                {"not a SentencePiece model"});
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,2 @@
+# Decoding (issue 9): incremental decoder, beam search, psformer translate.
+psformer_test(incremental_decoder_test unit SOURCES incremental_decoder_test.cc LIBS psformer_worker psformer_common)

@@ -1,0 +1,190 @@
+// Times forward + backward of the Transformer base model (PAPER.md: d_model 512, 6+6 layers,
+// 8 heads, d_ff 2048, shared vocabulary of 37000) on one GPU with the CUDA backend, on a batch of
+// about 25k source and 25k target tokens, and prints one line: tokens per second, step time,
+// achieved TFLOPS and MFU (FLOPs counted from the shapes, see ModelFlops), and peak device
+// memory. bench/gpu/pytorch_transformer.py prints the same line for PyTorch.
+//
+// Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
+//                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/backend/cuda/cuda_backend.h"
+#include "worker/data/batch.h"
+#include "worker/model/transformer.h"
+
+namespace psformer {
+namespace {
+
+struct BenchOptions {
+  GemmMath math = GemmMath::kBf16;
+  int sentences = 390;  // x len 64 = 24,960 source and 24,960 target tokens
+  int len = 64;
+  int steps = 10;
+  int warmup = 3;
+  int vocab = 37000;
+  int device = 0;
+  double peak_tflops = 0;  // 0 = from the device name (dense tensor-core peak of the math mode)
+};
+
+StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < min || v > 1000000000) {
+    return Status::InvalidArgument(flag + " wants an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
+  BenchOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return Status::InvalidArgument("missing value after " + flag);
+    const char* value = argv[++i];
+    if (flag == "--math") {
+      const std::string m = value;
+      if (m == "fp32") o.math = GemmMath::kFp32;
+      else if (m == "tf32") o.math = GemmMath::kTf32;
+      else if (m == "bf16") o.math = GemmMath::kBf16;
+      else return Status::InvalidArgument("--math wants fp32, tf32 or bf16, got '" + m + "'");
+    } else if (flag == "--sentences") {
+      PSF_ASSIGN_OR_RETURN(o.sentences, ParseInt(flag, value, 1));
+    } else if (flag == "--len") {
+      PSF_ASSIGN_OR_RETURN(o.len, ParseInt(flag, value, 2));
+    } else if (flag == "--steps") {
+      PSF_ASSIGN_OR_RETURN(o.steps, ParseInt(flag, value, 1));
+    } else if (flag == "--warmup") {
+      PSF_ASSIGN_OR_RETURN(o.warmup, ParseInt(flag, value, 0));
+    } else if (flag == "--vocab") {
+      PSF_ASSIGN_OR_RETURN(o.vocab, ParseInt(flag, value, kNumReservedIds + 1));
+    } else if (flag == "--device") {
+      PSF_ASSIGN_OR_RETURN(o.device, ParseInt(flag, value, 0));
+    } else if (flag == "--peak-tflops") {
+      PSF_ASSIGN_OR_RETURN(const int peak, ParseInt(flag, value, 1));
+      o.peak_tflops = peak;
+    } else {
+      return Status::InvalidArgument("unknown flag '" + flag + "'");
+    }
+  }
+  return o;
+}
+
+// Dense peak TFLOPS of the GPU for the math mode (vendor data sheets, no sparsity); 0 = unknown.
+double PeakTflops(const std::string& name, GemmMath math) {
+  const int index = math == GemmMath::kBf16 ? 0 : math == GemmMath::kTf32 ? 1 : 2;
+  struct Gpu { const char* key; double peak[3]; };
+  static const Gpu kGpus[] = {{"H100 PCIe", {756, 378, 51}}, {"H100", {989, 495, 67}}, {"H200", {989, 495, 67}},
+                              {"A100", {312, 156, 19.5}}};
+  for (const Gpu& g : kGpus) {
+    if (name.find(g.key) != std::string::npos) return g.peak[index];
+  }
+  return 0;
+}
+
+// FLOPs of one forward + backward (3x the forward's multiply-adds x 2), counting matrix products
+// only: projections, feed-forward, attention scores and weighted sums, and the vocabulary
+// projection. Element-wise work and the softmax are left out, as MFU conventions do.
+double ModelFlops(const proto::ModelConfig& m, int vocab, double batch, double s, double t) {
+  const double d = m.d_model(), f = m.d_ff(), layers = m.layers();
+  const double src = batch * s, tgt = batch * t;
+  const double encoder = layers * (src * (4 * d * d + 2 * d * f) + 2 * batch * s * s * d);
+  const double decoder = layers * (tgt * (4 * d * d + 2 * d * d + 2 * d * f) + src * 2 * d * d +
+                                   2 * batch * t * t * d + 2 * batch * t * s * d);
+  const double logits = tgt * d * vocab;
+  return 3 * 2 * (encoder + decoder + logits);
+}
+
+Batch FullBatch(int sentences, int len, int vocab) {
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int32_t> token(kNumReservedIds, vocab - 1);
+  Batch b;
+  b.sentences = sentences;
+  b.src_len = b.tgt_len = len;
+  const size_t n = static_cast<size_t>(sentences) * len;
+  b.src.resize(n);
+  b.tgt_in.resize(n);
+  b.tgt_out.resize(n);
+  for (int s = 0; s < sentences; ++s) {
+    for (int i = 0; i < len; ++i) {
+      const size_t at = static_cast<size_t>(s) * len + i;
+      b.src[at] = i == len - 1 ? kEosId : token(rng);
+      b.tgt_out[at] = i == len - 1 ? kEosId : token(rng);
+      b.tgt_in[at] = i == 0 ? kBosId : b.tgt_out[at - 1];
+    }
+  }
+  b.src_tokens = b.tgt_tokens = static_cast<int64_t>(n);
+  return b;
+}
+
+int Run(const BenchOptions& o) {
+  CudaBackendOptions bo;
+  bo.device = o.device;
+  bo.gemm_math = o.math;
+  auto created = CudaBackend::Create(bo);
+  if (!created.ok()) {
+    std::fprintf(stderr, "psformer_gpu_bench: %s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  CudaBackend& be = *created.value();
+  proto::ModelConfig config;  // the defaults are the base model
+  config.set_max_positions(std::max(o.len, 64));
+  Transformer<float> model(config, o.vocab, &be);
+  const size_t n = model.parameter_count();
+  std::vector<float> host(n);
+  std::mt19937_64 rng(2);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (float& p : host) p = normal(rng);
+  for (const ParamTensor& t : model.layout().tensors()) {
+    if (t.init == ParamInit::kOnes) std::fill(host.begin() + t.offset, host.begin() + t.offset + t.size(), 1.0f);
+  }
+  DeviceBuffer<float> params = be.Allocate<float>(n), grad = be.Allocate<float>(n);
+  params.Upload(host.data(), n);
+  const Batch batch = FullBatch(o.sentences, o.len, o.vocab);
+
+  std::vector<double> times;
+  double loss = 0;
+  for (int step = 1; step <= o.warmup + o.steps; ++step) {
+    be.Synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    const StepStats stats = model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0},
+                                                  grad.data());
+    be.Synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step > o.warmup) times.push_back(seconds);
+    loss = stats.loss_sum / std::max<int64_t>(1, stats.target_tokens);
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double flops = ModelFlops(config, o.vocab, o.sentences, o.len, o.len);
+  const double peak = o.peak_tflops > 0 ? o.peak_tflops : PeakTflops(be.device_name(), o.math);
+  const double tflops = flops / median / 1e12;
+  const DeviceMemoryStats& mem = be.memory_stats();
+  std::printf(
+      "impl=psformer-cuda gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
+      "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
+      be.device_name().c_str(), GemmMathName(o.math), n, o.sentences, o.len,
+      static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens), median * 1e3,
+      times.front() * 1e3, batch.tgt_tokens / median, tflops,
+      peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
+      mem.peak_reserved_bytes / double(1 << 30), loss);
+  return 0;
+}
+
+}  // namespace
+}  // namespace psformer
+
+int main(int argc, char** argv) {
+  auto options = psformer::ParseArgs(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "psformer_gpu_bench: %s\n", options.status().ToString().c_str());
+    return 2;
+  }
+  return psformer::Run(options.value());
+}

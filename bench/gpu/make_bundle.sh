@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds psformer with the CUDA backend and packs what a GPU machine needs to run the gpu tests
+# and the GPU benchmark: the binaries, these scripts, and the shared libraries they load that a
+# machine with the CUDA driver, nvcc and PyTorch but no Debian packages lacks (protobuf, zmq,
+# sentencepiece, openblas, boost, openmpi and what they pull in). glibc and the CUDA driver stay
+# out (the target provides them); the CUDA toolkit's runtime and cuBLAS go in only with
+# --with-cuda-libs (for a target whose toolkit is not CUDA 13).
+#
+# Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs]
+# Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, bench/gpu/; run OUT/bench/gpu/run_on_gpu.sh there.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build="$root/build-gpu"
+out=""
+cuda_libs=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) build=$(realpath -m "${2:?--build-dir wants a directory}"); shift 2 ;;
+    --out) out=$(realpath -m "${2:?--out wants a directory}"); shift 2 ;;
+    --with-cuda-libs) cuda_libs=1; shift ;;
+    *) echo "make_bundle.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+out="${out:-$build/bundle}"  # under build*/, which git ignores
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
+cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench cuda_backend_test cuda_model_test
+
+binaries=("$build/psformer" "$build/psformer_gpu_bench" "$build/tests/cuda_backend_test" "$build/tests/cuda_model_test")
+
+# Build into a temporary directory and move it into place at the end: no half-made bundle on failure.
+tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu"
+cp "${binaries[@]}" "$tmp/bin/"
+cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" "$tmp/bench/gpu/"
+
+# Libraries the target provides itself: glibc's, the driver's, and (unless asked) the toolkit's.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libcuda\.so)'
+toolkit='^(libcudart|libcublas|libcublasLt)\.so'
+for bin in "${binaries[@]}"; do
+  ldd "$bin" | awk '/=> \// { print $1, $3 }'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  if [[ "$name" =~ $toolkit && $cuda_libs -eq 0 ]]; then continue; fi
+  cp -L "$path" "$tmp/lib/$name"
+done
+
+rm -rf "$out"
+mv "$tmp" "$out"
+trap - EXIT
+echo "bundle: $out ($(du -sh "$out" | cut -f1)); libraries: $(ls "$out/lib" | wc -l)"
+echo "on the GPU machine: $out/bench/gpu/run_on_gpu.sh"

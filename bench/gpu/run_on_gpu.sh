@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine, from a bundle made by make_bundle.sh (or from a build tree with
+# --build-dir): the gpu-labelled tests, then the GPU benchmark of psformer's CUDA backend in each
+# math mode and the PyTorch reference (bf16 autocast) on the same model and batch, then a short
+# table of tokens per second, step time, MFU and peak memory.
+#
+# Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+bundle=$(cd "$here/../.." && pwd)
+steps=10
+tests=1
+bin="$bundle/bin"
+tests_dir="$bundle/bin"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) bin=$(realpath "${2:?--build-dir wants a directory}"); tests_dir="$bin/tests"; shift 2 ;;
+    --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
+    --skip-tests) tests=0; shift ;;
+    *) echo "run_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+if [[ -d "$bundle/lib" ]]; then export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+status=0
+if [[ $tests -eq 1 ]]; then
+  for t in cuda_backend_test cuda_model_test; do
+    echo "== $t"
+    "$tests_dir/$t" --gtest_brief=1 || status=1
+  done
+fi
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for math in bf16 tf32 fp32; do
+  echo "== psformer_gpu_bench --math $math"
+  "$bin/psformer_gpu_bench" --math "$math" --steps "$steps" | tee -a "$results" || status=1
+done
+echo "== pytorch_transformer.py --math bf16"
+python3 "$here/pytorch_transformer.py" --math bf16 --steps "$steps" | tee -a "$results" || status=1
+
+echo
+printf '%-28s %-5s %9s %14s %7s %8s %9s\n' implementation math step_ms tgt_tokens/s TFLOPS MFU peak_GiB
+while read -r line; do
+  field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<< "$line"; }
+  printf '%-28s %-5s %9s %14s %7s %8s %9s\n' "$(field impl)" "$(field math)" "$(field step_ms)" \
+    "$(field tgt_tokens_per_s)" "$(field tflops)" "$(field mfu)" "$(field peak_mem_gib)"
+done < "$results"
+exit $status

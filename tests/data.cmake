@@ -4,6 +4,7 @@ target_link_libraries(data_batch_dump PRIVATE psformer_worker)
 
 psformer_test(data_test unit
   SOURCES batch_builder_test.cc copy_task_test.cc length_bucket_sampler_test.cc corpus_file_test.cc
+          text_lines_test.cc
   LIBS psformer_worker)
 target_compile_definitions(data_test PRIVATE PSFORMER_DATA_BATCH_DUMP="$<TARGET_FILE:data_batch_dump>")
 add_dependencies(data_test data_batch_dump)

@@ -10,3 +10,4 @@ target_compile_definitions(data_test PRIVATE PSFORMER_DATA_BATCH_DUMP="$<TARGET_
 add_dependencies(data_test data_batch_dump)
 
 psformer_test(prepare_test integration SOURCES prepare_test.cc LIBS psformer_worker)
+psformer_test(bible_corpus_test integration SOURCES bible_corpus_test.cc LIBS psformer_common)

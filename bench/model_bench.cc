@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
       // The same with the paper's vocabulary size: the output projection dominates.
       {"base layer (N=1, d=512, d_ff=2048, h=8, V=37000)", 1, 512, 2048, 8, 37000, 64, 32, 32},
   };
-  std::printf("| model | parameters | batch (sentences x (src + tgt len)) | threads | step | tgt tokens/s | "
-              "src+tgt tokens/s |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | parameters | batch (sentences x (src + tgt len)) | threads | step | tgt tokens/s | "
+      "src+tgt tokens/s |\n|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     for (int threads : {1, 2}) psformer::Run(c, threads, seconds);
   }

@@ -76,9 +76,9 @@ struct DropoutKey {
 
 // Whether element `element` of dropout site `tensor` is kept, with drop probability p.
 PSF_HOST_DEVICE inline bool DropoutKeep(const DropoutKey& key, uint32_t tensor, uint64_t element, float p) {
-  const PhiloxCounter out = Philox4x32_10(
-      PhiloxCounter{{static_cast<uint32_t>(element >> 2), tensor, key.step, key.worker}},
-      PhiloxKey{{static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)}});
+  const PhiloxCounter out =
+      Philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(element >> 2), tensor, key.step, key.worker}},
+                    PhiloxKey{{static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)}});
   return PhiloxUniform(out.v[element & 3]) >= p;
 }
 

@@ -47,7 +47,8 @@ TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
 TEST(CopyTraining, ResumeContinuesFromTheSavedState) {
   TempDir dir;
   const std::string run = dir.File("run");
-  const std::string quick = "train --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
+  const std::string quick =
+      "train --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
   ASSERT_EQ(RunPsformer(quick + "--set training.max_steps=10 --run-dir " + run).exit_status, 0);
   auto r = RunPsformer(quick + "--set training.max_steps=20 --resume --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;

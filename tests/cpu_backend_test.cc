@@ -1,12 +1,13 @@
 // The CPU backend's thread pool and the properties the model relies on: every index visited
 // exactly once, and loop results independent of the thread count.
+#include "worker/backend/cpu_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <random>
 #include <vector>
 
-#include "worker/backend/cpu_backend.h"
 #include "worker/backend/thread_pool.h"
 
 namespace psformer {

@@ -20,7 +20,8 @@ proto::JobConfig TinyCopyConfig() {
     batching { src_tokens_per_step: 160 tgt_tokens_per_step: 160 }
     cluster { threads_per_process: 2 }
     training { seed: 5 }
-  )", "tiny-copy");
+  )",
+                                "tiny-copy");
   EXPECT_TRUE(config.ok()) << config.status().message();
   FillDefaults(&config.value());
   EXPECT_TRUE(ValidateConfig(*config).ok());

@@ -1,12 +1,13 @@
 // SHA-256 on the FIPS 180-2 vectors; model files, trainer states and metrics lines: round trips
 // and clear errors for truncated, corrupt or foreign files.
+#include "common/model_file.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
 #include "common/metrics_log.h"
-#include "common/model_file.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "common/sha256.h"

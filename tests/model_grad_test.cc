@@ -150,8 +150,7 @@ TEST(GradCrossEntropy, MatchesFiniteDifferencesAndSkipsPadding) {
   const std::vector<int32_t> targets = {4, kPadId, 8, 5, kPadId, 7};
   Vec loss_rows(rows), correct(rows), dlogits(logits.size());
   auto loss = [&] {
-    be.CrossEntropy(rows, vocab, 0.1, logits.data(), targets.data(), kPadId, loss_rows.data(), correct.data(),
-                    nullptr);
+    be.CrossEntropy(rows, vocab, 0.1, logits.data(), targets.data(), kPadId, loss_rows.data(), correct.data(), nullptr);
     return be.Sum(rows, loss_rows.data());
   };
   be.CrossEntropy(rows, vocab, 0.1, logits.data(), targets.data(), kPadId, loss_rows.data(), correct.data(),

@@ -73,7 +73,8 @@ inline Batch RandomBatch(std::mt19937_64& rng, int sentences, int src_len, int t
 // `indices`, perturbing x[i] in place. The relative error is |a - n| / max(|a|, |n|, floor).
 // The floor is there for entries that are zero in exact arithmetic (the key bias, whose gradient
 // vanishes because softmax ignores a constant shift): there the difference quotient is rounding
-// noise of about eps * |f| / h ~ 1e-9, so such entries are held to |a - n| < 1e-6 * floor. Returns the largest relative error and reports it with `what`.
+// noise of about eps * |f| / h ~ 1e-9, so such entries are held to |a - n| < 1e-6 * floor. Returns the largest relative
+// error and reports it with `what`.
 inline double MaxGradientError(const std::string& what, std::vector<double>* x, const std::vector<double>& analytic,
                                const std::vector<size_t>& indices, const std::function<double()>& f,
                                double floor = 1e-2, double h = 1e-5) {

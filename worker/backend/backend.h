@@ -35,11 +35,13 @@ template <typename T>
 class Backend : public DeviceMemory {
  public:
   template <typename E>
-  DeviceBuffer<E> Allocate(size_t n) { return DeviceBuffer<E>(this, n); }
+  DeviceBuffer<E> Allocate(size_t n) {
+    return DeviceBuffer<E>(this, n);
+  }
 
   // ---- Matrix products ----
-  virtual void Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b,
-                    int ldb, T beta, T* c, int ldc) = 0;
+  virtual void Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+                    T beta, T* c, int ldc) = 0;
   // `batch` independent GEMMs; matrix i starts at a + i*stride_a (likewise b, c).
   virtual void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda,
                                   int64_t stride_a, const T* b, int ldb, int64_t stride_b, T beta, T* c, int ldc,
@@ -50,11 +52,10 @@ class Backend : public DeviceMemory {
   // 0) when key_tokens[b, j] == pad_id, and, if causal, when j > query index. A row with every key
   // masked gets all-zero probabilities. scores, probs: (batch, heads, queries, keys);
   // key_tokens: (batch, keys).
-  virtual void MaskedSoftmaxForward(const AttentionShape& shape, T scale, const T* scores,
-                                    const int32_t* key_tokens, int32_t pad_id, bool causal, T* probs) = 0;
+  virtual void MaskedSoftmaxForward(const AttentionShape& shape, T scale, const T* scores, const int32_t* key_tokens,
+                                    int32_t pad_id, bool causal, T* probs) = 0;
   // dscores = scale * probs * (dprobs - sum_j probs * dprobs), row by row. Shapes as above.
-  virtual void SoftmaxBackward(const AttentionShape& shape, T scale, const T* probs, const T* dprobs,
-                               T* dscores) = 0;
+  virtual void SoftmaxBackward(const AttentionShape& shape, T scale, const T* probs, const T* dprobs, T* dscores) = 0;
   // Copies columns [column, column + heads*head_dim) of x (batch*len rows, leading dimension ld)
   // into out (batch, heads, len, head_dim).
   virtual void SplitHeads(const T* x, int ld, int column, int batch, int len, int heads, int head_dim, T* out) = 0;
@@ -63,8 +64,8 @@ class Backend : public DeviceMemory {
 
   // ---- Layer normalisation over the last dimension (rows, dim) ----
   // y = gamma * (x - mean) * rstd + beta; mean, rstd: (rows), kept for the backward.
-  virtual void LayerNormForward(int rows, int dim, T epsilon, const T* x, const T* gamma, const T* beta, T* y,
-                                T* mean, T* rstd) = 0;
+  virtual void LayerNormForward(int rows, int dim, T epsilon, const T* x, const T* gamma, const T* beta, T* y, T* mean,
+                                T* rstd) = 0;
   // dx = gradient w.r.t. x (overwritten); dgamma, dbeta accumulate.
   virtual void LayerNormBackward(int rows, int dim, const T* dy, const T* x, const T* gamma, const T* mean,
                                  const T* rstd, T* dx, T* dgamma, T* dbeta) = 0;
@@ -72,14 +73,12 @@ class Backend : public DeviceMemory {
   // ---- Dropout (masks from common/philox.h, reproducible on every backend) ----
   // mask[i] = keep ? 1/(1-p) : 0 for element i of site `tensor`; y = x * mask. p == 0 gives mask 1.
   // x and y may alias.
-  virtual void DropoutForward(size_t n, float p, const DropoutKey& key, uint32_t tensor, const T* x, T* y,
-                              T* mask) = 0;
+  virtual void DropoutForward(size_t n, float p, const DropoutKey& key, uint32_t tensor, const T* x, T* y, T* mask) = 0;
 
   // ---- Embeddings ----
   // out (n, dim) = scale * table[ids[i]] (+ positional encoding of position i % len when len > 0:
   // PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(same)).
-  virtual void EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len,
-                                T* out) = 0;
+  virtual void EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len, T* out) = 0;
   // dtable[ids[i]] += scale * dout[i], summed in token order (deterministic).
   virtual void EmbeddingBackward(size_t n, int dim, const T* dout, const int32_t* ids, T scale, T* dtable) = 0;
 
@@ -110,8 +109,8 @@ class Backend : public DeviceMemory {
   // argmax == target, first maximum wins), and, when dlogits is not null, the gradient of the
   // summed loss: dlogits = softmax - ((1-eps) onehot + eps/vocab), zero on pad rows. dlogits may
   // alias logits.
-  virtual void CrossEntropy(int rows, int vocab, T epsilon, const T* logits, const int32_t* targets,
-                            int32_t pad_id, T* loss, T* correct, T* dlogits) = 0;
+  virtual void CrossEntropy(int rows, int vocab, T epsilon, const T* logits, const int32_t* targets, int32_t pad_id,
+                            T* loss, T* correct, T* dlogits) = 0;
 };
 
 }  // namespace psformer

@@ -95,8 +95,8 @@ void CpuBackend<T>::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n,
 }
 
 template <typename T>
-void CpuBackend<T>::MaskedSoftmaxForward(const AttentionShape& s, T scale, const T* scores,
-                                         const int32_t* key_tokens, int32_t pad_id, bool causal, T* probs) {
+void CpuBackend<T>::MaskedSoftmaxForward(const AttentionShape& s, T scale, const T* scores, const int32_t* key_tokens,
+                                         int32_t pad_id, bool causal, T* probs) {
   const int64_t rows = static_cast<int64_t>(s.batch) * s.heads * s.queries;
   const int keys = s.keys;
   For(rows, rows * keys, [&](int64_t begin, int64_t end) {
@@ -273,8 +273,7 @@ const T* CpuBackend<T>::PositionalEncoding(int len, int dim) {
 }
 
 template <typename T>
-void CpuBackend<T>::EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len,
-                                     T* out) {
+void CpuBackend<T>::EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len, T* out) {
   const T* pe = len > 0 ? PositionalEncoding(len, dim) : nullptr;
   For(static_cast<int64_t>(n), n * dim, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -303,9 +302,9 @@ void CpuBackend<T>::EmbeddingBackward(size_t n, int dim, const T* dout, const in
 }
 
 // An elementwise loop over i in [0, n), parallel when n is large enough.
-#define PSF_FOR_EACH_ELEMENT(n, statement)                                                 \
-  For(static_cast<int64_t>(n), n, [&](int64_t begin, int64_t end) {                                \
-    for (int64_t i = begin; i < end; ++i) statement;                                               \
+#define PSF_FOR_EACH_ELEMENT(n, statement)                          \
+  For(static_cast<int64_t>(n), n, [&](int64_t begin, int64_t end) { \
+    for (int64_t i = begin; i < end; ++i) statement;                \
   })
 
 template <typename T>

@@ -27,8 +27,8 @@ class CpuBackend final : public Backend<T> {
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   void Synchronize() override {}
 
-  void Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
-            T beta, T* c, int ldc) override;
+  void Gemm(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+            T* c, int ldc) override;
   void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda,
                           int64_t stride_a, const T* b, int ldb, int64_t stride_b, T beta, T* c, int ldc,
                           int64_t stride_c, int batch) override;
@@ -41,8 +41,7 @@ class CpuBackend final : public Backend<T> {
                         T* rstd) override;
   void LayerNormBackward(int rows, int dim, const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
                          T* dx, T* dgamma, T* dbeta) override;
-  void DropoutForward(size_t n, float p, const DropoutKey& key, uint32_t tensor, const T* x, T* y,
-                      T* mask) override;
+  void DropoutForward(size_t n, float p, const DropoutKey& key, uint32_t tensor, const T* x, T* y, T* mask) override;
   void EmbeddingForward(size_t n, int dim, const T* table, const int32_t* ids, T scale, int len, T* out) override;
   void EmbeddingBackward(size_t n, int dim, const T* dout, const int32_t* ids, T scale, T* dtable) override;
   void Fill(size_t n, T value, T* x) override;

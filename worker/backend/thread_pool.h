@@ -35,10 +35,10 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_, done_;
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;  // GUARDED_BY(mu_)
-  int64_t n_ = 0;                                                 // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;                                       // GUARDED_BY(mu_)
-  int pending_ = 0;                                               // GUARDED_BY(mu_)
-  bool stop_ = false;                                             // GUARDED_BY(mu_)
+  int64_t n_ = 0;                                                // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;                                      // GUARDED_BY(mu_)
+  int pending_ = 0;                                              // GUARDED_BY(mu_)
+  bool stop_ = false;                                            // GUARDED_BY(mu_)
 };
 
 }  // namespace psformer

@@ -27,8 +27,8 @@ MultiHeadAttention<T>::MultiHeadAttention(Backend<T>* backend, const ParamLayout
 }
 
 template <typename T>
-const T* MultiHeadAttention<T>::Forward(const T* params, const T* x, const T* memory, int batch, int queries,
-                                        int keys, const int32_t* key_tokens, const DropoutKey* key) {
+const T* MultiHeadAttention<T>::Forward(const T* params, const T* x, const T* memory, int batch, int queries, int keys,
+                                        const int32_t* key_tokens, const DropoutKey* key) {
   x_ = x;
   memory_ = memory;
   batch_ = batch;
@@ -105,8 +105,8 @@ void MultiHeadAttention<T>::Backward(const T* params, const T* dout, T* dx, T* d
   // dQ = dS K; dK = dS^T Q.
   be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, queries, hd, keys, T(1), dscores, keys, ss, k_.data(), hd, sk,
                          T(0), dq, hd, sq, batch * h);
-  be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, keys, hd, queries, T(1), dscores, keys, ss, q_.data(), hd,
-                         sq, T(0), dk, hd, sk, batch * h);
+  be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, keys, hd, queries, T(1), dscores, keys, ss, q_.data(), hd, sq,
+                         T(0), dk, hd, sk, batch * h);
 
   if (kind_ == AttentionKind::kCross) {
     T* dpq = dproj_q_.Reserve(be, static_cast<size_t>(nq) * d);

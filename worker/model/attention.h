@@ -46,24 +46,24 @@ class MultiHeadAttention {
   const T* x_ = nullptr;
   const T* memory_ = nullptr;
   int batch_ = 0, queries_ = 0, keys_ = 0;
-  DeviceBuffer<T> proj_q_;     // self: qkv (batch*queries, 3d); cross: q (batch*queries, d)
-  DeviceBuffer<T> proj_kv_;    // cross: kv (batch*keys, 2d)
-  DeviceBuffer<T> q_;          // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> k_, v_;      // (batch, heads, keys, head_dim)
-  DeviceBuffer<T> probs_;      // (batch, heads, queries, keys)
+  DeviceBuffer<T> proj_q_;         // self: qkv (batch*queries, 3d); cross: q (batch*queries, d)
+  DeviceBuffer<T> proj_kv_;        // cross: kv (batch*keys, 2d)
+  DeviceBuffer<T> q_;              // (batch, heads, queries, head_dim)
+  DeviceBuffer<T> k_, v_;          // (batch, heads, keys, head_dim)
+  DeviceBuffer<T> probs_;          // (batch, heads, queries, keys)
   const T* used_probs_ = nullptr;  // probs_ after dropout
-  DeviceBuffer<T> context_;    // (batch*queries, d): heads merged
-  DeviceBuffer<T> out_;        // (batch*queries, d)
+  DeviceBuffer<T> context_;        // (batch*queries, d): heads merged
+  DeviceBuffer<T> out_;            // (batch*queries, d)
 
   // Backward scratch.
-  DeviceBuffer<T> dcontext_;   // (batch*queries, d)
-  DeviceBuffer<T> dctx_heads_; // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> dprobs_;     // (batch, heads, queries, keys); then the scores' gradient
-  DeviceBuffer<T> dscores_;    // (batch, heads, queries, keys)
-  DeviceBuffer<T> dq_;         // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> dk_, dv_;    // (batch, heads, keys, head_dim)
-  DeviceBuffer<T> dproj_q_;    // like proj_q_
-  DeviceBuffer<T> dproj_kv_;   // like proj_kv_
+  DeviceBuffer<T> dcontext_;    // (batch*queries, d)
+  DeviceBuffer<T> dctx_heads_;  // (batch, heads, queries, head_dim)
+  DeviceBuffer<T> dprobs_;      // (batch, heads, queries, keys); then the scores' gradient
+  DeviceBuffer<T> dscores_;     // (batch, heads, queries, keys)
+  DeviceBuffer<T> dq_;          // (batch, heads, queries, head_dim)
+  DeviceBuffer<T> dk_, dv_;     // (batch, heads, keys, head_dim)
+  DeviceBuffer<T> dproj_q_;     // like proj_q_
+  DeviceBuffer<T> dproj_kv_;    // like proj_kv_
 };
 
 }  // namespace psformer

@@ -28,13 +28,12 @@ DecoderLayer<T>::DecoderLayer(Backend<T>* backend, const ParamLayout& layout, co
            LayerSite(config.layers() + index, kSiteFfnRelu)) {}
 
 template <typename T>
-const T* DecoderLayer<T>::Forward(const T* params, const T* y, const int32_t* tgt_tokens, int tgt_len,
-                                  const T* memory, const int32_t* src_tokens, int src_len, int batch,
-                                  const DropoutKey* key) {
+const T* DecoderLayer<T>::Forward(const T* params, const T* y, const int32_t* tgt_tokens, int tgt_len, const T* memory,
+                                  const int32_t* src_tokens, int src_len, int batch, const DropoutKey* key) {
   rows_ = batch * tgt_len;
   const T* in = self_norm_.SublayerInput(params, y, rows_);
-  const T* h1 = self_norm_.Output(
-      params, self_attn_.Forward(params, in, in, batch, tgt_len, tgt_len, tgt_tokens, key), key);
+  const T* h1 =
+      self_norm_.Output(params, self_attn_.Forward(params, in, in, batch, tgt_len, tgt_len, tgt_tokens, key), key);
   const T* in2 = cross_norm_.SublayerInput(params, h1, rows_);
   const T* h2 = cross_norm_.Output(
       params, cross_attn_.Forward(params, in2, memory, batch, tgt_len, src_len, src_tokens, key), key);

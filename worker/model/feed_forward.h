@@ -30,10 +30,10 @@ class FeedForward {
   Dropout<T> relu_dropout_;
   const T* x_ = nullptr;
   int rows_ = 0;
-  DeviceBuffer<T> hidden_;     // (rows, f): ReLU output
+  DeviceBuffer<T> hidden_;          // (rows, f): ReLU output
   const T* used_hidden_ = nullptr;  // hidden_ after dropout
-  DeviceBuffer<T> out_;        // (rows, d)
-  DeviceBuffer<T> dhidden_;    // (rows, f)
+  DeviceBuffer<T> out_;             // (rows, d)
+  DeviceBuffer<T> dhidden_;         // (rows, f)
 };
 
 }  // namespace psformer

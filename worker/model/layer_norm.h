@@ -29,8 +29,8 @@ class LayerNorm {
   uint64_t gamma_, beta_;  // offsets in the flat vector
   const T* x_ = nullptr;   // (rows, d)
   int rows_ = 0;
-  DeviceBuffer<T> y_;             // (rows, d)
-  DeviceBuffer<T> mean_, rstd_;   // (rows)
+  DeviceBuffer<T> y_;            // (rows, d)
+  DeviceBuffer<T> mean_, rstd_;  // (rows)
 };
 
 }  // namespace psformer

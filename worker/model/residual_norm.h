@@ -41,9 +41,9 @@ class ResidualNorm {
   const T* x_ = nullptr;   // (rows, d)
   const T* dy_ = nullptr;  // (rows, d)
   int rows_ = 0;
-  DeviceBuffer<T> sum_;    // (rows, d): post-LN x + dropout(sub); pre-LN the output
-  DeviceBuffer<T> dsum_;   // (rows, d): post-LN gradient w.r.t. sum_
-  DeviceBuffer<T> dx_;     // (rows, d)
+  DeviceBuffer<T> sum_;   // (rows, d): post-LN x + dropout(sub); pre-LN the output
+  DeviceBuffer<T> dsum_;  // (rows, d): post-LN gradient w.r.t. sum_
+  DeviceBuffer<T> dx_;    // (rows, d)
 };
 
 }  // namespace psformer

@@ -97,8 +97,8 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
            T(1), grad + embedding_, d_);
   T* dy = ddecoder_out_.Reserve(be, nt * d_);
-  be->Gemm(Transpose::kNo, Transpose::kNo, static_cast<int>(nt), d_, vocab_, T(1), dlogits, vocab_,
-           params + embedding_, d_, T(0), dy, d_);
+  be->Gemm(Transpose::kNo, Transpose::kNo, static_cast<int>(nt), d_, vocab_, T(1), dlogits, vocab_, params + embedding_,
+           d_, T(0), dy, d_);
   const T* d = dy;
   if (pre_ln_) {
     T* dfinal = dfinal_.Reserve(be, std::max(ns, nt) * d_);

@@ -54,8 +54,8 @@ StepReport LocalTrainer::Step() {
       }
     }
     const AdamHyper hyper{config_.optimizer().beta1(), config_.optimizer().beta2(), config_.optimizer().epsilon()};
-    AdamUpdateParallel(hyper, report.step, report.lr, n, grad_.data(), params_.data(), adam_m_.data(),
-                       adam_v_.data(), backend_.threads());
+    AdamUpdateParallel(hyper, report.step, report.lr, n, grad_.data(), params_.data(), adam_m_.data(), adam_v_.data(),
+                       backend_.threads());
   }
   step_ = report.step;
   return report;
@@ -145,7 +145,8 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     PSF_RETURN_IF_ERROR(trainer.Restore(state).WithContext(state_path));
     PSF_LOG(Info) << "resuming from " << state_path << " at step " << trainer.step();
   }
-  PSF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsLog> metrics, MetricsLog::Open((fs::path(dir) / "metrics.jsonl").string()));
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsLog> metrics,
+                       MetricsLog::Open((fs::path(dir) / "metrics.jsonl").string()));
   PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
                 << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;
 

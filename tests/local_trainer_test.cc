@@ -36,13 +36,13 @@ TEST(LocalTrainer, SaveThenResumeGivesBitIdenticalLosses) {
 
   LocalTrainer straight(config, source->get());
   std::vector<double> straight_losses;
-  for (int i = 0; i < kSteps; ++i) straight_losses.push_back(straight.Step().stats.loss_sum);
+  for (int i = 0; i < kSteps; ++i) straight_losses.push_back(straight.Step()->stats.loss_sum);
 
   testing::TempDir dir;
   const std::string path = dir.File("trainer_state.bin");
   {
     LocalTrainer first(config, source->get());
-    for (int i = 0; i < kSaveAt; ++i) EXPECT_EQ(first.Step().stats.loss_sum, straight_losses[i]);
+    for (int i = 0; i < kSaveAt; ++i) EXPECT_EQ(first.Step()->stats.loss_sum, straight_losses[i]);
     ASSERT_TRUE(WriteTrainerState(path, first.State()).ok());
   }
   auto state = ReadTrainerState(path);
@@ -51,7 +51,7 @@ TEST(LocalTrainer, SaveThenResumeGivesBitIdenticalLosses) {
   ASSERT_TRUE(resumed.Restore(*state).ok());
   EXPECT_EQ(resumed.step(), kSaveAt);
   for (int i = kSaveAt; i < kSteps; ++i) {
-    const StepReport r = resumed.Step();
+    const StepReport r = *resumed.Step();
     EXPECT_EQ(r.step, i + 1);
     // Bitwise: the same batch, dropout masks, arithmetic order and Adam state.
     EXPECT_EQ(r.stats.loss_sum, straight_losses[i]) << "step " << r.step;
@@ -77,12 +77,25 @@ TEST(LocalTrainer, LearnsTheCopyTaskALittle) {
   auto source = MakeBatchSource(config);
   ASSERT_TRUE(source.ok());
   LocalTrainer trainer(config, source->get());
-  const ValidReport before = trainer.Validate();
-  for (int i = 0; i < 60; ++i) trainer.Step();
-  const ValidReport after = trainer.Validate();
+  const ValidReport before = *trainer.Validate();
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(trainer.Step().ok());
+  const ValidReport after = *trainer.Validate();
   EXPECT_GT(before.tokens, 0);
   EXPECT_LT(after.loss, before.loss - 0.3) << "before " << before.loss << " after " << after.loss;
   EXPECT_GT(after.accuracy, before.accuracy);
+}
+
+TEST(LocalTrainer, ABatchLongerThanMaxPositionsIsAnErrorNotACrash) {
+  proto::JobConfig config = TinyCopyConfig();
+  auto source = MakeBatchSource(config);  // sentences up to 7 tokens + eos
+  ASSERT_TRUE(source.ok());
+  config.mutable_model()->set_max_positions(4);  // as if the data had been prepared for a longer model
+  LocalTrainer trainer(config, source->get());
+  auto step = trainer.Step();
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("model.max_positions (4)"), std::string::npos) << step.status().message();
+  EXPECT_EQ(trainer.step(), 0);
+  EXPECT_FALSE(trainer.Validate().ok());
 }
 
 }  // namespace

@@ -31,10 +31,25 @@ LocalTrainer::LocalTrainer(const proto::JobConfig& config, BatchSource* source)
   device_grad_ = backend_.Allocate<float>(n);
 }
 
-StepReport LocalTrainer::Step() {
+namespace {
+
+Status CheckBatchFits(const Batch& batch, const proto::ModelConfig& model, const std::string& what) {
+  const int longest = std::max(batch.src_len, batch.tgt_len);
+  if (longest > model.max_positions()) {
+    return Status::InvalidArgument(what + " holds a sentence of " + std::to_string(longest) +
+                                   " tokens, more than model.max_positions (" + std::to_string(model.max_positions()) +
+                                   ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<StepReport> LocalTrainer::Step() {
   StepReport report;
   report.step = step_ + 1;
   const Batch batch = source_->TrainBatch(report.step, 0, 1);
+  PSF_RETURN_IF_ERROR(CheckBatchFits(batch, config_.model(), "the batch of step " + std::to_string(report.step)));
   const size_t n = params_.size();
   device_params_.Upload(params_.data(), n);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(report.step), 0};
@@ -61,8 +76,11 @@ StepReport LocalTrainer::Step() {
   return report;
 }
 
-ValidReport LocalTrainer::Validate() {
+StatusOr<ValidReport> LocalTrainer::Validate() {
   ValidReport report;
+  for (const Batch& batch : source_->ValidBatches()) {
+    PSF_RETURN_IF_ERROR(CheckBatchFits(batch, config_.model(), "a validation batch"));
+  }
   device_params_.Upload(params_.data(), params_.size());
   double loss = 0;
   int64_t correct = 0;
@@ -116,7 +134,7 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 }
 
 Status Validate(LocalTrainer* trainer, MetricsLog* metrics, ValidReport* report) {
-  *report = trainer->Validate();
+  PSF_ASSIGN_OR_RETURN(*report, trainer->Validate());
   PSF_LOG(Info) << "step " << trainer->step() << " valid_loss " << report->loss << " valid_accuracy "
                 << report->accuracy;
   MetricsLine line;
@@ -159,7 +177,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   int64_t last_validated = -1;
   ValidReport valid;
   while (trainer.step() < t.max_steps()) {
-    const StepReport r = trainer.Step();
+    PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
     interval_loss += r.stats.loss_sum;
     interval_tokens += r.stats.target_tokens;
     total_tokens += r.stats.target_tokens;

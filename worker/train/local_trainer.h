@@ -38,10 +38,11 @@ class LocalTrainer {
   // REQUIRES: a validated config; `source` outlives the trainer.
   LocalTrainer(const proto::JobConfig& config, BatchSource* source);
 
-  // Trains step() + 1.
-  StepReport Step();
-  // Evaluates the validation batches (no dropout).
-  ValidReport Validate();
+  // Trains step() + 1. Fails (changing nothing) when the batch is longer than
+  // model.max_positions: a corpus prepared with a larger data.max_length than the model accepts.
+  StatusOr<StepReport> Step();
+  // Evaluates the validation batches (no dropout); fails like Step on a too-long batch.
+  StatusOr<ValidReport> Validate();
 
   int64_t step() const { return step_; }
   const std::vector<float>& params() const { return params_; }

@@ -34,6 +34,7 @@ tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu"
 cp "${binaries[@]}" "$tmp/bin/"
+strip --strip-debug "$tmp"/bin/*  # debug info is most of their size
 cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" "$tmp/bench/gpu/"
 
 # Libraries the target provides itself: glibc's, the driver's, and (unless asked) the toolkit's.

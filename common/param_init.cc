@@ -10,9 +10,9 @@ namespace psformer {
 namespace {
 
 PhiloxCounter Draw(uint64_t seed, uint64_t index) {
-  return Philox4x32_10(
-      PhiloxCounter{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), kParamInitStream, 0}},
-      PhiloxKey{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
+  return Philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                                      kParamInitStream, kParamInitWord3}},
+                       PhiloxKey{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
 }
 
 // Uniform in (0, 1] with 32 random bits, so that log() below is finite.

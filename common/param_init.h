@@ -1,7 +1,7 @@
 // Initial values of the flat parameter vector (common/param_layout.h says which ParamInit each
 // tensor takes). Every element is a pure function of (seed, element index), drawn from Philox
 // (common/philox.h) with key = seed and counter = (index low 32 bits, index high 32 bits,
-// kParamInitStream, 0), so parameter servers can initialise their own shards independently and
+// kParamInitStream, kParamInitWord3), so parameter servers can initialise their own shards independently and
 // the union equals initialising the whole vector in one piece.
 //   kXavierUniform:   a * (2u - 1), a = sqrt(6 / (rows + cols)), u = uniform(word 0)
 //   kEmbeddingNormal: d_model^-0.5 * Box-Muller(uniform(word 0), uniform(word 1))
@@ -15,9 +15,10 @@
 
 namespace psformer {
 
-// Separates the initialisation stream from the dropout streams (which use counter word 1 for
-// small tensor ids).
+// Counter words 2 and 3 of the initialisation stream. Dropout counters hold (step, worker) there
+// (common/philox.h) and no worker has index 0xFFFFFFFF, so the two never share a counter.
 constexpr uint32_t kParamInitStream = 0x1A17u;
+constexpr uint32_t kParamInitWord3 = 0xFFFFFFFFu;
 
 // Fills out[0 .. end-begin) with elements [begin, end) of the initial parameter vector.
 // REQUIRES: begin <= end <= layout.total_size().

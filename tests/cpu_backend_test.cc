@@ -8,7 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "tests/model_test_util.h"
 #include "worker/backend/thread_pool.h"
+#include "worker/model/transformer.h"
 
 namespace psformer {
 namespace {
@@ -68,6 +70,34 @@ TEST(CpuBackend, MaskedSoftmaxIgnoresPaddingAndTheFuture) {
   EXPECT_NEAR(probs[3], 1.0 / (1.0 + std::exp(1.0)), 1e-15);
   EXPECT_DOUBLE_EQ(probs[8], 0.0);  // padding, though not in the future
   EXPECT_NEAR(probs[6] + probs[7], 1.0, 1e-15);
+}
+
+// Counts device allocations, to check the model's workspace contract.
+class CountingBackend : public CpuBackend<float> {
+ public:
+  CountingBackend() : CpuBackend<float>(1) {}
+  void* AllocateBytes(size_t bytes) override {
+    ++allocations;
+    return CpuBackend<float>::AllocateBytes(bytes);
+  }
+  int allocations = 0;
+};
+
+TEST(Transformer, AllocatesNothingOnceBatchShapesRepeat) {
+  CountingBackend be;
+  const auto config = testing::SmallModel(2, 16, 32, 2, true, 0.1f);
+  Transformer<float> model(config, 13, &be);
+  std::vector<float> params(model.parameter_count(), 0.01f), grad(params.size());
+  std::mt19937_64 rng(4);
+  const Batch big = testing::RandomBatch(rng, 4, 9, 8, 13);
+  const Batch small = testing::RandomBatch(rng, 3, 5, 6, 13);
+  model.ForwardBackward(params.data(), big, DropoutKey{1, 1, 0}, grad.data());
+  EXPECT_GT(be.allocations, 0);
+  be.allocations = 0;
+  model.ForwardBackward(params.data(), big, DropoutKey{1, 2, 0}, grad.data());
+  model.ForwardBackward(params.data(), small, DropoutKey{1, 3, 0}, grad.data());
+  model.Evaluate(params.data(), small);
+  EXPECT_EQ(be.allocations, 0);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace psformer {
 
 template <typename T>
-class CpuBackend final : public Backend<T> {
+class CpuBackend : public Backend<T> {
  public:
   // threads: worker threads for loops and OpenBLAS (0 = every core).
   explicit CpuBackend(int threads = 0);

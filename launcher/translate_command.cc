@@ -1,13 +1,106 @@
-// `psformer translate`. Not built yet: it says so and exits non-zero.
+// `psformer translate`: reads sentences from stdin, one a line, and writes their translations to
+// stdout in the same order. SentencePiece turns text into the model's ids and back; sentences are
+// batched by length (--batch-tokens) and decoded with batched beam search (worker/decode). Output
+// is written only once every line has translated, so a failure leaves none behind.
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/model_file.h"
 #include "launcher/command_line.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/data/subword_vocabulary.h"
+#include "worker/decode/beam_search.h"
+#include "worker/decode/length_batches.h"
 
 namespace psformer {
 
 int RunTranslateCommand(const Args& args) {
   po::options_description options("translate options");
-  ParsedOptions parsed = ParseOptions("translate", "[options]", args, options);
+  BeamSearchOptions beam;
+  int batch_tokens = 0, threads = 0;
+  // clang-format off
+  options.add_options()
+      ("model", po::value<std::string>()->required(), "model file (RUN_DIR/model.bin or psformer average's output)")
+      ("spm", po::value<std::string>()->required(), "SentencePiece model the model was trained with (spm.model)")
+      ("beam", po::value<int>(&beam.beam)->default_value(4), "beam size (1 = greedy)")
+      ("alpha", po::value<double>(&beam.alpha)->default_value(0.6), "length penalty ((5 + |Y|) / 6)^alpha")
+      ("max-len-a", po::value<double>(&beam.max_len_a)->default_value(1.0),
+       "maximum output length = a * source length + b (subword tokens)")
+      ("max-len-b", po::value<int>(&beam.max_len_b)->default_value(50), "see --max-len-a")
+      ("batch-tokens", po::value<int>(&batch_tokens)->default_value(2048),
+       "source tokens (with padding) per batch; sentences are batched by length")
+      ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core)");
+  // clang-format on
+  const std::string usage = "--model M --spm SPM [options] < input > output";
+  const po::positional_options_description no_positional;
+  ParsedOptions parsed = ParseOptions("translate", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
-  return ReportError("translate", "this subcommand is not built yet");
+  Status valid = ValidateBeamSearchOptions(beam);
+  if (valid.ok() && batch_tokens < 1) valid = Status::InvalidArgument("--batch-tokens must be at least 1");
+  if (valid.ok() && threads < 0) valid = Status::InvalidArgument("--threads must be >= 0");
+  if (!valid.ok()) {
+    std::cerr << "psformer translate: error: " << valid.message() << "\nusage: psformer translate " << usage
+              << "  (see --help)\n";
+    return 2;
+  }
+
+  const std::string model_path = parsed.values["model"].as<std::string>();
+  const std::string spm_path = parsed.values["spm"].as<std::string>();
+  auto model = ReadModelFile(model_path);
+  if (!model.ok()) return ReportError("translate", model.status());
+  auto vocabulary = SubwordVocabulary::FromFile(spm_path);
+  if (!vocabulary.ok()) return ReportError("translate", vocabulary.status());
+  if (vocabulary->size() != model->vocab_size) {
+    return ReportError("translate", "vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary->size()) +
+                                        " pieces but " + model_path + " was trained with a vocabulary of " +
+                                        std::to_string(model->vocab_size));
+  }
+
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));
+  if (std::cin.bad()) return ReportError("translate", "cannot read standard input");
+  const int max_source = model->model.max_positions() - 1;
+  std::vector<std::vector<int32_t>> sources(lines.size());
+  std::vector<int> lengths(lines.size());
+  int truncated = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int> ids;
+    Status encoded = vocabulary->Encode(lines[i], &ids);
+    if (!encoded.ok()) return ReportError("translate", "line " + std::to_string(i + 1) + ": " + encoded.message());
+    // The model has no positions beyond max_positions: keep the start of an overlong line.
+    if (static_cast<int>(ids.size()) > max_source) {
+      ids.resize(max_source);
+      ++truncated;
+    }
+    sources[i].assign(ids.begin(), ids.end());
+    lengths[i] = static_cast<int>(ids.size());
+  }
+  if (truncated > 0) {
+    std::cerr << "psformer translate: warning: " << truncated << " line(s) longer than " << max_source
+              << " subword tokens were cut to that length\n";
+  }
+
+  CpuBackend<float> backend(threads);
+  BeamSearch<float> search(model->model, model->vocab_size, &backend, beam);
+  DeviceBuffer<float> params = backend.Allocate<float>(model->params.size());
+  params.Upload(model->params.data(), model->params.size());
+  std::vector<std::string> output(lines.size());
+  for (const std::vector<int>& batch : LengthBatches(lengths, batch_tokens)) {
+    std::vector<std::vector<int32_t>> batch_sources;
+    for (int index : batch) batch_sources.push_back(sources[index]);
+    auto translations = search.Translate(params.data(), batch_sources);
+    if (!translations.ok()) return ReportError("translate", translations.status());
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const std::vector<int32_t>& tokens = (*translations)[j].tokens;
+      output[batch[j]] = vocabulary->Decode(std::vector<int>(tokens.begin(), tokens.end()));
+    }
+  }
+  for (const std::string& line : output) std::cout << line << "\n";
+  std::cout.flush();
+  if (!std::cout) return ReportError("translate", "cannot write standard output");
+  return 0;
 }
 
 }  // namespace psformer

@@ -1,0 +1,117 @@
+// `psformer translate` end to end through the binary: a SentencePiece model learnt here, a random
+// model file of its vocabulary, and every bad input named with a non-zero exit and no output.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/model_file.h"
+#include "common/param_layout.h"
+#include "tests/decode_test_util.h"
+#include "tests/test_util.h"
+#include "worker/data/subword_vocabulary.h"
+
+namespace psformer {
+namespace {
+
+using testing::TempDir;
+
+class TranslateCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::string> side;
+    const std::vector<std::string> words = {"in", "the", "beginning", "was", "word", "and", "light", "day", "night"};
+    for (int i = 0; i < 200; ++i) {
+      std::string line;
+      for (int j = 0; j < 3 + i % 7; ++j) line += (j ? " " : "") + words[(i * 7 + j * 3) % words.size()];
+      side.push_back(line);
+    }
+    BpeOptions bpe;
+    bpe.vocab_size = 40;
+    auto spm = TrainJointBpe({&side}, bpe);
+    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
+    spm_ = dir_.Write("spm.model", *spm);
+    auto vocabulary = SubwordVocabulary::FromFile(spm_);
+    ASSERT_TRUE(vocabulary.ok());
+    model_ = WriteRandomModel("model.bin", vocabulary->size());
+    input_ = dir_.Write("input.txt", "the word was light\n\nin the beginning was the word and the word was day\nnight\n");
+  }
+
+  std::string WriteRandomModel(const std::string& name, int vocab) {
+    ModelFile file;
+    file.model = testing::SmallModelConfig(false);
+    file.vocab_size = vocab;
+    file.params = testing::RandomParams<float>(ParamLayout(file.model, vocab), 3, 0.3);
+    EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
+    return dir_.File(name);
+  }
+
+  // Runs translate with `flags`, stdin from `input`; stdout goes to out.txt, stderr is returned.
+  testing::CommandResult Translate(const std::string& flags, const std::string& input) {
+    // The braces send only stdout to the file; RunShell captures stderr.
+    return testing::RunShell(std::string("{ ") + PSFORMER_BINARY + " translate " + flags + " < " + input + " > " +
+                             dir_.File("out.txt") + "; }");
+  }
+  std::vector<std::string> OutputLines() {
+    std::ifstream in(dir_.File("out.txt"));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+  TempDir dir_;
+  std::string spm_, model_, input_;
+};
+
+TEST_F(TranslateCommandTest, OneLinePerInputLineInOrder) {
+  auto batched = Translate("--model " + model_ + " --spm " + spm_ + " --beam 3 --max-len-b 5 --batch-tokens 8", input_);
+  ASSERT_EQ(batched.exit_status, 0) << batched.output;
+  const std::vector<std::string> lines = OutputLines();
+  ASSERT_EQ(lines.size(), 4u);
+  // One line at a time (input order, no batching across lines) gives the same lines.
+  std::ifstream in(input_);
+  int i = 0;
+  for (std::string line; std::getline(in, line); ++i) {
+    const std::string single = dir_.Write("single.txt", line + "\n");
+    auto alone = Translate("--model " + model_ + " --spm " + spm_ + " --beam 3 --max-len-b 5", single);
+    ASSERT_EQ(alone.exit_status, 0) << alone.output;
+    ASSERT_EQ(OutputLines().size(), 1u);
+    EXPECT_EQ(OutputLines()[0], lines[i]) << "line " << i;
+  }
+}
+
+TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
+  const std::string garbage = dir_.Write("garbage.bin", "PSFMODEL but not really a model file");
+  const std::string other_vocab = WriteRandomModel("other.bin", 50);
+  struct Case {
+    std::string flags;
+    std::string expected;  // in the error message
+    int exit_status;
+  };
+  const std::vector<Case> cases = {
+      {"--model " + dir_.File("missing.bin") + " --spm " + spm_, "missing.bin", 1},
+      {"--model " + garbage + " --spm " + spm_, "garbage.bin", 1},
+      {"--model " + model_ + " --spm " + dir_.File("missing.model"), "missing.model", 1},
+      {"--model " + model_ + " --spm " + garbage, "garbage.bin", 1},
+      {"--model " + other_vocab + " --spm " + spm_, "vocabulary mismatch", 1},
+      {"--model " + model_ + " --spm " + spm_ + " --beam 0", "beam", 2},
+      {"--model " + model_ + " --spm " + spm_ + " --alpha -1", "alpha", 2},
+      {"--model " + model_ + " --spm " + spm_ + " --batch-tokens 0", "batch-tokens", 2},
+      {"--model " + model_ + " --spm " + spm_ + " --beam four", "beam", 2},
+      {"--model " + model_ + " --spm " + spm_ + " stray", "positional", 2},
+      {"--spm " + spm_, "model", 2},
+  };
+  for (const Case& c : cases) {
+    auto result = Translate(c.flags, input_);
+    EXPECT_EQ(result.exit_status, c.exit_status) << c.flags << "\n" << result.output;
+    EXPECT_NE(result.output.find("psformer translate: error:"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.flags << "\n" << result.output;
+    EXPECT_EQ(result.output.find("terminate"), std::string::npos) << result.output;
+    EXPECT_TRUE(OutputLines().empty()) << c.flags;
+  }
+}
+
+}  // namespace
+}  // namespace psformer

@@ -5,7 +5,9 @@
 // memory. bench/gpu/pytorch_transformer.py prints the same line for PyTorch.
 //
 // Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
-//                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X]
+//                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X] [--profile 1]
+// --profile 1 times every backend operation of the last step (timed_backend.h) and prints the
+// split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/timed_backend.h"
 #include "common/status.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/data/batch.h"
@@ -31,6 +34,7 @@ struct BenchOptions {
   int vocab = 37000;
   int device = 0;
   double peak_tflops = 0;  // 0 = from the device name (dense tensor-core peak of the math mode)
+  bool profile = false;
 };
 
 StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
@@ -69,6 +73,9 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     } else if (flag == "--peak-tflops") {
       PSF_ASSIGN_OR_RETURN(const int peak, ParseInt(flag, value, 1));
       o.peak_tflops = peak;
+    } else if (flag == "--profile") {
+      PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
+      o.profile = on != 0;
     } else {
       return Status::InvalidArgument("unknown flag '" + flag + "'");
     }
@@ -135,7 +142,9 @@ int Run(const BenchOptions& o) {
   CudaBackend& be = *created.value();
   proto::ModelConfig config;  // the defaults are the base model
   config.set_max_positions(std::max(o.len, 64));
-  Transformer<float> model(config, o.vocab, &be);
+  TimedBackend timed(&be, o.vocab);
+  Backend<float>* model_backend = o.profile ? static_cast<Backend<float>*>(&timed) : &be;
+  Transformer<float> model(config, o.vocab, model_backend);
   const size_t n = model.parameter_count();
   std::vector<float> host(n);
   std::mt19937_64 rng(2);
@@ -152,6 +161,7 @@ int Run(const BenchOptions& o) {
   double loss = 0;
   for (int step = 1; step <= o.warmup + o.steps; ++step) {
     be.Synchronize();
+    timed.Reset();
     const auto start = std::chrono::steady_clock::now();
     const StepStats stats = model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0},
                                                   grad.data());
@@ -174,6 +184,15 @@ int Run(const BenchOptions& o) {
       times.front() * 1e3, batch.tgt_tokens / median, tflops,
       peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);
+  if (o.profile) {
+    double total = 0;
+    for (const auto& [name, e] : timed.entries()) total += e.seconds;
+    std::printf("per-operation time of the last step (synchronised after each call), %.1f ms in all:\n", total * 1e3);
+    for (const auto& [name, e] : timed.entries()) {
+      std::printf("  %-22s %6lld calls %9.2f ms %5.1f%%\n", name.c_str(), static_cast<long long>(e.calls),
+                  e.seconds * 1e3, 100 * e.seconds / total);
+    }
+  }
   return 0;
 }
 

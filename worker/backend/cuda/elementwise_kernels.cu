@@ -39,9 +39,14 @@ __global__ void ReluForwardKernel(size_t n, const float* x, float* y) {
 __global__ void ReluBackwardKernel(size_t n, const float* y, const float* dy, float* dx) {
   for (size_t i = GlobalThread(); i < n; i += GridThreads()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
-// x (rows, cols) += bias (cols).
-__global__ void BiasAddKernel(size_t n, int cols, const float* bias, float* x) {
-  for (size_t i = GlobalThread(); i < n; i += GridThreads()) x[i] += bias[i % cols];
+// x (rows, cols) += bias (cols). Rows along grid y, columns along x: no 64-bit division per
+// element (it made this kernel and the head copies below twice as slow as a plain add).
+__global__ void BiasAddKernel(int rows, int cols, const float* bias, float* x) {
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+      x[static_cast<size_t>(r) * cols + c] += bias[c];
+    }
+  }
 }
 
 // One thread per group of four elements: one Philox call gives their four words, as the CPU
@@ -63,29 +68,36 @@ __global__ void DropoutKernel(size_t n, float p, float keep_scale, PhiloxKey pke
   }
 }
 
-// out (batch, heads, len, head_dim) <- columns [column, column + heads*head_dim) of x.
-__global__ void SplitHeadsKernel(size_t n, const float* x, int ld, int column, int len, int heads, int head_dim,
+// out (batch, heads, len, head_dim) <- columns [column, column + heads*head_dim) of x, whose
+// batch*len rows are ld apart. A grid row per row of x; reads are contiguous, writes contiguous
+// per head.
+__global__ void SplitHeadsKernel(int rows, const float* x, int ld, int column, int len, int heads, int head_dim,
                                  float* out) {
-  for (size_t o = GlobalThread(); o < n; o += GridThreads()) {
-    const int d = static_cast<int>(o % head_dim);
-    const int t = static_cast<int>((o / head_dim) % len);
-    const size_t bh = o / (static_cast<size_t>(head_dim) * len);
-    const size_t b = bh / heads;
-    const int h = static_cast<int>(bh % heads);
-    out[o] = x[(b * len + t) * ld + column + static_cast<size_t>(h) * head_dim + d];
+  const int width = heads * head_dim;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int b = r / len, t = r % len;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
+      const int h = j / head_dim, d = j % head_dim;
+      out[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d] = x[static_cast<size_t>(r) * ld + column + j];
+    }
   }
 }
 
-__global__ void MergeHeadsKernel(size_t n, const float* x, int len, int heads, int head_dim, float* out, int ld,
+__global__ void MergeHeadsKernel(int rows, const float* x, int len, int heads, int head_dim, float* out, int ld,
                                  int column) {
-  for (size_t o = GlobalThread(); o < n; o += GridThreads()) {
-    const int d = static_cast<int>(o % head_dim);
-    const int t = static_cast<int>((o / head_dim) % len);
-    const size_t bh = o / (static_cast<size_t>(head_dim) * len);
-    const size_t b = bh / heads;
-    const int h = static_cast<int>(bh % heads);
-    out[(b * len + t) * ld + column + static_cast<size_t>(h) * head_dim + d] = x[o];
+  const int width = heads * head_dim;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int b = r / len, t = r % len;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
+      const int h = j / head_dim, d = j % head_dim;
+      out[static_cast<size_t>(r) * ld + column + j] = x[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d];
+    }
   }
+}
+
+// Grid for a (rows, cols) kernel of the shape above.
+dim3 RowGrid(int rows, int cols) {
+  return dim3(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(std::min(rows, 65535)));
 }
 
 }  // namespace
@@ -122,9 +134,9 @@ void LaunchReluBackward(cudaStream_t stream, size_t n, const float* y, const flo
 
 void LaunchBiasAdd(cudaStream_t stream, int rows, int cols, const float* bias, float* x) {
   PSF_CHECK(rows >= 0 && cols >= 0);
-  if (cols == 0) return;
-  const size_t n = static_cast<size_t>(rows) * cols;
-  PSF_ELEMENTWISE_LAUNCH(BiasAddKernel, n, cols, bias, x);
+  if (rows == 0 || cols == 0) return;
+  BiasAddKernel<<<RowGrid(rows, cols), kThreads, 0, stream>>>(rows, cols, bias, x);
+  PSF_CUDA_CHECK_LAUNCH(BiasAddKernel);
 }
 
 void LaunchDropoutForward(cudaStream_t stream, size_t n, float p, const DropoutKey& key, uint32_t tensor,
@@ -148,16 +160,22 @@ void LaunchSplitHeads(cudaStream_t stream, const float* x, int ld, int column, i
                       int head_dim, float* out) {
   PSF_CHECK(batch >= 0 && len >= 0 && heads > 0 && head_dim > 0 && column >= 0);
   PSF_CHECK(ld >= column + heads * head_dim);
-  const size_t n = static_cast<size_t>(batch) * heads * len * head_dim;
-  PSF_ELEMENTWISE_LAUNCH(SplitHeadsKernel, n, x, ld, column, len, heads, head_dim, out);
+  const int rows = batch * len;
+  if (rows == 0) return;
+  SplitHeadsKernel<<<RowGrid(rows, heads * head_dim), kThreads, 0, stream>>>(rows, x, ld, column, len, heads, head_dim,
+                                                                             out);
+  PSF_CUDA_CHECK_LAUNCH(SplitHeadsKernel);
 }
 
 void LaunchMergeHeads(cudaStream_t stream, const float* x, int batch, int len, int heads, int head_dim, float* out,
                       int ld, int column) {
   PSF_CHECK(batch >= 0 && len >= 0 && heads > 0 && head_dim > 0 && column >= 0);
   PSF_CHECK(ld >= column + heads * head_dim);
-  const size_t n = static_cast<size_t>(batch) * heads * len * head_dim;
-  PSF_ELEMENTWISE_LAUNCH(MergeHeadsKernel, n, x, len, heads, head_dim, out, ld, column);
+  const int rows = batch * len;
+  if (rows == 0) return;
+  MergeHeadsKernel<<<RowGrid(rows, heads * head_dim), kThreads, 0, stream>>>(rows, x, len, heads, head_dim, out, ld,
+                                                                             column);
+  PSF_CUDA_CHECK_LAUNCH(MergeHeadsKernel);
 }
 
 #undef PSF_ELEMENTWISE_LAUNCH

@@ -213,7 +213,10 @@ TEST_P(GradLayers, DecoderLayerMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Norms, GradLayers, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "PreLN" : "PostLN"; });
 
-class GradTransformer : public ::testing::TestWithParam<bool> {};  // parameter: pre-LN
+class GradTransformer : public ::testing::TestWithParam<bool> {  // parameter: pre-LN
+ protected:
+  CpuBackend<double> be_{2};
+};
 
 TEST_P(GradTransformer, WholeModelMatchesFiniteDifferences) {
   std::mt19937_64 rng(GetParam() ? 21 : 20);
@@ -232,6 +235,33 @@ TEST_P(GradTransformer, WholeModelMatchesFiniteDifferences) {
   const StepStats stats = model.ForwardBackward(params.data(), b, kKey, grad.data());
   EXPECT_EQ(stats.target_tokens, b.tgt_tokens);
   MaxGradientError("all parameters", &params, grad, AllIndices(params.size()), loss);
+}
+
+TEST_P(GradTransformer, RandomShapesMatchFiniteDifferences) {
+  // Shapes drawn at random (seeded): single sentences, length-1 sides, odd head counts of rows.
+  std::mt19937_64 rng(GetParam() ? 31 : 30);
+  for (int draw = 0; draw < 12; ++draw) {
+    const int heads = std::uniform_int_distribution<int>(1, 3)(rng);
+    const int d = heads * std::uniform_int_distribution<int>(1, 3)(rng) * 2;
+    auto config = SmallModel(1, d, std::uniform_int_distribution<int>(3, 9)(rng), heads, GetParam(), 0.2f);
+    const int vocab = std::uniform_int_distribution<int>(5, 9)(rng);
+    const int sentences = std::uniform_int_distribution<int>(1, 3)(rng);
+    const int src_len = std::uniform_int_distribution<int>(1, 6)(rng);
+    const int tgt_len = std::uniform_int_distribution<int>(1, 6)(rng);
+    Transformer<double> model(config, vocab, &be_);
+    Vec params = RandomParams(model.layout(), rng);
+    const Batch b = RandomBatch(rng, sentences, src_len, tgt_len, vocab);
+    auto loss = [&] {
+      Vec scratch(params.size());
+      return model.ForwardBackward(params.data(), b, kKey, scratch.data()).loss_sum;
+    };
+    Vec grad(params.size());
+    model.ForwardBackward(params.data(), b, kKey, grad.data());
+    const std::string what = "d " + std::to_string(d) + " heads " + std::to_string(heads) + " batch " +
+                             std::to_string(sentences) + "x(" + std::to_string(src_len) + "+" +
+                             std::to_string(tgt_len) + ")";
+    MaxGradientError(what, &params, grad, AllIndices(params.size()), loss);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Norms, GradTransformer, ::testing::Values(false, true),

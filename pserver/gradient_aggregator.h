@@ -1,0 +1,54 @@
+// GradientAggregator: one BSP step's pushes, summed in worker order, never arrival order, so the
+// sum (and the whole run) is bitwise the same whatever order the network delivers them in.
+// A push that arrives before its predecessors waits in its received frames (no copy); the sum
+// advances whenever the next worker in order is present. The sum starts as a copy of worker 0's
+// gradient (not 0 + g0), so one worker's sum is exactly its gradient.
+//
+// Thread safety: one thread (the server loop).
+#ifndef PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_
+#define PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/wire/wire_message.h"
+
+namespace psformer {
+
+class GradientAggregator {
+ public:
+  // `n` elements per gradient, from `workers` workers.
+  GradientAggregator(int workers, size_t n);
+
+  // Forgets everything and starts collecting `step`.
+  void Begin(int64_t step);
+  int64_t step() const { return step_; }
+
+  // Whether worker `w`'s push of this step is already held (buffered or summed).
+  bool Has(int w) const { return received_[w]; }
+
+  // Takes worker `w`'s push. REQUIRES: the message passed validation, !Has(w).
+  void Add(int w, WireMessage push);
+
+  bool Complete() const { return next_ == static_cast<int>(received_.size()); }
+  // REQUIRES: Complete(). Sum over workers in order: (g0 + g1) + g2 ...   (n)
+  float* sum() { return sum_.data(); }
+  uint64_t total_tokens() const { return tokens_; }
+  double loss_sum() const { return loss_; }
+
+ private:
+  void Drain();
+
+  int64_t step_ = 0;
+  std::vector<bool> received_;
+  std::vector<std::optional<WireMessage>> waiting_;  // arrived ahead of their turn.
+  int next_ = 0;                                     // the next worker to fold into sum_.
+  std::vector<float> sum_;                           // (n)
+  uint64_t tokens_ = 0;
+  double loss_ = 0;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_

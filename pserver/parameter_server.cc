@@ -1,0 +1,363 @@
+#include "pserver/parameter_server.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/transport/frame.h"
+
+namespace psformer {
+namespace {
+
+int UpdateThreads(const ParameterServerOptions& o) {
+  if (o.threads > 0) return o.threads;
+  if (o.config.cluster().threads_per_process() > 0) return o.config.cluster().threads_per_process();
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+ParameterServer::ParameterServer(ParameterServerOptions options, std::unique_ptr<Van> van)
+    : options_(std::move(options)),
+      van_(std::move(van)),
+      range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
+      mode_(options_.config.cluster().consistency()),
+      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
+      aggregator_(mode_ == proto::ClusterConfig::BSP ? options_.config.cluster().workers() : 0,
+                  mode_ == proto::ClusterConfig::BSP ? range_.size() : 0),
+      worker_steps_(options_.config.cluster().workers(), 0),
+      incarnations_(options_.config.cluster().workers(), 0) {
+  scope_.job_id = options_.job_id;
+  scope_.workers = options_.config.cluster().workers();
+  scope_.shard = options_.shard;
+  scope_.begin = range_.begin;
+  scope_.end = range_.end;
+}
+
+ParameterServer::~ParameterServer() = default;
+
+StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(ParameterServerOptions options,
+                                                                   std::unique_ptr<Van> van) {
+  const int servers = options.config.cluster().servers();
+  if (options.shard < 0 || options.shard >= servers) {
+    return Status::InvalidArgument("server index " + std::to_string(options.shard) + " is outside 0.." +
+                                   std::to_string(servers - 1) + " (cluster.servers = " + std::to_string(servers) + ")");
+  }
+  if (options.parameter_count < static_cast<uint64_t>(servers)) {
+    return Status::InvalidArgument("cannot split " + std::to_string(options.parameter_count) + " parameters into " +
+                                   std::to_string(servers) + " shards");
+  }
+  std::unique_ptr<ParameterServer> server(new ParameterServer(std::move(options), std::move(van)));
+  PSF_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+Status ParameterServer::Start() {
+  const CheckpointIdentity id{options_.config.cluster().servers(), options_.parameter_count, options_.config_digest};
+  bool resumed = false;
+  if (options_.resume && !options_.run_dir.empty()) {
+    PSF_ASSIGN_OR_RETURN(auto loaded, LoadNewestShardCheckpoint(options_.run_dir, id, options_.shard));
+    if (loaded.has_value()) {
+      if (loaded->worker_steps.size() != worker_steps_.size()) {
+        return Status::InvalidArgument("checkpoint at step " + std::to_string(loaded->step) + " was written with " +
+                                       std::to_string(loaded->worker_steps.size()) + " workers, this job has " +
+                                       std::to_string(worker_steps_.size()));
+      }
+      applied_step_ = loaded->step;
+      worker_steps_ = loaded->worker_steps;
+      PSF_LOG(Info) << "shard " << options_.shard << " resumes from the checkpoint of step " << applied_step_;
+      optimizer_.Restore(std::move(loaded).value());
+      resumed = true;
+    } else {
+      PSF_LOG(Info) << "shard " << options_.shard << ": no checkpoint to resume from; starting fresh";
+    }
+  }
+  if (!resumed) {
+    if (options_.init) {
+      const uint64_t begin = range_.begin;
+      optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
+    } else {
+      optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
+    }
+  }
+  stats_.applied_step.store(applied_step_);
+  stats_.updates.store(optimizer_.updates());
+  if (mode_ == proto::ClusterConfig::BSP) aggregator_.Begin(applied_step_ + 1);
+  PSF_ASSIGN_OR_RETURN(endpoint_, van_->Bind(options_.endpoint));
+  PSF_LOG(Info) << "shard " << options_.shard << " [" << range_.begin << ", " << range_.end << ") serving at "
+                << endpoint_;
+  return Status::Ok();
+}
+
+Status ParameterServer::Run() {
+  while (!stop_.load()) {
+    auto received = van_->Recv(options_.poll_ms);
+    if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
+    if (received->has_value()) Handle(std::move(**received));
+  }
+  PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << applied_step_ << "; refused messages: "
+                << stats_.rejected.ToString();
+  return Status::Ok();
+}
+
+void ParameterServer::Handle(RawMessage raw) {
+  WireMessage msg;
+  const std::string peer = raw.peer;
+  if (Verdict v = ParseMessage(std::move(raw), &msg)) return Refuse(peer, nullptr, *v);
+  if (Verdict v = ValidateAtServer(msg, scope_)) return Refuse(peer, &msg.header, *v);
+  if (Verdict v = CheckIncarnation(msg.header)) return Refuse(peer, &msg.header, *v);
+  switch (msg.header.type()) {
+    case proto::PUSH: return HandlePush(std::move(msg));
+    case proto::PULL: return HandlePull(std::move(msg));
+    case proto::CHECKPOINT: return HandleCheckpoint(std::move(msg));
+    case proto::HELLO: {
+      proto::Header h = ReplyHeader(msg.header, proto::ACK);
+      if (msg.header.sender_role() == proto::WORKER) h.set_step(worker_steps_[msg.header.sender_id()]);
+      van_->Send(EncodeMessage(msg.peer, h, {})).ok();
+      return;
+    }
+    case proto::HEARTBEAT: return Reply(msg.peer, msg.header, proto::HEARTBEAT);
+    case proto::SHUTDOWN:
+      Reply(msg.peer, msg.header, proto::ACK);
+      stop_.store(true);
+      return;
+    default: PSF_CHECK(false && "validated types are all handled");
+  }
+}
+
+Verdict ParameterServer::CheckIncarnation(const proto::Header& h) {
+  if (h.sender_role() != proto::WORKER) return std::nullopt;
+  uint32_t& known = incarnations_[h.sender_id()];
+  if (h.incarnation() < known) {
+    return Rejection{RejectReason::kStaleIncarnation, "worker " + std::to_string(h.sender_id()) + " incarnation " +
+                                                          std::to_string(h.incarnation()) + ", already seen " +
+                                                          std::to_string(known)};
+  }
+  if (h.incarnation() > known) {
+    PSF_LOG(Info) << "worker " << h.sender_id() << " is now incarnation " << h.incarnation();
+    known = h.incarnation();
+  }
+  return std::nullopt;
+}
+
+void ParameterServer::HandlePush(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  const int w = static_cast<int>(h.sender_id());
+  if (h.step() <= worker_steps_[w]) {
+    // Exactly once: a retry or replay of a push already applied or buffered.
+    stats_.duplicates.fetch_add(1);
+    return Reply(msg.peer, h, proto::ACK, /*duplicate=*/true);
+  }
+  if (h.step() > worker_steps_[w] + 1) {
+    return Refuse(msg.peer, &h, {RejectReason::kFutureStep, "push of step " + std::to_string(h.step()) +
+                                                                " from worker " + std::to_string(w) +
+                                                                " whose last push was step " +
+                                                                std::to_string(worker_steps_[w])});
+  }
+  // A worker that skipped its pull would be ahead of what the mode allows.
+  const bool too_early = mode_ == proto::ClusterConfig::BSP
+                             ? h.step() != aggregator_.step()
+                             : mode_ == proto::ClusterConfig::SSP &&
+                                   SlowestWorkerStep() < h.step() - 1 - options_.config.cluster().staleness();
+  if (too_early) {
+    return Refuse(msg.peer, &h, {RejectReason::kFutureStep, "push of step " + std::to_string(h.step()) +
+                                                                " before the parameters it needs exist (last applied step " +
+                                                                std::to_string(applied_step_) + ")"});
+  }
+  worker_steps_[w] = h.step();
+  stats_.pushes_accepted.fetch_add(1);
+  Reply(msg.peer, h, proto::ACK);
+  if (mode_ == proto::ClusterConfig::BSP) {
+    aggregator_.Add(w, std::move(msg));
+    if (aggregator_.Complete()) ApplyStep();
+  } else {
+    ApplyOnArrival(std::move(msg));
+  }
+  ServePendingPulls();
+  ServePendingCheckpoints();
+}
+
+void ParameterServer::ApplyStep() {
+  const int64_t step = aggregator_.step();
+  if (aggregator_.total_tokens() > 0) {
+    NormalizeGradient(range_.size(), aggregator_.total_tokens(), aggregator_.sum());
+  } else {
+    PSF_LOG(Warning) << "step " << step << " has no target tokens; its gradient is applied unnormalised";
+  }
+  optimizer_.Apply(step, aggregator_.sum());
+  applied_step_ = step;
+  stats_.applied_step.store(step);
+  stats_.updates.store(optimizer_.updates());
+  aggregator_.Begin(step + 1);
+  const int every = options_.config.checkpoint().every_steps();
+  if (every > 0 && step % every == 0 && !options_.run_dir.empty()) {
+    Status s = WriteCheckpoint(step);
+    if (!s.ok()) {
+      PSF_LOG(Error) << "checkpoint of step " << step << " failed: " << s.message();
+    }
+  }
+}
+
+void ParameterServer::ApplyOnArrival(WireMessage msg) {
+  if (grad_.size() != range_.size()) grad_.resize(range_.size());
+  CopyPayloadAsFloats(msg, grad_.data());
+  if (msg.header.target_tokens() > 0) NormalizeGradient(grad_.size(), msg.header.target_tokens(), grad_.data());
+  optimizer_.Apply(msg.header.step(), grad_.data());
+  applied_step_ = std::max(applied_step_, msg.header.step());
+  stats_.applied_step.store(applied_step_);
+  stats_.updates.store(optimizer_.updates());
+}
+
+int64_t ParameterServer::SlowestWorkerStep() const {
+  return *std::min_element(worker_steps_.begin(), worker_steps_.end());
+}
+
+void ParameterServer::HandlePull(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  if (h.sender_role() == proto::WORKER && h.step() > worker_steps_[h.sender_id()]) {
+    return Refuse(msg.peer, &h, {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) +
+                                                                " from worker " + std::to_string(h.sender_id()) +
+                                                                " whose last push was step " +
+                                                                std::to_string(worker_steps_[h.sender_id()])});
+  }
+  if (mode_ == proto::ClusterConfig::BSP && h.step() < applied_step_) {
+    return Refuse(msg.peer, &h, {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) +
+                                                               ", but step " + std::to_string(applied_step_) +
+                                                               " is already applied"});
+  }
+  if (PullReady(h)) return SendParams(msg.peer, h);
+  pending_pulls_.push_back({msg.peer, h});
+}
+
+bool ParameterServer::PullReady(const proto::Header& request) const {
+  switch (mode_) {
+    case proto::ClusterConfig::BSP: return applied_step_ >= request.step();
+    case proto::ClusterConfig::SSP:
+      return request.sender_role() != proto::WORKER ||
+             SlowestWorkerStep() >= request.step() - options_.config.cluster().staleness();
+    default: return true;
+  }
+}
+
+void ParameterServer::ServePendingPulls() {
+  std::vector<PendingPull> waiting;
+  for (PendingPull& p : pending_pulls_) {
+    if (PullReady(p.request)) {
+      SendParams(p.peer, p.request);
+    } else {
+      waiting.push_back(std::move(p));
+    }
+  }
+  pending_pulls_ = std::move(waiting);
+}
+
+void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
+  std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
+  proto::Header h = ReplyHeader(request, proto::PARAMS);
+  h.set_dtype(proto::FLOAT32);
+  h.set_begin(range_.begin);
+  h.set_end(range_.end);
+  std::vector<Frame> payload;
+  AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float),
+                   static_cast<size_t>(options_.config.cluster().frame_bytes()), sizeof(float), snapshot, &payload);
+  Status s = van_->Send(EncodeMessage(peer, h, std::move(payload)));
+  if (!s.ok()) {
+    PSF_LOG(Warning) << "cannot answer a pull: " << s.message();
+  }
+  stats_.pulls_answered.fetch_add(1);
+}
+
+void ParameterServer::Reply(const std::string& peer, const proto::Header& request, proto::MessageType type,
+                            bool duplicate) {
+  proto::Header h = ReplyHeader(request, type);
+  h.set_duplicate(duplicate);
+  Status s = van_->Send(EncodeMessage(peer, h, {}));
+  if (!s.ok()) {
+    PSF_LOG(Warning) << "cannot answer " << proto::MessageType_Name(request.type()) << ": " << s.message();
+  }
+}
+
+proto::Header ParameterServer::ReplyHeader(const proto::Header& request, proto::MessageType type) const {
+  proto::Header h;
+  h.set_type(type);
+  h.set_job_id(options_.job_id);
+  h.set_sender_role(proto::SERVER);
+  h.set_sender_id(static_cast<uint32_t>(options_.shard));
+  h.set_shard(static_cast<uint32_t>(options_.shard));
+  h.set_step(request.step());
+  h.set_sequence(request.sequence());
+  return h;
+}
+
+void ParameterServer::Refuse(const std::string& peer, const proto::Header* request, const Rejection& why) {
+  stats_.rejected.Count(why.reason);
+  PSF_LOG(Warning) << "shard " << options_.shard << " refused "
+                   << (request ? proto::MessageType_Name(request->type()) : std::string("a message")) << ": "
+                   << why.ToString();
+  proto::Header h = ReplyHeader(request ? *request : proto::Header(), proto::ERROR);
+  h.set_error(why.ToString());
+  h.set_reject_reason(static_cast<uint32_t>(why.reason));
+  Status s = van_->Send(EncodeMessage(peer, h, {}));
+  if (!s.ok()) {
+    PSF_LOG(Warning) << "cannot send ERROR: " << s.message();
+  }
+}
+
+void ParameterServer::HandleCheckpoint(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  if (options_.run_dir.empty()) {
+    return Refuse(msg.peer, &h, {RejectReason::kUnknownType, "this server has no run directory to checkpoint to"});
+  }
+  if (mode_ == proto::ClusterConfig::BSP && h.step() < applied_step_) {
+    return Refuse(msg.peer, &h, {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) +
+                                                               ", but step " + std::to_string(applied_step_) +
+                                                               " is already applied"});
+  }
+  pending_checkpoints_.push_back({msg.peer, h});
+  ServePendingCheckpoints();
+}
+
+void ParameterServer::ServePendingCheckpoints() {
+  std::vector<PendingPull> waiting;
+  for (PendingPull& p : pending_checkpoints_) {
+    if (mode_ == proto::ClusterConfig::BSP && applied_step_ < p.request.step()) {
+      waiting.push_back(std::move(p));
+      continue;
+    }
+    Status s = WriteCheckpoint(p.request.step());
+    if (s.ok()) {
+      Reply(p.peer, p.request, proto::ACK);
+    } else {
+      proto::Header h = ReplyHeader(p.request, proto::ERROR);
+      h.set_error("checkpoint failed: " + s.message());
+      van_->Send(EncodeMessage(p.peer, h, {})).ok();
+    }
+  }
+  pending_checkpoints_ = std::move(waiting);
+}
+
+Status ParameterServer::WriteCheckpoint(int64_t step) {
+  const CheckpointIdentity id{options_.config.cluster().servers(), options_.parameter_count, options_.config_digest};
+  ShardCheckpointView view;
+  view.shard = options_.shard;
+  view.shards = id.shards;
+  view.step = step;
+  view.updates = optimizer_.updates();
+  view.begin = range_.begin;
+  view.end = range_.end;
+  view.worker_steps = worker_steps_;
+  if (mode_ == proto::ClusterConfig::BSP) {
+    // The cut is "after step": pushes of step+1 already buffered are not in it, and a resumed
+    // server expects them again.
+    std::fill(view.worker_steps.begin(), view.worker_steps.end(), step);
+  }
+  view.params = optimizer_.params();
+  view.m = optimizer_.m();
+  view.v = optimizer_.v();
+  PSF_RETURN_IF_ERROR(SaveShardCheckpoint(options_.run_dir, id, view, options_.config.checkpoint().keep_last()));
+  stats_.checkpoints_written.fetch_add(1);
+  PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
+  return Status::Ok();
+}
+
+}  // namespace psformer

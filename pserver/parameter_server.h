@@ -1,0 +1,131 @@
+// ParameterServer: one shard of the flat parameter vector, served over a Van (DESIGN.md,
+// Parameters and servers). Embeddable: tests and `psformer pserver` build one with Create, call
+// Run on a thread of their choosing, and Stop it from any thread (or send SHUTDOWN).
+//
+// Protocol (each request answered on the connection it came on):
+//   PUSH(worker w, step t, gradient of the shard, target_tokens, loss)  -> ACK (duplicate=true if
+//        (w, t) was already applied or buffered: exactly once) or ERROR.
+//        t must be the next step of w (t <= last pushed: duplicate; t > last + 1: future step).
+//   PULL(step t) -> PARAMS(step t) with the shard's parameters "after step t":
+//        BSP: once step t's update is applied (t older than the last applied step: stale step).
+//        SSP: current parameters once every worker has pushed step t - staleness, so no worker
+//             starts step t+1 while another has not finished step t - staleness.
+//        ASYNC: current parameters at once.
+//        A worker may not pull a step it has not pushed (future step); the coordinator may.
+//   HELLO(incarnation k) -> ACK carrying in `step` the last step the sender pushed. A message with
+//        an incarnation below the highest seen from its sender is refused (stale incarnation).
+//   HEARTBEAT -> HEARTBEAT.   CHECKPOINT(step c) -> ACK once the shard of step c is written (BSP
+//        waits for step c; SSP/ASYNC write the current state labelled c).   SHUTDOWN -> ACK, then Run returns.
+// Updates. BSP: a step's pushes are summed in worker order (GradientAggregator), divided by their
+// total target tokens (NormalizeGradient), then one Adam update at LearningRate(config, t).
+// SSP and ASYNC: each push is normalised by its own tokens and applied on arrival.
+// Every message is validated first (common/wire/message_validator.h plus the step and incarnation
+// checks above); a refused one is answered with ERROR, counted by reason, logged, and dropped.
+// With every_steps > 0 the server also checkpoints by itself after each such step (all servers at
+// the same steps, so the checkpoints form a consistent cut).
+#ifndef PSFORMER_PSERVER_PARAMETER_SERVER_H_
+#define PSFORMER_PSERVER_PARAMETER_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/param_layout.h"
+#include "common/proto/config.pb.h"
+#include "common/transport/van.h"
+#include "common/wire/message_validator.h"
+#include "pserver/gradient_aggregator.h"
+#include "pserver/shard_optimizer.h"
+
+namespace psformer {
+
+struct ParameterServerOptions {
+  proto::JobConfig config;      // resolved (FillDefaults + ValidateConfig); cluster.* sets the mode.
+  int shard = 0;                // this server's index, 0 .. cluster.servers-1.
+  uint64_t parameter_count = 0;  // elements of the whole flat vector.
+  uint64_t config_digest = 0;   // ModelConfigDigest; guards checkpoints against another model.
+  uint64_t job_id = 0;          // messages of any other job are refused.
+  std::string endpoint = "tcp://127.0.0.1:0";  // where to listen; port 0 = any free port.
+  std::string run_dir;          // checkpoints under RUN_DIR/checkpoints; empty = no checkpoints.
+  bool resume = false;          // start from the newest complete checkpoint, if there is one.
+  int threads = 0;              // update threads; 0 = cluster.threads_per_process, else all cores.
+  int poll_ms = 100;            // how often Run looks at Stop().
+  // Fills elements [begin, end) of the flat vector with their initial values (the command passes
+  // InitParamRange of common/param_init.h); unset = zeros.
+  std::function<void(uint64_t begin, uint64_t end, float* out)> init;
+};
+
+// Counters, readable from any thread while Run works.
+struct ParameterServerStats {
+  std::atomic<uint64_t> pushes_accepted{0};
+  std::atomic<uint64_t> duplicates{0};
+  std::atomic<uint64_t> updates{0};
+  std::atomic<uint64_t> pulls_answered{0};
+  std::atomic<uint64_t> checkpoints_written{0};
+  std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
+  RejectCounters rejected;
+};
+
+class ParameterServer {
+ public:
+  // Binds `van` to options.endpoint and initialises (or resumes) the shard.
+  static StatusOr<std::unique_ptr<ParameterServer>> Create(ParameterServerOptions options, std::unique_ptr<Van> van);
+  ~ParameterServer();
+
+  // Serves until Stop() or a SHUTDOWN message. Returns an error only for transport failures.
+  Status Run();
+  // Asks Run to return within poll_ms. Any thread.
+  void Stop() { stop_.store(true); }
+
+  const std::string& endpoint() const { return endpoint_; }  // what peers connect to.
+  ShardRange range() const { return range_; }
+  const ParameterServerStats& stats() const { return stats_; }
+
+ private:
+  struct PendingPull {
+    std::string peer;
+    proto::Header request;
+  };
+  ParameterServer(ParameterServerOptions options, std::unique_ptr<Van> van);
+  Status Start();
+  void Handle(RawMessage raw);
+  Verdict CheckIncarnation(const proto::Header& h);
+  void HandlePush(WireMessage msg);
+  void HandlePull(WireMessage msg);
+  void HandleCheckpoint(WireMessage msg);
+  void ApplyStep();
+  void ApplyOnArrival(WireMessage msg);
+  bool PullReady(const proto::Header& request) const;
+  void ServePendingPulls();
+  void SendParams(const std::string& peer, const proto::Header& request);
+  Status WriteCheckpoint(int64_t step);
+  void ServePendingCheckpoints();
+  void Reply(const std::string& peer, const proto::Header& request, proto::MessageType type, bool duplicate = false);
+  void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
+  proto::Header ReplyHeader(const proto::Header& request, proto::MessageType type) const;
+  int64_t SlowestWorkerStep() const;
+
+  ParameterServerOptions options_;
+  std::unique_ptr<Van> van_;
+  std::string endpoint_;
+  ShardRange range_;
+  ServerScope scope_;
+  proto::ClusterConfig::Consistency mode_;
+  ShardOptimizer optimizer_;
+  GradientAggregator aggregator_;         // BSP only.
+  std::vector<float> grad_;               // SSP/ASYNC: one push as fp32.   (range size)
+  std::vector<int64_t> worker_steps_;     // last step each worker pushed.
+  std::vector<uint32_t> incarnations_;    // highest incarnation seen per worker.
+  int64_t applied_step_ = 0;              // BSP: last step applied; else the highest step applied.
+  std::vector<PendingPull> pending_pulls_;
+  std::vector<PendingPull> pending_checkpoints_;
+  std::atomic<bool> stop_{false};
+  ParameterServerStats stats_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_PARAMETER_SERVER_H_

@@ -1,0 +1,169 @@
+// Parameter servers with their clients on loopback: BSP results bitwise equal to AdamUpdate on
+// the whole vector, whatever the arrival order and the number of servers; exactly-once pushes;
+// bf16 gradients; async application; the SSP staleness bound.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "tests/pserver_test_util.h"
+
+namespace psformer::testing {
+namespace {
+
+constexpr uint64_t kTotal = 20011;  // prime: shards of unequal size.
+
+// Runs `steps` BSP steps with `workers` clients driven from one thread; in step t the pushes go
+// out in order orders[t % orders.size()], each waiting for its ACK, so the servers see exactly
+// that arrival order. Returns the parameters pulled after the last step.
+std::vector<float> RunBsp(int workers, int servers, int steps, const std::vector<std::vector<int>>& orders,
+                          proto::DType dtype = proto::FLOAT32) {
+  const proto::JobConfig config = PsConfig(workers, servers, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < workers; ++w) clients.push_back(MakeClient(group, kTotal, w, dtype));
+  std::vector<std::vector<float>> params(workers, std::vector<float>(kTotal));
+  for (int w = 0; w < workers; ++w) {
+    auto pull = clients[w]->Pull(0, params[w].data());
+    EXPECT_TRUE(pull.ok() && clients[w]->Wait(*pull).ok());
+  }
+  for (int64_t t = 1; t <= steps; ++t) {
+    std::vector<std::vector<float>> grads(workers);
+    for (int w : orders[t % orders.size()]) {
+      grads[w] = Gradient(w, t, kTotal);
+      auto push = clients[w]->Push(t, grads[w].data(), Tokens(w, t), 1.0);
+      EXPECT_TRUE(push.ok());
+      Status s = clients[w]->Wait(*push);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    for (int w = 0; w < workers; ++w) {
+      auto pull = clients[w]->Pull(t, params[w].data());
+      EXPECT_TRUE(pull.ok());
+      Status s = clients[w]->Wait(*pull);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
+  }
+  return params[0];
+}
+
+std::vector<float> Reference(int workers, int steps, bool bf16 = false) {
+  ReferenceTrainer ref(PsConfig(workers, 1, proto::ClusterConfig::BSP), kTotal, bf16);
+  for (int64_t t = 1; t <= steps; ++t) ref.Step(t);
+  return ref.params();
+}
+
+TEST(PserverBsp, OneWorkerOneServerEqualsDirectAdam) {
+  EXPECT_TRUE(BitwiseEqual(RunBsp(1, 1, 3, {{0}}), Reference(1, 3)));
+}
+
+TEST(PserverBsp, BitwiseIndependentOfArrivalOrderAndServerCount) {
+  const std::vector<float> expected = Reference(3, 4);
+  const std::vector<std::vector<int>> orders = {{2, 1, 0}, {0, 1, 2}, {1, 2, 0}, {2, 0, 1}};
+  for (int servers : {1, 2, 3}) {
+    SCOPED_TRACE("servers = " + std::to_string(servers));
+    EXPECT_TRUE(BitwiseEqual(RunBsp(3, servers, 4, orders), expected));
+  }
+  // The test can fail: summing in arrival order instead would differ (float addition does not
+  // associate), as the reference with the sum taken in another order shows.
+  std::vector<float> a = Gradient(0, 1, kTotal), b = Gradient(1, 1, kTotal), c = Gradient(2, 1, kTotal);
+  size_t differ = 0;
+  for (size_t i = 0; i < kTotal; ++i) differ += ((a[i] + b[i]) + c[i]) != ((c[i] + b[i]) + a[i]);
+  EXPECT_GT(differ, 0u);
+}
+
+TEST(PserverBsp, Bf16GradientsMatchTheRoundedReference) {
+  EXPECT_TRUE(BitwiseEqual(RunBsp(2, 2, 3, {{1, 0}}, proto::BFLOAT16), Reference(2, 3, /*bf16=*/true)));
+}
+
+TEST(PserverBsp, ReplayedPushIsAcknowledgedAsDuplicateAndAppliedOnce) {
+  const proto::JobConfig config = PsConfig(2, 2, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal);
+  auto w0 = MakeClient(group, kTotal, 0), w1 = MakeClient(group, kTotal, 1);
+  const auto g0 = Gradient(0, 1, kTotal), g1 = Gradient(1, 1, kTotal);
+  // Worker 0 pushes twice before the step completes (buffered duplicate) ...
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(w0->Wait(*w0->Push(1, g0.data(), Tokens(0, 1), 0)).ok());
+  ASSERT_TRUE(w1->Wait(*w1->Push(1, g1.data(), Tokens(1, 1), 0)).ok());
+  // ... and again after it was applied.
+  ASSERT_TRUE(w0->Wait(*w0->Push(1, g0.data(), Tokens(0, 1), 0)).ok());
+  EXPECT_EQ(w0->duplicate_acks(), 2u * 2u);  // two replays, each acknowledged by both shards.
+  EXPECT_EQ(group.server(0).stats().duplicates.load(), 2u);
+  EXPECT_EQ(group.server(1).stats().updates.load(), 1u);
+  std::vector<float> params(kTotal);
+  ASSERT_TRUE(w1->Wait(*w1->Pull(1, params.data())).ok());
+  EXPECT_TRUE(BitwiseEqual(params, Reference(2, 1)));
+}
+
+TEST(PserverAsync, AppliesEachPushOnArrivalNormalisedByItsOwnTokens) {
+  const proto::JobConfig config = PsConfig(2, 2, proto::ClusterConfig::ASYNC);
+  ServerGroup group(config, kTotal);
+  auto w0 = MakeClient(group, kTotal, 0), w1 = MakeClient(group, kTotal, 1);
+  const auto g = Gradient(1, 1, kTotal), h = Gradient(0, 1, kTotal);
+  ASSERT_TRUE(w1->Wait(*w1->Push(1, g.data(), 8, 0)).ok());
+  std::vector<float> params(kTotal);
+  ASSERT_TRUE(w0->Wait(*w0->Pull(0, params.data())).ok());  // no waiting for worker 0's push.
+  // Reference: one Adam update with g / 8, then one (the second, bias-corrected as such) with h / 5.
+  std::vector<float> p(kTotal), m(kTotal), v(kTotal);
+  for (size_t i = 0; i < kTotal; ++i) p[i] = InitValue(i);
+  AdamHyper hyper{config.optimizer().beta1(), config.optimizer().beta2(), config.optimizer().epsilon()};
+  std::vector<float> gn = g;
+  NormalizeGradient(kTotal, 8, gn.data());
+  AdamUpdate(hyper, 1, LearningRate(config, 1), kTotal, gn.data(), p.data(), m.data(), v.data());
+  EXPECT_TRUE(BitwiseEqual(params, p));
+  ASSERT_TRUE(w0->Wait(*w0->Push(1, h.data(), 5, 0)).ok());
+  ASSERT_TRUE(w0->Wait(*w0->Pull(1, params.data())).ok());
+  std::vector<float> hn = h;
+  NormalizeGradient(kTotal, 5, hn.data());
+  AdamUpdate(hyper, 2, LearningRate(config, 1), kTotal, hn.data(), p.data(), m.data(), v.data());
+  EXPECT_TRUE(BitwiseEqual(params, p));
+  EXPECT_EQ(group.server(0).stats().updates.load(), 2u);
+}
+
+// Workers on their own threads, worker 0 slow. Each marks a step done before pushing it; when a
+// worker is allowed to begin step t, every worker must have finished step t-1-s. Returns the
+// largest lead (t - 1 - slowest finished step) any worker saw when it began a step.
+int64_t LargestLead(proto::ClusterConfig::Consistency mode, int staleness) {
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 8;
+  constexpr uint64_t kSmall = 999;
+  proto::JobConfig config = PsConfig(kWorkers, 2, mode);
+  config.mutable_cluster()->set_staleness(staleness);
+  ServerGroup group(config, kSmall);
+  std::atomic<int64_t> done[kWorkers] = {};
+  std::atomic<int64_t> largest{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      auto client = MakeClient(group, kSmall, w);
+      std::vector<float> params(kSmall);
+      for (int64_t t = 1; t <= kSteps; ++t) {
+        auto pull = client->Pull(t - 1, params.data());
+        ASSERT_TRUE(pull.ok() && client->Wait(*pull).ok());
+        int64_t slowest = INT64_MAX;
+        for (auto& d : done) slowest = std::min(slowest, d.load());
+        int64_t lead = t - 1 - slowest;
+        int64_t seen = largest.load();
+        while (lead > seen && !largest.compare_exchange_weak(seen, lead)) {
+        }
+        if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        const auto g = Gradient(w, t, kSmall);
+        done[w].store(t);
+        auto push = client->Push(t, g.data(), 4, 0);
+        ASSERT_TRUE(push.ok() && client->Wait(*push).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return largest.load();
+}
+
+TEST(PserverSsp, NoWorkerRunsMoreThanStalenessStepsAhead) {
+  EXPECT_LE(LargestLead(proto::ClusterConfig::SSP, 2), 2);
+  EXPECT_LE(LargestLead(proto::ClusterConfig::SSP, 0), 0);
+  // Without the bound the fast workers do run ahead: the measurement can see a violation.
+  EXPECT_GT(LargestLead(proto::ClusterConfig::ASYNC, 2), 2);
+}
+
+}  // namespace
+}  // namespace psformer::testing

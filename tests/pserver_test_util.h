@@ -1,0 +1,158 @@
+// Helpers for parameter-server tests: a config, servers running on threads over loopback, and
+// an independent reference of the BSP update (AdamUpdate over the whole vector).
+#ifndef PSFORMER_TESTS_PSERVER_TEST_UTIL_H_
+#define PSFORMER_TESTS_PSERVER_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/adam.h"
+#include "common/config_loader.h"
+#include "common/lr_schedule.h"
+#include "common/transport/zmq_van.h"
+#include "common/wire/bfloat16.h"
+#include "pserver/parameter_server.h"
+#include "worker/ps_client.h"
+
+namespace psformer::testing {
+
+constexpr uint64_t kJobId = 0x5eed;
+
+inline proto::JobConfig PsConfig(int workers, int servers, proto::ClusterConfig::Consistency mode) {
+  proto::JobConfig config;
+  FillDefaults(&config);
+  config.mutable_cluster()->set_workers(workers);
+  config.mutable_cluster()->set_servers(servers);
+  config.mutable_cluster()->set_consistency(mode);
+  config.mutable_cluster()->set_frame_bytes(4096);  // several frames per shard even in small tests.
+  config.mutable_optimizer()->set_warmup_steps(4);
+  config.mutable_checkpoint()->set_every_minutes(0);
+  return config;
+}
+
+inline float InitValue(uint64_t i) { return 0.05f * std::sin(0.37f * static_cast<float>(i)); }
+
+// Gradient of worker w at step t: reproducible, different per (w, t).   (n)
+inline std::vector<float> Gradient(int w, int64_t t, size_t n) {
+  std::mt19937 rng(static_cast<uint32_t>(1000 * t + w));
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> g(n);
+  for (float& x : g) x = dist(rng);
+  return g;
+}
+inline uint64_t Tokens(int w, int64_t t) { return static_cast<uint64_t>(10 + 3 * w + t); }
+
+// Servers of one job, each Run on its own thread.
+class ServerGroup {
+ public:
+  ServerGroup(const proto::JobConfig& config, uint64_t total, const std::string& run_dir = "", bool resume = false) {
+    for (int k = 0; k < config.cluster().servers(); ++k) {
+      ParameterServerOptions o;
+      o.config = config;
+      o.shard = k;
+      o.parameter_count = total;
+      o.job_id = kJobId;
+      o.run_dir = run_dir;
+      o.resume = resume;
+      o.threads = 2;
+      o.poll_ms = 20;
+      o.init = [](uint64_t b, uint64_t e, float* out) {
+        for (uint64_t i = b; i < e; ++i) out[i - b] = InitValue(i);
+      };
+      auto server = ParameterServer::Create(std::move(o), std::make_unique<ZmqVan>());
+      EXPECT_TRUE(server.ok()) << server.status().ToString();
+      if (!server.ok()) return;
+      endpoints_.push_back(server.value()->endpoint());
+      servers_.push_back(std::move(server).value());
+    }
+    for (auto& s : servers_) {
+      threads_.emplace_back([server = s.get()] { EXPECT_TRUE(server->Run().ok()); });
+    }
+  }
+  ~ServerGroup() {
+    for (auto& s : servers_) s->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  ParameterServer& server(int k) { return *servers_[k]; }
+
+ private:
+  std::vector<std::unique_ptr<ParameterServer>> servers_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::thread> threads_;
+};
+
+inline std::unique_ptr<PsClient> MakeClient(const ServerGroup& group, uint64_t total, int worker,
+                                            proto::DType dtype = proto::FLOAT32, uint32_t incarnation = 0,
+                                            proto::Role role = proto::WORKER) {
+  PsClientOptions o;
+  o.job_id = kJobId;
+  o.role = role;
+  o.id = static_cast<uint32_t>(worker);
+  o.incarnation = incarnation;
+  o.servers = group.endpoints();
+  o.parameter_count = total;
+  o.frame_bytes = 4096;
+  o.gradient_dtype = dtype;
+  o.timeout_ms = 20000;
+  o.io_threads = 1;
+  auto client = PsClient::Create(std::move(o));
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  return client.ok() ? std::move(client).value() : nullptr;
+}
+
+// The BSP update computed directly on the whole vector: sum in worker order, normalise by the
+// step's tokens, AdamUpdate with the schedule. Independent of servers, sockets and sharding.
+class ReferenceTrainer {
+ public:
+  ReferenceTrainer(const proto::JobConfig& config, size_t n, bool bf16 = false)
+      : config_(config), bf16_(bf16), params_(n), m_(n), v_(n) {
+    for (size_t i = 0; i < n; ++i) params_[i] = InitValue(i);
+  }
+  void Step(int64_t t) {
+    const int workers = config_.cluster().workers();
+    std::vector<float> sum;
+    uint64_t tokens = 0;
+    for (int w = 0; w < workers; ++w) {
+      std::vector<float> g = Gradient(w, t, params_.size());
+      if (bf16_) {
+        for (float& x : g) x = Bf16ToFloat(FloatToBf16(x));
+      }
+      if (w == 0) {
+        sum = g;
+      } else {
+        for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+      }
+      tokens += Tokens(w, t);
+    }
+    NormalizeGradient(sum.size(), tokens, sum.data());
+    AdamHyper hyper{config_.optimizer().beta1(), config_.optimizer().beta2(), config_.optimizer().epsilon()};
+    AdamUpdate(hyper, t, LearningRate(config_, t), sum.size(), sum.data(), params_.data(), m_.data(), v_.data());
+  }
+  const std::vector<float>& params() const { return params_; }
+
+ private:
+  proto::JobConfig config_;
+  bool bf16_;
+  std::vector<float> params_, m_, v_;  // (n)
+};
+
+// Bitwise equality with the first differing index in the message.
+inline ::testing::AssertionResult BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace psformer::testing
+
+#endif  // PSFORMER_TESTS_PSERVER_TEST_UTIL_H_

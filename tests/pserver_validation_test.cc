@@ -1,0 +1,149 @@
+// A running server fed malformed, truncated, oversized, wrong-shard, wrong-job, bad-checksum,
+// foreign, stale and future messages: each answered with ERROR naming its reason, counted, and
+// the server keeps serving with its parameters unchanged.
+#include "common/wire/wire_message.h"
+#include "tests/pserver_test_util.h"
+
+namespace psformer::testing {
+namespace {
+
+constexpr uint64_t kTotal = 1000;
+
+class PserverValidation : public ::testing::Test {
+ protected:
+  PserverValidation() : group_(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal), grad_(kTotal, 0.5f) {
+    EXPECT_TRUE(attacker_.Connect("server", group_.endpoints()[0]).ok());
+  }
+
+  proto::Header Push() const {
+    proto::Header h;
+    h.set_type(proto::PUSH);
+    h.set_job_id(kJobId);
+    h.set_sender_role(proto::WORKER);
+    h.set_sender_id(0);
+    h.set_shard(0);
+    h.set_step(1);
+    h.set_dtype(proto::FLOAT32);
+    h.set_begin(0);
+    h.set_end(kTotal);
+    h.set_target_tokens(3);
+    return h;
+  }
+  RawMessage Encode(const proto::Header& h) {
+    std::vector<Frame> payload;
+    AppendViewFrames(grad_.data(), grad_.size() * 4, 1024, 4, nullptr, &payload);
+    return EncodeMessage("server", h, std::move(payload));
+  }
+  // Sends `raw` and returns the reason of the ERROR that must come back.
+  RejectReason Exchange(RawMessage raw) {
+    raw.peer = "server";
+    EXPECT_TRUE(attacker_.Send(std::move(raw)).ok());
+    for (int i = 0; i < 100; ++i) {
+      auto reply = attacker_.Recv(100);
+      if (!reply.ok() || !reply->has_value()) continue;
+      WireMessage msg;
+      EXPECT_FALSE(ParseMessage(std::move(**reply), &msg));
+      if (msg.header.type() != proto::ERROR) {
+        ADD_FAILURE() << "expected ERROR, got " << proto::MessageType_Name(msg.header.type());
+        return RejectReason::kNone;
+      }
+      EXPECT_FALSE(msg.header.error().empty());
+      return static_cast<RejectReason>(msg.header.reject_reason());
+    }
+    ADD_FAILURE() << "no answer";
+    return RejectReason::kNone;
+  }
+
+  ServerGroup group_;
+  ZmqVan attacker_;
+  std::vector<float> grad_;  // (kTotal)
+};
+
+TEST_F(PserverValidation, RefusesBadMessagesCountsThemAndKeepsServing) {
+  RawMessage garbage;
+  garbage.frames.push_back(Frame::Copy("\x0a\xff\xff\xff\xff\xff", 6));
+  EXPECT_EQ(Exchange(std::move(garbage)), RejectReason::kMalformedHeader);
+  RawMessage huge;
+  huge.frames.push_back(Frame::Own(std::string(100000, '\x08')));
+  EXPECT_EQ(Exchange(std::move(huge)), RejectReason::kMalformedHeader);
+  RawMessage empty_header;
+  empty_header.frames.push_back(Frame());
+  EXPECT_EQ(Exchange(std::move(empty_header)), RejectReason::kWrongJob);  // all-default header: job 0.
+
+  RawMessage truncated = Encode(Push());
+  truncated.frames.pop_back();
+  EXPECT_EQ(Exchange(std::move(truncated)), RejectReason::kBadPayload);
+  RawMessage oversized = Encode(Push());
+  oversized.frames.push_back(Frame::Own(std::string(1 << 20, '\0')));
+  EXPECT_EQ(Exchange(std::move(oversized)), RejectReason::kBadPayload);
+  RawMessage flipped = Encode(Push());
+  std::string bytes(flipped.frames[1].bytes());
+  bytes[0] ^= 1;
+  flipped.frames[1] = Frame::Own(bytes);
+  EXPECT_EQ(Exchange(std::move(flipped)), RejectReason::kBadChecksum);
+
+  proto::Header h = Push();
+  h.set_shard(1);
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kWrongShard);
+  h = Push();
+  h.set_job_id(kJobId + 1);  // a client of another job.
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kWrongJob);
+  h = Push();
+  h.set_sender_id(7);  // no such worker.
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kUnknownSender);
+  h = Push();
+  h.set_end(kTotal - 1);
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kBadRange);
+  h = Push();
+  h.set_type(static_cast<proto::MessageType>(99));
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kUnknownType);
+  h = Push();
+  h.set_step(5);
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kFutureStep);
+  h = Push();
+  h.set_type(proto::PULL);
+  h.set_step(3);  // parameters after a step this worker never pushed.
+  EXPECT_EQ(Exchange(EncodeMessage("server", h, {})), RejectReason::kFutureStep);
+
+  // Worker 1 restarts as incarnation 2; a message from its previous life is refused.
+  h = Push();
+  h.set_type(proto::HELLO);
+  h.set_sender_id(1);
+  h.set_incarnation(2);
+  ASSERT_TRUE(attacker_.Send(EncodeMessage("server", h, {})).ok());
+  for (int i = 0; i < 100; ++i) {
+    auto r = attacker_.Recv(100);
+    if (r.ok() && r->has_value()) break;
+  }
+  h = Push();
+  h.set_sender_id(1);
+  h.set_incarnation(1);
+  EXPECT_EQ(Exchange(Encode(h)), RejectReason::kStaleIncarnation);
+
+  const ParameterServerStats& stats = group_.server(0).stats();
+  EXPECT_EQ(stats.rejected.Total(), 14u);  // every Exchange above.
+  EXPECT_EQ(stats.rejected.Get(RejectReason::kBadPayload), 2u);
+  EXPECT_EQ(stats.rejected.Get(RejectReason::kFutureStep), 2u);
+  EXPECT_EQ(stats.pushes_accepted.load(), 0u);
+
+  // Still serving, parameters as initialised, and a real step goes through.
+  auto w0 = MakeClient(group_, kTotal, 0), w1 = MakeClient(group_, kTotal, 1, proto::FLOAT32, 2);
+  std::vector<float> params(kTotal), init(kTotal);
+  for (size_t i = 0; i < kTotal; ++i) init[i] = InitValue(i);
+  ASSERT_TRUE(w0->Wait(*w0->Pull(0, params.data())).ok());
+  EXPECT_TRUE(BitwiseEqual(params, init));
+  const auto g0 = Gradient(0, 1, kTotal), g1 = Gradient(1, 1, kTotal);
+  ASSERT_TRUE(w0->Wait(*w0->Push(1, g0.data(), Tokens(0, 1), 0)).ok());
+  ASSERT_TRUE(w1->Wait(*w1->Push(1, g1.data(), Tokens(1, 1), 0)).ok());
+  ASSERT_TRUE(w0->Wait(*w0->Pull(1, params.data())).ok());
+  ReferenceTrainer ref(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal);
+  ref.Step(1);
+  EXPECT_TRUE(BitwiseEqual(params, ref.params()));
+  // A stale pull (step 0 after step 1 was applied) is refused and reported to the client.
+  Status stale = w0->Wait(*w0->Pull(0, params.data()));
+  EXPECT_FALSE(stale.ok());
+  EXPECT_NE(stale.message().find("stale step"), std::string::npos) << stale.message();
+}
+
+}  // namespace
+}  // namespace psformer::testing

@@ -1,0 +1,114 @@
+// PsClient: a worker's (or the coordinator's) view of the parameter servers, with a tiny API in
+// the manner of ps-lite: Push, Pull, Wait. It hides the sockets, the sharding of the flat vector
+// (ShardOf over cluster.servers), the framing of payloads and the checking of replies.
+//
+//   auto client = PsClient::Create(options);               // connects to every shard
+//   PSF_ASSIGN_OR_RETURN(auto pull, client->Pull(0, params.data()));
+//   PSF_RETURN_IF_ERROR(client->Wait(pull));                // params now hold the initial values
+//   ... compute grad of step 1 ...
+//   PSF_ASSIGN_OR_RETURN(auto push, client->Push(1, grad.data(), tokens, loss));
+//   PSF_ASSIGN_OR_RETURN(pull, client->Pull(1, params.data()));
+//   PSF_RETURN_IF_ERROR(client->Wait(push)); PSF_RETURN_IF_ERROR(client->Wait(pull));
+//
+// Push and Pull return at once with a ticket; the messages of all shards are in flight together,
+// each payload in frames of frame_bytes that ZeroMQ streams while the next is queued.
+// Ownership: Push sends fp32 gradients straight from `grad` (no copy), so `grad` must stay alive
+// and unchanged until Wait(ticket) returns; with BF16 it is converted into the client's own buffer
+// and may be reused at once. Pull writes into `params` during Wait; keep it alive until then.
+// Thread safety: one thread uses a client (its sockets are not thread-safe).
+#ifndef PSFORMER_WORKER_PS_CLIENT_H_
+#define PSFORMER_WORKER_PS_CLIENT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/param_layout.h"
+#include "common/proto/wire.pb.h"
+#include "common/transport/van.h"
+#include "common/wire/message_validator.h"
+
+namespace psformer {
+
+struct PsClientOptions {
+  uint64_t job_id = 0;
+  proto::Role role = proto::WORKER;  // WORKER, or COORDINATOR for Checkpoint / Shutdown / final pulls.
+  uint32_t id = 0;                   // worker index (0 for the coordinator).
+  uint32_t incarnation = 0;          // restart count of this process.
+  std::vector<std::string> servers;  // endpoint of shard k at index k.
+  uint64_t parameter_count = 0;      // elements of the flat vector.
+  size_t frame_bytes = 1 << 20;      // payload frame size (cluster.frame_bytes); 0 = one frame.
+  proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
+  int timeout_ms = 120000;           // Wait gives up (Unavailable) after this long without completion.
+  int io_threads = 2;                // ZeroMQ I/O threads (when the client makes its own Van).
+};
+
+class PsClient {
+ public:
+  using Ticket = uint64_t;
+
+  // Connects to every server. `van` = nullptr makes a ZmqVan.
+  static StatusOr<std::unique_ptr<PsClient>> Create(PsClientOptions options, std::unique_ptr<Van> van = nullptr);
+  ~PsClient();
+
+  // Sends the gradient of `step` (summed over the worker's batch, not yet divided by tokens) to
+  // every shard, with the batch's target tokens and summed loss.   grad: (parameter_count)
+  StatusOr<Ticket> Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
+  // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
+  // params: (parameter_count)
+  StatusOr<Ticket> Pull(int64_t step, float* params);
+  // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
+  // server sent back (with its reason), or Unavailable after timeout_ms.
+  Status Wait(Ticket ticket);
+
+  // Announces this process (incarnation) to every shard; returns the smallest "last pushed step"
+  // they report for this worker (where a restarted worker resumes).
+  StatusOr<int64_t> Hello();
+  // Coordinator: every shard writes its checkpoint of `step` (waits until all have), or shuts down.
+  Status Checkpoint(int64_t step);
+  Status Shutdown();
+
+  // Pushes the servers recognised as already applied (exactly-once), since creation.
+  uint64_t duplicate_acks() const { return duplicate_acks_; }
+  // Replies refused by validation (counted by reason).
+  const RejectCounters& rejected_replies() const { return rejected_; }
+  int shards() const { return static_cast<int>(ranges_.size()); }
+  ShardRange range(int shard) const { return ranges_[shard]; }
+
+ private:
+  struct Request {
+    proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
+    std::vector<bool> answered;  // per shard.
+    int remaining = 0;
+    float* params = nullptr;     // PULL destination.
+    int64_t min_step = INT64_MAX;  // HELLO: smallest step reported.
+    Status error;
+    std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
+    std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
+  };
+  PsClient(PsClientOptions options, std::unique_ptr<Van> van);
+  proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const;
+  StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step);
+  void HandleReply(RawMessage raw);
+  bool PayloadReleased(const Request& r);
+
+  PsClientOptions options_;
+  std::unique_ptr<Van> van_;
+  ClientScope scope_;
+  std::vector<ShardRange> ranges_;
+  std::map<Ticket, Request> requests_;
+  Ticket next_ticket_ = 1;
+  uint64_t duplicate_acks_ = 0;
+  RejectCounters rejected_;
+  // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
+  std::shared_ptr<std::mutex> release_mutex_;
+  std::shared_ptr<std::condition_variable> release_cv_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_PS_CLIENT_H_

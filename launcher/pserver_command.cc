@@ -1,13 +1,95 @@
-// `psformer pserver`. Not built yet: it says so and exits non-zero.
+// `psformer pserver`: one parameter-server shard (pserver/parameter_server.h), normally started
+// by a supervisor (launcher/job_runner.h) with the resolved config of the run directory. Serves
+// until a SHUTDOWN message, SIGTERM or SIGINT.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/config_loader.h"
+#include "common/heartbeat.h"
+#include "common/logging.h"
+#include "common/param_init.h"
+#include "common/param_layout.h"
+#include "common/transport/zmq_van.h"
 #include "launcher/command_line.h"
+#include "pserver/parameter_server.h"
 
 namespace psformer {
+namespace {
+
+// Set by the signal handler; a watcher thread turns it into ParameterServer::Stop().
+std::atomic<bool> g_stop_requested{false};  // NOLINT: a signal handler can reach nothing else.
+void RequestStop(int) { g_stop_requested.store(true); }
+
+}  // namespace
 
 int RunPserverCommand(const Args& args) {
   po::options_description options("pserver options");
-  ParsedOptions parsed = ParseOptions("pserver", "[options]", args, options);
+  options.add_options()
+      ("config", po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
+      ("run-dir", po::value<std::string>()->required(), "run directory; checkpoints go to RUN_DIR/checkpoints")
+      ("index", po::value<int>()->required(), "this shard's index, 0 .. cluster.servers-1")
+      ("endpoint", po::value<std::string>()->required(),
+       "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH")
+      ("job-id", po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
+      ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
+      ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
+      ("threads", po::value<int>()->default_value(0),
+       "threads for the Adam update; 0 = cluster.threads_per_process, else all cores");
+  ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
-  return ReportError("pserver", "this subcommand is not built yet");
+  const auto& v = parsed.values;
+
+  auto config = ResolveConfig(v["config"].as<std::string>(), {});
+  if (!config.ok()) return ReportError("pserver", config.status());
+  const int index = v["index"].as<int>();
+  if (index < 0 || index >= config->cluster().servers()) {
+    return ReportError("pserver", "--index " + std::to_string(index) + " is outside 0.." +
+                                      std::to_string(config->cluster().servers() - 1) + " (cluster.servers)", 2);
+  }
+  if (v["threads"].as<int>() < 0) return ReportError("pserver", "--threads must be >= 0", 2);
+  const int vocab = ResolvedVocabSize(*config);
+  if (vocab <= 0) {
+    return ReportError("pserver", "model.vocab_size is 0 in " + v["config"].as<std::string>() +
+                                      ": a server needs the resolved vocabulary size to know the parameter count", 2);
+  }
+  SetLogTag("pserver-" + std::to_string(index));
+  SetLogLevel(static_cast<LogLevel>(config->logging().level()));
+
+  auto layout = std::make_shared<ParamLayout>(config->model(), vocab);
+  ParameterServerOptions o;
+  o.config = *config;
+  o.shard = index;
+  o.parameter_count = layout->total_size();
+  o.config_digest = ModelConfigDigest(*config, vocab);
+  o.job_id = v["job-id"].as<uint64_t>();
+  o.endpoint = v["endpoint"].as<std::string>();
+  o.run_dir = v["run-dir"].as<std::string>();
+  o.resume = v["resume"].as<bool>();
+  o.threads = v["threads"].as<int>();
+  const uint64_t seed = config->training().seed();
+  o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
+
+  auto server = ParameterServer::Create(std::move(o), std::make_unique<ZmqVan>());
+  if (!server.ok()) return ReportError("pserver", server.status());
+  signal(SIGTERM, RequestStop);
+  signal(SIGINT, RequestStop);
+  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (g_stop_requested.load()) (*server)->Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const Status status = (*server)->Run();
+  done.store(true);
+  watcher.join();
+  if (!status.ok()) return ReportError("pserver", status);
+  return 0;
 }
 
 }  // namespace psformer

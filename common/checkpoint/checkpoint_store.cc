@@ -105,7 +105,7 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(manifest, &text);
-  PSF_RETURN_IF_ERROR(WriteFileAtomically((dir / kManifest).string(), text));
+  PSF_RETURN_IF_ERROR(WriteCheckpointFileAtomically((dir / kManifest).string(), text));
   return true;
 }
 
@@ -138,7 +138,7 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
 
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
   const fs::path dir = CheckpointDir(run_dir, step);
-  auto text = ReadWholeFile((dir / kManifest).string());
+  auto text = ReadCheckpointFile((dir / kManifest).string());
   if (!text.ok()) return Status::NotFound("checkpoint " + dir.string() + " has no manifest (incomplete)");
   proto::CheckpointManifest manifest;
   if (!google::protobuf::TextFormat::ParseFromString(*text, &manifest)) {
@@ -153,7 +153,7 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
   }
   for (const proto::ShardFile& sf : manifest.shards()) {
     const std::string path = (dir / sf.file()).string();
-    auto bytes = ReadWholeFile(path);
+    auto bytes = ReadCheckpointFile(path);
     if (!bytes.ok()) return Status::Corruption("checkpoint " + dir.string() + ": missing " + sf.file());
     if (bytes->size() != sf.bytes()) {
       return Status::Corruption(path + " has " + std::to_string(bytes->size()) + " bytes, manifest says " +

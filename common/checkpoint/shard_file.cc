@@ -120,11 +120,11 @@ Status WriteShardFile(const std::string& path, const ShardCheckpointView& s) {
   });
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+Status WriteCheckpointFileAtomically(const std::string& path, const std::string& bytes) {
   return AtomicWrite(path, [&](CheckedWriter& w) { return w.Write(bytes.data(), bytes.size()); });
 }
 
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
+StatusOr<std::string> ReadCheckpointFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("cannot open " + path);
   std::ostringstream out;
@@ -134,7 +134,7 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 StatusOr<ShardCheckpoint> ReadShardFile(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  PSF_ASSIGN_OR_RETURN(std::string bytes, ReadCheckpointFile(path));
   auto corrupt = [&](const std::string& why) { return Status::Corruption("shard file " + path + ": " + why); };
   if (bytes.size() < sizeof(kMagic) + 4 + 4) return corrupt("truncated (" + std::to_string(bytes.size()) + " bytes)");
   uint32_t stored_crc;

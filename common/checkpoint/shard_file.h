@@ -54,9 +54,9 @@ Status WriteShardFile(const std::string& path, const ShardCheckpointView& shard)
 StatusOr<ShardCheckpoint> ReadShardFile(const std::string& path);
 
 // Writes `bytes` to `path` atomically, the same way (used for manifests too).
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+Status WriteCheckpointFileAtomically(const std::string& path, const std::string& bytes);
 // Reads a whole file.
-StatusOr<std::string> ReadWholeFile(const std::string& path);
+StatusOr<std::string> ReadCheckpointFile(const std::string& path);
 
 }  // namespace psformer
 

@@ -41,7 +41,9 @@ class Reader {
 }  // namespace
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
+  // Unique per process: several processes may write the same file (every rank writes the
+  // resolved config.pbtxt); each rename is atomic and the contents are the same.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
   size_t done = 0;

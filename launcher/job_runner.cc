@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/model_file.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/role_process.h"
@@ -63,19 +64,6 @@ StatusOr<int> ReservePort(const std::string& host, int port) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.flush()) return Status::IoError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status::Ok();
 }
 
 Status PrepareRunDir(const JobOptions& options) {

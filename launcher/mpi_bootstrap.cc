@@ -1,5 +1,7 @@
 #include "launcher/mpi_bootstrap.h"
 
+// Only MPI's C API is used; keep its deprecated C++ bindings (and their library) out.
+#define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cstdlib>

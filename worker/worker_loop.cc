@@ -56,6 +56,7 @@ class WorkerLoop {
 
  private:
   Status Connect();
+  PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   Status LogStep(int64_t step, const Interval& interval);
   Status Finish(int64_t last_step);
@@ -75,9 +76,14 @@ class WorkerLoop {
 };
 
 Status WorkerLoop::Connect() {
+  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(ClientOptions(proto::WORKER)));
+  return Status::Ok();
+}
+
+PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   PsClientOptions o;
   o.job_id = options_.job_id;
-  o.role = proto::WORKER;
+  o.role = role;
   o.id = static_cast<uint32_t>(options_.index);
   o.incarnation = options_.incarnation;
   o.servers = options_.servers;
@@ -85,8 +91,7 @@ Status WorkerLoop::Connect() {
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.gradient_dtype = config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16
                                                                                         : proto::FLOAT32;
-  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(o));
-  return Status::Ok();
+  return o;
 }
 
 Status WorkerLoop::Run() {
@@ -194,7 +199,9 @@ Status WorkerLoop::Finish(int64_t last_step) {
   const std::string path = (fs::path(options_.run_dir) / "model.bin").string();
   PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
   PSF_LOG(Info) << "wrote " << path << " (step " << last_step << ")";
-  return client_->Shutdown();
+  // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
+  PSF_ASSIGN_OR_RETURN(auto coordinator, PsClient::Create(ClientOptions(proto::COORDINATOR)));
+  return coordinator->Shutdown();
 }
 
 }  // namespace

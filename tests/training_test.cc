@@ -1,0 +1,116 @@
+// End-to-end training through the parameter servers (label `integration`): single-node mode,
+// cluster mode under real mpirun, and their agreement with the local trainer, all compared by
+// `psformer checksum` of the final model.bin (DESIGN.md, Determinism).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::RunPsformer;
+using testing::RunShell;
+using testing::TempDir;
+
+// A short copy-task run: enough steps to move every parameter, few enough for a 2-core machine.
+const char* kShort =
+    "--config configs/copy.pbtxt --set training.max_steps=24 --set training.valid_every=12 "
+    "--set logging.every_steps=6 --set checkpoint.every_steps=0";
+
+std::string Digest(const std::string& model) {
+  CommandResult r = RunPsformer("checksum " + model);
+  std::smatch m;
+  static const std::regex kHex("[0-9a-f]{64}");
+  if (r.exit_status != 0 || !std::regex_search(r.output, m, kHex)) {
+    ADD_FAILURE() << "checksum of " << model << " failed: " << r.output;
+    return "";
+  }
+  return m.str();
+}
+
+std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
+  const std::string run = dir.File(name);
+  CommandResult r = RunPsformer(std::string("train ") + kShort + " --run-dir " + run + " " + extra);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  return Digest(run + "/model.bin");
+}
+
+TEST(Training, OneWorkerOneServerEqualsTheLocalTrainerBitwise) {
+  TempDir dir;
+  const std::string local = Train(dir, "local", "--local");
+  const std::string bsp = Train(dir, "bsp", "--set cluster.workers=1 --set cluster.servers=1");
+  EXPECT_FALSE(local.empty());
+  EXPECT_EQ(local, bsp);
+}
+
+TEST(Training, ServerCountDoesNotChangeTheWeights) {
+  TempDir dir;
+  const std::string one = Train(dir, "s1", "--set cluster.workers=2 --set cluster.servers=1");
+  const std::string two = Train(dir, "s2", "--set cluster.workers=2 --set cluster.servers=2");
+  const std::string three = Train(dir, "s3", "--set cluster.workers=2 --set cluster.servers=3");
+  EXPECT_FALSE(one.empty());
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+}
+
+TEST(Training, TwoRunsOfTheSameConfigAreBitwiseIdentical) {
+  TempDir dir;
+  const std::string a = Train(dir, "a", "--set cluster.workers=2 --set cluster.servers=2");
+  const std::string b = Train(dir, "b", "--set cluster.workers=2 --set cluster.servers=2");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+TEST(Training, WritesTheRunDirectory) {
+  TempDir dir;
+  Train(dir, "run", "--set cluster.workers=2 --set cluster.servers=1");
+  const auto run = dir.path() / "run";
+  for (const char* f : {"config.pbtxt", "metrics.jsonl", "model.bin", "logs/worker-0.log", "logs/worker-1.log",
+                        "logs/pserver-0.log"}) {
+    EXPECT_TRUE(std::filesystem::exists(run / f)) << f;
+  }
+  std::ifstream metrics(run / "metrics.jsonl");
+  std::string all((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  for (const char* field : {"\"loss\"", "\"lr\"", "\"tokens_per_s\"", "\"compute_s\"", "\"push_s\"", "\"pull_s\"",
+                            "\"valid_accuracy\""}) {
+    EXPECT_NE(all.find(field), std::string::npos) << field << " missing from metrics.jsonl:\n" << all;
+  }
+}
+
+TEST(Training, MpirunClusterModeEqualsSingleNodeMode) {
+  TempDir dir;
+  const std::string single = Train(dir, "single", "--set cluster.workers=2 --set cluster.servers=1");
+  const std::string run = dir.File("mpi");
+  CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
+                             " && mpirun --allow-run-as-root --oversubscribe -np 3 " + PSFORMER_BINARY + " train " +
+                             kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(Digest(run + "/model.bin"), single);
+}
+
+TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {
+  TempDir dir;
+  CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
+                             " && mpirun --allow-run-as-root --oversubscribe -np 2 " + PSFORMER_BINARY + " train " +
+                             kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x"));
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.output.find("2 processes were started but the config needs"), std::string::npos) << r.output;
+}
+
+TEST(Training, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
+  TempDir dir;
+  const std::string calm = Train(dir, "calm", "--set cluster.workers=2 --set cluster.servers=1");
+  const std::string killed = Train(dir, "killed", "--set cluster.workers=2 --set cluster.servers=1 "
+                                                  "--set fault.kill=worker:1@10");
+  EXPECT_FALSE(calm.empty());
+  EXPECT_EQ(calm, killed);
+  std::ifstream log(dir.path() / "killed" / "logs" / "supervisor.log");
+  std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("restarting"), std::string::npos) << all;
+}
+
+}  // namespace
+}  // namespace psformer

@@ -17,7 +17,7 @@ int UpdateThreads(const ParameterServerOptions& o) {
 
 }  // namespace
 
-ParameterServer::ParameterServer(ParameterServerOptions options, std::unique_ptr<Van> van)
+ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(ParameterServ
     return Status::InvalidArgument("cannot split " + std::to_string(options.parameter_count) + " parameters into " +
                                    std::to_string(servers) + " shards");
   }
-  std::unique_ptr<ParameterServer> server(new ParameterServer(std::move(options), std::move(van)));
+  auto server = std::make_unique<ParameterServer>(CreateKey{}, std::move(options), std::move(van));
   PSF_RETURN_IF_ERROR(server->Start());
   return server;
 }

@@ -70,9 +70,12 @@ struct ParameterServerStats {
 };
 
 class ParameterServer {
+  struct CreateKey {};  // only Create builds servers (it must bind and initialise them).
+
  public:
   // Binds `van` to options.endpoint and initialises (or resumes) the shard.
   static StatusOr<std::unique_ptr<ParameterServer>> Create(ParameterServerOptions options, std::unique_ptr<Van> van);
+  ParameterServer(CreateKey, ParameterServerOptions options, std::unique_ptr<Van> van);
   ~ParameterServer();
 
   // Serves until Stop() or a SHUTDOWN message. Returns an error only for transport failures.
@@ -89,7 +92,6 @@ class ParameterServer {
     std::string peer;
     proto::Header request;
   };
-  ParameterServer(ParameterServerOptions options, std::unique_ptr<Van> van);
   Status Start();
   void Handle(RawMessage raw);
   Verdict CheckIncarnation(const proto::Header& h);

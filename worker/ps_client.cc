@@ -19,7 +19,7 @@ struct PushPayload {
 
 }  // namespace
 
-PsClient::PsClient(PsClientOptions options, std::unique_ptr<Van> van)
+PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
       van_(std::move(van)),
       release_mutex_(std::make_shared<std::mutex>()),
@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, st
     zo.io_threads = options.io_threads;
     van = std::make_unique<ZmqVan>(zo);
   }
-  std::unique_ptr<PsClient> client(new PsClient(std::move(options), std::move(van)));
+  auto client = std::make_unique<PsClient>(CreateKey{}, std::move(options), std::move(van));
   for (size_t k = 0; k < client->options_.servers.size(); ++k) {
     PSF_RETURN_IF_ERROR(client->van_->Connect(PeerName(static_cast<int>(k)), client->options_.servers[k]));
   }
@@ -165,6 +165,11 @@ void PsClient::HandleReply(RawMessage raw) {
 }
 
 Status PsClient::Wait(Ticket ticket) {
+  Request done;
+  return Finish(ticket, &done);
+}
+
+Status PsClient::Finish(Ticket ticket, Request* done) {
   auto it = requests_.find(ticket);
   if (it == requests_.end()) return Status::InvalidArgument("ps client: unknown ticket " + std::to_string(ticket));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
@@ -182,7 +187,8 @@ Status PsClient::Wait(Ticket ticket) {
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(std::min<int64_t>(left.count(), 100))));
     if (raw.has_value()) HandleReply(std::move(*raw));
   }
-  Request r = std::move(it->second);
+  Request& r = *done;
+  r = std::move(it->second);
   requests_.erase(it);
   if (r.payload_owner) {
     // Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
@@ -195,18 +201,9 @@ Status PsClient::Wait(Ticket ticket) {
 
 StatusOr<int64_t> PsClient::Hello() {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::HELLO, 0));
-  requests_[ticket].min_step = INT64_MAX;
-  const int64_t* min_step = &requests_[ticket].min_step;
-  int64_t result = 0;
-  // Wait erases the request; read its answer first through a completion check of our own.
-  while (requests_[ticket].remaining > 0) {
-    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(options_.timeout_ms));
-    if (!raw.has_value()) return Status::Unavailable("ps client: no answer to HELLO within the timeout");
-    HandleReply(std::move(*raw));
-  }
-  result = *min_step;
-  PSF_RETURN_IF_ERROR(Wait(ticket));
-  return result;
+  Request done;
+  PSF_RETURN_IF_ERROR(Finish(ticket, &done));
+  return done.min_step;
 }
 
 Status PsClient::Checkpoint(int64_t step) {

@@ -48,11 +48,14 @@ struct PsClientOptions {
 };
 
 class PsClient {
+  struct CreateKey {};  // only Create builds clients (it must connect them).
+
  public:
   using Ticket = uint64_t;
 
   // Connects to every server. `van` = nullptr makes a ZmqVan.
   static StatusOr<std::unique_ptr<PsClient>> Create(PsClientOptions options, std::unique_ptr<Van> van = nullptr);
+  PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van);
   ~PsClient();
 
   // Sends the gradient of `step` (summed over the worker's batch, not yet divided by tokens) to
@@ -90,11 +93,11 @@ class PsClient {
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
     std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
   };
-  PsClient(PsClientOptions options, std::unique_ptr<Van> van);
   proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const;
   StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step);
   void HandleReply(RawMessage raw);
-  bool PayloadReleased(const Request& r);
+  // Wait, handing the finished request to the caller (Hello reads its answer).
+  Status Finish(Ticket ticket, Request* done);
 
   PsClientOptions options_;
   std::unique_ptr<Van> van_;

@@ -1,0 +1,176 @@
+// Benchmark: one worker's push + pull round trip of a base-sized parameter vector through 1..4
+// parameter servers on loopback (BSP, one Adam update per step), next to a memcpy of the same
+// bytes; and the server's Adam update in GB/s next to a STREAM-like copy.
+//   build/bench/pserver_roundtrip [--params N] [--servers-max S] [--iters K] [--frame-bytes B] [--threads T]
+// Results and the machine go to bench/RESULTS.md ("Parameter server").
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/adam.h"
+#include "common/config_loader.h"
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "common/transport/zmq_van.h"
+#include "pserver/parameter_server.h"
+#include "worker/ps_client.h"
+
+namespace psformer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Args {
+  uint64_t params = 63'000'000;
+  int servers_max = 4;
+  int iters = 5;
+  int frame_bytes = 1 << 20;
+  int threads = 2;
+};
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const long long v = std::atoll(argv[i + 1]);
+    if (k == "--params") a.params = static_cast<uint64_t>(v);
+    else if (k == "--servers-max") a.servers_max = static_cast<int>(v);
+    else if (k == "--iters") a.iters = static_cast<int>(v);
+    else if (k == "--frame-bytes") a.frame_bytes = static_cast<int>(v);
+    else if (k == "--threads") a.threads = static_cast<int>(v);
+  }
+  return a;
+}
+
+struct Timing {
+  double round_trip = 1e30;  // push + pull, best of iters.
+  double push = 0;           // of that best: until every shard acknowledged the push.
+};
+
+// Best-of-iters time of one push + pull of the whole vector with `servers` shards. The push is
+// acknowledged on receipt; the pull waits for the update, so it carries the Adam time.
+Timing RoundTrip(const Args& a, int servers, const std::string& transport) {
+  proto::JobConfig config;
+  FillDefaults(&config);
+  config.mutable_cluster()->set_servers(servers);
+  config.mutable_cluster()->set_workers(1);
+  config.mutable_cluster()->set_frame_bytes(a.frame_bytes);
+  config.mutable_checkpoint()->set_every_minutes(0);
+  std::vector<std::unique_ptr<ParameterServer>> group;
+  std::vector<std::string> endpoints;
+  for (int k = 0; k < servers; ++k) {
+    ParameterServerOptions o;
+    o.config = config;
+    o.shard = k;
+    o.parameter_count = a.params;
+    o.job_id = 1;
+    o.threads = a.threads;
+    o.endpoint = transport == "tcp" ? "tcp://127.0.0.1:0" : "ipc:///tmp/psformer-bench-" + std::to_string(k);
+    auto s = ParameterServer::Create(o, std::make_unique<ZmqVan>());
+    PSF_CHECK(s.ok());
+    endpoints.push_back(s.value()->endpoint());
+    group.push_back(std::move(s).value());
+  }
+  std::vector<std::thread> threads;
+  for (auto& s : group) threads.emplace_back([p = s.get()] { PSF_CHECK(p->Run().ok()); });
+  PsClientOptions co;
+  co.job_id = 1;
+  co.servers = endpoints;
+  co.parameter_count = a.params;
+  co.frame_bytes = static_cast<size_t>(a.frame_bytes);
+  co.io_threads = 2;
+  auto client = PsClient::Create(co);
+  PSF_CHECK(client.ok());
+  std::vector<float> grad(a.params, 1e-3f), params(a.params);
+  PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
+  Timing best;
+  for (int t = 1; t <= a.iters; ++t) {
+    const auto start = Clock::now();
+    auto push = (*client)->Push(t, grad.data(), 1000, 0);
+    auto pull = (*client)->Pull(t, params.data());
+    PSF_CHECK(push.ok() && pull.ok());
+    PSF_CHECK((*client)->Wait(*push).ok());
+    const double pushed = Since(start);
+    PSF_CHECK((*client)->Wait(*pull).ok());
+    const double total = Since(start);
+    if (total < best.round_trip) best = {total, pushed};
+  }
+  for (auto& s : group) s->Stop();
+  for (auto& t : threads) t.join();
+  return best;
+}
+
+double BestOf(int iters, const std::function<void()>& f) {
+  double best = 1e30;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = Clock::now();
+    f();
+    best = std::min(best, Since(start));
+  }
+  return best;
+}
+
+}  // namespace
+}  // namespace psformer
+
+int main(int argc, char** argv) {
+  using namespace psformer;
+  SetLogLevel(LogLevel::kWarning);
+  const Args a = Parse(argc, argv);
+  const double bytes = static_cast<double>(a.params) * 4;
+  std::printf("parameters %llu (%.1f MB fp32), frame %d bytes, update threads %d, best of %d\n",
+              static_cast<unsigned long long>(a.params), bytes / 1e6, a.frame_bytes, a.threads, a.iters);
+
+  std::vector<float> src(a.params, 1.0f), dst(a.params, 0.0f);
+  const double copy_s = BestOf(a.iters, [&] { std::memcpy(dst.data(), src.data(), a.params * 4); });
+  std::printf("memcpy of the vector:            %8.1f ms  %6.2f GB/s  (push+pull moves it twice: %.1f ms)\n",
+              copy_s * 1e3, bytes / copy_s / 1e9, 2 * copy_s * 1e3);
+
+  uint32_t crc = 0;
+  const double crc_s = BestOf(a.iters, [&] { crc = Crc32c(crc, src.data(), a.params * 4); });
+  std::printf("CRC-32C of the vector:           %8.1f ms  %6.2f GB/s\n", crc_s * 1e3, bytes / crc_s / 1e9);
+
+  std::vector<float> p(a.params, 0.1f), m(a.params, 0.0f), v(a.params, 0.0f), g(a.params, 1e-3f);
+  AdamHyper hyper;
+  int64_t step = 0;
+  for (int threads : {1, a.threads}) {
+    const double adam_s = BestOf(a.iters, [&] {
+      AdamUpdateParallel(hyper, ++step, 1e-3, a.params, g.data(), p.data(), m.data(), v.data(), threads);
+    });
+    // Adam reads g, p, m, v and writes p, m, v: 28 bytes per element.
+    std::printf("Adam update, %d thread(s):        %8.1f ms  %6.2f GB/s of memory traffic\n", threads,
+                adam_s * 1e3, 28.0 * a.params / adam_s / 1e9);
+  }
+  // STREAM "copy" a[i] = b[i] (8 bytes per element), same threads, for the bandwidth ceiling.
+  const double stream_s = BestOf(a.iters, [&] {
+    std::vector<std::thread> pool;
+    const uint64_t chunk = (a.params + a.threads - 1) / a.threads;
+    for (int k = 0; k < a.threads; ++k) {
+      pool.emplace_back([&, k] {
+        const uint64_t b = k * chunk, e = std::min<uint64_t>(a.params, b + chunk);
+        float* __restrict d = dst.data();
+        const float* __restrict s = src.data();
+        for (uint64_t i = b; i < e; ++i) d[i] = s[i];
+      });
+    }
+    for (auto& t : pool) t.join();
+  });
+  std::printf("STREAM-like copy, %d thread(s):   %8.1f ms  %6.2f GB/s\n", a.threads, stream_s * 1e3,
+              8.0 * a.params / stream_s / 1e9);
+
+  for (const char* transport : {"tcp", "ipc"}) {
+    for (int servers = 1; servers <= a.servers_max; ++servers) {
+      const Timing rt = RoundTrip(a, servers, transport);
+      std::printf("push+pull over %s, %d server(s):  %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n",
+                  transport, servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3);
+    }
+  }
+  return 0;
+}

@@ -53,10 +53,10 @@ class CudaOps : public CudaVsCpu {
       cpu_.Gemm(ta, tb, m, n, k, 0.7f, ca.data(), lda, cb.data(), ldb, 0.3f, cc.data(), ldc);
       gpu_->Gemm(ta, tb, m, n, k, 0.7f, ga.data(), lda, gb.data(), ldb, 0.3f, gc.data(), ldc);
     } else {
-      cpu_.GemmStridedBatched(ta, tb, m, n, k, 0.7f, ca.data(), lda, sa, cb.data(), ldb, sb, 0.3f, cc.data(), ldc,
-                              sc, batch);
-      gpu_->GemmStridedBatched(ta, tb, m, n, k, 0.7f, ga.data(), lda, sa, gb.data(), ldb, sb, 0.3f, gc.data(), ldc,
-                               sc, batch);
+      cpu_.GemmStridedBatched(ta, tb, m, n, k, 0.7f, ca.data(), lda, sa, cb.data(), ldb, sb, 0.3f, cc.data(), ldc, sc,
+                              batch);
+      gpu_->GemmStridedBatched(ta, tb, m, n, k, 0.7f, ga.data(), lda, sa, gb.data(), ldb, sb, 0.3f, gc.data(), ldc, sc,
+                               batch);
     }
     gpu_->set_gemm_math(GemmMath::kFp32);
     return RelError(ToHost(gc), ToHost(cc));
@@ -279,10 +279,10 @@ TEST_F(CudaOps, CrossEntropyLossCorrectAndGradient) {
       cd.Upload(logits.data(), logits.size());
       gd.Upload(logits.data(), logits.size());
     }
-    cpu_.CrossEntropy(rows, vocab, eps, aliased ? cd.data() : cl.data(), ct.data(), 0, closs.data(),
-                      ccorrect.data(), cd.data());
-    gpu_->CrossEntropy(rows, vocab, eps, aliased ? gd.data() : gl.data(), gt.data(), 0, gloss.data(),
-                       gcorrect.data(), gd.data());
+    cpu_.CrossEntropy(rows, vocab, eps, aliased ? cd.data() : cl.data(), ct.data(), 0, closs.data(), ccorrect.data(),
+                      cd.data());
+    gpu_->CrossEntropy(rows, vocab, eps, aliased ? gd.data() : gl.data(), gt.data(), 0, gloss.data(), gcorrect.data(),
+                       gd.data());
     const std::vector<float> loss = ToHost(gloss), correct = ToHost(gcorrect);
     EXPECT_LT(RelError(loss, ToHost(closs)), kFp32Tolerance);
     EXPECT_EQ(correct, ToHost(ccorrect));

@@ -15,11 +15,11 @@
 #include "worker/backend/cuda/cuda_backend.h"
 
 // Skips the current test, with the reason, on a machine without a usable CUDA device.
-#define PSF_SKIP_WITHOUT_GPU()                                              \
-  do {                                                                      \
-    if (::psformer::CudaDeviceCount() == 0) {                               \
-      GTEST_SKIP() << ::psformer::CudaUnavailableReason();                  \
-    }                                                                       \
+#define PSF_SKIP_WITHOUT_GPU()                             \
+  do {                                                     \
+    if (::psformer::CudaDeviceCount() == 0) {              \
+      GTEST_SKIP() << ::psformer::CudaUnavailableReason(); \
+    }                                                      \
   } while (0)
 
 namespace psformer::testing {

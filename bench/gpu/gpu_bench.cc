@@ -54,10 +54,14 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     const char* value = argv[++i];
     if (flag == "--math") {
       const std::string m = value;
-      if (m == "fp32") o.math = GemmMath::kFp32;
-      else if (m == "tf32") o.math = GemmMath::kTf32;
-      else if (m == "bf16") o.math = GemmMath::kBf16;
-      else return Status::InvalidArgument("--math wants fp32, tf32 or bf16, got '" + m + "'");
+      if (m == "fp32")
+        o.math = GemmMath::kFp32;
+      else if (m == "tf32")
+        o.math = GemmMath::kTf32;
+      else if (m == "bf16")
+        o.math = GemmMath::kBf16;
+      else
+        return Status::InvalidArgument("--math wants fp32, tf32 or bf16, got '" + m + "'");
     } else if (flag == "--sentences") {
       PSF_ASSIGN_OR_RETURN(o.sentences, ParseInt(flag, value, 1));
     } else if (flag == "--len") {
@@ -86,9 +90,12 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
 // Dense peak TFLOPS of the GPU for the math mode (vendor data sheets, no sparsity); 0 = unknown.
 double PeakTflops(const std::string& name, GemmMath math) {
   const int index = math == GemmMath::kBf16 ? 0 : math == GemmMath::kTf32 ? 1 : 2;
-  struct Gpu { const char* key; double peak[3]; };
-  static const Gpu kGpus[] = {{"H100 PCIe", {756, 378, 51}}, {"H100", {989, 495, 67}}, {"H200", {989, 495, 67}},
-                              {"A100", {312, 156, 19.5}}};
+  struct Gpu {
+    const char* key;
+    double peak[3];
+  };
+  static const Gpu kGpus[] = {
+      {"H100 PCIe", {756, 378, 51}}, {"H100", {989, 495, 67}}, {"H200", {989, 495, 67}}, {"A100", {312, 156, 19.5}}};
   for (const Gpu& g : kGpus) {
     if (name.find(g.key) != std::string::npos) return g.peak[index];
   }
@@ -102,8 +109,8 @@ double ModelFlops(const proto::ModelConfig& m, int vocab, double batch, double s
   const double d = m.d_model(), f = m.d_ff(), layers = m.layers();
   const double src = batch * s, tgt = batch * t;
   const double encoder = layers * (src * (4 * d * d + 2 * d * f) + 2 * batch * s * s * d);
-  const double decoder = layers * (tgt * (4 * d * d + 2 * d * d + 2 * d * f) + src * 2 * d * d +
-                                   2 * batch * t * t * d + 2 * batch * t * s * d);
+  const double decoder = layers * (tgt * (4 * d * d + 2 * d * d + 2 * d * f) + src * 2 * d * d + 2 * batch * t * t * d +
+                                   2 * batch * t * s * d);
   const double logits = tgt * d * vocab;
   return 3 * 2 * (encoder + decoder + logits);
 }
@@ -163,8 +170,8 @@ int Run(const BenchOptions& o) {
     be.Synchronize();
     timed.Reset();
     const auto start = std::chrono::steady_clock::now();
-    const StepStats stats = model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0},
-                                                  grad.data());
+    const StepStats stats =
+        model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0}, grad.data());
     be.Synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step > o.warmup) times.push_back(seconds);
@@ -179,9 +186,8 @@ int Run(const BenchOptions& o) {
   std::printf(
       "impl=psformer-cuda gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
       "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
-      be.device_name().c_str(), GemmMathName(o.math), n, o.sentences, o.len,
-      static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens), median * 1e3,
-      times.front() * 1e3, batch.tgt_tokens / median, tflops,
+      be.device_name().c_str(), GemmMathName(o.math), n, o.sentences, o.len, static_cast<long long>(batch.src_tokens),
+      static_cast<long long>(batch.tgt_tokens), median * 1e3, times.front() * 1e3, batch.tgt_tokens / median, tflops,
       peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);
   if (o.profile) {

@@ -26,8 +26,12 @@ class TimedBackend final : public Backend<float> {
 
   void* AllocateBytes(size_t bytes) override { return inner_->AllocateBytes(bytes); }
   void FreeBytes(void* ptr) override { inner_->FreeBytes(ptr); }
-  void CopyToDevice(void* d, const void* h, size_t bytes) override { Time("CopyToDevice", [&] { inner_->CopyToDevice(d, h, bytes); }); }
-  void CopyToHost(void* h, const void* d, size_t bytes) override { Time("CopyToHost", [&] { inner_->CopyToHost(h, d, bytes); }); }
+  void CopyToDevice(void* d, const void* h, size_t bytes) override {
+    Time("CopyToDevice", [&] { inner_->CopyToDevice(d, h, bytes); });
+  }
+  void CopyToHost(void* h, const void* d, size_t bytes) override {
+    Time("CopyToHost", [&] { inner_->CopyToHost(h, d, bytes); });
+  }
   void Synchronize() override { inner_->Synchronize(); }
 
   void Gemm(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
@@ -42,8 +46,8 @@ class TimedBackend final : public Backend<float> {
     Time("GemmStridedBatched",
          [&] { inner_->GemmStridedBatched(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch); });
   }
-  void MaskedSoftmaxForward(const AttentionShape& s, float scale, const float* scores, const int32_t* keys,
-                            int32_t pad, bool causal, float* probs) override {
+  void MaskedSoftmaxForward(const AttentionShape& s, float scale, const float* scores, const int32_t* keys, int32_t pad,
+                            bool causal, float* probs) override {
     Time("MaskedSoftmaxForward", [&] { inner_->MaskedSoftmaxForward(s, scale, scores, keys, pad, causal, probs); });
   }
   void SoftmaxBackward(const AttentionShape& s, float scale, const float* p, const float* dp, float* ds) override {
@@ -75,10 +79,18 @@ class TimedBackend final : public Backend<float> {
                          float* dtable) override {
     Time("EmbeddingBackward", [&] { inner_->EmbeddingBackward(n, dim, dout, ids, scale, dtable); });
   }
-  void Fill(size_t n, float v, float* x) override { Time("Fill", [&] { inner_->Fill(n, v, x); }); }
-  void Copy(size_t n, const float* x, float* y) override { Time("Copy", [&] { inner_->Copy(n, x, y); }); }
-  void Add(size_t n, const float* x, const float* y, float* z) override { Time("Add", [&] { inner_->Add(n, x, y, z); }); }
-  void Accumulate(size_t n, const float* x, float* y) override { Time("Accumulate", [&] { inner_->Accumulate(n, x, y); }); }
+  void Fill(size_t n, float v, float* x) override {
+    Time("Fill", [&] { inner_->Fill(n, v, x); });
+  }
+  void Copy(size_t n, const float* x, float* y) override {
+    Time("Copy", [&] { inner_->Copy(n, x, y); });
+  }
+  void Add(size_t n, const float* x, const float* y, float* z) override {
+    Time("Add", [&] { inner_->Add(n, x, y, z); });
+  }
+  void Accumulate(size_t n, const float* x, float* y) override {
+    Time("Accumulate", [&] { inner_->Accumulate(n, x, y); });
+  }
   void Multiply(size_t n, const float* x, const float* y, float* z) override {
     Time("Multiply", [&] { inner_->Multiply(n, x, y, z); });
   }
@@ -88,7 +100,9 @@ class TimedBackend final : public Backend<float> {
   void BiasBackward(int rows, int cols, const float* dy, float* db) override {
     Time("BiasBackward", [&] { inner_->BiasBackward(rows, cols, dy, db); });
   }
-  void ReluForward(size_t n, const float* x, float* y) override { Time("ReluForward", [&] { inner_->ReluForward(n, x, y); }); }
+  void ReluForward(size_t n, const float* x, float* y) override {
+    Time("ReluForward", [&] { inner_->ReluForward(n, x, y); });
+  }
   void ReluBackward(size_t n, const float* y, const float* dy, float* dx) override {
     Time("ReluBackward", [&] { inner_->ReluBackward(n, y, dy, dx); });
   }

@@ -62,9 +62,7 @@ __global__ void SoftmaxBackwardKernel(int64_t rows, int keys, float scale, const
 
 int64_t Rows(const AttentionShape& s) { return static_cast<int64_t>(s.batch) * s.heads * s.queries; }
 
-void CheckShape(const AttentionShape& s) {
-  PSF_CHECK(s.batch >= 0 && s.heads > 0 && s.queries >= 0 && s.keys >= 0);
-}
+void CheckShape(const AttentionShape& s) { PSF_CHECK(s.batch >= 0 && s.heads > 0 && s.queries >= 0 && s.keys >= 0); }
 
 }  // namespace
 

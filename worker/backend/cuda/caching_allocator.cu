@@ -1,26 +1,25 @@
 // The caching device allocator (caching_allocator.h) and the CUDA error reporters.
-#include "worker/backend/cuda/caching_allocator.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "common/logging.h"
+#include "worker/backend/cuda/caching_allocator.h"
 #include "worker/backend/cuda/cuda_check.h"
 
 namespace psformer {
 namespace cuda_internal {
 
 void CudaFailed(cudaError_t error, const char* call, const char* file, int line) {
-  PSF_LOG(Error) << "CUDA error at " << file << ":" << line << ": " << call << " failed: "
-                 << cudaGetErrorName(error) << " (" << cudaGetErrorString(error) << ")";
+  PSF_LOG(Error) << "CUDA error at " << file << ":" << line << ": " << call << " failed: " << cudaGetErrorName(error)
+                 << " (" << cudaGetErrorString(error) << ")";
   std::abort();
 }
 
 void CublasFailed(cublasStatus_t status, const char* call, const char* file, int line) {
-  PSF_LOG(Error) << "cuBLAS error at " << file << ":" << line << ": " << call << " failed: "
-                 << cublasGetStatusName(status) << " (" << cublasGetStatusString(status) << ")";
+  PSF_LOG(Error) << "cuBLAS error at " << file << ":" << line << ": " << call
+                 << " failed: " << cublasGetStatusName(status) << " (" << cublasGetStatusString(status) << ")";
   std::abort();
 }
 
@@ -32,7 +31,7 @@ constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeRound = size_t{2} << 20;
 // A cached block serves a request when it is at most this much larger: bounds the waste of
 // handing a big block to a small buffer.
-constexpr size_t kMaxSlackNumerator = 5;    // 5/4 = 1.25x
+constexpr size_t kMaxSlackNumerator = 5;  // 5/4 = 1.25x
 constexpr size_t kMaxSlackDenominator = 4;
 }  // namespace
 

@@ -15,9 +15,9 @@
 namespace psformer {
 
 struct DeviceMemoryStats {
-  size_t in_use_bytes = 0;     // handed out and not yet freed (rounded sizes)
+  size_t in_use_bytes = 0;  // handed out and not yet freed (rounded sizes)
   size_t peak_in_use_bytes = 0;
-  size_t reserved_bytes = 0;   // obtained from cudaMalloc, in use or cached
+  size_t reserved_bytes = 0;  // obtained from cudaMalloc, in use or cached
   size_t peak_reserved_bytes = 0;
   size_t device_allocations = 0;  // cudaMalloc calls so far
 };
@@ -46,8 +46,8 @@ class CachingAllocator {
   static size_t RoundSize(size_t bytes);
 
  private:
-  std::multimap<size_t, void*> free_;        // size -> cached block
-  std::unordered_map<void*, size_t> used_;   // block -> size
+  std::multimap<size_t, void*> free_;       // size -> cached block
+  std::unordered_map<void*, size_t> used_;  // block -> size
   DeviceMemoryStats stats_;
 };
 

@@ -18,11 +18,11 @@ namespace {
 constexpr int kThreads = 512;
 
 struct RowState {
-  float max;      // running maximum
-  float sum_exp;  // sum of exp(x - max)
-  float best;     // the largest logit seen ...
-  int best_index; // ... and its first index
-  float sum_x;    // sum of logits
+  float max;       // running maximum
+  float sum_exp;   // sum of exp(x - max)
+  float best;      // the largest logit seen ...
+  int best_index;  // ... and its first index
+  float sum_x;     // sum of logits
 };
 
 __device__ inline void Combine(RowState& a, const RowState& b) {

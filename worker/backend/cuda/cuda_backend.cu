@@ -1,7 +1,5 @@
 // CudaBackend (cuda_backend.h): device setup, memory, cuBLAS matrix products, and the operations
 // that forward to the kernel launchers of cuda_kernels.h.
-#include "worker/backend/cuda/cuda_backend.h"
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -9,6 +7,7 @@
 
 #include "common/logging.h"
 #include "worker/backend/cuda/column_sum.cuh"
+#include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_kernels.h"
 
@@ -21,9 +20,12 @@ cublasOperation_t ToCublas(Transpose t) { return t == Transpose::kYes ? CUBLAS_O
 
 cublasComputeType_t ComputeType(GemmMath math) {
   switch (math) {
-    case GemmMath::kTf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case GemmMath::kBf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case GemmMath::kFp32: break;
+    case GemmMath::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case GemmMath::kBf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case GemmMath::kFp32:
+      break;
   }
   // Tensor-core math is never enabled on the handle, so this is IEEE fp32.
   return CUBLAS_COMPUTE_32F;
@@ -33,9 +35,12 @@ cublasComputeType_t ComputeType(GemmMath math) {
 
 const char* GemmMathName(GemmMath math) {
   switch (math) {
-    case GemmMath::kTf32: return "tf32";
-    case GemmMath::kBf16: return "bf16";
-    case GemmMath::kFp32: break;
+    case GemmMath::kTf32:
+      return "tf32";
+    case GemmMath::kBf16:
+      return "bf16";
+    case GemmMath::kFp32:
+      break;
   }
   return "fp32";
 }
@@ -69,8 +74,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
   // A workspace of our own: cuBLAS then never allocates during a step.
   if (options.cublas_workspace_bytes > 0) {
     backend->cublas_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
-    PSF_CUBLAS_CHECK(
-        cublasSetWorkspace(cublas, backend->cublas_workspace_.data(), options.cublas_workspace_bytes));
+    PSF_CUBLAS_CHECK(cublasSetWorkspace(cublas, backend->cublas_workspace_.data(), options.cublas_workspace_bytes));
   }
   backend->sum_result_ = backend->Allocate<double>(1);
   // Spelled out: nvcc (C++17) will not move into the converting constructor, g++ calls std::move redundant.
@@ -121,9 +125,8 @@ void CudaBackend::Gemm(Transpose ta, Transpose tb, int m, int n, int k, float al
                        const float* b, int ldb, float beta, float* c, int ldc) {
   PSF_CHECK(m >= 0 && n >= 0 && k >= 0);
   if (m == 0 || n == 0) return;
-  PSF_CUBLAS_CHECK(cublasGemmEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb, a,
-                                CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc, ComputeType(gemm_math_),
-                                CUBLAS_GEMM_DEFAULT));
+  PSF_CUBLAS_CHECK(cublasGemmEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
+                                lda, &beta, c, CUDA_R_32F, ldc, ComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a,
@@ -131,8 +134,8 @@ void CudaBackend::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, i
                                      float* c, int ldc, int64_t stride_c, int batch) {
   PSF_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0);
   if (m == 0 || n == 0 || batch == 0) return;
-  PSF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F,
-                                              ldb, stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc,
+  PSF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb,
+                                              stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc,
                                               stride_c, batch, ComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
 }
 

@@ -41,8 +41,8 @@ enum class GemmMath {
 const char* GemmMathName(GemmMath math);
 
 struct CudaBackendOptions {
-  int device = 0;                        // CUDA device ordinal
-  GemmMath gemm_math = GemmMath::kFp32;  // see GemmMath
+  int device = 0;                            // CUDA device ordinal
+  GemmMath gemm_math = GemmMath::kFp32;      // see GemmMath
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch, allocated once
 };
 
@@ -78,10 +78,8 @@ class CudaBackend final : public Backend<float> {
                             int32_t pad_id, bool causal, float* probs) override;
   void SoftmaxBackward(const AttentionShape& shape, float scale, const float* probs, const float* dprobs,
                        float* dscores) override;
-  void SplitHeads(const float* x, int ld, int column, int batch, int len, int heads, int head_dim,
-                  float* out) override;
-  void MergeHeads(const float* x, int batch, int len, int heads, int head_dim, float* out, int ld,
-                  int column) override;
+  void SplitHeads(const float* x, int ld, int column, int batch, int len, int heads, int head_dim, float* out) override;
+  void MergeHeads(const float* x, int batch, int len, int heads, int head_dim, float* out, int ld, int column) override;
   void LayerNormForward(int rows, int dim, float epsilon, const float* x, const float* gamma, const float* beta,
                         float* y, float* mean, float* rstd) override;
   void LayerNormBackward(int rows, int dim, const float* dy, const float* x, const float* gamma, const float* mean,
@@ -90,8 +88,7 @@ class CudaBackend final : public Backend<float> {
                       float* mask) override;
   void EmbeddingForward(size_t n, int dim, const float* table, const int32_t* ids, float scale, int len,
                         float* out) override;
-  void EmbeddingBackward(size_t n, int dim, const float* dout, const int32_t* ids, float scale,
-                         float* dtable) override;
+  void EmbeddingBackward(size_t n, int dim, const float* dout, const int32_t* ids, float scale, float* dtable) override;
   void Fill(size_t n, float value, float* x) override;
   void Copy(size_t n, const float* x, float* y) override;
   void Add(size_t n, const float* x, const float* y, float* z) override;

@@ -16,18 +16,16 @@ namespace psformer::cuda_internal {
 
 }  // namespace psformer::cuda_internal
 
-#define PSF_CUDA_CHECK(call)                                                            \
-  do {                                                                                  \
-    const cudaError_t _psf_err = (call);                                                \
-    if (_psf_err != cudaSuccess)                                                        \
-      ::psformer::cuda_internal::CudaFailed(_psf_err, #call, __FILE__, __LINE__);       \
+#define PSF_CUDA_CHECK(call)                                                                                 \
+  do {                                                                                                       \
+    const cudaError_t _psf_err = (call);                                                                     \
+    if (_psf_err != cudaSuccess) ::psformer::cuda_internal::CudaFailed(_psf_err, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define PSF_CUBLAS_CHECK(call)                                                          \
-  do {                                                                                  \
-    const cublasStatus_t _psf_st = (call);                                              \
-    if (_psf_st != CUBLAS_STATUS_SUCCESS)                                               \
-      ::psformer::cuda_internal::CublasFailed(_psf_st, #call, __FILE__, __LINE__);      \
+#define PSF_CUBLAS_CHECK(call)                                                                                         \
+  do {                                                                                                                 \
+    const cublasStatus_t _psf_st = (call);                                                                             \
+    if (_psf_st != CUBLAS_STATUS_SUCCESS) ::psformer::cuda_internal::CublasFailed(_psf_st, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: a bad configuration shows up here, not at the next synchronisation.

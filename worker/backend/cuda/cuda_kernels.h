@@ -57,13 +57,13 @@ void LaunchSoftmaxBackward(cudaStream_t stream, const AttentionShape& shape, flo
 
 // ---- embedding_kernels.cu ----
 // pe: the positional encodings (len, dim), or null when len == 0.
-void LaunchEmbeddingForward(cudaStream_t stream, size_t n, int dim, const float* table, const int32_t* ids,
-                            float scale, int len, const float* pe, float* out);
+void LaunchEmbeddingForward(cudaStream_t stream, size_t n, int dim, const float* table, const int32_t* ids, float scale,
+                            int len, const float* pe, float* out);
 // Sorts token positions by id (stable radix sort), then each distinct id's row is summed by one
 // block in token order, as the CPU backend does.
 size_t EmbeddingBackwardWorkspaceBytes(size_t n);
-void LaunchEmbeddingBackward(cudaStream_t stream, size_t n, int dim, const float* dout, const int32_t* ids,
-                             float scale, float* dtable, void* workspace, size_t workspace_bytes);
+void LaunchEmbeddingBackward(cudaStream_t stream, size_t n, int dim, const float* dout, const int32_t* ids, float scale,
+                             float* dtable, void* workspace, size_t workspace_bytes);
 
 // ---- cross_entropy_kernels.cu ----
 void LaunchCrossEntropy(cudaStream_t stream, int rows, int vocab, float epsilon, const float* logits,

@@ -14,7 +14,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr size_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
 
-unsigned Blocks(size_t n) { return static_cast<unsigned>(std::max<size_t>(1, std::min(kMaxBlocks, (n + kThreads - 1) / kThreads))); }
+unsigned Blocks(size_t n) {
+  return static_cast<unsigned>(std::max<size_t>(1, std::min(kMaxBlocks, (n + kThreads - 1) / kThreads)));
+}
 
 // ---- kernels ----
 
@@ -78,7 +80,8 @@ __global__ void SplitHeadsKernel(int rows, const float* x, int ld, int column, i
     const int b = r / len, t = r % len;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
       const int h = j / head_dim, d = j % head_dim;
-      out[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d] = x[static_cast<size_t>(r) * ld + column + j];
+      out[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d] =
+          x[static_cast<size_t>(r) * ld + column + j];
     }
   }
 }
@@ -90,7 +93,8 @@ __global__ void MergeHeadsKernel(int rows, const float* x, int len, int heads, i
     const int b = r / len, t = r % len;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
       const int h = j / head_dim, d = j % head_dim;
-      out[static_cast<size_t>(r) * ld + column + j] = x[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d];
+      out[static_cast<size_t>(r) * ld + column + j] =
+          x[((static_cast<size_t>(b) * heads + h) * len + t) * head_dim + d];
     }
   }
 }
@@ -104,14 +108,16 @@ dim3 RowGrid(int rows, int cols) {
 
 // ---- launchers ----
 
-#define PSF_ELEMENTWISE_LAUNCH(kernel, n, ...)                                \
-  do {                                                                         \
-    if ((n) == 0) return;                                                      \
-    kernel<<<Blocks(n), kThreads, 0, stream>>>((n), __VA_ARGS__);              \
-    PSF_CUDA_CHECK_LAUNCH(kernel);                                             \
+#define PSF_ELEMENTWISE_LAUNCH(kernel, n, ...)                    \
+  do {                                                            \
+    if ((n) == 0) return;                                         \
+    kernel<<<Blocks(n), kThreads, 0, stream>>>((n), __VA_ARGS__); \
+    PSF_CUDA_CHECK_LAUNCH(kernel);                                \
   } while (0)
 
-void LaunchFill(cudaStream_t stream, size_t n, float value, float* x) { PSF_ELEMENTWISE_LAUNCH(FillKernel, n, value, x); }
+void LaunchFill(cudaStream_t stream, size_t n, float value, float* x) {
+  PSF_ELEMENTWISE_LAUNCH(FillKernel, n, value, x);
+}
 void LaunchCopy(cudaStream_t stream, size_t n, const float* x, float* y) {
   if (x == y) return;
   PSF_ELEMENTWISE_LAUNCH(CopyKernel, n, x, y);

@@ -64,8 +64,8 @@ size_t SortTempBytes(size_t n) {
 
 // ---- launchers ----
 
-void LaunchEmbeddingForward(cudaStream_t stream, size_t n, int dim, const float* table, const int32_t* ids,
-                            float scale, int len, const float* pe, float* out) {
+void LaunchEmbeddingForward(cudaStream_t stream, size_t n, int dim, const float* table, const int32_t* ids, float scale,
+                            int len, const float* pe, float* out) {
   PSF_CHECK(dim > 0 && len >= 0);
   PSF_CHECK((len > 0) == (pe != nullptr));
   const size_t total = n * dim;
@@ -80,15 +80,15 @@ size_t EmbeddingBackwardWorkspaceBytes(size_t n) {
   return 2 * AlignUp(n * sizeof(int32_t)) + AlignUp(n * sizeof(uint32_t)) + AlignUp(SortTempBytes(n));
 }
 
-void LaunchEmbeddingBackward(cudaStream_t stream, size_t n, int dim, const float* dout, const int32_t* ids,
-                             float scale, float* dtable, void* workspace, size_t workspace_bytes) {
+void LaunchEmbeddingBackward(cudaStream_t stream, size_t n, int dim, const float* dout, const int32_t* ids, float scale,
+                             float* dtable, void* workspace, size_t workspace_bytes) {
   PSF_CHECK(dim > 0);
   if (n == 0) return;
   PSF_CHECK(n < (size_t{1} << 31) && "CUB sorts int-indexed ranges");
   PSF_CHECK(workspace != nullptr && workspace_bytes >= EmbeddingBackwardWorkspaceBytes(n));
   char* base = static_cast<char*>(workspace);
-  int32_t* sorted_ids = reinterpret_cast<int32_t*>(base);                                 // (n)
-  uint32_t* positions = reinterpret_cast<uint32_t*>(base + AlignUp(n * sizeof(int32_t)));  // (n)
+  int32_t* sorted_ids = reinterpret_cast<int32_t*>(base);                                             // (n)
+  uint32_t* positions = reinterpret_cast<uint32_t*>(base + AlignUp(n * sizeof(int32_t)));             // (n)
   uint32_t* sorted_positions = reinterpret_cast<uint32_t*>(base + 2 * AlignUp(n * sizeof(int32_t)));  // (n)
   void* temp = base + 2 * AlignUp(n * sizeof(int32_t)) + AlignUp(n * sizeof(uint32_t));
   size_t temp_bytes = SortTempBytes(n);
@@ -98,8 +98,8 @@ void LaunchEmbeddingBackward(cudaStream_t stream, size_t n, int dim, const float
   PSF_CUDA_CHECK_LAUNCH(IotaKernel);
   PSF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ids, sorted_ids, positions, sorted_positions,
                                                  static_cast<int>(n), 0, 32, stream));
-  EmbeddingRunSumKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(n, dim, dout, sorted_ids,
-                                                                           sorted_positions, scale, dtable);
+  EmbeddingRunSumKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(n, dim, dout, sorted_ids, sorted_positions,
+                                                                           scale, dtable);
   PSF_CUDA_CHECK_LAUNCH(EmbeddingRunSumKernel);
 }
 

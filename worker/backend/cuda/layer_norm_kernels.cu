@@ -99,8 +99,8 @@ void LaunchLayerNormBackward(cudaStream_t stream, int rows, int dim, const float
   PSF_CUDA_CHECK_LAUNCH(LayerNormBackwardDxKernel);
 
   const int chunks = ColumnSumChunks(rows);
-  float* partial_gamma = static_cast<float*>(workspace);                     // (chunks, dim)
-  float* partial_beta = partial_gamma + static_cast<size_t>(chunks) * dim;   // (chunks, dim)
+  float* partial_gamma = static_cast<float*>(workspace);                    // (chunks, dim)
+  float* partial_beta = partial_gamma + static_cast<size_t>(chunks) * dim;  // (chunks, dim)
   const dim3 grid((dim + kColumnSumThreads - 1) / kColumnSumThreads, chunks);
   LayerNormParamChunkKernel<<<grid, kColumnSumThreads, 0, stream>>>(rows, dim, dy, x, mean, rstd, partial_gamma,
                                                                     partial_beta);

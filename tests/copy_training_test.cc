@@ -37,18 +37,28 @@ TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
   EXPECT_GT(LastMetric(run + "/metrics.jsonl", "tokens_per_s"), 0.0);
   EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
   EXPECT_TRUE(std::filesystem::exists(run + "/config.pbtxt"));
-  EXPECT_TRUE(std::filesystem::exists(run + "/logs/trainer.log"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/logs/worker-0.log"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/logs/pserver-0.log"));
 
   auto sum = RunPsformer("checksum " + run + "/model.bin");
   EXPECT_EQ(sum.exit_status, 0) << sum.output;
   EXPECT_TRUE(std::regex_search(sum.output, std::regex("^[0-9a-f]{64}  [0-9]+ parameters  "))) << sum.output;
 }
 
+TEST(CopyTraining, LocalTrainerAlsoLearnsIt) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  auto r = RunPsformer("train --local --config configs/copy.pbtxt --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/logs/trainer.log"));
+}
+
 TEST(CopyTraining, ResumeContinuesFromTheSavedState) {
   TempDir dir;
   const std::string run = dir.File("run");
   const std::string quick =
-      "train --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
+      "train --local --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
   ASSERT_EQ(RunPsformer(quick + "--set training.max_steps=10 --run-dir " + run).exit_status, 0);
   auto r = RunPsformer(quick + "--set training.max_steps=20 --resume --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
@@ -61,7 +71,7 @@ TEST(CopyTraining, ResumeWithoutStateOrRunDirIsAClearError) {
   auto no_dir = RunPsformer("train --config configs/copy.pbtxt --resume");
   EXPECT_EQ(no_dir.exit_status, 2) << no_dir.output;
   EXPECT_NE(no_dir.output.find("--run-dir"), std::string::npos) << no_dir.output;
-  auto no_state = RunPsformer("train --config configs/copy.pbtxt --resume --run-dir " + dir.File("empty"));
+  auto no_state = RunPsformer("train --local --config configs/copy.pbtxt --resume --run-dir " + dir.File("empty"));
   EXPECT_EQ(no_state.exit_status, 1) << no_state.output;
   EXPECT_NE(no_state.output.find("trainer_state.bin"), std::string::npos) << no_state.output;
 }

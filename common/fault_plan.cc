@@ -1,6 +1,8 @@
 #include "common/fault_plan.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,7 +23,7 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
     const size_t colon = item.find(':'), at = item.find('@');
     const std::string bad = "fault.kill = \"" + fault.kill() + "\": entry '" + item + "' ";
     if (colon == std::string::npos || at == std::string::npos || at < colon) {
-      return Status::InvalidArgument(bad + "is not ROLE:INDEX@STEP (e.g. worker:1@10)");
+      return Status::InvalidArgument(bad + "is not ROLE:INDEX@STEP[:ACTION] (e.g. worker:1@10)");
     }
     const std::string role = item.substr(0, colon);
     FaultEvent e;
@@ -32,17 +34,33 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
     } else {
       return Status::InvalidArgument(bad + "names role '" + role + "'; expected worker or server");
     }
+    std::string step = item.substr(at + 1), action = "kill";
+    if (const size_t c = step.find(':'); c != std::string::npos) {
+      action = step.substr(c + 1);
+      step = step.substr(0, c);
+    }
     try {
       size_t used = 0;
-      const std::string index = item.substr(colon + 1, at - colon - 1), step = item.substr(at + 1);
+      const std::string index = item.substr(colon + 1, at - colon - 1);
       e.set_index(std::stoi(index, &used));
       if (used != index.size()) throw std::invalid_argument(index);
       e.set_at_step(std::stoll(step, &used));
       if (used != step.size()) throw std::invalid_argument(step);
+      if (action == "kill") {
+        e.set_action(FaultEvent::KILL);
+      } else if (action == "checkpoint") {
+        e.set_action(FaultEvent::KILL_IN_CHECKPOINT);
+      } else if (action.rfind("stall=", 0) == 0) {
+        e.set_action(FaultEvent::STALL);
+        const std::string ms = action.substr(6);
+        e.set_stall_ms(std::stoi(ms, &used));
+        if (used != ms.size() || e.stall_ms() <= 0) throw std::invalid_argument(ms);
+      } else {
+        return Status::InvalidArgument(bad + "names action '" + action + "'; expected kill, checkpoint or stall=MS");
+      }
     } catch (const std::exception&) {
-      return Status::InvalidArgument(bad + "has a malformed index or step");
+      return Status::InvalidArgument(bad + "has a malformed index, step or stall time");
     }
-    e.set_action(FaultEvent::KILL);
     events.push_back(e);
   }
   return events;
@@ -66,9 +84,32 @@ void FaultPlan::At(int64_t step) const {
     if (e.action() == FaultEvent::KILL) {
       PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) at step " << step;
       kill(getpid(), SIGKILL);
-    } else {
-      PSF_LOG(Warning) << "fault injection: stalling " << e.stall_ms() << " ms at step " << step;
-      std::this_thread::sleep_for(std::chrono::milliseconds(e.stall_ms()));
+    } else if (e.action() == FaultEvent::STALL) {
+      PSF_LOG(Warning) << "fault injection: stopping myself (SIGSTOP) for " << e.stall_ms() << " ms at step " << step;
+      // A child wakes the whole process (every thread, heartbeats included, is stopped) unless
+      // the supervisor has killed it by then.
+      const pid_t self = getpid();
+      const pid_t waker = fork();
+      if (waker == 0) {
+        const timespec pause{e.stall_ms() / 1000, (e.stall_ms() % 1000) * 1000000L};
+        nanosleep(&pause, nullptr);
+        kill(self, SIGCONT);
+        _exit(0);
+      }
+      if (waker > 0) {
+        kill(self, SIGSTOP);
+        waitpid(waker, nullptr, 0);
+      }
+      PSF_LOG(Warning) << "fault injection: continuing after the stall";
+    }
+  }
+}
+
+void FaultPlan::DuringCheckpoint(int64_t step) const {
+  for (const FaultEvent& e : mine_) {
+    if (e.at_step() == step && e.action() == FaultEvent::KILL_IN_CHECKPOINT) {
+      PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) while writing the checkpoint of step " << step;
+      kill(getpid(), SIGKILL);
     }
   }
 }

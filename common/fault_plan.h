@@ -23,8 +23,11 @@ class FaultPlan {
  public:
   // REQUIRES: a validated config (FaultEvents succeeds).
   FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation);
-  // Acts on the events due at `step` for this process: SIGKILLs itself, or sleeps stall_ms.
+  // Acts on the events due at `step` for this process: SIGKILLs itself, or SIGSTOPs itself for
+  // stall_ms (a forked waker sends SIGCONT).
   void At(int64_t step) const;
+  // Servers, while writing the checkpoint of `step`: SIGKILLs itself for a KILL_IN_CHECKPOINT.
+  void DuringCheckpoint(int64_t step) const;
 
  private:
   std::vector<FaultEvent> mine_;  // this incarnation's events

@@ -13,6 +13,7 @@ std::string Status::ToString() const {
     case Code::kUnavailable: name = "unavailable"; break;
     case Code::kInternal: name = "internal error"; break;
     case Code::kUnimplemented: name = "not implemented"; break;
+    case Code::kAborted: name = "aborted"; break;
   }
   return std::string(name) + ": " + message_;
 }

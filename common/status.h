@@ -13,7 +13,7 @@ namespace psformer {
 class Status {
  public:
   enum class Code { kOk, kInvalidArgument, kNotFound, kIoError, kCorruption, kUnavailable,
-                    kInternal, kUnimplemented };
+                    kInternal, kUnimplemented, kAborted };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -24,6 +24,8 @@ class Status {
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
   static Status Unimplemented(std::string msg) { return Status(Code::kUnimplemented, std::move(msg)); }
+  // The operation was overtaken by an event the caller must act on (e.g. a recovery rollback).
+  static Status Aborted(std::string msg) { return Status(Code::kAborted, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

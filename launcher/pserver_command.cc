@@ -70,6 +70,7 @@ int RunPserverCommand(const Args& args) {
   o.run_dir = v["run-dir"].as<std::string>();
   o.resume = v["resume"].as<bool>();
   o.threads = v["threads"].as<int>();
+  o.incarnation = v["incarnation"].as<uint32_t>();
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
@@ -91,5 +92,10 @@ int RunPserverCommand(const Args& args) {
   if (!status.ok()) return ReportError("pserver", status);
   return 0;
 }
+  if (g_stop_requested.load()) {
+    // Interrupted (Ctrl-C on the job): leave a checkpoint to --resume from.
+    const Status saved = (*server)->CheckpointLastStep();
+    if (!saved.ok()) return ReportError("pserver", saved.WithContext("checkpoint on interrupt"));
+  }
 
 }  // namespace psformer

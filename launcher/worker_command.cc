@@ -1,5 +1,7 @@
 // `psformer worker`: one worker role process, normally started by a supervisor
 // (launcher/job_runner.h) with the resolved config of the run directory.
+#include <signal.h>
+
 #include <sstream>
 
 #include "common/config_loader.h"
@@ -61,6 +63,8 @@ int RunWorkerCommand(const Args& args) {
   SetLogTag("worker-" + std::to_string(worker.index));
   SetLogLevel(static_cast<LogLevel>(config->logging().level()));
   HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
+  // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.
+  signal(SIGTERM, [](int) { RequestWorkerStop(); });
   const Status status = RunWorker(worker);
   if (!status.ok()) return ReportError("worker", status);
   return 0;

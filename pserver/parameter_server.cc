@@ -1,6 +1,12 @@
 #include "pserver/parameter_server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "common/logging.h"
@@ -26,7 +32,8 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       aggregator_(mode_ == proto::ClusterConfig::BSP ? options_.config.cluster().workers() : 0,
                   mode_ == proto::ClusterConfig::BSP ? range_.size() : 0),
       worker_steps_(options_.config.cluster().workers(), 0),
-      incarnations_(options_.config.cluster().workers(), 0) {
+      incarnations_(options_.config.cluster().workers(), 0),
+      faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
   scope_.shard = options_.shard;
@@ -54,8 +61,9 @@ StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(ParameterServ
 
 Status ParameterServer::Start() {
   const CheckpointIdentity id{options_.config.cluster().servers(), options_.parameter_count, options_.config_digest};
+  const bool restarted = options_.incarnation > 0;
   bool resumed = false;
-  if (options_.resume && !options_.run_dir.empty()) {
+  if ((options_.resume || restarted) && !options_.run_dir.empty()) {
     PSF_ASSIGN_OR_RETURN(auto loaded, LoadNewestShardCheckpoint(options_.run_dir, id, options_.shard));
     if (loaded.has_value()) {
       if (loaded->worker_steps.size() != worker_steps_.size()) {
@@ -72,13 +80,12 @@ Status ParameterServer::Start() {
       PSF_LOG(Info) << "shard " << options_.shard << ": no checkpoint to resume from; starting fresh";
     }
   }
-  if (!resumed) {
-    if (options_.init) {
-      const uint64_t begin = range_.begin;
-      optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
-    } else {
-      optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
-    }
+  if (!resumed) Initialize();
+  restored_step_ = applied_step_;
+  if (restarted) {
+    epoch_ = NewEpoch();
+    PSF_LOG(Warning) << "shard " << options_.shard << " restarted (incarnation " << options_.incarnation
+                     << "): recovery epoch " << epoch_ << ", the job rolls back to step " << restored_step_;
   }
   stats_.applied_step.store(applied_step_);
   stats_.updates.store(optimizer_.updates());
@@ -89,11 +96,45 @@ Status ParameterServer::Start() {
   return Status::Ok();
 }
 
+void ParameterServer::Initialize() {
+  if (options_.init) {
+    const uint64_t begin = range_.begin;
+    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
+  } else {
+    optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
+  }
+}
+
+// Epochs must grow across every server of the job, whichever restarts: the run directory holds
+// one empty file per epoch taken, created exclusively, so two servers never take the same one.
+uint64_t ParameterServer::NewEpoch() const {
+  if (options_.run_dir.empty()) {
+    // Only embedded servers have no run directory; their epochs are unique per (shard, restart).
+    return static_cast<uint64_t>(options_.incarnation) * 1024 + static_cast<uint64_t>(options_.shard) + 1;
+  }
+  const std::filesystem::path dir = std::filesystem::path(options_.run_dir) / "checkpoints" / "epochs";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (uint64_t e = 1;; ++e) {
+    const std::string path = (dir / std::to_string(e)).string();
+    const int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+    if (fd >= 0) {
+      close(fd);
+      return e;
+    }
+    if (errno != EEXIST) {
+      PSF_LOG(Error) << "cannot record recovery epoch in " << path << ": " << strerror(errno);
+      return static_cast<uint64_t>(options_.incarnation) * 1024 + static_cast<uint64_t>(options_.shard) + 1;
+    }
+  }
+}
+
 Status ParameterServer::Run() {
   while (!stop_.load()) {
     auto received = van_->Recv(options_.poll_ms);
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
+    if (!fatal_.ok()) return fatal_;
   }
   PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << applied_step_ << "; refused messages: "
                 << stats_.rejected.ToString();
@@ -106,7 +147,9 @@ void ParameterServer::Handle(RawMessage raw) {
   if (Verdict v = ParseMessage(std::move(raw), &msg)) return Refuse(peer, nullptr, *v);
   if (Verdict v = ValidateAtServer(msg, scope_)) return Refuse(peer, &msg.header, *v);
   if (Verdict v = CheckIncarnation(msg.header)) return Refuse(peer, &msg.header, *v);
+  if (Verdict v = CheckEpoch(msg.header)) return Refuse(peer, &msg.header, *v);
   switch (msg.header.type()) {
+    case proto::ROLLBACK: return HandleRollback(std::move(msg));
     case proto::PUSH: return HandlePush(std::move(msg));
     case proto::PULL: return HandlePull(std::move(msg));
     case proto::CHECKPOINT: return HandleCheckpoint(std::move(msg));
@@ -138,6 +181,65 @@ Verdict ParameterServer::CheckIncarnation(const proto::Header& h) {
     known = h.incarnation();
   }
   return std::nullopt;
+}
+
+Verdict ParameterServer::CheckEpoch(const proto::Header& h) const {
+  const proto::MessageType t = h.type();
+  if (t != proto::PUSH && t != proto::PULL && t != proto::CHECKPOINT && t != proto::ROLLBACK) return std::nullopt;
+  // A ROLLBACK into a newer epoch is what recovery needs; into this one it is a repeat.
+  if (t == proto::ROLLBACK ? h.epoch() >= epoch_ : h.epoch() == epoch_) return std::nullopt;
+  return Rejection{RejectReason::kOtherEpoch, proto::MessageType_Name(t) + " of recovery epoch " +
+                                                  std::to_string(h.epoch()) + "; this shard is in epoch " +
+                                                  std::to_string(epoch_) + ", which began at step " +
+                                                  std::to_string(restored_step_)};
+}
+
+void ParameterServer::HandleRollback(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  if (h.epoch() > epoch_) {
+    PSF_LOG(Warning) << "shard " << options_.shard << ": rolling back from step " << applied_step_ << " to step "
+                     << h.step() << " (recovery epoch " << h.epoch() << ", asked by "
+                     << proto::Role_Name(h.sender_role()) << " " << h.sender_id() << ")";
+    const Status restored = RestoreTo(h.step());
+    if (!restored.ok()) {
+      fatal_ = restored.WithContext("rollback to step " + std::to_string(h.step()));
+      return Refuse(msg.peer, &h, {RejectReason::kStaleStep, fatal_.message()});
+    }
+    epoch_ = h.epoch();
+    restored_step_ = h.step();
+    stats_.rollbacks.fetch_add(1);
+    // Requests of the old epoch still waiting learn of the new one.
+    for (const PendingPull& p : pending_pulls_) Refuse(p.peer, &p.request, *CheckEpoch(p.request));
+    for (const PendingPull& p : pending_checkpoints_) Refuse(p.peer, &p.request, *CheckEpoch(p.request));
+    pending_pulls_.clear();
+    pending_checkpoints_.clear();
+  } else if (h.step() != restored_step_) {
+    PSF_LOG(Warning) << "shard " << options_.shard << ": ROLLBACK to step " << h.step() << " in epoch " << h.epoch()
+                     << ", which began at step " << restored_step_ << "; keeping step " << restored_step_;
+  }
+  Reply(msg.peer, h, proto::ACK);
+}
+
+Status ParameterServer::RestoreTo(int64_t step) {
+  if (step == 0) {
+    Initialize();
+  } else {
+    if (options_.run_dir.empty()) return Status::NotFound("no run directory to load checkpoints from");
+    const CheckpointIdentity id{options_.config.cluster().servers(), options_.parameter_count,
+                                options_.config_digest};
+    PSF_ASSIGN_OR_RETURN(ShardCheckpoint loaded, LoadShardCheckpoint(options_.run_dir, id, options_.shard, step));
+    if (loaded.worker_steps.size() != worker_steps_.size()) {
+      return Status::Corruption("checkpoint of step " + std::to_string(step) + " has another worker count");
+    }
+    worker_steps_ = loaded.worker_steps;
+    optimizer_.Restore(std::move(loaded));
+  }
+  if (step == 0) std::fill(worker_steps_.begin(), worker_steps_.end(), 0);
+  applied_step_ = step;
+  stats_.applied_step.store(step);
+  stats_.updates.store(optimizer_.updates());
+  if (mode_ == proto::ClusterConfig::BSP) aggregator_.Begin(step + 1);
+  return Status::Ok();
 }
 
 void ParameterServer::HandlePush(WireMessage msg) {
@@ -196,6 +298,7 @@ void ParameterServer::ApplyStep() {
       PSF_LOG(Error) << "checkpoint of step " << step << " failed: " << s.message();
     }
   }
+  faults_.At(step);  // injected faults strike after a step is applied (and checkpointed)
 }
 
 void ParameterServer::ApplyOnArrival(WireMessage msg) {
@@ -286,6 +389,8 @@ proto::Header ParameterServer::ReplyHeader(const proto::Header& request, proto::
   h.set_shard(static_cast<uint32_t>(options_.shard));
   h.set_step(request.step());
   h.set_sequence(request.sequence());
+  h.set_epoch(epoch_);
+  h.set_restored_step(restored_step_);
   return h;
 }
 
@@ -354,10 +459,18 @@ Status ParameterServer::WriteCheckpoint(int64_t step) {
   view.params = optimizer_.params();
   view.m = optimizer_.m();
   view.v = optimizer_.v();
+  view.midway = [this, step] { faults_.DuringCheckpoint(step); };
   PSF_RETURN_IF_ERROR(SaveShardCheckpoint(options_.run_dir, id, view, options_.config.checkpoint().keep_last()));
   stats_.checkpoints_written.fetch_add(1);
   PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
   return Status::Ok();
+}
+
+Status ParameterServer::CheckpointLastStep() {
+  if (options_.run_dir.empty() || mode_ != proto::ClusterConfig::BSP || applied_step_ == 0) return Status::Ok();
+  const CheckpointIdentity id{options_.config.cluster().servers(), options_.parameter_count, options_.config_digest};
+  if (VerifyCheckpoint(options_.run_dir, applied_step_, id).ok()) return Status::Ok();
+  return WriteCheckpoint(applied_step_);
 }
 
 }  // namespace psformer

@@ -23,6 +23,19 @@
 // checks above); a refused one is answered with ERROR, counted by reason, logged, and dropped.
 // With every_steps > 0 the server also checkpoints by itself after each such step (all servers at
 // the same steps, so the checkpoints form a consistent cut).
+//
+// Recovery (DESIGN.md, Failure model; README, Failure behaviour). A server restarted by its
+// supervisor (incarnation > 0) has lost the updates since its shard's last checkpoint, so the job
+// rolls back: the restarted server loads the newest complete checkpoint c (or the initial values
+// when there is none) and enters a new recovery epoch e (a job-wide counter in RUN_DIR, so epochs
+// only grow). Every PUSH, PULL and CHECKPOINT carries its sender's epoch; one from another epoch
+// is refused with reason "other epoch", the reply naming e and c. The worker that hears it sends
+// ROLLBACK(c, e) to every shard; a shard in an older epoch reloads checkpoint c (pending requests
+// answered "other epoch"), and every worker resumes at step c + 1. In BSP a step's gradient is a
+// pure function of the weights after the step before, so the replayed steps push the very same
+// bytes and the job ends with the same weights as undisturbed: a server kill costs the steps
+// since the last checkpoint and a restart, nothing else. HELLO is answered in any epoch (with
+// the server's epoch), so a restarted worker learns where the job is.
 #ifndef PSFORMER_PSERVER_PARAMETER_SERVER_H_
 #define PSFORMER_PSERVER_PARAMETER_SERVER_H_
 
@@ -33,6 +46,7 @@
 #include <vector>
 
 #include "common/checkpoint/checkpoint_store.h"
+#include "common/fault_plan.h"
 #include "common/param_layout.h"
 #include "common/proto/config.pb.h"
 #include "common/transport/van.h"
@@ -53,6 +67,7 @@ struct ParameterServerOptions {
   bool resume = false;          // start from the newest complete checkpoint, if there is one.
   int threads = 0;              // update threads; 0 = cluster.threads_per_process, else all cores.
   int poll_ms = 100;            // how often Run looks at Stop().
+  uint32_t incarnation = 0;     // > 0: restarted by a supervisor, so recover (see Recovery).
   // Fills elements [begin, end) of the flat vector with their initial values (the command passes
   // InitParamRange of common/param_init.h); unset = zeros.
   std::function<void(uint64_t begin, uint64_t end, float* out)> init;
@@ -66,6 +81,7 @@ struct ParameterServerStats {
   std::atomic<uint64_t> pulls_answered{0};
   std::atomic<uint64_t> checkpoints_written{0};
   std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
+  std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.
   RejectCounters rejected;
 };
 
@@ -82,6 +98,10 @@ class ParameterServer {
   Status Run();
   // Asks Run to return within poll_ms. Any thread.
   void Stop() { stop_.store(true); }
+  // After Run: writes a checkpoint of the last applied step unless one exists (BSP; a run dir
+  // needed). Used when the job is interrupted: workers stop only after a complete push, so every
+  // shard has applied the same step and these checkpoints form a complete one.
+  Status CheckpointLastStep();
 
   const std::string& endpoint() const { return endpoint_; }  // what peers connect to.
   ShardRange range() const { return range_; }
@@ -95,6 +115,12 @@ class ParameterServer {
   Status Start();
   void Handle(RawMessage raw);
   Verdict CheckIncarnation(const proto::Header& h);
+  Verdict CheckEpoch(const proto::Header& h) const;
+  void HandleRollback(WireMessage msg);
+  // Loads checkpoint `step` (0 = the initial values) into the shard and forgets every later push.
+  Status RestoreTo(int64_t step);
+  void Initialize();
+  uint64_t NewEpoch() const;
   void HandlePush(WireMessage msg);
   void HandlePull(WireMessage msg);
   void HandleCheckpoint(WireMessage msg);
@@ -124,6 +150,10 @@ class ParameterServer {
   int64_t applied_step_ = 0;              // BSP: last step applied; else the highest step applied.
   std::vector<PendingPull> pending_pulls_;
   std::vector<PendingPull> pending_checkpoints_;
+  uint64_t epoch_ = 0;                    // recovery epoch (see Recovery).
+  int64_t restored_step_ = 0;             // the checkpoint step epoch_ started from.
+  Status fatal_;                          // a rollback that could not load its checkpoint.
+  FaultPlan faults_;
   std::atomic<bool> stop_{false};
   ParameterServerStats stats_;
 };

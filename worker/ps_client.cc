@@ -1,5 +1,6 @@
 #include "worker/ps_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
@@ -64,6 +65,7 @@ proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_
   h.set_shard(static_cast<uint32_t>(shard));
   h.set_step(step);
   h.set_sequence(ticket);
+  h.set_epoch(epoch_);
   return h;
 }
 
@@ -71,15 +73,19 @@ StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint6
   const Ticket ticket = next_ticket_++;
   Request& r = requests_[ticket];
   r.type = proto::PUSH;
+  r.step = step;
+  r.epoch = epoch_;
   r.answered.assign(shards(), false);
   r.remaining = shards();
+  r.target_tokens = target_tokens;
+  r.loss_sum = loss_sum;
   auto holder = std::make_unique<PushPayload>();
   const bool bf16 = options_.gradient_dtype == proto::BFLOAT16;
   if (bf16) {
     holder->bf16.resize(options_.parameter_count);
     FloatsToBf16(grad, options_.parameter_count, holder->bf16.data());
   }
-  const uint16_t* converted = holder->bf16.data();
+  r.payload = bf16 ? static_cast<const void*>(holder->bf16.data()) : static_cast<const void*>(grad);
   // The deleter runs when the last frame referring to the payload is released (on a ZeroMQ
   // thread); it tells Wait that `grad` may be reused.
   r.payload_released = std::make_shared<bool>(false);
@@ -92,21 +98,30 @@ StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint6
         }
         cv->notify_all();
       });
-  const size_t elem = bf16 ? 2 : 4;
-  for (int k = 0; k < shards(); ++k) {
-    proto::Header h = RequestHeader(proto::PUSH, k, step, ticket);
+  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
+  r.sent = std::chrono::steady_clock::now();
+  r.sends = 1;
+  return ticket;
+}
+
+Status PsClient::SendTo(Ticket ticket, const Request& r, int k) {
+  proto::Header h = RequestHeader(r.type, k, r.step, ticket);
+  std::vector<Frame> payload;
+  if (r.type == proto::PUSH) {
+    const bool bf16 = options_.gradient_dtype == proto::BFLOAT16;
+    const size_t elem = bf16 ? 2 : 4;
     h.set_dtype(options_.gradient_dtype);
+    h.set_target_tokens(r.target_tokens);
+    h.set_loss_sum(r.loss_sum);
+    const char* base = static_cast<const char*>(r.payload) + ranges_[k].begin * elem;
+    AppendViewFrames(base, ranges_[k].size() * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
+  }
+  if (r.type == proto::PUSH || r.type == proto::PULL) {
     h.set_begin(ranges_[k].begin);
     h.set_end(ranges_[k].end);
-    h.set_target_tokens(target_tokens);
-    h.set_loss_sum(loss_sum);
-    const void* data = bf16 ? static_cast<const void*>(converted + ranges_[k].begin)
-                            : static_cast<const void*>(grad + ranges_[k].begin);
-    std::vector<Frame> payload;
-    AppendViewFrames(data, ranges_[k].size() * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
-    PSF_RETURN_IF_ERROR(van_->Send(EncodeMessage(PeerName(k), std::move(h), std::move(payload))));
   }
-  return ticket;
+  h.set_epoch(r.epoch);
+  return van_->Send(EncodeMessage(PeerName(k), std::move(h), std::move(payload)));
 }
 
 StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params) {
@@ -119,16 +134,15 @@ StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t 
   const Ticket ticket = next_ticket_++;
   Request& r = requests_[ticket];
   r.type = type;
+  r.step = step;
+  r.epoch = type == proto::ROLLBACK ? rollback_epoch_ : epoch_;
   r.answered.assign(shards(), false);
   r.remaining = shards();
-  for (int k = 0; k < shards(); ++k) {
-    proto::Header h = RequestHeader(type, k, step, ticket);
-    if (type == proto::PULL) {
-      h.set_begin(ranges_[k].begin);
-      h.set_end(ranges_[k].end);
-    }
-    PSF_RETURN_IF_ERROR(van_->Send(EncodeMessage(PeerName(k), std::move(h), {})));
-  }
+  r.epochs.assign(shards(), 0);
+  r.epoch_starts.assign(shards(), 0);
+  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
+  r.sent = std::chrono::steady_clock::now();
+  r.sends = 1;
   return ticket;
 }
 
@@ -147,7 +161,23 @@ void PsClient::HandleReply(RawMessage raw) {
   const int shard = static_cast<int>(h.shard());
   if (it == requests_.end() || it->second.answered[shard]) return;  // late or repeated answer.
   Request& r = it->second;
-  if (h.type() == proto::ERROR) {
+  if (h.type() == proto::ERROR && h.reject_reason() == static_cast<uint32_t>(RejectReason::kOtherEpoch)) {
+    // The job is recovering. A newer epoch is followed; a shard behind ours (it missed our
+    // ROLLBACK, or was restarted from an older state) is moved into ours again.
+    const bool newer = h.epoch() > epoch_;
+    if (!rollback_pending_ || h.epoch() > rollback_epoch_) {
+      rollback_pending_ = true;
+      rollback_epoch_ = newer ? h.epoch() : epoch_;
+      rollback_start_ = newer ? h.restored_step() : epoch_start_;
+    }
+    if (r.type != proto::ROLLBACK) {
+      r.error = Status::Aborted("shard " + std::to_string(shard) + " is in recovery epoch " +
+                                std::to_string(h.epoch()) + " (from step " + std::to_string(h.restored_step()) +
+                                "), this worker in epoch " + std::to_string(epoch_));
+      r.remaining = 0;  // nothing else about this request matters now.
+      return;
+    }
+  } else if (h.type() == proto::ERROR) {
     if (r.error.ok()) {
       r.error = Status::Unavailable("shard " + std::to_string(shard) + " refused " +
                                     proto::MessageType_Name(r.type) + ": " + h.error());
@@ -156,7 +186,11 @@ void PsClient::HandleReply(RawMessage raw) {
     CopyPayloadAsFloats(msg, r.params + h.begin());
   } else if (h.type() == proto::ACK) {
     if (h.duplicate()) ++duplicate_acks_;
-    if (r.type == proto::HELLO) r.min_step = std::min(r.min_step, h.step());
+    if (r.type == proto::HELLO) {
+      r.min_step = std::min(r.min_step, h.step());
+      r.epochs[shard] = h.epoch();
+      r.epoch_starts[shard] = h.restored_step();
+    }
   } else {
     return;  // an answer of the wrong kind does not complete the request.
   }
@@ -169,41 +203,125 @@ Status PsClient::Wait(Ticket ticket) {
   return Finish(ticket, &done);
 }
 
-Status PsClient::Finish(Ticket ticket, Request* done) {
+Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   auto it = requests_.find(ticket);
   if (it == requests_.end()) return Status::InvalidArgument("ps client: unknown ticket " + std::to_string(ticket));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const int limit_ms = grace_ms > 0 ? grace_ms : options_.timeout_ms;
+  const auto deadline = start + std::chrono::milliseconds(limit_ms);
+  bool first_reply = false;
+  last_first_reply_s_ = 0;
   while (it->second.remaining > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    Request& r = it->second;
+    const auto now = Clock::now();
+    if (now >= deadline) {
       std::string missing;
       for (int k = 0; k < shards(); ++k) {
-        if (!it->second.answered[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        if (!r.answered[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
       }
-      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(it->second.type) +
-                                 " from shard(s) " + missing + " within " + std::to_string(options_.timeout_ms) +
-                                 " ms");
+      if (grace_ms > 0) {
+        PSF_LOG(Warning) << "ps client: no answer to " << proto::MessageType_Name(r.type) << " from shard(s) "
+                         << missing << " within " << grace_ms << " ms; taking it as done";
+        break;
+      }
+      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) +
+                                 " from shard(s) " + missing + " within " + std::to_string(limit_ms) + " ms");
     }
-    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(std::min<int64_t>(left.count(), 100))));
-    if (raw.has_value()) HandleReply(std::move(*raw));
+    // Resend to the shards that have not answered, backing off from retry_ms to 8 x retry_ms.
+    const auto interval = std::chrono::milliseconds(static_cast<int64_t>(options_.retry_ms) << std::min(r.sends - 1, 3));
+    if (options_.retry_ms > 0 && now - r.sent >= interval) {
+      for (int k = 0; k < shards(); ++k) {
+        if (r.answered[k]) continue;
+        PSF_LOG(Info) << "ps client: no answer from shard " << k << " to " << proto::MessageType_Name(r.type)
+                      << " of step " << r.step << " after " << interval.count() << " ms; sending it again";
+        PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
+      }
+      r.sent = now;
+      ++r.sends;
+    }
+    const auto wait = std::min<int64_t>(
+        {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
+    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
+    if (raw.has_value()) {
+      HandleReply(std::move(*raw));
+      if (!first_reply) {
+        first_reply = true;
+        last_first_reply_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+      }
+    }
   }
+  last_wait_s_ = std::chrono::duration<double>(Clock::now() - start).count();
   Request& r = *done;
   r = std::move(it->second);
   requests_.erase(it);
-  if (r.payload_owner) {
-    // Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
-    r.payload_owner.reset();
-    std::unique_lock<std::mutex> lock(*release_mutex_);
-    release_cv_->wait(lock, [&] { return *r.payload_released; });
+  if (r.error.code() != Status::Code::kAborted) {
+    ReleasePayload(&r);
+  } else if (r.payload_owner) {
+    Status error = r.error;
+    retired_.push_back(std::move(r));
+    return error;
   }
   return r.error;
 }
 
+// Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
+void PsClient::ReleasePayload(Request* r) {
+  if (!r->payload_owner) return;
+  r->payload_owner.reset();
+  std::unique_lock<std::mutex> lock(*release_mutex_);
+  release_cv_->wait(lock, [&] { return *r->payload_released; });
+}
+
+StatusOr<int64_t> PsClient::Rollback() {
+  if (!rollback_pending_) return Status::InvalidArgument("ps client: Rollback without a recovery under way");
+  // Requests of the old epoch are over; their replies will be ignored. A push's frames may still
+  // sit in the transport, so they are released only once every shard has answered the ROLLBACK
+  // (sent after them on the same connections).
+  std::vector<Request> abandoned = std::move(retired_);
+  retired_.clear();
+  for (auto& [ticket, r] : requests_) abandoned.push_back(std::move(r));
+  requests_.clear();
+  PSF_RETURN_IF_ERROR(EnterEpoch(rollback_epoch_, rollback_start_));
+  for (Request& r : abandoned) ReleasePayload(&r);
+  return epoch_start_;
+}
+
+Status PsClient::EnterEpoch(uint64_t epoch, int64_t start) {
+  rollback_pending_ = true;
+  rollback_epoch_ = epoch;
+  rollback_start_ = start;
+  while (rollback_pending_) {
+    const uint64_t target = rollback_epoch_;
+    const int64_t target_start = rollback_start_;
+    PSF_LOG(Warning) << "ps client: rolling back to step " << target_start << " (recovery epoch " << target << ")";
+    rollback_pending_ = false;
+    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::ROLLBACK, target_start));
+    Request done;
+    Status s = Finish(ticket, &done);
+    if (!s.ok()) return s.WithContext("rollback to step " + std::to_string(target_start));
+    // A shard naming a still newer epoch while we rolled back set rollback_pending_ again.
+    if (rollback_pending_ && rollback_epoch_ <= target) rollback_pending_ = false;
+    epoch_ = target;
+    epoch_start_ = target_start;
+  }
+  return Status::Ok();
+}
+
 StatusOr<int64_t> PsClient::Hello() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::HELLO, 0));
-  Request done;
-  PSF_RETURN_IF_ERROR(Finish(ticket, &done));
-  return done.min_step;
+  while (true) {
+    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::HELLO, 0));
+    Request done;
+    PSF_RETURN_IF_ERROR(Finish(ticket, &done));
+    const auto newest = std::max_element(done.epochs.begin(), done.epochs.end());
+    const int64_t start = done.epoch_starts[newest - done.epochs.begin()];
+    if (std::all_of(done.epochs.begin(), done.epochs.end(), [&](uint64_t e) { return e == *newest; })) {
+      SetEpoch(*newest, start);
+      return done.min_step;
+    }
+    // A recovery is under way: finish it, then ask again where this worker stands.
+    PSF_RETURN_IF_ERROR(EnterEpoch(*newest, start));
+  }
 }
 
 Status PsClient::Checkpoint(int64_t step) {
@@ -213,7 +331,9 @@ Status PsClient::Checkpoint(int64_t step) {
 
 Status PsClient::Shutdown() {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
-  return Wait(ticket);
+  // A server ACKs and exits; if that ACK is lost, resends find nobody, so wait only a while.
+  Request done;
+  return Finish(ticket, &done, std::max(options_.retry_ms, 100) * 10);
 }
 
 }  // namespace psformer

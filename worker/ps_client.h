@@ -16,9 +16,18 @@
 // and unchanged until Wait(ticket) returns; with BF16 it is converted into the client's own buffer
 // and may be reused at once. Pull writes into `params` during Wait; keep it alive until then.
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
+//
+// Lost messages and recovery. A request not fully answered after retry_ms is sent again to the
+// shards that have not answered (then after 2x, 4x, up to 8x retry_ms): servers answer a repeated
+// PULL again and ACK a repeated PUSH as a duplicate, so a dropped message or a restarted server
+// costs a delay, never an update. Requests carry the client's recovery epoch
+// (pserver/parameter_server.h, Recovery); when a server refuses one as "other epoch", Wait
+// returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
+// and returns the step the job restarts after.
 #ifndef PSFORMER_WORKER_PS_CLIENT_H_
 #define PSFORMER_WORKER_PS_CLIENT_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -43,7 +52,8 @@ struct PsClientOptions {
   uint64_t parameter_count = 0;      // elements of the flat vector.
   size_t frame_bytes = 1 << 20;      // payload frame size (cluster.frame_bytes); 0 = one frame.
   proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
-  int timeout_ms = 120000;           // Wait gives up (Unavailable) after this long without completion.
+  int timeout_ms = 600000;           // Wait gives up (Unavailable) after this long without completion.
+  int retry_ms = 1000;               // first resend of an unanswered request (cluster.retry_ms).
   int io_threads = 2;                // ZeroMQ I/O threads (when the client makes its own Van).
 };
 
@@ -65,11 +75,26 @@ class PsClient {
   // params: (parameter_count)
   StatusOr<Ticket> Pull(int64_t step, float* params);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
-  // server sent back (with its reason), or Unavailable after timeout_ms.
+  // server sent back (with its reason), Aborted when the job is rolling back (call Rollback), or
+  // Unavailable after timeout_ms.
   Status Wait(Ticket ticket);
 
+  // After Wait returned Aborted: brings every shard into the newest recovery epoch heard of
+  // (each reloads that epoch's checkpoint), forgets requests in flight, and returns the step the
+  // job rolled back to: training continues with step + 1.
+  StatusOr<int64_t> Rollback();
+  uint64_t epoch() const { return epoch_; }
+  int64_t epoch_start() const { return epoch_start_; }  // the checkpoint step epoch() began at.
+  // Joins an epoch learned elsewhere (the coordinator's client takes its worker's).
+  void SetEpoch(uint64_t epoch, int64_t start) { epoch_ = epoch, epoch_start_ = start; }
+  // Seconds the last Wait spent before the first shard answered (for a pull in BSP: waiting for
+  // the slowest worker), and in all.
+  double last_wait_first_reply_s() const { return last_first_reply_s_; }
+  double last_wait_s() const { return last_wait_s_; }
+
   // Announces this process (incarnation) to every shard; returns the smallest "last pushed step"
-  // they report for this worker (where a restarted worker resumes).
+  // they report for this worker (where a restarted worker resumes). Shards in different epochs
+  // (a recovery under way) are first brought into the newest.
   StatusOr<int64_t> Hello();
   // Coordinator: every shard writes its checkpoint of `step` (waits until all have), or shuts down.
   Status Checkpoint(int64_t step);
@@ -85,27 +110,50 @@ class PsClient {
  private:
   struct Request {
     proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
+    int64_t step = 0;
+    uint64_t epoch = 0;          // the epoch it is sent in (ROLLBACK: the one it enters).
     std::vector<bool> answered;  // per shard.
     int remaining = 0;
     float* params = nullptr;     // PULL destination.
     int64_t min_step = INT64_MAX;  // HELLO: smallest step reported.
+    std::vector<uint64_t> epochs;          // HELLO: each shard's epoch...
+    std::vector<int64_t> epoch_starts;     // ...and the step it began at.
     Status error;
+    // PUSH: what a resend needs. The payload bytes (the caller's grad, or the bf16 copy that
+    // payload_owner keeps) stay valid until Finish.
+    const void* payload = nullptr;
+    uint64_t target_tokens = 0;
+    double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
     std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
+    std::chrono::steady_clock::time_point sent;  // last (re)send.
+    int sends = 0;
   };
   proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const;
   StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step);
+  Status SendTo(Ticket ticket, const Request& r, int shard);
   void HandleReply(RawMessage raw);
-  // Wait, handing the finished request to the caller (Hello reads its answer).
-  Status Finish(Ticket ticket, Request* done);
+  // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:
+  // give up after that long and report success (a SHUTDOWN whose ACK is lost with its server).
+  Status Finish(Ticket ticket, Request* done, int grace_ms = 0);
+  void ReleasePayload(Request* r);
+  // Moves every shard into `epoch` (begun at `start`), following any newer epoch a shard names.
+  Status EnterEpoch(uint64_t epoch, int64_t start);
 
   PsClientOptions options_;
   std::unique_ptr<Van> van_;
   ClientScope scope_;
   std::vector<ShardRange> ranges_;
   std::map<Ticket, Request> requests_;
+  std::vector<Request> retired_;  // aborted pushes whose frames may still be in the transport.
   Ticket next_ticket_ = 1;
   uint64_t duplicate_acks_ = 0;
+  uint64_t epoch_ = 0;
+  int64_t epoch_start_ = 0;
+  bool rollback_pending_ = false;   // a shard refused a request as "other epoch"...
+  uint64_t rollback_epoch_ = 0;     // ...naming this epoch...
+  int64_t rollback_start_ = 0;      // ...begun at this step.
+  double last_first_reply_s_ = 0, last_wait_s_ = 0;
   RejectCounters rejected_;
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;

@@ -1,6 +1,7 @@
 #include "worker/worker_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,9 @@
 #include "common/metrics_log.h"
 #include "common/model_file.h"
 #include "worker/backend/cpu_backend.h"
+#ifdef PSFORMER_HAVE_CUDA
+#include "worker/backend/cuda/cuda_backend.h"
+#endif
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 #include "worker/ps_client.h"
@@ -37,18 +41,19 @@ int CpuThreads(const proto::JobConfig& config) {
 struct Interval {
   double loss_sum = 0;
   int64_t tokens = 0;
-  double compute_s = 0, push_s = 0, pull_s = 0;
+  double compute_s = 0, push_s = 0, wait_s = 0, pull_s = 0;
   Clock::time_point start = Clock::now();
 };
 
 class WorkerLoop {
  public:
-  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source)
+  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source,
+             std::unique_ptr<Backend<float>> backend)
       : options_(options),
         config_(options.config),
         source_(std::move(source)),
-        backend_(CpuThreads(options.config)),
-        model_(config_.model(), source_->vocab_size(), &backend_),
+        backend_(std::move(backend)),
+        model_(config_.model(), source_->vocab_size(), backend_.get()),
         n_(model_.parameter_count()),
         faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
 
@@ -56,6 +61,9 @@ class WorkerLoop {
 
  private:
   Status Connect();
+  // Trains from step `first` to the end. Returns Aborted when the job rolls back (the client
+  // knows where to), OK at the end or when asked to stop.
+  Status Train(int64_t first);
   PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   Status LogStep(int64_t step, const Interval& interval);
@@ -65,7 +73,7 @@ class WorkerLoop {
   WorkerOptions options_;
   const proto::JobConfig& config_;
   std::unique_ptr<BatchSource> source_;
-  CpuBackend<float> backend_;
+  std::unique_ptr<Backend<float>> backend_;
   Transformer<float> model_;
   uint64_t n_;
   FaultPlan faults_;
@@ -73,6 +81,8 @@ class WorkerLoop {
   std::unique_ptr<MetricsLog> metrics_;
   std::vector<float> params_, grad_;                  // host, (n)
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
+  int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
+  int64_t validated_through_ = 0, logged_through_ = 0;  // replays after a rollback skip these.
 };
 
 Status WorkerLoop::Connect() {
@@ -89,6 +99,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.servers = options_.servers;
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
+  o.retry_ms = config_.cluster().retry_ms();
   o.gradient_dtype = config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16
                                                                                         : proto::FLOAT32;
   return o;
@@ -98,14 +109,28 @@ Status WorkerLoop::Run() {
   PSF_RETURN_IF_ERROR(Connect());
   params_.assign(n_, 0.0f);
   grad_.assign(n_, 0.0f);
-  device_params_ = backend_.Allocate<float>(n_);
-  device_grad_ = backend_.Allocate<float>(n_);
+  device_params_ = backend_->Allocate<float>(n_);
+  device_grad_ = backend_->Allocate<float>(n_);
   if (coordinator()) {
     PSF_ASSIGN_OR_RETURN(metrics_, MetricsLog::Open((fs::path(options_.run_dir) / "metrics.jsonl").string()));
   }
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
-  const int64_t first = last_pushed + 1;
-  if (first > 1) PSF_LOG(Info) << "rejoining at step " << first << " (incarnation " << options_.incarnation << ")";
+  started_at_ = last_pushed + 1;
+  if (started_at_ > 1) {
+    PSF_LOG(Info) << "rejoining at step " << started_at_ << " (incarnation " << options_.incarnation << ")";
+  }
+  int64_t first = started_at_;
+  while (true) {
+    const Status trained = Train(first);
+    if (trained.code() != Status::Code::kAborted) return trained;
+    PSF_LOG(Warning) << trained.message();
+    PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
+    PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
+    first = restored + 1;
+  }
+}
+
+Status WorkerLoop::Train(int64_t first) {
   const auto& t = config_.training();
   const int workers = config_.cluster().workers();
   Interval interval;
@@ -115,10 +140,12 @@ Status WorkerLoop::Run() {
     auto pull_start = Clock::now();
     PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(step - 1, params_.data()));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
-    interval.pull_s += Seconds(Clock::now() - pull_start);
+    interval.wait_s += client_->last_wait_first_reply_s();
+    interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
 
     // Validation of the weights after step - 1, on every worker alike (see the header).
-    if (step - 1 >= first && t.valid_every() > 0 && (step - 1) % t.valid_every() == 0) {
+    if (step - 1 >= started_at_ && step - 1 > validated_through_ && t.valid_every() > 0 &&
+        (step - 1) % t.valid_every() == 0) {
       bool stop = false;
       PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(step - 1, &stop));
       if (stop) break;
@@ -142,12 +169,18 @@ Status WorkerLoop::Run() {
     interval.loss_sum += stats.loss_sum;
     interval.tokens += stats.target_tokens;
     if (coordinator() && step % config_.logging().every_steps() == 0) {
-      PSF_RETURN_IF_ERROR(LogStep(step, interval));
+      if (step > logged_through_) PSF_RETURN_IF_ERROR(LogStep(step, interval));
+      logged_through_ = std::max(logged_through_, step);
       interval = Interval();
+    }
+    if (WorkerStopRequested()) {
+      // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
+      PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
+      return Status::Ok();
     }
   }
   const int64_t last_step = std::min<int64_t>(step, t.max_steps());
-  if (step > t.max_steps()) {
+  if (step > t.max_steps() && last_step > validated_through_) {
     // The final weights, validated on every worker (early stopping validated already).
     PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
@@ -158,6 +191,7 @@ Status WorkerLoop::Run() {
 }
 
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
+  validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
   const ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
   const float target = config_.training().stop_at_valid_accuracy();
@@ -183,6 +217,7 @@ Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
       .Add("tokens_per_s", elapsed > 0 ? interval.tokens / elapsed : 0.0)
       .Add("compute_s", interval.compute_s)
       .Add("push_s", interval.push_s)
+      .Add("wait_s", interval.wait_s)
       .Add("pull_s", interval.pull_s);
   PSF_LOG(Info) << "step " << step << " loss " << loss << " lr " << lr << " tokens/s "
                 << (elapsed > 0 ? interval.tokens / elapsed : 0.0);
@@ -201,15 +236,36 @@ Status WorkerLoop::Finish(int64_t last_step) {
   PSF_LOG(Info) << "wrote " << path << " (step " << last_step << ")";
   // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
   PSF_ASSIGN_OR_RETURN(auto coordinator, PsClient::Create(ClientOptions(proto::COORDINATOR)));
+  coordinator->SetEpoch(client_->epoch(), client_->epoch_start());
   return coordinator->Shutdown();
+}
+
+std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.
+
+StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const WorkerOptions& options) {
+  if (options.gpu < 0) return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(CpuThreads(options.config)));
+#ifdef PSFORMER_HAVE_CUDA
+  CudaBackendOptions cuda;
+  cuda.device = options.gpu;
+  cuda.gemm_math = options.config.cluster().compute_dtype() == proto::ClusterConfig::BF16 ? GemmMath::kBf16
+                                                                                          : GemmMath::kFp32;
+  PSF_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(cuda));
+  return std::unique_ptr<Backend<float>>(std::move(backend));
+#else
+  return Status::Unimplemented("--gpu " + std::to_string(options.gpu) +
+                               ": this psformer was built without the CUDA backend (PSFORMER_CUDA=OFF or no nvcc)");
+#endif
 }
 
 }  // namespace
 
+void RequestWorkerStop() { g_worker_stop.store(true); }
+bool WorkerStopRequested() { return g_worker_stop.load(); }
+
 Status RunWorker(const WorkerOptions& options) {
-  if (options.gpu >= 0) return Status::Unimplemented("GPU workers are not wired into the worker loop yet");
+  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options));
   PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
-  WorkerLoop loop(options, std::move(source));
+  WorkerLoop loop(options, std::move(source), std::move(backend));
   return loop.Run();
 }
 

@@ -166,19 +166,22 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
   return Status::Ok();
 }
 
+StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, int shard,
+                                              int64_t step) {
+  PSF_RETURN_IF_ERROR(VerifyCheckpoint(run_dir, step, id));
+  const std::string path = (fs::path(CheckpointDir(run_dir, step)) / ShardFileName(shard, id.shards)).string();
+  PSF_ASSIGN_OR_RETURN(ShardCheckpoint loaded, ReadShardFile(path));
+  if (loaded.shard != shard || loaded.step != step) return Status::Corruption(path + " holds another shard or step");
+  return loaded;
+}
+
 StatusOr<std::optional<ShardCheckpoint>> LoadNewestShardCheckpoint(const std::string& run_dir,
                                                                    const CheckpointIdentity& id, int shard) {
   for (int64_t step : ListCheckpointSteps(run_dir)) {
-    Status s = VerifyCheckpoint(run_dir, step, id);
+    auto loaded = LoadShardCheckpoint(run_dir, id, shard, step);
+    if (loaded.ok()) return std::optional<ShardCheckpoint>(std::move(loaded).value());
+    const Status& s = loaded.status();
     if (s.code() == Status::Code::kInvalidArgument) return s;  // another model: resuming would be wrong.
-    if (s.ok()) {
-      const std::string path = (fs::path(CheckpointDir(run_dir, step)) / ShardFileName(shard, id.shards)).string();
-      auto loaded = ReadShardFile(path);
-      if (loaded.ok() && loaded->shard == shard && loaded->step == step) {
-        return std::optional<ShardCheckpoint>(std::move(loaded).value());
-      }
-      s = loaded.ok() ? Status::Corruption(path + " holds another shard or step") : loaded.status();
-    }
     PSF_LOG(Warning) << "skipping checkpoint at step " << step << ": " << s.message()
                      << "; falling back to the previous one";
   }

@@ -48,6 +48,10 @@ std::vector<int64_t> ListCheckpointSteps(const std::string& run_dir);
 // every listed shard file has the listed size and CRC-32C. Otherwise says what is wrong.
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id);
 
+// Loads shard `shard` of checkpoint `step` after verifying the whole checkpoint (VerifyCheckpoint).
+StatusOr<ShardCheckpoint> LoadShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, int shard,
+                                              int64_t step);
+
 // Loads shard `shard` of the newest checkpoint that verifies, logging each newer one skipped and
 // why. nullopt when the run has no usable checkpoint.
 StatusOr<std::optional<ShardCheckpoint>> LoadNewestShardCheckpoint(const std::string& run_dir,

@@ -113,6 +113,7 @@ Status WriteShardFile(const std::string& path, const ShardCheckpointView& s) {
     PSF_RETURN_IF_ERROR(w.Put(static_cast<uint32_t>(s.worker_steps.size())));
     PSF_RETURN_IF_ERROR(w.Write(s.worker_steps.data(), s.worker_steps.size() * sizeof(int64_t)));
     PSF_RETURN_IF_ERROR(w.Write(s.params, n * sizeof(float)));
+    if (s.midway) s.midway();
     PSF_RETURN_IF_ERROR(w.Write(s.m, n * sizeof(float)));
     PSF_RETURN_IF_ERROR(w.Write(s.v, n * sizeof(float)));
     const uint32_t crc = w.crc();

@@ -11,6 +11,7 @@
 #define PSFORMER_COMMON_CHECKPOINT_SHARD_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct ShardCheckpointView {
   const float* params = nullptr;      // (end - begin)
   const float* m = nullptr;           // (end - begin)
   const float* v = nullptr;           // (end - begin)
+  std::function<void()> midway;       // fault injection: called halfway through writing the file.
 };
 
 // What a load returns: the same fields, owning their arrays.

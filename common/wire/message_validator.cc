@@ -65,6 +65,7 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
       break;
     case proto::HELLO:
     case proto::HEARTBEAT:
+    case proto::ROLLBACK:
       sender_ok = from_worker || from_control;
       break;
     case proto::CHECKPOINT:

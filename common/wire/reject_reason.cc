@@ -16,6 +16,7 @@ const char* RejectReasonName(RejectReason reason) {
     case RejectReason::kStaleStep: return "stale step";
     case RejectReason::kFutureStep: return "future step";
     case RejectReason::kStaleIncarnation: return "stale incarnation";
+    case RejectReason::kOtherEpoch: return "other epoch";
     case RejectReason::kCount: break;
   }
   return "unknown reason";

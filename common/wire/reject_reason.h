@@ -25,7 +25,8 @@ enum class RejectReason : uint32_t {
   kStaleStep = 9,          // a step the receiver is already past.
   kFutureStep = 10,        // a step the sender cannot have reached yet.
   kStaleIncarnation = 11,  // from an earlier life of a restarted sender.
-  kCount = 12,
+  kOtherEpoch = 12,        // sent in another recovery epoch: the sender must roll back (or catch up).
+  kCount = 13,
 };
 
 // "malformed header", "wrong job", ...

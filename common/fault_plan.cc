@@ -1,6 +1,7 @@
 #include "common/fault_plan.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +92,11 @@ void FaultPlan::At(int64_t step) const {
       const pid_t self = getpid();
       const pid_t waker = fork();
       if (waker == 0) {
+        // The waker holds none of the process's sockets (a killed server's port must come free)
+        // and dies with it.
+        close_range(3, ~0U, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self) _exit(0);
         const timespec pause{e.stall_ms() / 1000, (e.stall_ms() % 1000) * 1000000L};
         nanosleep(&pause, nullptr);
         kill(self, SIGCONT);

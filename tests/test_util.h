@@ -2,13 +2,16 @@
 #ifndef PSFORMER_TESTS_TEST_UTIL_H_
 #define PSFORMER_TESTS_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <regex>
 #include <string>
 
 namespace psformer::testing {
@@ -59,6 +62,35 @@ inline CommandResult RunShell(const std::string& command) {
 // Runs build/psformer with `arguments` (a shell-quoted string) from the source directory.
 inline CommandResult RunPsformer(const std::string& arguments) {
   return RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + PSFORMER_BINARY + " " + arguments);
+}
+
+// The 64-hex-digit parameter digest `psformer checksum` prints for a model file; "" (and a test
+// failure) when there is none.
+inline std::string ModelDigest(const std::string& model) {
+  const CommandResult r = RunPsformer("checksum " + model);
+  std::smatch m;
+  static const std::regex kHex("[0-9a-f]{64}");
+  if (r.exit_status != 0 || !std::regex_search(r.output, m, kHex)) {
+    ADD_FAILURE() << "checksum of " << model << " failed: " << r.output;
+    return "";
+  }
+  return m.str();
+}
+
+// The whole of a text file ("" when it cannot be read).
+inline std::string ReadTextFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every *.log file of RUN_DIR/logs, concatenated.
+inline std::string ReadRunLogs(const std::filesystem::path& run_dir) {
+  std::string all;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir / "logs", ec)) {
+    if (entry.path().extension() == ".log") all += ReadTextFile(entry.path());
+  }
+  return all;
 }
 
 }  // namespace psformer::testing

@@ -1,0 +1,134 @@
+// Fault injection (label `fault`, DESIGN.md Failure model, issue 7): role processes killed (also
+// halfway through a checkpoint write), stalled past the heartbeat timeout, several faults in one
+// run. Each run must finish by itself with exit status 0 and a model bitwise identical
+// (`psformer checksum`) to the same run undisturbed; the logs must show the fault and the
+// recovery, so a fault that silently did not happen cannot pass.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::ModelDigest;
+using testing::ReadRunLogs;
+using testing::RunPsformer;
+using testing::TempDir;
+
+// Two workers, two servers, a checkpoint every 10 steps: the smallest job where every kind of
+// process can die and a server's death forces a rollback.
+const char* kJob =
+    "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
+    "--set logging.every_steps=10 --set checkpoint.every_steps=10 --set cluster.workers=2 "
+    "--set cluster.servers=2 --set cluster.retry_ms=300";
+
+struct Outcome {
+  std::string digest;
+  std::string logs;
+};
+
+Outcome Train(const TempDir& dir, const std::string& name, const std::string& extra) {
+  const std::string run = dir.File(name);
+  const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + run + " " + extra);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  return {ModelDigest(run + "/model.bin"), ReadRunLogs(run)};
+}
+
+bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+class Fault : public ::testing::Test {
+ protected:
+  // The undisturbed run every faulty run must reproduce.
+  std::string Undisturbed() {
+    const Outcome calm = Train(dir_, "calm", "");
+    EXPECT_FALSE(calm.digest.empty());
+    EXPECT_FALSE(Has(calm.logs, "fault injection")) << calm.logs;
+    return calm.digest;
+  }
+  TempDir dir_;
+};
+
+TEST_F(Fault, KilledWorkerIsRestartedWithTheSameWeights) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=worker:1@15");
+  EXPECT_TRUE(Has(run.logs, "worker-1 killed by signal 9")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "rejoining at step 15")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, KilledServerMakesTheJobRollBackAndReplay) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=server:0@25");
+  EXPECT_TRUE(Has(run.logs, "pserver-0 killed by signal 9")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 20")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "rolling back from step 25 to step 20")) << run.logs;  // the other shard
+  EXPECT_TRUE(Has(run.logs, "recomputing from step 21")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, ServerKilledBeforeItsFirstCheckpointRestartsFromTheInitialWeights) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=server:1@5");
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 0")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, KilledWorkerAndServerInOneRun) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=worker:1@15,server:1@25,worker:0@33");
+  EXPECT_TRUE(Has(run.logs, "worker-1 killed by signal 9")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "pserver-1 killed by signal 9")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "worker-0 killed by signal 9")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, ServersKilledRepeatedlyEachTimeRollBackToTheirNewestCheckpoint) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=server:0@15,server:0@31,server:1@33");
+  EXPECT_TRUE(Has(run.logs, "recovery epoch 1, the job rolls back to step 10")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "recovery epoch 2, the job rolls back to step 30")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "recovery epoch 3, the job rolls back to step 30")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, ServerKilledWhileWritingACheckpointFallsBackToTheOneBefore) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.kill=server:0@20:checkpoint");
+  EXPECT_TRUE(Has(run.logs, "while writing the checkpoint of step 20")) << run.logs;
+  // Its shard of step 20 never got written, so step 20 is incomplete: back to step 10.
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 10")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, StalledWorkerIsKilledByItsSupervisorAndRestarted) {
+  const std::string calm = Undisturbed();
+  // SIGSTOP for 20 s, far past the 1.5 s heartbeat timeout: only the supervisor can end it.
+  const Outcome run = Train(dir_, "faulty",
+                        "--set fault.kill=worker:1@15:stall=20000 --set cluster.heartbeat_timeout_ms=1500");
+  EXPECT_TRUE(Has(run.logs, "stopping myself (SIGSTOP)")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "worker-1: no heartbeat for 1500 ms")) << run.logs;
+  EXPECT_FALSE(Has(run.logs, "continuing after the stall")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, StalledServerIsKilledByItsSupervisorAndTheJobRollsBack) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty",
+                        "--set fault.kill=server:1@25:stall=20000 --set cluster.heartbeat_timeout_ms=1500");
+  EXPECT_TRUE(Has(run.logs, "pserver-1: no heartbeat for 1500 ms")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 20")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, MalformedFaultSpecIsAClearError) {
+  const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + dir_.File("bad") +
+                                      " --set fault.kill=server:0@20:explode");
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_TRUE(Has(r.output, "names action 'explode'; expected kill, checkpoint or stall=MS")) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

@@ -3,17 +3,22 @@
 // model's shape, the batch and the output lengths, which are printed). Run by hand; results go to
 // bench/RESULTS.md ("## Translation").
 //   decode_bench [--layers 6 --d-model 512 --d-ff 2048 --heads 8 --vocab 8000] [--sentences 64]
-//                [--src-len 20] [--beam 4] [--max-len-b 0] [--batch 32] [--threads 0]
+//                [--src-len 20] [--beam 4] [--max-len-b 0] [--batch 32] [--threads 0] [--cuda]
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "worker/backend/cpu_backend.h"
+#ifdef PSFORMER_HAVE_CUDA
+#include "worker/backend/cuda/cuda_backend.h"
+#endif
 #include "worker/data/batch.h"
 #include "worker/decode/beam_search.h"
 
@@ -39,7 +44,8 @@ int main(int argc, char** argv) {
       ("max-len-a", po::value(&beam.max_len_a)->default_value(1.0), "max output = a * src-len + b")
       ("max-len-b", po::value(&beam.max_len_b)->default_value(0), "see --max-len-a")
       ("batch", po::value(&batch)->default_value(32), "sentences per Translate call")
-      ("threads", po::value(&threads)->default_value(0), "CPU threads (0 = every core)");
+      ("threads", po::value(&threads)->default_value(0), "CPU threads (0 = every core)")
+      ("cuda", "run on CUDA device 0 (fp32 GEMMs) instead of the CPU");
   // clang-format on
   po::variables_map values;
   try {
@@ -75,9 +81,29 @@ int main(int argc, char** argv) {
     for (int32_t& t : s) t = token(rng);
   }
 
-  CpuBackend<float> backend(threads);
-  BeamSearch<float> search(config, vocab, &backend, beam);
-  DeviceBuffer<float> device_params = backend.Allocate<float>(params.size());
+  CpuBackend<float> cpu(threads);
+  Backend<float>* backend = &cpu;
+  std::string device = "CPU, " + std::to_string(cpu.threads()) + " threads";
+#ifdef PSFORMER_HAVE_CUDA
+  std::unique_ptr<CudaBackend> cuda;
+  if (values.count("cuda")) {
+    auto created = CudaBackend::Create(CudaBackendOptions{});
+    if (!created.ok()) {
+      std::cerr << "decode_bench: error: " << created.status().ToString() << "\n";
+      return 1;
+    }
+    cuda = std::move(created).value();
+    backend = cuda.get();
+    device = "CUDA device 0, fp32 GEMMs";
+  }
+#else
+  if (values.count("cuda")) {
+    std::cerr << "decode_bench: error: built without CUDA\n";
+    return 1;
+  }
+#endif
+  BeamSearch<float> search(config, vocab, backend, beam);
+  DeviceBuffer<float> device_params = backend->Allocate<float>(params.size());
   device_params.Upload(params.data(), params.size());
   const auto start = std::chrono::steady_clock::now();
   long long output_tokens = 0;
@@ -93,10 +119,10 @@ int main(int argc, char** argv) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "model: %d layers, d_model %d, d_ff %d, heads %d, vocab %d (%llu parameters); threads %d\n"
+      "model: %d layers, d_model %d, d_ff %d, heads %d, vocab %d (%llu parameters); %s\n"
       "%d sentences of %d source tokens, beam %d, batch %d: %lld output tokens (eos included) in %.2f s\n"
       "%.2f sentences/s, %.1f output tokens/s\n",
-      layers, d_model, d_ff, heads, vocab, static_cast<unsigned long long>(layout.total_size()), backend.threads(),
+      layers, d_model, d_ff, heads, vocab, static_cast<unsigned long long>(layout.total_size()), device.c_str(),
       sentences, src_len, beam.beam, batch, output_tokens, seconds, sentences / seconds, output_tokens / seconds);
   return 0;
 }

@@ -86,8 +86,7 @@ TEST_F(BeamSearchTest, BeamOneIsGreedy) {
   int total_tokens = 0;
   for (size_t s = 0; s < sources.size(); ++s) {
     const int max_len = static_cast<int>(sources[s].size()) + 4;
-    const std::vector<int32_t> greedy =
-        GreedyByRecomputation(config_, vocab_, &backend_, params, sources[s], max_len);
+    const std::vector<int32_t> greedy = GreedyByRecomputation(config_, vocab_, &backend_, params, sources[s], max_len);
     EXPECT_EQ((*result)[s].tokens, greedy) << "sentence " << s;
     EXPECT_NEAR((*result)[s].log_prob, SequenceLogProb(params, sources[s], greedy), 1e-10);
     total_tokens += static_cast<int>(greedy.size());
@@ -168,8 +167,8 @@ TEST_F(BeamSearchTest, RejectsBadSources) {
   const std::vector<double> params = testing::RandomParams<double>(search.layout(), 1);
   DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
   device_params.Upload(params.data(), params.size());
-  EXPECT_FALSE(search.Translate(device_params.data(), {{4}, {12}}).ok());     // id >= vocab
-  EXPECT_FALSE(search.Translate(device_params.data(), {{4, kEosId}}).ok());  // reserved id
+  EXPECT_FALSE(search.Translate(device_params.data(), {{4}, {12}}).ok());                    // id >= vocab
+  EXPECT_FALSE(search.Translate(device_params.data(), {{4, kEosId}}).ok());                  // reserved id
   EXPECT_FALSE(search.Translate(device_params.data(), {std::vector<int32_t>(32, 4)}).ok());  // > max_positions - 1
   EXPECT_TRUE(search.Translate(device_params.data(), {std::vector<int32_t>(31, 4)}).ok());
 }

@@ -63,7 +63,9 @@ void ExpectSameAsFullRecomputation(bool pre_ln) {
   EXPECT_EQ(compared, 6 + 1 + 2 + 1 + 4 + 1);
 }
 
-TYPED_TEST(IncrementalDecoderTest, PostLnStepsEqualFullRecomputation) { ExpectSameAsFullRecomputation<TypeParam>(false); }
+TYPED_TEST(IncrementalDecoderTest, PostLnStepsEqualFullRecomputation) {
+  ExpectSameAsFullRecomputation<TypeParam>(false);
+}
 TYPED_TEST(IncrementalDecoderTest, PreLnStepsEqualFullRecomputation) { ExpectSameAsFullRecomputation<TypeParam>(true); }
 
 // After Reorder, row r continues sentence parents[r] (copied, dropped or permuted rows) and its

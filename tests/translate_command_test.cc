@@ -36,7 +36,8 @@ class TranslateCommandTest : public ::testing::Test {
     auto vocabulary = SubwordVocabulary::FromFile(spm_);
     ASSERT_TRUE(vocabulary.ok());
     model_ = WriteRandomModel("model.bin", vocabulary->size());
-    input_ = dir_.Write("input.txt", "the word was light\n\nin the beginning was the word and the word was day\nnight\n");
+    input_ =
+        dir_.Write("input.txt", "the word was light\n\nin the beginning was the word and the word was day\nnight\n");
   }
 
   std::string WriteRandomModel(const std::string& name, int vocab) {

@@ -38,7 +38,8 @@ struct SentenceSearch {
 }  // namespace
 
 Status ValidateBeamSearchOptions(const BeamSearchOptions& options) {
-  if (options.beam < 1) return Status::InvalidArgument("beam size must be at least 1, got " + std::to_string(options.beam));
+  if (options.beam < 1)
+    return Status::InvalidArgument("beam size must be at least 1, got " + std::to_string(options.beam));
   if (!(options.alpha >= 0) || !std::isfinite(options.alpha)) {
     return Status::InvalidArgument("length penalty alpha must be a finite number >= 0, got " +
                                    std::to_string(options.alpha));

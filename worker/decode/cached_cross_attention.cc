@@ -10,8 +10,8 @@
 namespace psformer {
 
 template <typename T>
-CachedCrossAttention<T>::CachedCrossAttention(Backend<T>* backend, const ParamLayout& layout,
-                                              const std::string& prefix, int heads)
+CachedCrossAttention<T>::CachedCrossAttention(Backend<T>* backend, const ParamLayout& layout, const std::string& prefix,
+                                              int heads)
     : be_(backend) {
   const ParamTensor& w_q = layout.Get(prefix + "w_q");
   d_ = static_cast<int>(w_q.rows);

@@ -36,13 +36,13 @@ class CachedCrossAttention {
   int d_, heads_, head_dim_;
   uint64_t w_q_, b_q_, w_kv_, b_kv_, w_o_, b_o_;  // offsets in the flat vector
   int rows_ = 0, src_len_ = 0;
-  DeviceBuffer<T> kv_;              // (rows*src_len, 2d): projection scratch
-  DeviceBuffer<T> keys_, values_;   // (rows, heads, src_len, head_dim)
-  DeviceBuffer<T> spare_;           // gather target
-  DeviceBuffer<T> query_;           // (rows, d) = (rows, heads, 1, head_dim)
-  DeviceBuffer<T> probs_;           // (rows, heads, 1, src_len)
-  DeviceBuffer<T> context_;         // (rows, d)
-  DeviceBuffer<T> out_;             // (rows, d)
+  DeviceBuffer<T> kv_;             // (rows*src_len, 2d): projection scratch
+  DeviceBuffer<T> keys_, values_;  // (rows, heads, src_len, head_dim)
+  DeviceBuffer<T> spare_;          // gather target
+  DeviceBuffer<T> query_;          // (rows, d) = (rows, heads, 1, head_dim)
+  DeviceBuffer<T> probs_;          // (rows, heads, 1, src_len)
+  DeviceBuffer<T> context_;        // (rows, d)
+  DeviceBuffer<T> out_;            // (rows, d)
 };
 
 }  // namespace psformer

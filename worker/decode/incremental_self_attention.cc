@@ -58,8 +58,8 @@ const T* IncrementalSelfAttention<T>::Step(const T* params, const T* x, int rows
   const int ld_cache = static_cast<int>(block);
   const int blocks = rows * h;
   T* probs = probs_.Reserve(be, static_cast<size_t>(blocks) * keys);
-  be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, 1, keys, hd, T(1), query, hd, hd, keys_.data(), ld_cache,
-                         hd, T(0), probs, keys, keys, blocks);
+  be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, 1, keys, hd, T(1), query, hd, hd, keys_.data(), ld_cache, hd,
+                         T(0), probs, keys, keys, blocks);
   const size_t token_count = static_cast<size_t>(rows) * keys;
   if (key_tokens_.size() < token_count) {
     key_tokens_ = be->template Allocate<int32_t>(2 * token_count);
@@ -70,8 +70,8 @@ const T* IncrementalSelfAttention<T>::Step(const T* params, const T* x, int rows
   be->MaskedSoftmaxForward(AttentionShape{rows, h, 1, keys}, static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd))),
                            probs, key_tokens_.data(), kPadId, false, probs);
   T* context = context_.Reserve(be, block);
-  be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, 1, hd, keys, T(1), probs, keys, keys, values_.data(),
-                         ld_cache, hd, T(0), context, hd, hd, blocks);
+  be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, 1, hd, keys, T(1), probs, keys, keys, values_.data(), ld_cache,
+                         hd, T(0), context, hd, hd, blocks);
   T* out = out_.Reserve(be, block);
   LinearForward(be, rows, d, d, context, params + w_o_, params + b_o_, out);
   ++steps_;

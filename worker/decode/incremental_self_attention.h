@@ -45,14 +45,14 @@ class IncrementalSelfAttention {
   int d_, heads_, head_dim_;
   uint64_t w_qkv_, b_qkv_, w_o_, b_o_;  // offsets in the flat vector
   int steps_ = 0, rows_ = 0;
-  DeviceBuffer<T> keys_, values_;              // (steps, rows, d)
-  DeviceBuffer<T> spare_;                      // gather target, swapped with keys_/values_
-  DeviceBuffer<T> qkv_;                        // (rows, 3d)
-  DeviceBuffer<T> query_;                      // (rows, heads, head_dim)
-  DeviceBuffer<T> probs_;                      // (rows, heads, 1, steps)
-  DeviceBuffer<int32_t> key_tokens_;           // (rows, steps), all non-pad: nothing to mask
-  DeviceBuffer<T> context_;                    // (rows, heads, head_dim) = (rows, d)
-  DeviceBuffer<T> out_;                        // (rows, d)
+  DeviceBuffer<T> keys_, values_;     // (steps, rows, d)
+  DeviceBuffer<T> spare_;             // gather target, swapped with keys_/values_
+  DeviceBuffer<T> qkv_;               // (rows, 3d)
+  DeviceBuffer<T> query_;             // (rows, heads, head_dim)
+  DeviceBuffer<T> probs_;             // (rows, heads, 1, steps)
+  DeviceBuffer<int32_t> key_tokens_;  // (rows, steps), all non-pad: nothing to mask
+  DeviceBuffer<T> context_;           // (rows, heads, head_dim) = (rows, d)
+  DeviceBuffer<T> out_;               // (rows, d)
 };
 
 }  // namespace psformer

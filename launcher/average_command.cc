@@ -1,13 +1,89 @@
-// `psformer average`. Not built yet: it says so and exits non-zero.
+// `psformer average`: averages the parameters of the newest N complete checkpoints of a run into
+// a model file that `psformer translate` and `psformer checksum` read. The model config and the
+// vocabulary size come from RUN_DIR/config.pbtxt, which psformer train writes with
+// model.vocab_size resolved. Checkpoints that do not verify are skipped with a log line. With
+// fewer complete checkpoints than N the command fails and says how many there are, unless
+// --allow-fewer is given, in which case it averages those and says so.
+#include <filesystem>
+#include <iostream>
+
+#include "common/checkpoint/checkpoint_average.h"
+#include "common/config_loader.h"
+#include "common/model_file.h"
+#include "common/param_layout.h"
 #include "launcher/command_line.h"
 
 namespace psformer {
+namespace fs = std::filesystem;
 
 int RunAverageCommand(const Args& args) {
   po::options_description options("average options");
-  ParsedOptions parsed = ParseOptions("average", "[options]", args, options);
+  // clang-format off
+  options.add_options()
+      ("run-dir", po::value<std::string>()->required(), "run directory (holds config.pbtxt and checkpoints/)")
+      ("last", po::value<int>(), "number of newest complete checkpoints to average "
+                                 "(default: checkpoint.average_last of the run's config)")
+      ("output", po::value<std::string>()->required(), "model file to write (atomically)")
+      ("allow-fewer", po::bool_switch(), "with fewer complete checkpoints than --last, average those instead of failing");
+  // clang-format on
+  const std::string usage = "--run-dir D [--last N] --output M";
+  const po::positional_options_description no_positional;
+  ParsedOptions parsed = ParseOptions("average", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
-  return ReportError("average", "this subcommand is not built yet");
+  const auto& v = parsed.values;
+  if (v.count("last") && v["last"].as<int>() < 1) {
+    return ReportError("average", "--last must be at least 1, got " + std::to_string(v["last"].as<int>()), 2);
+  }
+
+  const std::string run_dir = v["run-dir"].as<std::string>();
+  const std::string output = v["output"].as<std::string>();
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return ReportError("average", "run directory " + run_dir + " does not exist");
+  const std::string config_path = (fs::path(run_dir) / "config.pbtxt").string();
+  if (!fs::exists(config_path, ec)) {
+    return ReportError("average", config_path + " not found: " + run_dir +
+                                      " is not a run directory (psformer train writes its resolved config there)");
+  }
+  auto config = ResolveConfig(config_path, {});
+  if (!config.ok()) return ReportError("average", config.status());
+  const int vocab = ResolvedVocabSize(*config);
+  if (vocab <= 0) {
+    return ReportError("average", "model.vocab_size is 0 in " + config_path +
+                                      ": the run's resolved config must name the vocabulary size");
+  }
+
+  const int last = v.count("last") ? v["last"].as<int>() : config->checkpoint().average_last();
+  CheckpointIdentity id;
+  id.shards = config->cluster().servers();
+  id.parameter_count = ParamLayout(config->model(), vocab).total_size();
+  id.config_digest = ModelConfigDigest(*config, vocab);
+  auto steps = NewestCompleteCheckpoints(run_dir, id, last);
+  if (!steps.ok()) return ReportError("average", steps.status());
+  const std::string checkpoints = (fs::path(run_dir) / "checkpoints").string();
+  const int count = static_cast<int>(steps->size());
+  if (count == 0) return ReportError("average", "no complete checkpoint in " + checkpoints);
+  std::string step_list;
+  for (int64_t step : *steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(step);
+  if (count < last) {
+    const std::string found = checkpoints + " has " + std::to_string(count) + " complete checkpoint(s) (steps " +
+                              step_list + "), fewer than the " + std::to_string(last) + " to average";
+    if (!v["allow-fewer"].as<bool>()) {
+      return ReportError("average", found + "; pass a smaller --last, or --allow-fewer to average those");
+    }
+    std::cerr << "psformer average: " << found << "; averaging those (--allow-fewer)\n";
+  }
+  auto averaged = AverageCheckpoints(run_dir, id, *steps);
+  if (!averaged.ok()) return ReportError("average", averaged.status());
+
+  ModelFile model;
+  model.model = config->model();
+  model.vocab_size = vocab;
+  model.params = std::move(averaged).value();
+  const Status written = WriteModelFile(output, model);
+  if (!written.ok()) return ReportError("average", written);
+  std::cout << "averaged " << count << " checkpoint(s) of " << run_dir << " (steps " << step_list
+            << "): " << model.params.size() << " parameters written to " << output << "\n";
+  return 0;
 }
 
 }  // namespace psformer

@@ -1,0 +1,64 @@
+#include "common/checkpoint/checkpoint_average.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/logging.h"
+
+namespace psformer {
+namespace fs = std::filesystem;
+namespace {
+
+// Adds every shard of checkpoint `step` to `sum`, checking that the shards tile the vector.
+Status AccumulateCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id,
+                            std::vector<double>* sum) {
+  uint64_t next = 0;
+  for (int k = 0; k < id.shards; ++k) {
+    const std::string path = (fs::path(CheckpointDir(run_dir, step)) / ShardFileName(k, id.shards)).string();
+    PSF_ASSIGN_OR_RETURN(ShardCheckpoint shard, ReadShardFile(path));
+    if (shard.shard != k || shard.shards != id.shards || shard.step != step || shard.begin != next ||
+        shard.end < shard.begin || shard.end > id.parameter_count) {
+      return Status::Corruption(path + " holds another shard, step or element range than its name says");
+    }
+    for (uint64_t i = shard.begin; i < shard.end; ++i) (*sum)[i] += shard.params[i - shard.begin];
+    next = shard.end;
+  }
+  if (next != id.parameter_count) {
+    return Status::Corruption("the shards of " + CheckpointDir(run_dir, step) + " cover " + std::to_string(next) +
+                              " of " + std::to_string(id.parameter_count) + " parameters");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
+                                                         int last) {
+  PSF_CHECK(last >= 1);
+  std::vector<int64_t> steps;
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    if (static_cast<int>(steps.size()) == last) break;
+    const Status verified = VerifyCheckpoint(run_dir, step, id);
+    if (verified.code() == Status::Code::kInvalidArgument) return verified;
+    if (!verified.ok()) {
+      PSF_LOG(Warning) << "skipping checkpoint at step " << step << ": " << verified.message();
+      continue;
+    }
+    steps.push_back(step);
+  }
+  std::reverse(steps.begin(), steps.end());
+  return steps;
+}
+
+StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
+                                                const std::vector<int64_t>& steps) {
+  PSF_CHECK(!steps.empty());
+  std::vector<double> sum(id.parameter_count, 0.0);
+  for (int64_t step : steps) PSF_RETURN_IF_ERROR(AccumulateCheckpoint(run_dir, step, id, &sum));
+  const double count = static_cast<double>(steps.size());
+  std::vector<float> mean(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / count);
+  return mean;
+}
+
+}  // namespace psformer

@@ -1,0 +1,35 @@
+// Checkpoint averaging (the paper's "average of the last 5 checkpoints"): the parameters of the
+// newest N complete checkpoints of a run, averaged element by element into one flat vector.
+// Checkpoints that do not verify (no manifest, a shard file missing, truncated or with the wrong
+// CRC-32C) are skipped with a log line, as the loader skips them, and older ones are taken
+// instead. Only parameters are averaged; Adam's moments are read with them but not used.
+#ifndef PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_AVERAGE_H_
+#define PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_AVERAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/status.h"
+
+namespace psformer {
+
+// The steps of the newest `last` checkpoints of `run_dir` that verify against `id`, oldest
+// first; fewer (possibly none) when the run has fewer. Each newer checkpoint that does not verify
+// is skipped with a warning saying why. InvalidArgument when a checkpoint was written for another
+// model config (the run's config does not describe its checkpoints). REQUIRES: last >= 1.
+StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
+                                                         int last);
+
+// The element-wise mean of the parameters of checkpoints `steps`. The sum runs in double,
+// checkpoint by checkpoint in the order given, and is divided once, so the result depends only
+// on the checkpoints' contents (averaging one checkpoint gives its parameters bit for bit).
+// Corruption/IoError when a shard file cannot be read or does not hold what its name says.
+// REQUIRES: steps is not empty.
+StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
+                                                const std::vector<int64_t>& steps);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_AVERAGE_H_

@@ -1,0 +1,2 @@
+# Checkpoint averaging (issue 9): psformer average against known shard files.
+psformer_test(average_test integration SOURCES average_test.cc LIBS psformer_common)

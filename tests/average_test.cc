@@ -1,0 +1,218 @@
+// `psformer average` (launcher/average_command.cc, common/checkpoint/checkpoint_average.h): the
+// mean of the newest N complete checkpoints of a run directory, written as a model file; corrupt
+// and incomplete checkpoints skipped; each user mistake a named error with no output file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "common/checkpoint/checkpoint_average.h"
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/config_loader.h"
+#include "common/model_file.h"
+#include "common/param_layout.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunPsformer;
+
+constexpr int kShards = 2;
+
+// A run directory as psformer train leaves it: config.pbtxt (the copy model, two servers) and
+// complete checkpoints at steps 10, 20 and 30 whose parameters are known.
+class AverageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto config = ResolveConfig(std::string(PSFORMER_SOURCE_DIR) + "/configs/copy.pbtxt",
+                                {"cluster.servers=" + std::to_string(kShards)});
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    config_ = *config;
+    vocab_ = ResolvedVocabSize(config_);
+    config_.mutable_model()->set_vocab_size(vocab_);
+    run_ = dir_.File("run");
+    fs::create_directories(run_);
+    std::ofstream(run_ + "/config.pbtxt") << ConfigToText(config_);
+    id_.shards = kShards;
+    id_.parameter_count = ParamLayout(config_.model(), vocab_).total_size();
+    id_.config_digest = ModelConfigDigest(config_, vocab_);
+    for (int64_t step : {10, 20, 30}) SaveCheckpoint(step);
+  }
+
+  // Parameters that differ per step and element and are not exactly representable sums.
+  std::vector<float> Params(int64_t step) const {
+    std::vector<float> p(id_.parameter_count);
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(std::sin(0.37 * i + step) / (1 + step % 7));
+    return p;
+  }
+
+  void SaveCheckpoint(int64_t step, int only_shard = -1) {
+    const std::vector<float> p = Params(step);
+    for (int k = 0; k < kShards; ++k) {
+      if (only_shard >= 0 && k != only_shard) continue;
+      const ShardRange r = ShardOf(id_.parameter_count, kShards, k);
+      std::vector<float> m(r.size(), 0.5f), v(r.size(), 0.25f);
+      ShardCheckpointView view;
+      view.shard = k;
+      view.shards = kShards;
+      view.step = step;
+      view.updates = static_cast<uint64_t>(step);
+      view.begin = r.begin;
+      view.end = r.end;
+      view.worker_steps = {step};
+      view.params = p.data() + r.begin;
+      view.m = m.data();
+      view.v = v.data();
+      ASSERT_TRUE(SaveShardCheckpoint(run_, id_, view, 0).ok());
+    }
+  }
+
+  std::string ShardPath(int64_t step, int shard) const {
+    return (fs::path(CheckpointDir(run_, step)) / ShardFileName(shard, kShards)).string();
+  }
+
+  // The mean of `steps`' parameters, summed in double in the order given.
+  std::vector<float> ExpectedMean(const std::vector<int64_t>& steps) const {
+    std::vector<double> sum(id_.parameter_count, 0.0);
+    for (int64_t step : steps) {
+      const std::vector<float> p = Params(step);
+      for (size_t i = 0; i < p.size(); ++i) sum[i] += p[i];
+    }
+    std::vector<float> mean(sum.size());
+    for (size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / steps.size());
+    return mean;
+  }
+
+  ModelFile ReadOutput(const std::string& path) const {
+    auto model = ReadModelFile(path);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    return model.ok() ? *model : ModelFile{};
+  }
+
+  testing::TempDir dir_;
+  proto::JobConfig config_;
+  int vocab_ = 0;
+  std::string run_;
+  CheckpointIdentity id_;
+};
+
+TEST_F(AverageTest, OneCheckpointGivesItsWeights) {
+  const std::string out = dir_.File("one.bin");
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + out);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_NE(result.output.find("steps 30)"), std::string::npos) << result.output;
+  const ModelFile model = ReadOutput(out);
+  EXPECT_EQ(model.vocab_size, vocab_);
+  EXPECT_EQ(model.model.SerializeAsString(), config_.model().SerializeAsString());
+  EXPECT_TRUE(model.params == Params(30));  // bit for bit
+  const auto checksum = RunPsformer("checksum " + out);
+  EXPECT_EQ(checksum.exit_status, 0) << checksum.output;
+}
+
+TEST_F(AverageTest, ThreeCheckpointsGiveTheExactMean) {
+  const std::string out = dir_.File("three.bin");
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 3 --output " + out);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_NE(result.output.find("averaged 3 checkpoint(s)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("steps 10, 20, 30"), std::string::npos) << result.output;
+  const std::vector<float> expected = ExpectedMean({10, 20, 30});
+  EXPECT_TRUE(ReadOutput(out).params == expected);
+  EXPECT_NE(expected, Params(30));  // the mean is not any one checkpoint
+
+  auto steps = NewestCompleteCheckpoints(run_, id_, 2);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<int64_t>{20, 30}));  // oldest first
+  auto mean = AverageCheckpoints(run_, id_, *steps);
+  ASSERT_TRUE(mean.ok()) << mean.status().ToString();
+  EXPECT_TRUE(*mean == ExpectedMean({20, 30}));
+}
+
+TEST_F(AverageTest, DefaultCountIsTheConfigsAverageLast) {
+  config_.mutable_checkpoint()->set_average_last(2);
+  std::ofstream(run_ + "/config.pbtxt") << ConfigToText(config_);
+  const std::string out = dir_.File("default.bin");
+  const auto result = RunPsformer("average --run-dir " + run_ + " --output " + out);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_NE(result.output.find("steps 20, 30)"), std::string::npos) << result.output;
+  EXPECT_TRUE(ReadOutput(out).params == ExpectedMean({20, 30}));
+}
+
+TEST_F(AverageTest, CorruptAndIncompleteNewestCheckpointsAreSkipped) {
+  // Step 30's second shard has a flipped byte; step 40 has only one of its two shards.
+  {
+    std::fstream f(ShardPath(30, 1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  SaveCheckpoint(40, 0);
+  ASSERT_FALSE(fs::exists(fs::path(CheckpointDir(run_, 40)) / "manifest.pbtxt"));
+  const std::string out = dir_.File("skipped.bin");
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 2 --output " + out);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_NE(result.output.find("skipping checkpoint at step 40"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("skipping checkpoint at step 30"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("steps 10, 20)"), std::string::npos) << result.output;
+  EXPECT_TRUE(ReadOutput(out).params == ExpectedMean({10, 20}));
+}
+
+TEST_F(AverageTest, FewerCheckpointsThanAskedFailUnlessAllowed) {
+  const std::string out = dir_.File("fewer.bin");
+  const auto refused = RunPsformer("average --run-dir " + run_ + " --last 5 --output " + out);
+  EXPECT_EQ(refused.exit_status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("has 3 complete checkpoint(s) (steps 10, 20, 30), fewer than the 5"), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(out));
+
+  const auto allowed = RunPsformer("average --run-dir " + run_ + " --last 5 --allow-fewer --output " + out);
+  ASSERT_EQ(allowed.exit_status, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("averaging those"), std::string::npos) << allowed.output;
+  EXPECT_TRUE(ReadOutput(out).params == ExpectedMean({10, 20, 30}));
+}
+
+TEST_F(AverageTest, MistakesAreNamedErrors) {
+  const std::string out = dir_.File("model.bin");
+  struct Case {
+    std::string arguments;
+    int exit_status;
+    std::string message;
+  };
+  const std::string empty_run = dir_.File("empty");
+  fs::create_directories(empty_run);
+  std::ofstream(empty_run + "/config.pbtxt") << ConfigToText(config_);
+  const std::vector<Case> cases = {
+      {"--run-dir " + dir_.File("missing") + " --output " + out, 1, "run directory " + dir_.File("missing")},
+      {"--run-dir " + dir_.path().string() + " --output " + out, 1, "is not a run directory"},
+      {"--run-dir " + empty_run + " --output " + out, 1, "no complete checkpoint in " + empty_run},
+      {"--run-dir " + run_ + " --last 0 --output " + out, 2, "--last must be at least 1"},
+      {"--run-dir " + run_ + " --last three --output " + out, 2, "last"},
+      {"--run-dir " + run_, 2, "output"},
+      {"--run-dir " + run_ + " --output " + dir_.File("no-such-dir") + "/model.bin", 1, "cannot create"},
+  };
+  for (const Case& c : cases) {
+    const auto result = RunPsformer("average " + c.arguments);
+    EXPECT_EQ(result.exit_status, c.exit_status) << c.arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find("psformer average: error:"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find(c.message), std::string::npos) << c.arguments << "\n" << result.output;
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(AverageTest, UnwritableOutputLeavesNoFile) {
+  // The output names an existing directory: the rename fails and the temporary file is removed.
+  const std::string out = dir_.File("taken");
+  fs::create_directories(out);
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + out);
+  EXPECT_EQ(result.exit_status, 1) << result.output;
+  EXPECT_NE(result.output.find(out), std::string::npos) << result.output;
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+  EXPECT_TRUE(fs::is_empty(out));
+}
+
+}  // namespace
+}  // namespace psformer

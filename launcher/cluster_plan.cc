@@ -9,9 +9,9 @@ StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const
   if (static_cast<int>(hosts.size()) != needed) {
     return Status::InvalidArgument(
         std::to_string(hosts.size()) + " processes were started but the config needs cluster.servers (" +
-        std::to_string(options.servers) + ") + cluster.workers (" + std::to_string(options.workers) + ") = " +
-        std::to_string(needed) + "; start " + std::to_string(needed) +
-        " ranks (mpirun -np " + std::to_string(needed) + ") or change the config with --set");
+        std::to_string(options.servers) + ") + cluster.workers (" + std::to_string(options.workers) +
+        ") = " + std::to_string(needed) + "; start " + std::to_string(needed) + " ranks (mpirun -np " +
+        std::to_string(needed) + ") or change the config with --set");
   }
   ClusterPlan plan;
   plan.slots_.resize(hosts.size());
@@ -59,17 +59,42 @@ StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const
     slot.index = static_cast<int>(plan.worker_slots_.size());
     plan.worker_slots_.push_back(i);
     const int local = workers_on_host[slot.host]++;
-    if (options.gpu_workers) {
-      const int available = gpus.count(slot.host) ? gpus[slot.host] : 0;
-      if (local >= available) {
-        return Status::InvalidArgument("host " + slot.host + " runs more GPU workers (at least " +
-                                       std::to_string(local + 1) + ") than it has GPUs (" +
-                                       std::to_string(available) + ")");
+    if (options.gpu_workers) slot.local_gpu = local;
+  }
+  if (options.gpu_workers) {
+    for (const std::string& host : host_order) {
+      const int wanted = workers_on_host[host];
+      const int available = gpus.count(host) ? gpus[host] : 0;
+      if (wanted > available) {
+        return Status::InvalidArgument("host " + host + " would run " + std::to_string(wanted) +
+                                       " GPU workers but has " + std::to_string(available) +
+                                       " GPU(s) (CUDA device count); start at most " + std::to_string(available) +
+                                       " workers there (cluster.workers, or fewer ranks on that host)");
       }
-      slot.local_gpu = local;
     }
   }
   return plan;
+}
+
+StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
+                                const std::vector<std::pair<std::string, int>>& gpus_per_host) {
+  if (backend == proto::ClusterConfig::CPU) return false;
+  const std::pair<std::string, int>* with = nullptr;
+  const std::pair<std::string, int>* without = nullptr;
+  for (const auto& host : gpus_per_host) (host.second > 0 ? with : without) = &host;
+  if (backend == proto::ClusterConfig::CUDA) {
+    if (without != nullptr) {
+      return Status::InvalidArgument("cluster.backend = CUDA but host " + without->first +
+                                     " has no GPU (CUDA device count 0)");
+    }
+    return true;
+  }
+  if (with != nullptr && without != nullptr) {
+    return Status::InvalidArgument("cluster.backend = AUTO but host " + with->first + " has " +
+                                   std::to_string(with->second) + " GPU(s) and host " + without->first +
+                                   " has none; set cluster.backend to CUDA or CPU");
+  }
+  return with != nullptr;
 }
 
 }  // namespace psformer

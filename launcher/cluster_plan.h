@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/proto/config.pb.h"
 #include "common/status.h"
 
 namespace psformer {
@@ -17,8 +18,8 @@ namespace psformer {
 struct RoleSlot {
   enum class Kind { kServer, kWorker };
   Kind kind = Kind::kWorker;
-  int index = 0;       // server index or worker index.
-  int slot = 0;        // MPI rank (or process number in single-node mode).
+  int index = 0;  // server index or worker index.
+  int slot = 0;   // MPI rank (or process number in single-node mode).
   std::string host;
   int local_gpu = -1;  // workers on a GPU backend: the device ordinal on their host.
   std::string name() const { return (kind == Kind::kServer ? "pserver-" : "worker-") + std::to_string(index); }
@@ -54,6 +55,14 @@ class ClusterPlan {
   std::vector<int> worker_slots_;
   int host_count_ = 0;
 };
+
+// Whether workers run on GPUs, from cluster.backend and the GPUs each host reports (host name,
+// CUDA device count): CUDA needs a GPU on every host; AUTO means GPUs when every host has one and
+// CPU when none has. Fails, naming the host, for CUDA on a host without a GPU and for AUTO on a
+// mix of hosts with and without GPUs (workers of one BSP job should not differ by an order of
+// magnitude in speed; the user chooses with cluster.backend).
+StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
+                                const std::vector<std::pair<std::string, int>>& gpus_per_host);
 
 }  // namespace psformer
 

@@ -6,10 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -23,14 +24,22 @@
 #include "launcher/cluster_plan.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/role_process.h"
+#include "worker/backend/cuda/cuda_device.h"
 
 namespace psformer {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<int> g_interrupted{0};
-void OnInterrupt(int signal) { g_interrupted.store(signal); }
+// How long a stop waits for the workers to finish their step, and then for the servers to write
+// their checkpoint, before it kills what is left.
+constexpr std::chrono::seconds kWorkerStopTimeout{60};
+constexpr std::chrono::seconds kServerStopTimeout{60};
+
+// SIGINT and SIGTERM seen by this supervisor: the first stops the job in order, a second one
+// kills what is still running.
+std::atomic<int> g_interrupts{0};  // NOLINT: a signal handler can reach nothing else.
+void OnInterrupt(int) { g_interrupts.fetch_add(1); }
 
 std::string HostName() {
   char name[256] = {};
@@ -101,11 +110,21 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   std::string servers;
   for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
   if (slot.kind == RoleSlot::Kind::kServer) {
-    role.args = {"pserver", "--config", config_path, "--run-dir", options.run_dir, "--index",
-                 std::to_string(slot.index), "--endpoint", server_endpoints[slot.index], "--job-id", job_id};
+    role.args = {"pserver",
+                 "--config",
+                 config_path,
+                 "--run-dir",
+                 options.run_dir,
+                 "--index",
+                 std::to_string(slot.index),
+                 "--endpoint",
+                 server_endpoints[slot.index],
+                 "--job-id",
+                 job_id};
   } else {
-    role.args = {"worker", "--config", config_path, "--run-dir", options.run_dir, "--index",
-                 std::to_string(slot.index), "--servers", servers, "--job-id", job_id};
+    role.args = {
+        "worker",    "--config", config_path, "--run-dir", options.run_dir, "--index", std::to_string(slot.index),
+        "--servers", servers,    "--job-id",  job_id};
     if (slot.local_gpu >= 0) {
       role.args.push_back("--gpu");
       role.args.push_back(std::to_string(slot.local_gpu));
@@ -115,31 +134,77 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   return role;
 }
 
-// Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C (130).
-int Supervise(std::vector<std::unique_ptr<RoleProcess>>& roles) {
+// A role process and what it is, so that a stop can go in order.
+struct SupervisedRole {
+  RoleSlot::Kind kind;
+  std::unique_ptr<RoleProcess> process;
+};
+
+// Stops the roles of `kind` (SIGTERM) while the others stay supervised, waiting at most `timeout`
+// (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
+bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chrono::seconds timeout) {
+  const int interrupts = g_interrupts.load();
+  for (auto& role : roles) {
+    if (role.kind == kind) role.process->RequestStop(SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    bool all_finished = true;
+    for (auto& role : roles) {
+      role.process->Poll();
+      if (role.kind == kind) all_finished = all_finished && role.process->finished();
+    }
+    if (all_finished) break;
+    if (std::chrono::steady_clock::now() >= deadline || g_interrupts.load() > interrupts) {
+      for (auto& role : roles) {
+        if (role.kind != kind || role.process->finished()) continue;
+        PSF_LOG(Warning) << role.process->name() << " did not stop in time; killing it";
+        role.process->Kill();
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  bool clean = true;
+  for (auto& role : roles) {
+    if (role.kind == kind) clean = clean && role.process->state() == RoleProcess::State::kSucceeded;
+  }
+  return clean;
+}
+
+// Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C / SIGTERM
+// (130): then the workers finish the step they are in and exit, and after them the servers,
+// which write a checkpoint of the step every shard applied (DESIGN.md, Failure model).
+int Supervise(std::vector<SupervisedRole>& roles) {
+  g_interrupts.store(0);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   for (auto& role : roles) {
-    const Status started = role->Start();
+    const Status started = role.process->Start();
     if (!started.ok()) {
-      PSF_LOG(Error) << role->name() << ": " << started.message();
+      PSF_LOG(Error) << role.process->name() << ": " << started.message();
       return 1;
     }
   }
   while (true) {
-    if (g_interrupted.load() != 0) {
-      PSF_LOG(Warning) << "interrupted; stopping " << roles.size() << " role process(es)";
-      for (auto& role : roles) role->Signal(SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      for (auto& role : roles) role->Kill();
+    if (g_interrupts.load() != 0) {
+      PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
+      std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
+                   "(interrupt again to kill at once)\n";
+      const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
+      const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
+      if (!workers_clean || !servers_clean) {
+        std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/); "
+                     "--resume continues from the newest complete checkpoint\n";
+      }
       return 130;
     }
     bool all_done = true;
     for (auto& role : roles) {
-      const RoleProcess::State state = role->Poll();
+      const RoleProcess::State state = role.process->Poll();
       if (state == RoleProcess::State::kFailed) {
-        std::cerr << "psformer train: error: " << role->failure() << "\n";
-        for (auto& other : roles) other->Kill();
+        std::cerr << "psformer train: error: " << role.process->failure() << "\n";
+        for (auto& other : roles) other.process->Kill();
         return 1;
       }
       all_done = all_done && state == RoleProcess::State::kSucceeded;
@@ -147,6 +212,17 @@ int Supervise(std::vector<std::unique_ptr<RoleProcess>>& roles) {
     if (all_done) return 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "psformer train: error: " << message << "\n";
+  return 1;
+}
+
+// The command that continues an interrupted run: the run directory holds the resolved config.
+std::string ResumeCommand(const std::string& run_dir) {
+  const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
+  return "psformer train --config " + config + " --run-dir " + run_dir + " --resume";
 }
 
 std::string NewJobId() {
@@ -166,47 +242,86 @@ std::string DefaultRunDir(const JobConfig& config) {
 }
 
 int RunSingleNode(const JobOptions& options) {
-  const auto& cluster = options.config.cluster();
-  const int hosts_count = cluster.servers() + cluster.workers();
+  JobOptions job = options;
+  auto& cluster = *job.config.mutable_cluster();
+  const std::string host = HostName();
+  const int gpus = CudaDeviceCount();
+  auto gpu_workers = ChooseGpuWorkers(cluster.backend(), {{host, gpus}});
+  if (!gpu_workers.ok()) {
+    return Fail("cluster.backend = CUDA but this machine (" + host + ") has no GPU (CUDA device count 0; " +
+                CudaUnavailableReason() + "); set cluster.backend to CPU or AUTO");
+  }
+  // Role processes read the worker count from the run's config.pbtxt, so 0 is resolved here.
+  if (cluster.workers() == 0) cluster.set_workers(*gpu_workers ? gpus : 1);
   ClusterPlanOptions plan_options;
   plan_options.servers = cluster.servers();
   plan_options.workers = cluster.workers();
-  auto plan = ClusterPlan::Make(plan_options, std::vector<std::string>(hosts_count, HostName()));
-  if (!plan.ok()) return std::cerr << "psformer train: error: " << plan.status().message() << "\n", 1;
-  if (Status s = PrepareRunDir(options); !s.ok()) return std::cerr << "psformer train: error: " << s.message() << "\n", 1;
-  SetLogFile((fs::path(options.run_dir) / "logs" / "supervisor.log").string());
+  plan_options.gpu_workers = *gpu_workers;
+  plan_options.gpus_per_host = {{host, gpus}};
+  auto plan = ClusterPlan::Make(plan_options, std::vector<std::string>(cluster.servers() + cluster.workers(), host));
+  if (!plan.ok()) return Fail(plan.status().message());
+  // Ports before the run directory: a refused job leaves nothing behind.
   std::vector<std::string> endpoints;
   for (int s = 0; s < plan->servers(); ++s) {
     auto endpoint = ServerEndpoint(cluster, s, 1);
-    if (!endpoint.ok()) return std::cerr << "psformer train: error: " << endpoint.status().message() << "\n", 1;
+    if (!endpoint.ok()) return Fail(endpoint.status().message());
     endpoints.push_back(*endpoint);
   }
+  if (Status s = PrepareRunDir(job); !s.ok()) return Fail(s.message());
+  SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string());
   const std::string job_id = NewJobId();
-  std::vector<std::unique_ptr<RoleProcess>> roles;
+  std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : plan->slots()) {
-    roles.push_back(std::make_unique<RoleProcess>(RoleOptions(options, slot, job_id, endpoints)));
+    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, endpoints))});
   }
-  PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers()
-                << " worker(s); run directory " << options.run_dir;
-  return Supervise(roles);
+  PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
+                << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
+  const int status = Supervise(roles);
+  if (status == 130) std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
+  return status;
 }
 
 int RunClusterRank(const JobOptions& options) {
   MpiBootstrap mpi;
-  const auto& cluster = options.config.cluster();
   SetLogTag("supervisor-" + std::to_string(mpi.rank()));
-  auto hosts = mpi.AllGather(HostName());
-  if (!hosts.ok()) mpi.Abort(1);
+  // Every rank reports its host and the GPUs it sees there: "HOST GPUS".
+  auto reports = mpi.AllGather(HostName() + " " + std::to_string(CudaDeviceCount()));
+  if (!reports.ok()) mpi.Abort(1);
+  std::vector<std::string> hosts;
+  std::vector<std::pair<std::string, int>> gpus_per_host;
+  for (const std::string& report : *reports) {
+    const size_t space = report.rfind(' ');
+    hosts.push_back(report.substr(0, space));
+    const bool seen =
+        std::any_of(gpus_per_host.begin(), gpus_per_host.end(), [&](const auto& h) { return h.first == hosts.back(); });
+    if (!seen) gpus_per_host.emplace_back(hosts.back(), std::stoi(report.substr(space + 1)));
+  }
+  // Every rank computes the same decisions from the same reports and fails the same way; rank 0
+  // says why.
+  auto fail_everywhere = [&](const std::string& message) {
+    if (mpi.rank() == 0) std::cerr << "psformer train: error: " << message << "\n";
+    return 1;
+  };
+  JobOptions local = options;
+  auto& cluster = *local.config.mutable_cluster();
+  auto gpu_workers = ChooseGpuWorkers(cluster.backend(), gpus_per_host);
+  if (!gpu_workers.ok()) return fail_everywhere(gpu_workers.status().message());
+  if (cluster.workers() == 0) {
+    // Under mpirun the ranks say how many workers there are: every rank that is not a server.
+    if (mpi.size() <= cluster.servers()) {
+      return fail_everywhere("cluster.workers = 0 makes every rank that is not a server a worker, but " +
+                             std::to_string(mpi.size()) + " rank(s) leave none beside cluster.servers (" +
+                             std::to_string(cluster.servers()) + "); start more ranks (mpirun -np)");
+    }
+    cluster.set_workers(mpi.size() - cluster.servers());
+  }
   ClusterPlanOptions plan_options;
   plan_options.servers = cluster.servers();
   plan_options.workers = cluster.workers();
-  auto plan = ClusterPlan::Make(plan_options, *hosts);
-  if (!plan.ok()) {
-    // Every rank computed the same plan and fails the same way; rank 0 says why.
-    if (mpi.rank() == 0) std::cerr << "psformer train: error: " << plan.status().message() << "\n";
-    return 1;
-  }
-  JobOptions local = options;
+  plan_options.gpu_workers = *gpu_workers;
+  plan_options.gpus_per_host = gpus_per_host;
+  auto plan = ClusterPlan::Make(plan_options, hosts);
+  if (!plan.ok()) return fail_everywhere(plan.status().message());
   local.run_dir = mpi.Broadcast(options.run_dir);
   const std::string job_id = mpi.Broadcast(NewJobId());
   const Status prepared = PrepareRunDir(local);
@@ -218,7 +333,10 @@ int RunClusterRank(const JobOptions& options) {
     if (endpoint.ok()) my_endpoint = *endpoint;
     endpoint_status = endpoint.status();
   }
-  if (!endpoint_status.ok()) std::cerr << "psformer train: error: rank " << mpi.rank() << ": " << endpoint_status.message() << "\n";
+  if (!endpoint_status.ok()) {
+    std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << " on " << me.host
+              << "): " << endpoint_status.message() << "\n";
+  }
   if (mpi.AllReduceMax(endpoint_status.ok() ? 0 : 1) != 0) return 1;
   auto all_endpoints = mpi.AllGather(my_endpoint);
   if (!all_endpoints.ok()) return 1;
@@ -226,8 +344,8 @@ int RunClusterRank(const JobOptions& options) {
   for (int s = 0; s < plan->servers(); ++s) server_endpoints.push_back((*all_endpoints)[plan->server(s).slot]);
   SetLogFile((fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string());
 
-  std::vector<std::unique_ptr<RoleProcess>> roles;
-  roles.push_back(std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints)));
+  std::vector<SupervisedRole> roles;
+  roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
   const int status = Supervise(roles);
   if (status != 0 && status != 130) {
     // This rank's role cannot continue: the job cannot either. MPI_Abort ends every rank.
@@ -235,7 +353,11 @@ int RunClusterRank(const JobOptions& options) {
               << "aborting the job\n";
     mpi.Abort(status);
   }
-  return mpi.AllReduceMax(status);
+  const int job_status = mpi.AllReduceMax(status);
+  if (job_status == 130 && mpi.rank() == 0) {
+    std::cerr << "psformer train: interrupted; continue with: mpirun ... " << ResumeCommand(local.run_dir) << "\n";
+  }
+  return job_status;
 }
 
 }  // namespace psformer

@@ -80,6 +80,9 @@ Status RoleProcess::Spawn() {
     // A role process never outlives the supervisor that watches it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the supervisor's to handle.
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
     if (pipe_fds[1] == kChildHeartbeatFd) {
@@ -122,6 +125,12 @@ void RoleProcess::HandleExit(int wait_status) {
     return;
   }
   const std::string how = DescribeExit(wait_status);
+  if (stopping_) {
+    state_ = State::kFailed;
+    failure_ = options_.name + " " + how + " while stopping (log: " + options_.log_file + ")";
+    PSF_LOG(Warning) << failure_;
+    return;
+  }
   if (incarnation_ >= options_.max_restarts) {
     state_ = State::kFailed;
     failure_ = options_.name + " " + how + " after " + std::to_string(incarnation_) +
@@ -167,6 +176,16 @@ RoleProcess::State RoleProcess::Poll() {
 
 void RoleProcess::Signal(int signal) {
   if (state_ == State::kRunning && pid_ > 0) kill(pid_, signal);
+}
+
+void RoleProcess::RequestStop(int signal) {
+  stopping_ = true;
+  if (state_ == State::kBackingOff) {
+    state_ = State::kFailed;
+    failure_ = options_.name + " was waiting to be restarted when the job stopped";
+    PSF_LOG(Warning) << failure_;
+  }
+  Signal(signal);
 }
 
 void RoleProcess::Kill() {

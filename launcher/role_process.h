@@ -5,6 +5,11 @@
 // Heartbeats: the child inherits the write end of a pipe whose descriptor number is in the
 // environment variable PSFORMER_HEARTBEAT_FD; common/heartbeat.h writes a byte to it every
 // cluster.heartbeat_interval_ms. Silence for cluster.heartbeat_timeout_ms counts as a hang.
+//
+// The child runs in a process group of its own with stdin from /dev/null: a Ctrl-C at the
+// terminal reaches only the supervisor, which then stops its roles in order (workers first).
+// It still dies with the supervisor (PR_SET_PDEATHSIG), so killing the supervisor's process group
+// ends the whole job.
 #ifndef PSFORMER_LAUNCHER_ROLE_PROCESS_H_
 #define PSFORMER_LAUNCHER_ROLE_PROCESS_H_
 
@@ -45,6 +50,11 @@ class RoleProcess {
   State Poll();
   // Sends `signal` to the running child (tests and shutdown).
   void Signal(int signal);
+  // Begins an orderly stop: nothing is restarted any more, and a running child gets `signal`.
+  // Poll then reports kSucceeded when the child exits 0 and kFailed otherwise; a role waiting
+  // to be restarted becomes kFailed at once.
+  void RequestStop(int signal);
+  bool finished() const { return state_ == State::kSucceeded || state_ == State::kFailed; }
   // Kills the child (SIGKILL) and waits for it; the state becomes kFailed unless it had finished.
   void Kill();
 
@@ -66,6 +76,7 @@ class RoleProcess {
   pid_t pid_ = -1;
   int heartbeat_fd_ = -1;  // read end of the heartbeat pipe.
   int incarnation_ = 0;
+  bool stopping_ = false;  // RequestStop was called: no more restarts.
   std::chrono::steady_clock::time_point last_heartbeat_;
   std::chrono::steady_clock::time_point restart_at_;
   std::string failure_;

@@ -57,8 +57,75 @@ TEST(ClusterPlan, MoreGpuWorkersThanGpusIsRefused) {
   options.gpus_per_host = {{"a", 2}};
   auto plan = ClusterPlan::Make(options, {"a", "a", "a", "a"});
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("more GPU workers (at least 3) than it has GPUs (2)"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("host a would run 3 GPU workers but has 2 GPU(s)"), std::string::npos)
       << plan.status().message();
+}
+
+TEST(ClusterPlan, OversubscriptionNamesTheHostThatHasTooFewGpus) {
+  // n0 holds the server and two workers on its two GPUs; n1 would run two workers on one GPU.
+  ClusterPlanOptions options;
+  options.servers = 1;
+  options.workers = 4;
+  options.gpu_workers = true;
+  options.gpus_per_host = {{"n0", 2}, {"n1", 1}};
+  auto plan = ClusterPlan::Make(options, {"n0", "n0", "n0", "n1", "n1"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("host n1 would run 2 GPU workers but has 1 GPU(s)"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(ClusterPlan, AHostMissingFromTheGpuListHasNoGpus) {
+  ClusterPlanOptions options;
+  options.servers = 1;
+  options.workers = 1;
+  options.gpu_workers = true;
+  auto plan = ClusterPlan::Make(options, {"a", "a"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("host a would run 1 GPU workers but has 0 GPU(s)"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(ClusterPlan, CpuWorkersGetNoGpu) {
+  ClusterPlanOptions options;
+  options.servers = 1;
+  options.workers = 2;
+  auto plan = ClusterPlan::Make(options, {"a", "a", "a"});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->worker(0).local_gpu, -1);
+  EXPECT_EQ(plan->worker(1).local_gpu, -1);
+}
+
+TEST(ChooseGpuWorkers, CpuNeverUsesGpus) {
+  auto gpu = ChooseGpuWorkers(proto::ClusterConfig::CPU, {{"a", 8}});
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_FALSE(*gpu);
+}
+
+TEST(ChooseGpuWorkers, AutoFollowsTheHosts) {
+  auto with = ChooseGpuWorkers(proto::ClusterConfig::AUTO, {{"a", 8}, {"b", 8}});
+  ASSERT_TRUE(with.ok());
+  EXPECT_TRUE(*with);
+  auto without = ChooseGpuWorkers(proto::ClusterConfig::AUTO, {{"a", 0}, {"b", 0}});
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(*without);
+}
+
+TEST(ChooseGpuWorkers, AutoRefusesAMixAndNamesBothHosts) {
+  auto mixed = ChooseGpuWorkers(proto::ClusterConfig::AUTO, {{"a", 8}, {"b", 0}});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("host a has 8 GPU(s) and host b has none"), std::string::npos)
+      << mixed.status().message();
+}
+
+TEST(ChooseGpuWorkers, CudaWithoutAGpuNamesTheHost) {
+  auto gpu = ChooseGpuWorkers(proto::ClusterConfig::CUDA, {{"a", 8}, {"b", 0}});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("cluster.backend = CUDA but host b has no GPU (CUDA device count 0)"),
+            std::string::npos)
+      << gpu.status().message();
+  auto ok = ChooseGpuWorkers(proto::ClusterConfig::CUDA, {{"a", 1}});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(*ok);
 }
 
 TEST(ClusterPlan, MoreServersThanHostsWrapAround) {

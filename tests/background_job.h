@@ -1,0 +1,133 @@
+// A `psformer` command run in the background, as a user at a terminal runs it: in a process group
+// of its own (the terminal's foreground group), so that a test can press Ctrl-C (SIGINT to the
+// group) or kill the whole job (SIGKILL to the group), and watch the run directory meanwhile.
+#ifndef PSFORMER_TESTS_BACKGROUND_JOB_H_
+#define PSFORMER_TESTS_BACKGROUND_JOB_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace psformer::testing {
+
+class BackgroundJob {
+ public:
+  // Runs `PSFORMER_BINARY arguments` from the source directory; stdout and stderr go to
+  // `output_file`.
+  BackgroundJob(const std::string& arguments, const std::string& output_file) : output_file_(output_file) {
+    const std::string command =
+        std::string("cd ") + PSFORMER_SOURCE_DIR + " && exec " + PSFORMER_BINARY + " " + arguments;
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      const int fd = open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (pid_ > 0) setpgid(pid_, pid_);  // also here, so that a signal sent right away finds the group
+  }
+  ~BackgroundJob() {
+    if (pid_ > 0 && exit_status_ < 0) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  BackgroundJob(const BackgroundJob&) = delete;
+  BackgroundJob& operator=(const BackgroundJob&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` to the job's process group, as Ctrl-C at a terminal does with SIGINT.
+  void SignalGroup(int signal) const { kill(-pid_, signal); }
+
+  // True once the job has exited (and reaps it).
+  bool Exited() {
+    int status = 0;
+    if (exit_status_ < 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exit_status_ >= 0;
+  }
+
+  // Waits for the job to exit; its exit status (128 + signal when killed), or -1 on timeout.
+  int Wait(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!Exited() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return exit_status_;
+  }
+
+  std::string Output() const { return ReadAll(output_file_); }
+
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_status_ = -1;
+  std::string output_file_;
+};
+
+// The largest training step logged in RUN_DIR/metrics.jsonl so far (0 when none).
+inline int64_t LastLoggedStep(const std::string& run_dir) {
+  static const std::regex kStepWithLoss("\"step\": ([0-9]+), \"loss\"");
+  const std::string all = BackgroundJob::ReadAll(run_dir + "/metrics.jsonl");
+  int64_t last = 0;
+  for (auto it = std::sregex_iterator(all.begin(), all.end(), kStepWithLoss); it != std::sregex_iterator(); ++it) {
+    last = std::max<int64_t>(last, std::stoll((*it)[1].str()));
+  }
+  return last;
+}
+
+// Waits until metrics.jsonl logs a step >= `step`; false if the job exits first or time runs out.
+inline bool WaitForStep(BackgroundJob* job, const std::string& run_dir, int64_t step, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (LastLoggedStep(run_dir) >= step) return true;
+    if (job->Exited()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The process ids a supervisor started ("started pid N" in its log).
+inline std::vector<pid_t> StartedPids(const std::string& supervisor_log) {
+  static const std::regex kStarted("started pid ([0-9]+)");
+  const std::string all = BackgroundJob::ReadAll(supervisor_log);
+  std::vector<pid_t> pids;
+  for (auto it = std::sregex_iterator(all.begin(), all.end(), kStarted); it != std::sregex_iterator(); ++it) {
+    pids.push_back(static_cast<pid_t>(std::stol((*it)[1].str())));
+  }
+  return pids;
+}
+
+// True while `pid` runs (a zombie waiting to be reaped counts as gone).
+inline bool ProcessRuns(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  const char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace psformer::testing
+
+#endif  // PSFORMER_TESTS_BACKGROUND_JOB_H_

@@ -1,0 +1,133 @@
+// Launch mistakes are refused before anything starts, with a message that names what is wrong
+// and where, and a non-zero exit (label `integration`): a GPU backend without a GPU, a port in
+// use, a hostfile naming a host that cannot be reached. (Too many GPU workers for a host's GPUs
+// is cluster_plan_test; a rank count that does not match the config is training_test.)
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/test_util.h"
+#include "worker/backend/cuda/cuda_device.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::RunPsformer;
+using testing::RunShell;
+using testing::TempDir;
+
+const char* kShort =
+    "--config configs/copy.pbtxt --set training.max_steps=4 --set training.valid_every=0 "
+    "--set logging.every_steps=2 --set checkpoint.every_steps=0";
+
+std::string Mpirun(int ranks) {
+  return std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe -np " +
+         std::to_string(ranks) + " " + PSFORMER_BINARY + " train " + kShort;
+}
+
+// Holds a listening TCP socket on 127.0.0.1 (a port some other program uses).
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 1) != 0) return;
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~HeldPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefused) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kShort + " --set cluster.backend=CUDA --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("psformer train: error: cluster.backend = CUDA but this machine ("), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("has no GPU (CUDA device count 0"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "a refused job created its run directory";
+}
+
+TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefusedUnderMpirun) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  TempDir dir;
+  CommandResult r =
+      RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.backend=CUDA --run-dir " + dir.File("run"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("cluster.backend = CUDA but host "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has no GPU (CUDA device count 0)"), std::string::npos) << r.output;
+}
+
+TEST(LaunchErrors, ZeroWorkersOnACpuMachineMeansOneWorker) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU: workers 0 means one per GPU there";
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kShort + " --set cluster.workers=0 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/logs/worker-0.log"));
+  EXPECT_FALSE(std::filesystem::exists(run + "/logs/worker-1.log"));
+  std::ifstream in(run + "/config.pbtxt");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(config.find("workers: 1\n"), std::string::npos) << config;
+}
+
+TEST(LaunchErrors, APortInUseIsNamedAndNothingStarts) {
+  HeldPort held;
+  ASSERT_GT(held.port(), 0);
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kShort +
+                                " --set cluster.base_port=" + std::to_string(held.port()) + " --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("psformer train: error: cannot bind 127.0.0.1:" + std::to_string(held.port())),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("the port is in use; choose another cluster.base_port"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "a refused job created its run directory";
+}
+
+TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
+  HeldPort held;
+  ASSERT_GT(held.port(), 0);
+  TempDir dir;
+  CommandResult r =
+      RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.base_port=" + std::to_string(held.port()) +
+               " --run-dir " + dir.File("run"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("(pserver-0 on "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot bind 127.0.0.1:" + std::to_string(held.port())), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the port is in use"), std::string::npos) << r.output;
+}
+
+// mpirun starts its daemons over ssh before any psformer process exists, so the message is
+// Open MPI's (with ssh's line naming the host); README, Launching, says so.
+TEST(LaunchErrors, AnUnreachableHostInTheHostfileFailsNamingTheHost) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "psformer-no-such-host slots=3\n");
+  CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
+                             " && mpirun --allow-run-as-root --mca plm_rsh_args '-o ConnectTimeout=10 -o BatchMode=yes'"
+                             " --hostfile " +
+                             hostfile + " -np 3 " + PSFORMER_BINARY + " train " + kShort +
+                             " --set cluster.workers=2 --run-dir " + dir.File("run"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer-no-such-host"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,144 @@
+// Stopping and continuing a whole job (label `fault`): Ctrl-C in single-node mode stops it in
+// order and leaves a complete checkpoint; a job killed outright (SIGKILL to its process group)
+// continues from its last periodic checkpoint. Either way `--resume` ends with the weights of
+// an undisturbed run, bitwise (DESIGN.md, Determinism and Failure model).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <regex>
+
+#include "tests/background_job.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::BackgroundJob;
+using testing::CommandResult;
+using testing::RunPsformer;
+using testing::TempDir;
+
+// Two workers and two shards, so that a stop has to leave every shard at the same step. Early
+// stopping and validation are off: the run ends at max_steps, whatever the accuracy.
+const char* kJob =
+    "--config configs/copy.pbtxt --set training.max_steps=200 --set training.valid_every=0 "
+    "--set training.stop_at_valid_accuracy=0 --set logging.every_steps=5 --set cluster.workers=2 "
+    "--set cluster.servers=2";
+
+std::string Digest(const std::string& model) {
+  CommandResult r = RunPsformer("checksum " + model);
+  std::smatch m;
+  static const std::regex kHex("[0-9a-f]{64}");
+  if (r.exit_status != 0 || !std::regex_search(r.output, m, kHex)) {
+    ADD_FAILURE() << "checksum of " << model << " failed: " << r.output;
+    return "";
+  }
+  return m.str();
+}
+
+std::string UndisturbedDigest(const TempDir& dir) {
+  const std::string run = dir.File("undisturbed");
+  CommandResult r = RunPsformer(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  return Digest(run + "/model.bin");
+}
+
+std::string CheckpointManifest(const std::string& run, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return run + "/checkpoints/" + name + "/manifest.pbtxt";
+}
+
+// The newest step with a complete checkpoint (its manifest written), or -1.
+int64_t NewestCompleteCheckpoint(const std::string& run) {
+  int64_t newest = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run + "/checkpoints", ec)) {
+    long long step = 0;
+    if (std::sscanf(entry.path().filename().c_str(), "step-%lld", &step) == 1 &&
+        std::filesystem::exists(entry.path() / "manifest.pbtxt")) {
+      newest = std::max<int64_t>(newest, step);
+    }
+  }
+  return newest;
+}
+
+// The step a worker's log says it stopped at, or -1.
+int64_t StoppedAt(const std::string& worker_log) {
+  static const std::regex kStopped("stopped at step ([0-9]+)");
+  const std::string all = BackgroundJob::ReadAll(worker_log);
+  std::smatch m;
+  return std::regex_search(all, m, kStopped) ? std::stoll(m[1].str()) : -1;
+}
+
+TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("interrupted");
+  {
+    BackgroundJob job(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("interrupted.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGINT);  // Ctrl-C: the terminal signals the foreground process group.
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; continue with: psformer train --config " + run +
+                                "/config.pbtxt --run-dir " + run + " --resume"),
+              std::string::npos)
+        << job.Output();
+  }
+  // Both workers stopped after the same complete step, and the servers' checkpoint of it is
+  // complete (its manifest is written once every shard is on disk).
+  const int64_t stopped = StoppedAt(run + "/logs/worker-0.log");
+  ASSERT_GE(stopped, 20) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_LT(stopped, 200);
+  EXPECT_EQ(StoppedAt(run + "/logs/worker-1.log"), stopped);
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+
+  CommandResult resumed = RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-1.log")
+                .find("resumes from the checkpoint of step " + std::to_string(stopped)),
+            std::string::npos);
+  EXPECT_FALSE(undisturbed.empty());
+  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+}
+
+TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("killed");
+  const std::string command = std::string("train ") + kJob + " --set checkpoint.every_steps=10 --run-dir " + run;
+  {
+    BackgroundJob job(command, dir.File("killed.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 35, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGKILL);  // the supervisor and everything in its group; role processes follow it
+    ASSERT_EQ(job.Wait(std::chrono::seconds(30)), 128 + SIGKILL);
+  }
+  // The role processes sit in process groups of their own and die with their supervisor
+  // (PR_SET_PDEATHSIG), not with the group.
+  const std::vector<pid_t> pids = testing::StartedPids(run + "/logs/supervisor.log");
+  EXPECT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) {
+    for (int i = 0; i < 250 && testing::ProcessRuns(pid); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_FALSE(testing::ProcessRuns(pid)) << "role process " << pid << " outlived its supervisor";
+  }
+  const int64_t newest = NewestCompleteCheckpoint(run);
+  EXPECT_GE(newest, 30);
+  EXPECT_LT(newest, 200);
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+
+  CommandResult resumed = RunPsformer(command + " --resume");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-0.log")
+                .find("resumes from the checkpoint of step " + std::to_string(newest)),
+            std::string::npos);
+  EXPECT_FALSE(undisturbed.empty());
+  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+}
+
+}  // namespace
+}  // namespace psformer

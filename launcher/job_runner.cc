@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -174,8 +175,10 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
 
 // Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C / SIGTERM
 // (130): then the workers finish the step they are in and exit, and after them the servers,
-// which write a checkpoint of the step every shard applied (DESIGN.md, Failure model).
-int Supervise(std::vector<SupervisedRole>& roles) {
+// which write a checkpoint of the step every shard applied (DESIGN.md, Failure model). In cluster
+// mode each rank holds one role; `after_workers_stopped` (if set) waits there until every rank's
+// workers have stopped, so that the servers of the whole job stop after all of them.
+int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& after_workers_stopped = nullptr) {
   g_interrupts.store(0);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
@@ -192,6 +195,7 @@ int Supervise(std::vector<SupervisedRole>& roles) {
       std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
                    "(interrupt again to kill at once)\n";
       const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
+      if (after_workers_stopped) after_workers_stopped();
       const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
       if (!workers_clean || !servers_clean) {
         std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/); "
@@ -346,7 +350,14 @@ int RunClusterRank(const JobOptions& options) {
 
   std::vector<SupervisedRole> roles;
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
-  const int status = Supervise(roles);
+  // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
+  // a bound: a rank that was not signalled never arrives) before stopping their servers.
+  const int status = Supervise(roles, [&] {
+    const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
+      for (auto& role : roles) role.process->Poll();
+    });
+    if (!all) PSF_LOG(Warning) << "not every rank stopped its workers in time; stopping the servers anyway";
+  });
   if (status != 0 && status != 130) {
     // This rank's role cannot continue: the job cannot either. MPI_Abort ends every rank.
     std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << ") cannot continue; "

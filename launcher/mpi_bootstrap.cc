@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace psformer {
 namespace {
@@ -13,9 +14,7 @@ namespace {
 constexpr int kMaxValue = 1024;
 }  // namespace
 
-bool StartedByMpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
-}
+bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
 
 MpiBootstrap::MpiBootstrap() {
   MPI_Init(nullptr, nullptr);
@@ -52,6 +51,20 @@ int MpiBootstrap::AllReduceMax(int value) {
   int result = 0;
   MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return result;
+}
+
+bool MpiBootstrap::BarrierWithin(std::chrono::milliseconds timeout, const std::function<void()>& while_waiting) {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (while_waiting) while_waiting();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void MpiBootstrap::Abort(int exit_status) {

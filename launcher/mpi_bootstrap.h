@@ -4,7 +4,9 @@
 #ifndef PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
 #define PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,7 @@ bool StartedByMpirun();
 
 class MpiBootstrap {
  public:
-  MpiBootstrap();  // MPI_Init
+  MpiBootstrap();   // MPI_Init
   ~MpiBootstrap();  // MPI_Finalize, unless Abort was called.
   MpiBootstrap(const MpiBootstrap&) = delete;
   MpiBootstrap& operator=(const MpiBootstrap&) = delete;
@@ -32,6 +34,10 @@ class MpiBootstrap {
   std::string Broadcast(const std::string& value);
   // The largest of every rank's `value` (ranks agree on the job's exit status).
   int AllReduceMax(int value);
+  // Waits until every rank has called this (a non-blocking barrier), calling `while_waiting`
+  // every few ms; false if `timeout` passed first (the barrier then stays pending, and the ranks
+  // still agree on the order of later collectives).
+  bool BarrierWithin(std::chrono::milliseconds timeout, const std::function<void()>& while_waiting);
   // Ends every rank of the job with `exit_status` (after this rank printed why).
   [[noreturn]] void Abort(int exit_status);
 

@@ -13,7 +13,7 @@
 #include "common/logging.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
-#include "common/transport/zmq_van.h"
+#include "common/transport/van_factory.h"
 #include "launcher/command_line.h"
 #include "pserver/parameter_server.h"
 
@@ -74,7 +74,9 @@ int RunPserverCommand(const Args& args) {
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
-  auto server = ParameterServer::Create(std::move(o), std::make_unique<ZmqVan>());
+  auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
+  if (!van.ok()) return ReportError("pserver", van.status());
+  auto server = ParameterServer::Create(std::move(o), std::move(*van));
   if (!server.ok()) return ReportError("pserver", server.status());
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);

@@ -22,11 +22,12 @@ namespace psformer::testing {
 
 class BackgroundJob {
  public:
-  // Runs `PSFORMER_BINARY arguments` from the source directory; stdout and stderr go to
-  // `output_file`.
-  BackgroundJob(const std::string& arguments, const std::string& output_file) : output_file_(output_file) {
+  // Runs `launcher PSFORMER_BINARY arguments` from the source directory (`launcher`: "" or an
+  // mpirun command line ending in a space); stdout and stderr go to `output_file`.
+  BackgroundJob(const std::string& arguments, const std::string& output_file, const std::string& launcher = "")
+      : output_file_(output_file) {
     const std::string command =
-        std::string("cd ") + PSFORMER_SOURCE_DIR + " && exec " + PSFORMER_BINARY + " " + arguments;
+        std::string("cd ") + PSFORMER_SOURCE_DIR + " && exec " + launcher + PSFORMER_BINARY + " " + arguments;
     pid_ = fork();
     if (pid_ == 0) {
       setpgid(0, 0);

@@ -105,6 +105,36 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
 }
 
+// Under mpirun the Ctrl-C reaches every rank; the server ranks stop only after every worker
+// rank stopped its worker (an MPI barrier), so the checkpoint is as complete as on one machine.
+TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("interrupted");
+  const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 4 ";
+  {
+    BackgroundJob job(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("interrupted.out"), mpirun);
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGINT);
+    EXPECT_NE(job.Wait(std::chrono::seconds(150)), 0) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; continue with: mpirun ... psformer train --config " + run +
+                                "/config.pbtxt --run-dir " + run + " --resume"),
+              std::string::npos)
+        << job.Output();
+  }
+  const int64_t stopped = StoppedAt(run + "/logs/worker-0.log");
+  ASSERT_GE(stopped, 20) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_EQ(StoppedAt(run + "/logs/worker-1.log"), stopped);
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+
+  CommandResult resumed =
+      testing::RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + mpirun + PSFORMER_BINARY +
+                        " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+}
+
 TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
   TempDir dir;
   const std::string undisturbed = UndisturbedDigest(dir);

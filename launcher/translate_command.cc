@@ -1,15 +1,20 @@
 // `psformer translate`: reads sentences from stdin, one a line, and writes their translations to
 // stdout in the same order. SentencePiece turns text into the model's ids and back; sentences are
 // batched by length (--batch-tokens) and decoded with batched beam search (worker/decode). Output
-// is written only once every line has translated, so a failure leaves none behind.
+// is written only once every line has translated, so a failure leaves none behind. --gpu N
+// decodes on a CUDA device (fp32 GEMMs) in a build with the CUDA backend.
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/model_file.h"
 #include "launcher/command_line.h"
 #include "worker/backend/cpu_backend.h"
+#ifdef PSFORMER_HAVE_CUDA
+#include "worker/backend/cuda/cuda_backend.h"
+#endif
 #include "worker/data/subword_vocabulary.h"
 #include "worker/decode/beam_search.h"
 #include "worker/decode/length_batches.h"
@@ -19,7 +24,7 @@ namespace psformer {
 int RunTranslateCommand(const Args& args) {
   po::options_description options("translate options");
   BeamSearchOptions beam;
-  int batch_tokens = 0, threads = 0;
+  int batch_tokens = 0, threads = 0, gpu = -1;
   // clang-format off
   options.add_options()
       ("model", po::value<std::string>()->required(), "model file (RUN_DIR/model.bin or psformer average's output)")
@@ -31,7 +36,8 @@ int RunTranslateCommand(const Args& args) {
       ("max-len-b", po::value<int>(&beam.max_len_b)->default_value(50), "see --max-len-a")
       ("batch-tokens", po::value<int>(&batch_tokens)->default_value(2048),
        "source tokens (with padding) per batch; sentences are batched by length")
-      ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core)");
+      ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core)")
+      ("gpu", po::value<int>(&gpu)->default_value(-1), "decode on this CUDA device, fp32 GEMMs (-1: on the CPU)");
   // clang-format on
   const std::string usage = "--model M --spm SPM [options] < input > output";
   const po::positional_options_description no_positional;
@@ -40,6 +46,7 @@ int RunTranslateCommand(const Args& args) {
   Status valid = ValidateBeamSearchOptions(beam);
   if (valid.ok() && batch_tokens < 1) valid = Status::InvalidArgument("--batch-tokens must be at least 1");
   if (valid.ok() && threads < 0) valid = Status::InvalidArgument("--threads must be >= 0");
+  if (valid.ok() && gpu < -1) valid = Status::InvalidArgument("--gpu must be a CUDA device ordinal, or -1 for the CPU");
   if (!valid.ok()) {
     std::cerr << "psformer translate: error: " << valid.message() << "\nusage: psformer translate " << usage
               << "  (see --help)\n";
@@ -56,6 +63,24 @@ int RunTranslateCommand(const Args& args) {
     return ReportError("translate", "vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary->size()) +
                                         " pieces but " + model_path + " was trained with a vocabulary of " +
                                         std::to_string(model->vocab_size));
+  }
+
+  // Declared before every buffer of it, so that they go first.
+  std::unique_ptr<Backend<float>> backend;
+  if (gpu < 0) {
+    backend = std::make_unique<CpuBackend<float>>(threads);
+  } else {
+#ifdef PSFORMER_HAVE_CUDA
+    CudaBackendOptions cuda;
+    cuda.device = gpu;
+    auto created = CudaBackend::Create(cuda);
+    if (!created.ok()) return ReportError("translate", created.status());
+    backend = std::move(created).value();
+#else
+    return ReportError("translate",
+                       "--gpu " + std::to_string(gpu) +
+                           ": this psformer was built without the CUDA backend (PSFORMER_CUDA=OFF or no nvcc)");
+#endif
   }
 
   std::vector<std::string> lines;
@@ -82,9 +107,8 @@ int RunTranslateCommand(const Args& args) {
               << " subword tokens were cut to that length\n";
   }
 
-  CpuBackend<float> backend(threads);
-  BeamSearch<float> search(model->model, model->vocab_size, &backend, beam);
-  DeviceBuffer<float> params = backend.Allocate<float>(model->params.size());
+  BeamSearch<float> search(model->model, model->vocab_size, backend.get(), beam);
+  DeviceBuffer<float> params = backend->Allocate<float>(model->params.size());
   params.Upload(model->params.data(), model->params.size());
   std::vector<std::string> output(lines.size());
   for (const std::vector<int>& batch : LengthBatches(lengths, batch_tokens)) {

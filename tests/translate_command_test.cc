@@ -103,6 +103,10 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
       {"--model " + model_ + " --spm " + spm_ + " --beam four", "beam", 2},
       {"--model " + model_ + " --spm " + spm_ + " stray", "positional", 2},
       {"--spm " + spm_, "model", 2},
+      {"--model " + model_ + " --spm " + spm_ + " --gpu -2", "--gpu", 2},
+#ifndef PSFORMER_HAVE_CUDA
+      {"--model " + model_ + " --spm " + spm_ + " --gpu 0", "built without the CUDA backend", 1},
+#endif
   };
   for (const Case& c : cases) {
     auto result = Translate(c.flags, input_);

@@ -53,6 +53,13 @@ struct LogVoidify {
       : ::psformer::internal::LogVoidify() &                                        \
             ::psformer::internal::LogMessage(::psformer::LogLevel::k##level, __FILE__, __LINE__).stream()
 
+// The same with the level chosen at run time (a LogLevel value).
+#define PSF_LOG_AT(level_value)                                                     \
+  !::psformer::LogEnabled(level_value)                                              \
+      ? (void)0                                                                     \
+      : ::psformer::internal::LogVoidify() &                                        \
+            ::psformer::internal::LogMessage(level_value, __FILE__, __LINE__).stream()
+
 // Invariant check that survives release builds: names file and line, then aborts.
 // For programming errors only; user mistakes get a Status.
 #define PSF_CHECK(cond)                                                            \

@@ -33,6 +33,8 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
                   mode_ == proto::ClusterConfig::BSP ? range_.size() : 0),
       worker_steps_(options_.config.cluster().workers(), 0),
       incarnations_(options_.config.cluster().workers(), 0),
+      workers_done_(options_.config.cluster().workers(), false),
+      workers_seen_(options_.config.cluster().workers(), false),
       faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
@@ -135,8 +137,14 @@ Status ParameterServer::Run() {
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
     if (!fatal_.ok()) return fatal_;
+    if (finishing_ && !stop_.load() && std::chrono::steady_clock::now() > finish_deadline_) {
+      PSF_LOG(Warning) << "shard " << options_.shard << ": not every worker said it was done within 60 s of the "
+                       << "job's end; stopping anyway";
+      stop_.store(true);
+    }
   }
-  PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << applied_step_ << "; refused messages: "
+  PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << applied_step_
+                << "; duplicate pushes: " << stats_.duplicates.load() << "; refused messages: "
                 << stats_.rejected.ToString();
   return Status::Ok();
 }
@@ -147,6 +155,12 @@ void ParameterServer::Handle(RawMessage raw) {
   if (Verdict v = ParseMessage(std::move(raw), &msg)) return Refuse(peer, nullptr, *v);
   if (Verdict v = ValidateAtServer(msg, scope_)) return Refuse(peer, &msg.header, *v);
   if (Verdict v = CheckIncarnation(msg.header)) return Refuse(peer, &msg.header, *v);
+  if (msg.header.sender_role() == proto::WORKER) workers_seen_[msg.header.sender_id()] = true;
+  if (finishing_ && msg.header.sender_role() == proto::WORKER &&
+      (msg.header.type() == proto::PUSH || msg.header.type() == proto::PULL)) {
+    MarkWorkerDone(static_cast<int>(msg.header.sender_id()));
+    return Refuse(peer, &msg.header, {RejectReason::kJobFinished, "the coordinator has ended the job"});
+  }
   if (Verdict v = CheckEpoch(msg.header)) return Refuse(peer, &msg.header, *v);
   switch (msg.header.type()) {
     case proto::ROLLBACK: return HandleRollback(std::move(msg));
@@ -160,10 +174,7 @@ void ParameterServer::Handle(RawMessage raw) {
       return;
     }
     case proto::HEARTBEAT: return Reply(msg.peer, msg.header, proto::HEARTBEAT);
-    case proto::SHUTDOWN:
-      Reply(msg.peer, msg.header, proto::ACK);
-      stop_.store(true);
-      return;
+    case proto::SHUTDOWN: return HandleShutdown(std::move(msg));
     default: PSF_CHECK(false && "validated types are all handled");
   }
 }
@@ -181,6 +192,34 @@ Verdict ParameterServer::CheckIncarnation(const proto::Header& h) {
     known = h.incarnation();
   }
   return std::nullopt;
+}
+
+void ParameterServer::HandleShutdown(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  Reply(msg.peer, h, proto::ACK);
+  if (h.sender_role() == proto::WORKER) return MarkWorkerDone(static_cast<int>(h.sender_id()));
+  if (!finishing_) {
+    PSF_LOG(Info) << "shard " << options_.shard << ": the coordinator ended the job";
+    finish_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  }
+  finishing_ = true;
+  // Workers still waiting (SSP/async stop at different steps) learn it now.
+  for (const PendingPull& p : pending_pulls_) {
+    if (p.request.sender_role() == proto::WORKER) {
+      Refuse(p.peer, &p.request, {RejectReason::kJobFinished, "the coordinator has ended the job"});
+      MarkWorkerDone(static_cast<int>(p.request.sender_id()));
+    }
+  }
+  pending_pulls_.clear();
+  MarkWorkerDone(-1);
+}
+
+// Records that `worker` is done (-1: nobody new) and ends Run once the job is over for all.
+void ParameterServer::MarkWorkerDone(int worker) {
+  if (worker >= 0) workers_done_[worker] = true;
+  bool all_done = true;
+  for (size_t w = 0; w < workers_done_.size(); ++w) all_done = all_done && (workers_done_[w] || !workers_seen_[w]);
+  if (finishing_ && all_done) stop_.store(true);
 }
 
 Verdict ParameterServer::CheckEpoch(const proto::Header& h) const {

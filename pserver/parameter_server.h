@@ -15,7 +15,12 @@
 //   HELLO(incarnation k) -> ACK carrying in `step` the last step the sender pushed. A message with
 //        an incarnation below the highest seen from its sender is refused (stale incarnation).
 //   HEARTBEAT -> HEARTBEAT.   CHECKPOINT(step c) -> ACK once the shard of step c is written (BSP
-//        waits for step c; SSP/ASYNC write the current state labelled c).   SHUTDOWN -> ACK, then Run returns.
+//        waits for step c; SSP/ASYNC write the current state labelled c).
+//   SHUTDOWN from a worker -> ACK: that worker is done. SHUTDOWN from the coordinator -> ACK: the
+//        job ends; from then on every worker request is refused as "job finished" (so workers of
+//        SSP/async, which stop at different steps, learn of it), and Run returns once every
+//        worker is done (said SHUTDOWN or was told "job finished"; a worker never heard from
+//        counts as done), or at the latest 60 s after the coordinator's SHUTDOWN.
 // Updates. BSP: a step's pushes are summed in worker order (GradientAggregator), divided by their
 // total target tokens (NormalizeGradient), then one Adam update at LearningRate(config, t).
 // SSP and ASYNC: each push is normalised by its own tokens and applied on arrival.
@@ -40,6 +45,7 @@
 #define PSFORMER_PSERVER_PARAMETER_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -150,7 +156,13 @@ class ParameterServer {
   int64_t applied_step_ = 0;              // BSP: last step applied; else the highest step applied.
   std::vector<PendingPull> pending_pulls_;
   std::vector<PendingPull> pending_checkpoints_;
+  void HandleShutdown(WireMessage msg);
+  void MarkWorkerDone(int worker);
   uint64_t epoch_ = 0;                    // recovery epoch (see Recovery).
+  bool finishing_ = false;                // the coordinator ended the job.
+  std::vector<bool> workers_done_;        // workers that said SHUTDOWN or were told the job ended.
+  std::vector<bool> workers_seen_;        // workers this server heard from at all.
+  std::chrono::steady_clock::time_point finish_deadline_;  // Run returns by then regardless.
   int64_t restored_step_ = 0;             // the checkpoint step epoch_ started from.
   Status fatal_;                          // a rollback that could not load its checkpoint.
   FaultPlan faults_;

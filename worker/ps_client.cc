@@ -177,6 +177,11 @@ void PsClient::HandleReply(RawMessage raw) {
       r.remaining = 0;  // nothing else about this request matters now.
       return;
     }
+  } else if (h.type() == proto::ERROR && h.reject_reason() == static_cast<uint32_t>(RejectReason::kJobFinished)) {
+    job_finished_ = true;
+    r.error = Status::Aborted("shard " + std::to_string(shard) + ": the coordinator has ended the job");
+    r.remaining = 0;
+    return;
   } else if (h.type() == proto::ERROR) {
     if (r.error.ok()) {
       r.error = Status::Unavailable("shard " + std::to_string(shard) + " refused " +
@@ -233,8 +238,11 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     if (options_.retry_ms > 0 && now - r.sent >= interval) {
       for (int k = 0; k < shards(); ++k) {
         if (r.answered[k]) continue;
-        PSF_LOG(Info) << "ps client: no answer from shard " << k << " to " << proto::MessageType_Name(r.type)
-                      << " of step " << r.step << " after " << interval.count() << " ms; sending it again";
+        // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
+        const bool unusual = r.type != proto::PULL || r.sends >= 3;
+        PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
+            << "ps client: no answer from shard " << k << " to " << proto::MessageType_Name(r.type) << " of step "
+            << r.step << " after " << interval.count() << " ms; sending it again";
         PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
       }
       r.sent = now;
@@ -327,6 +335,12 @@ StatusOr<int64_t> PsClient::Hello() {
 Status PsClient::Checkpoint(int64_t step) {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::CHECKPOINT, step));
   return Wait(ticket);
+}
+
+Status PsClient::Goodbye() {
+  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
+  Request done;
+  return Finish(ticket, &done, std::max(options_.retry_ms, 100) * 10);
 }
 
 Status PsClient::Shutdown() {

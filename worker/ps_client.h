@@ -99,6 +99,10 @@ class PsClient {
   // Coordinator: every shard writes its checkpoint of `step` (waits until all have), or shuts down.
   Status Checkpoint(int64_t step);
   Status Shutdown();
+  // A worker that is done says so (SHUTDOWN as WORKER), so the servers can end with the job.
+  Status Goodbye();
+  // Wait returned Aborted because the coordinator has ended the job (not a rollback).
+  bool job_finished() const { return job_finished_; }
 
   // Pushes the servers recognised as already applied (exactly-once), since creation.
   uint64_t duplicate_acks() const { return duplicate_acks_; }
@@ -150,6 +154,7 @@ class PsClient {
   uint64_t duplicate_acks_ = 0;
   uint64_t epoch_ = 0;
   int64_t epoch_start_ = 0;
+  bool job_finished_ = false;
   bool rollback_pending_ = false;   // a shard refused a request as "other epoch"...
   uint64_t rollback_epoch_ = 0;     // ...naming this epoch...
   int64_t rollback_start_ = 0;      // ...begun at this step.

@@ -122,7 +122,15 @@ Status WorkerLoop::Run() {
   int64_t first = started_at_;
   while (true) {
     const Status trained = Train(first);
-    if (trained.code() != Status::Code::kAborted) return trained;
+    if (trained.code() == Status::Code::kAborted && client_->job_finished()) {
+      // SSP/async: the coordinator stopped the job while this worker was still training.
+      PSF_LOG(Info) << "the coordinator ended the job; stopping";
+      return Status::Ok();
+    }
+    if (trained.code() != Status::Code::kAborted) {
+      if (!trained.ok() || coordinator()) return trained;
+      return client_->Goodbye();
+    }
     PSF_LOG(Warning) << trained.message();
     PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
     PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
@@ -237,6 +245,7 @@ Status WorkerLoop::Finish(int64_t last_step) {
   // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
   PSF_ASSIGN_OR_RETURN(auto coordinator, PsClient::Create(ClientOptions(proto::COORDINATOR)));
   coordinator->SetEpoch(client_->epoch(), client_->epoch_start());
+  PSF_RETURN_IF_ERROR(client_->Goodbye());
   return coordinator->Shutdown();
 }
 

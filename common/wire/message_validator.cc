@@ -69,8 +69,10 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
       sender_ok = from_worker || from_control;
       break;
     case proto::CHECKPOINT:
-    case proto::SHUTDOWN:
       sender_ok = from_control;
+      break;
+    case proto::SHUTDOWN:  // from a worker: "I am done"; from the coordinator: "end the job".
+      sender_ok = from_worker || from_control;
       break;
     default:
       return Reject(RejectReason::kUnknownType, "message type " + Str(static_cast<uint64_t>(type)) +

@@ -17,6 +17,7 @@ const char* RejectReasonName(RejectReason reason) {
     case RejectReason::kFutureStep: return "future step";
     case RejectReason::kStaleIncarnation: return "stale incarnation";
     case RejectReason::kOtherEpoch: return "other epoch";
+    case RejectReason::kJobFinished: return "job finished";
     case RejectReason::kCount: break;
   }
   return "unknown reason";

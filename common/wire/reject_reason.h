@@ -26,7 +26,8 @@ enum class RejectReason : uint32_t {
   kFutureStep = 10,        // a step the sender cannot have reached yet.
   kStaleIncarnation = 11,  // from an earlier life of a restarted sender.
   kOtherEpoch = 12,        // sent in another recovery epoch: the sender must roll back (or catch up).
-  kCount = 13,
+  kJobFinished = 13,       // the coordinator has ended the job: the worker stops.
+  kCount = 14,
 };
 
 // "malformed header", "wrong job", ...

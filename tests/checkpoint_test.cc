@@ -2,6 +2,8 @@
 // only when every shard is present, and each corruption case falling back to the previous
 // complete checkpoint.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -165,6 +167,33 @@ TEST(CheckpointStore, ReportsAnUnwritableDirectory) {
   Status s = SaveShardCheckpoint(blocker, kId, d.View(0, 1), 0);
   EXPECT_EQ(s.code(), Status::Code::kIoError);
   EXPECT_NE(s.message().find("checkpoint"), std::string::npos) << s.message();
+}
+
+// A full disk, simulated with RLIMIT_FSIZE (writes past the limit fail with EFBIG, as they fail
+// with ENOSPC on a full disk): the save fails with a clear error, leaves no partial file, and the
+// previous complete checkpoint still loads.
+TEST(CheckpointStore, FullDiskIsAClearErrorAndKeepsTheLastGoodCheckpoint) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  SaveAll(run, 1);
+  rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 2000;  // bytes: less than one shard file of this test (~4 KB).
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  ShardData d;
+  const Status s = SaveShardCheckpoint(run, kId, d.View(0, 2), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  EXPECT_EQ(s.code(), Status::Code::kIoError);
+  EXPECT_NE(s.message().find("File too large"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(ShardFileName(0, kShards)), std::string::npos) << s.message();
+  for (const auto& entry : fs::directory_iterator(CheckpointDir(run, 2))) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+  EXPECT_TRUE(VerifyCheckpoint(run, 1, kId).ok());
+  for (int k = 0; k < kShards; ++k) EXPECT_EQ(LoadedStep(run, k), 1);
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ ZmqVan::~ZmqVan() {
   // Sockets close before the context terminates (members would go in the other order).
   router_.reset();
   dealers_.clear();
+  zap_.reset();
 }
 
 void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
@@ -49,6 +50,7 @@ void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::rcvhwm, 0);
   socket.set(zmq::sockopt::linger, options_.linger_ms);
   if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
+  if (options_.send_timeout_ms >= 0) socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
 }
 
 StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
@@ -57,6 +59,21 @@ StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
     auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     ConfigureSocket(*socket);
     socket->set(zmq::sockopt::router_mandatory, 1);
+    if (options_.curve) {
+      const CurveKeys& keys = *options_.curve;
+      if (keys.server_secret.empty() || keys.client_public.empty()) {
+        return Status::InvalidArgument("van: a CURVE server needs the server secret and the client public key");
+      }
+      // The handler is bound before the socket listens: libzmq admits everyone while none is.
+      if (!zap_) {
+        auto zap = ZapHandler::Start(context_, CurveKeyBytes(keys.client_public));
+        if (!zap.ok()) return zap.status();
+        zap_ = std::move(*zap);
+      }
+      socket->set(zmq::sockopt::zap_domain, "psformer");
+      socket->set(zmq::sockopt::curve_server, 1);
+      socket->set(zmq::sockopt::curve_secretkey, keys.server_secret);
+    }
     socket->bind(WildcardPort(endpoint));
     std::string bound = socket->get(zmq::sockopt::last_endpoint);
     router_ = std::move(socket);
@@ -72,6 +89,15 @@ Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
   try {
     auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     ConfigureSocket(*socket);
+    if (options_.curve) {
+      const CurveKeys& keys = *options_.curve;
+      if (keys.client_secret.empty()) {
+        return Status::InvalidArgument("van: a CURVE client needs the client secret key to connect to " + endpoint);
+      }
+      socket->set(zmq::sockopt::curve_serverkey, keys.server_public);
+      socket->set(zmq::sockopt::curve_publickey, keys.client_public);
+      socket->set(zmq::sockopt::curve_secretkey, keys.client_secret);
+    }
     socket->connect(endpoint);
     dealers_.emplace(peer, std::move(socket));
     return Status::Ok();
@@ -85,7 +111,11 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
     for (size_t i = 0; i < frames.size(); ++i) {
       const bool last = i + 1 == frames.size();
       auto sent = socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
-      if (!sent) return Status::Unavailable("van: send to " + peer + " would block");
+      if (!sent) {
+        return Status::Unavailable("van: cannot queue a message to " + peer + " for " +
+                                   std::to_string(options_.send_timeout_ms) + " ms" +
+                                   (options_.curve ? " (did it refuse this process's CURVE keys?)" : ""));
+      }
     }
     return Status::Ok();
   } catch (const zmq::error_t& e) {

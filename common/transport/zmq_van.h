@@ -9,6 +9,11 @@
 // deleter that releases the frame's owner (zmq_msg_init_data), so a payload split into frames
 // (AppendViewFrames) streams through ZeroMQ's I/O thread frame by frame, never copied into one
 // large buffer. Received frames own their zmq messages.
+//
+// Authentication (options.curve set, curve_keys.h): Bind serves CURVE with the server secret key
+// and starts a ZapHandler that admits only the job's client public key; Connect authenticates with
+// the client keypair and trusts only the server public key. CURVE encrypts every frame, so the
+// bytes are copied once on each side (into and out of the cipher); zero copy holds up to there.
 #ifndef PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 
@@ -18,14 +23,23 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/transport/curve_keys.h"
 #include "common/transport/van.h"
+#include "common/transport/zap_handler.h"
 
 namespace psformer {
 
 struct ZmqVanOptions {
-  int io_threads = 1;              // ZeroMQ I/O threads of this Van's context.
-  int linger_ms = 1000;            // how long Close waits to flush unsent messages.
-  int64_t max_frame_bytes = -1;    // ZMQ_MAXMSGSIZE: larger frames drop the peer (-1 = no limit).
+  int io_threads = 1;            // ZeroMQ I/O threads of this Van's context.
+  int linger_ms = 1000;          // how long Close waits to flush unsent messages.
+  int64_t max_frame_bytes = -1;  // ZMQ_MAXMSGSIZE: larger frames drop the peer (-1 = no limit).
+  // ZMQ_SNDTIMEO: a Send that cannot even be queued for this long fails (Unavailable); -1 = wait
+  // forever. Queuing waits only while a peer has no connection object at all, which after
+  // Connect happens when the peer refused our CURVE handshake (libzmq then drops it).
+  int send_timeout_ms = -1;
+  // The job's CURVE keys; unset = no authentication, no encryption. Bind needs server_secret
+  // (ForServer), Connect needs client_secret (ForClient).
+  std::optional<CurveKeys> curve;
 };
 
 class ZmqVan : public Van {
@@ -40,13 +54,17 @@ class ZmqVan : public Van {
   Status Send(RawMessage message) override;
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
+  // CURVE clients refused by this Van's ZAP handler so far (0 without CURVE or Bind). Any thread.
+  uint64_t refused_clients() const { return zap_ ? zap_->refused() : 0; }
+
  private:
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer);
   void ConfigureSocket(zmq::socket_t& socket);
 
   ZmqVanOptions options_;
   zmq::context_t context_;
-  std::unique_ptr<zmq::socket_t> router_;                         // after Bind.
+  std::unique_ptr<ZapHandler> zap_;                                // after a CURVE Bind.
+  std::unique_ptr<zmq::socket_t> router_;                          // after Bind.
   std::map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;  // by peer name.
   size_t next_poll_ = 0;  // round-robin start, so no socket starves the others.
 };

@@ -1,0 +1,75 @@
+#include "common/transport/van_factory.h"
+
+#include "common/logging.h"
+#include "common/transport/zmq_van.h"
+
+namespace psformer {
+namespace {
+
+enum class Side { kServer, kClient };
+
+constexpr int kRefusedSendTimeoutMs = 30000;
+
+StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t fault_stream, const CurveKeys* keys,
+                                       int io_threads, Side side) {
+  const FaultyVanOptions faults = FaultyVanOptions::FromConfig(config.fault(), fault_stream);
+  PSF_RETURN_IF_ERROR(faults.Validate());
+  ZmqVanOptions zo;
+  zo.io_threads = io_threads;
+  if (!config.cluster().authenticate()) {
+    PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
+                     "to the servers";
+  } else if (keys == nullptr) {
+    PSF_LOG(Warning) << "transport: no CURVE keys in " << kCurveKeysVariable
+                     << " (not started by psformer train?); the transport is unauthenticated and unencrypted";
+  } else if (side == Side::kServer && keys->server_secret.empty()) {
+    return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no server secret key; a server needs it");
+  } else if (side == Side::kClient && keys->client_secret.empty()) {
+    return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no client secret key; a client needs it");
+  } else {
+    zo.curve = side == Side::kServer ? keys->ForServer() : keys->ForClient();
+    // A server that refuses our keys leaves nothing to queue to: fail a Send instead of hanging.
+    if (side == Side::kClient) zo.send_timeout_ms = kRefusedSendTimeoutMs;
+    PSF_LOG(Info) << "transport: CURVE on; "
+                  << (side == Side::kServer ? "only the job's clients are admitted"
+                                            : "talking only to the job's servers");
+  }
+  std::unique_ptr<Van> van = std::make_unique<ZmqVan>(zo);
+  if (!faults.Any()) return van;
+  PSF_LOG(Warning) << "transport faults injected into what this process sends: drop " << faults.drop_fraction
+                   << ", duplicate " << faults.duplicate_fraction << ", delay " << faults.delay_fraction << " ("
+                   << faults.delay_ms << " ms), reorder " << faults.reorder_fraction << "; seed " << faults.seed
+                   << ", stream " << fault_stream;
+  return std::unique_ptr<Van>(std::make_unique<FaultyVan>(std::move(van), faults));
+}
+
+StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
+                                                   int io_threads, Side side) {
+  std::optional<CurveKeys> keys;
+  if (config.cluster().authenticate()) {
+    PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
+  }
+  return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream) {
+  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer);
+}
+
+StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads) {
+  return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient);
+}
+
+StatusOr<std::unique_ptr<Van>> MakeServerVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,
+                                                     const CurveKeys* keys) {
+  return MakeVan(config, fault_stream, keys, 1, Side::kServer);
+}
+
+StatusOr<std::unique_ptr<Van>> MakeClientVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,
+                                                     const CurveKeys* keys, int io_threads) {
+  return MakeVan(config, fault_stream, keys, io_threads, Side::kClient);
+}
+
+}  // namespace psformer

@@ -1,0 +1,39 @@
+// The Vans of role processes, made from the job config: ZeroMQ, authenticated with the job's
+// CURVE keys (curve_keys.h) when cluster.authenticate is on and the keys are in the environment,
+// and wrapped in a FaultyVan (faulty_van.h) when the fault section asks for transport faults.
+//
+// Without keys in the environment (tests, embedded use) the Van is plain ZeroMQ and a warning
+// says so; with cluster.authenticate = false keys are ignored and an info line says so. Malformed
+// keys or fault fractions are errors that name the variable or field.
+#ifndef PSFORMER_COMMON_TRANSPORT_VAN_FACTORY_H_
+#define PSFORMER_COMMON_TRANSPORT_VAN_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "common/proto/config.pb.h"
+#include "common/transport/curve_keys.h"
+#include "common/transport/faulty_van.h"
+#include "common/transport/van.h"
+
+namespace psformer {
+
+// A server's Van (Bind it): CURVE server admitting only the job's client key.
+// fault_stream: FaultStream(FaultRole::kServer, shard).
+StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream);
+
+// A client's Van (Connect it to the servers): CURVE client trusting only the job's server key.
+// fault_stream: FaultStream(FaultRole::kWorker, worker) or FaultStream(FaultRole::kControl, id).
+// io_threads: ZeroMQ I/O threads of its context.
+StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1);
+
+// The same with the keys given instead of read from the environment (nullptr = no CURVE), for
+// tests and for processes that hold the keys themselves.
+StatusOr<std::unique_ptr<Van>> MakeServerVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,
+                                                     const CurveKeys* keys);
+StatusOr<std::unique_ptr<Van>> MakeClientVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,
+                                                     const CurveKeys* keys, int io_threads = 1);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_VAN_FACTORY_H_

@@ -11,6 +11,7 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
+using testing::ModelDigest;
 using testing::RunPsformer;
 using testing::RunShell;
 using testing::TempDir;
@@ -20,22 +21,11 @@ const char* kShort =
     "--config configs/copy.pbtxt --set training.max_steps=24 --set training.valid_every=12 "
     "--set logging.every_steps=6 --set checkpoint.every_steps=0";
 
-std::string Digest(const std::string& model) {
-  CommandResult r = RunPsformer("checksum " + model);
-  std::smatch m;
-  static const std::regex kHex("[0-9a-f]{64}");
-  if (r.exit_status != 0 || !std::regex_search(r.output, m, kHex)) {
-    ADD_FAILURE() << "checksum of " << model << " failed: " << r.output;
-    return "";
-  }
-  return m.str();
-}
-
 std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
   const std::string run = dir.File(name);
   CommandResult r = RunPsformer(std::string("train ") + kShort + " --run-dir " + run + " " + extra);
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  return Digest(run + "/model.bin");
+  return ModelDigest(run + "/model.bin");
 }
 
 TEST(Training, OneWorkerOneServerEqualsTheLocalTrainerBitwise) {
@@ -88,7 +78,7 @@ TEST(Training, MpirunClusterModeEqualsSingleNodeMode) {
                              " && mpirun --allow-run-as-root --oversubscribe -np 3 " + PSFORMER_BINARY + " train " +
                              kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_EQ(Digest(run + "/model.bin"), single);
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
 }
 
 TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {

@@ -275,6 +275,7 @@ Status ParameterServer::RestoreTo(int64_t step) {
   }
   if (step == 0) std::fill(worker_steps_.begin(), worker_steps_.end(), 0);
   applied_step_ = step;
+  applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.
   stats_.applied_step.store(step);
   stats_.updates.store(optimizer_.updates());
   if (mode_ == proto::ClusterConfig::BSP) aggregator_.Begin(step + 1);
@@ -327,6 +328,8 @@ void ParameterServer::ApplyStep() {
   }
   optimizer_.Apply(step, aggregator_.sum());
   applied_step_ = step;
+  applied_loss_sum_ = aggregator_.loss_sum();
+  applied_tokens_ = aggregator_.total_tokens();
   stats_.applied_step.store(step);
   stats_.updates.store(optimizer_.updates());
   aggregator_.Begin(step + 1);
@@ -397,6 +400,10 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
   proto::Header h = ReplyHeader(request, proto::PARAMS);
   h.set_dtype(proto::FLOAT32);
+  if (mode_ == proto::ClusterConfig::BSP && request.step() == applied_step_ && applied_tokens_ > 0) {
+    h.set_loss_sum(applied_loss_sum_);
+    h.set_target_tokens(applied_tokens_);
+  }
   h.set_begin(range_.begin);
   h.set_end(range_.end);
   std::vector<Frame> payload;

@@ -6,7 +6,8 @@
 //   PUSH(worker w, step t, gradient of the shard, target_tokens, loss)  -> ACK (duplicate=true if
 //        (w, t) was already applied or buffered: exactly once) or ERROR.
 //        t must be the next step of w (t <= last pushed: duplicate; t > last + 1: future step).
-//   PULL(step t) -> PARAMS(step t) with the shard's parameters "after step t":
+//   PULL(step t) -> PARAMS(step t) with the shard's parameters "after step t" (BSP: with the
+//        summed loss_sum and target_tokens of step t's pushes, so metrics show the global loss):
 //        BSP: once step t's update is applied (t older than the last applied step: stale step).
 //        SSP: current parameters once every worker has pushed step t - staleness, so no worker
 //             starts step t+1 while another has not finished step t - staleness.
@@ -154,6 +155,8 @@ class ParameterServer {
   std::vector<int64_t> worker_steps_;     // last step each worker pushed.
   std::vector<uint32_t> incarnations_;    // highest incarnation seen per worker.
   int64_t applied_step_ = 0;              // BSP: last step applied; else the highest step applied.
+  double applied_loss_sum_ = 0;           // BSP: summed loss and target tokens of every worker's
+  uint64_t applied_tokens_ = 0;           // batch of applied_step_ (sent with its PARAMS).
   std::vector<PendingPull> pending_pulls_;
   std::vector<PendingPull> pending_checkpoints_;
   void HandleShutdown(WireMessage msg);

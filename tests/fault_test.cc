@@ -5,6 +5,7 @@
 // recovery, so a fault that silently did not happen cannot pass.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 
 #include "tests/test_util.h"
@@ -119,6 +120,31 @@ TEST_F(Fault, StalledServerIsKilledByItsSupervisorAndTheJobRollsBack) {
   const Outcome run = Train(dir_, "faulty",
                         "--set fault.kill=server:1@25:stall=20000 --set cluster.heartbeat_timeout_ms=1500");
   EXPECT_TRUE(Has(run.logs, "pserver-1: no heartbeat for 1500 ms")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 20")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+// Transport faults (FaultyVan, drawn per sent message on workers and servers alike): lost
+// requests and replies are resent, repeated pushes are applied once.
+TEST_F(Fault, FivePercentOfMessagesDropped) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.drop_fraction=0.05");
+  EXPECT_TRUE(Has(run.logs, "sending it again")) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, DuplicatedMessages) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty", "--set fault.duplicate_fraction=0.1");
+  EXPECT_TRUE(std::regex_search(run.logs, std::regex("duplicate pushes: [1-9]"))) << run.logs;
+  EXPECT_EQ(run.digest, calm);
+}
+
+TEST_F(Fault, DelayedReorderedAndDroppedMessagesWithAServerKill) {
+  const std::string calm = Undisturbed();
+  const Outcome run = Train(dir_, "faulty",
+                            "--set fault.delay_fraction=0.05 --set fault.reorder_fraction=0.05 "
+                            "--set fault.drop_fraction=0.02 --set fault.delay_ms=30 --set fault.kill=server:1@25");
   EXPECT_TRUE(Has(run.logs, "the job rolls back to step 20")) << run.logs;
   EXPECT_EQ(run.digest, calm);
 }

@@ -189,6 +189,10 @@ void PsClient::HandleReply(RawMessage raw) {
     }
   } else if (r.type == proto::PULL && h.type() == proto::PARAMS) {
     CopyPayloadAsFloats(msg, r.params + h.begin());
+    if (shard == 0) {
+      last_pull_loss_sum_ = h.loss_sum();
+      last_pull_tokens_ = h.target_tokens();
+    }
   } else if (h.type() == proto::ACK) {
     if (h.duplicate()) ++duplicate_acks_;
     if (r.type == proto::HELLO) {
@@ -217,6 +221,8 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   const auto deadline = start + std::chrono::milliseconds(limit_ms);
   bool first_reply = false;
   last_first_reply_s_ = 0;
+  last_pull_loss_sum_ = 0;
+  last_pull_tokens_ = 0;
   while (it->second.remaining > 0) {
     Request& r = it->second;
     const auto now = Clock::now();

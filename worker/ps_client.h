@@ -91,6 +91,10 @@ class PsClient {
   // the slowest worker), and in all.
   double last_wait_first_reply_s() const { return last_first_reply_s_; }
   double last_wait_s() const { return last_wait_s_; }
+  // BSP: the summed loss and target tokens of every worker's batch of the step the last Wait'ed
+  // pull was for (0 tokens: not known).
+  double last_pull_loss_sum() const { return last_pull_loss_sum_; }
+  uint64_t last_pull_tokens() const { return last_pull_tokens_; }
 
   // Announces this process (incarnation) to every shard; returns the smallest "last pushed step"
   // they report for this worker (where a restarted worker resumes). Shards in different epochs
@@ -159,6 +163,8 @@ class PsClient {
   uint64_t rollback_epoch_ = 0;     // ...naming this epoch...
   int64_t rollback_start_ = 0;      // ...begun at this step.
   double last_first_reply_s_ = 0, last_wait_s_ = 0;
+  double last_pull_loss_sum_ = 0;
+  uint64_t last_pull_tokens_ = 0;
   RejectCounters rejected_;
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
+#include "common/transport/van_factory.h"
 #include "common/model_file.h"
 #include "worker/backend/cpu_backend.h"
 #ifdef PSFORMER_HAVE_CUDA
@@ -39,8 +40,10 @@ int CpuThreads(const proto::JobConfig& config) {
 
 // Sums over the logging interval, for one metrics line.
 struct Interval {
-  double loss_sum = 0;
+  double loss_sum = 0;          // this worker's batches...
   int64_t tokens = 0;
+  double global_loss_sum = 0;   // ...and every worker's (BSP, from the servers).
+  int64_t global_tokens = 0;
   double compute_s = 0, push_s = 0, wait_s = 0, pull_s = 0;
   Clock::time_point start = Clock::now();
 };
@@ -66,6 +69,12 @@ class WorkerLoop {
   Status Train(int64_t first);
   PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
+  // After the pull of `step`'s weights: adds the step's global loss, and on logging steps writes
+  // the metrics line (coordinator only; steps already logged before a rollback are skipped).
+  Status MaybeLogStep(int64_t step);
+  // Coordinator: every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled).
+  void MaybeCheckpoint(int64_t step);
+  Status MakeControlClient();
   Status LogStep(int64_t step, const Interval& interval);
   Status Finish(int64_t last_step);
   bool coordinator() const { return options_.index == 0; }
@@ -83,10 +92,15 @@ class WorkerLoop {
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0, logged_through_ = 0;  // replays after a rollback skip these.
+  Interval interval_;  // since the last metrics line
+  std::unique_ptr<PsClient> control_;  // coordinator: speaks as COORDINATOR (checkpoints, shutdown).
+  Clock::time_point last_checkpoint_ = Clock::now();
 };
 
 Status WorkerLoop::Connect() {
-  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(ClientOptions(proto::WORKER)));
+  // The job's transport: CURVE-authenticated, with the config's injected faults (van_factory.h).
+  PSF_ASSIGN_OR_RETURN(auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2));
+  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
   return Status::Ok();
 }
 
@@ -141,7 +155,7 @@ Status WorkerLoop::Run() {
 Status WorkerLoop::Train(int64_t first) {
   const auto& t = config_.training();
   const int workers = config_.cluster().workers();
-  Interval interval;
+  Interval& interval = interval_;
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
     // Parameters after the previous step (BSP: once every worker pushed it).
@@ -150,6 +164,8 @@ Status WorkerLoop::Train(int64_t first) {
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
     interval.wait_s += client_->last_wait_first_reply_s();
     interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
+    PSF_RETURN_IF_ERROR(MaybeLogStep(step - 1));
+    MaybeCheckpoint(step - 1);
 
     // Validation of the weights after step - 1, on every worker alike (see the header).
     if (step - 1 >= started_at_ && step - 1 > validated_through_ && t.valid_every() > 0 &&
@@ -176,11 +192,6 @@ Status WorkerLoop::Train(int64_t first) {
 
     interval.loss_sum += stats.loss_sum;
     interval.tokens += stats.target_tokens;
-    if (coordinator() && step % config_.logging().every_steps() == 0) {
-      if (step > logged_through_) PSF_RETURN_IF_ERROR(LogStep(step, interval));
-      logged_through_ = std::max(logged_through_, step);
-      interval = Interval();
-    }
     if (WorkerStopRequested()) {
       // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
       PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
@@ -212,29 +223,64 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   return metrics_->Write(line);
 }
 
+Status WorkerLoop::MaybeLogStep(int64_t step) {
+  if (!coordinator() || step < 1) return Status::Ok();
+  interval_.global_loss_sum += client_->last_pull_loss_sum();
+  interval_.global_tokens += static_cast<int64_t>(client_->last_pull_tokens());
+  if (step % config_.logging().every_steps() != 0 || step <= logged_through_) return Status::Ok();
+  logged_through_ = step;
+  const Status logged = LogStep(step, interval_);
+  interval_ = Interval();
+  return logged;
+}
+
+Status WorkerLoop::MakeControlClient() {
+  if (!control_) {
+    PSF_ASSIGN_OR_RETURN(auto van, MakeClientVan(config_, FaultStream(FaultRole::kControl, 0)));
+    PSF_ASSIGN_OR_RETURN(control_, PsClient::Create(ClientOptions(proto::COORDINATOR), std::move(van)));
+  }
+  control_->SetEpoch(client_->epoch(), client_->epoch_start());
+  return Status::Ok();
+}
+
+void WorkerLoop::MaybeCheckpoint(int64_t step) {
+  const float minutes = config_.checkpoint().every_minutes();
+  if (!coordinator() || minutes <= 0 || step < 1 || Seconds(Clock::now() - last_checkpoint_) < minutes * 60) return;
+  last_checkpoint_ = Clock::now();
+  Status s = MakeControlClient();
+  if (s.ok()) s = control_->Checkpoint(step);
+  // A failed checkpoint does not stop training (a rollback under way is found by the next pull).
+  if (!s.ok()) PSF_LOG(Warning) << "time-based checkpoint of step " << step << " failed: " << s.message();
+}
+
 Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
   const double elapsed = Seconds(Clock::now() - interval.start);
-  const double loss = interval.tokens > 0 ? interval.loss_sum / interval.tokens : 0.0;
+  // The loss over every worker's batches where the servers said it (BSP), else this worker's.
+  const bool global = interval.global_tokens > 0;
+  const double loss_sum = global ? interval.global_loss_sum : interval.loss_sum;
+  const int64_t tokens = global ? interval.global_tokens : interval.tokens;
+  const double loss = tokens > 0 ? loss_sum / tokens : 0.0;
   const double lr = LearningRate(config_, step);
   MetricsLine line;
   line.Add("step", step)
       .Add("loss", loss)
       .Add("ppl", std::exp(loss))
       .Add("lr", lr)
-      .Add("tokens", interval.tokens)
-      .Add("tokens_per_s", elapsed > 0 ? interval.tokens / elapsed : 0.0)
+      .Add("tokens", tokens)
+      .Add("tokens_per_s", elapsed > 0 ? tokens / elapsed : 0.0)
       .Add("compute_s", interval.compute_s)
       .Add("push_s", interval.push_s)
       .Add("wait_s", interval.wait_s)
       .Add("pull_s", interval.pull_s);
   PSF_LOG(Info) << "step " << step << " loss " << loss << " lr " << lr << " tokens/s "
-                << (elapsed > 0 ? interval.tokens / elapsed : 0.0);
+                << (elapsed > 0 ? tokens / elapsed : 0.0);
   return metrics_->Write(line);
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
   PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
+  PSF_RETURN_IF_ERROR(MaybeLogStep(last_step));
   ModelFile file;
   file.model = config_.model();
   file.vocab_size = source_->vocab_size();
@@ -242,11 +288,10 @@ Status WorkerLoop::Finish(int64_t last_step) {
   const std::string path = (fs::path(options_.run_dir) / "model.bin").string();
   PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
   PSF_LOG(Info) << "wrote " << path << " (step " << last_step << ")";
-  // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
-  PSF_ASSIGN_OR_RETURN(auto coordinator, PsClient::Create(ClientOptions(proto::COORDINATOR)));
-  coordinator->SetEpoch(client_->epoch(), client_->epoch_start());
   PSF_RETURN_IF_ERROR(client_->Goodbye());
-  return coordinator->Shutdown();
+  // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
+  PSF_RETURN_IF_ERROR(MakeControlClient());
+  return control_->Shutdown();
 }
 
 std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.

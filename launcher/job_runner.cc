@@ -22,6 +22,7 @@
 
 #include "common/logging.h"
 #include "common/model_file.h"
+#include "common/transport/curve_keys.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/role_process.h"
@@ -132,6 +133,13 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
     }
   }
   if (options.resume) role.args.push_back("--resume");
+  if (!options.curve_keys.empty()) {
+    // Each role gets only its side's secret, in its environment (never on its command line).
+    auto keys = DecodeCurveKeys(options.curve_keys);
+    PSF_CHECK(keys.ok());
+    const CurveKeys share = slot.kind == RoleSlot::Kind::kServer ? keys->ForServer() : keys->ForClient();
+    role.environment.push_back(std::string(kCurveKeysVariable) + "=" + EncodeCurveKeys(share));
+  }
   return role;
 }
 
@@ -234,6 +242,13 @@ std::string NewJobId() {
   return std::to_string((static_cast<uint64_t>(rd()) << 32) | rd());
 }
 
+// Fresh CURVE keys for a job as text (JobOptions::curve_keys); "" when cluster.authenticate is off.
+StatusOr<std::string> NewJobKeys(const JobConfig& config) {
+  if (!config.cluster().authenticate()) return std::string();
+  PSF_ASSIGN_OR_RETURN(const CurveKeys keys, GenerateCurveKeys());
+  return EncodeCurveKeys(keys);
+}
+
 }  // namespace
 
 std::string DefaultRunDir(const JobConfig& config) {
@@ -274,6 +289,9 @@ int RunSingleNode(const JobOptions& options) {
   if (Status s = PrepareRunDir(job); !s.ok()) return Fail(s.message());
   SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string());
   const std::string job_id = NewJobId();
+  auto keys = NewJobKeys(job.config);
+  if (!keys.ok()) return Fail(keys.status().message());
+  job.curve_keys = *keys;
   std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : plan->slots()) {
     roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, endpoints))});
@@ -328,6 +346,10 @@ int RunClusterRank(const JobOptions& options) {
   if (!plan.ok()) return fail_everywhere(plan.status().message());
   local.run_dir = mpi.Broadcast(options.run_dir);
   const std::string job_id = mpi.Broadcast(NewJobId());
+  // Rank 0 makes the job's keys; MPI hands them to the other ranks (or rank 0's reason not to).
+  auto keys = mpi.rank() == 0 ? NewJobKeys(local.config) : StatusOr<std::string>(std::string());
+  local.curve_keys = mpi.Broadcast(keys.ok() ? *keys : "error: " + keys.status().message());
+  if (local.curve_keys.rfind("error: ", 0) == 0) return fail_everywhere(local.curve_keys.substr(7));
   const Status prepared = PrepareRunDir(local);
   const RoleSlot& me = plan->slot(mpi.rank());
   std::string my_endpoint;

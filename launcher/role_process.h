@@ -28,6 +28,9 @@ struct RoleProcessOptions {
   std::string executable;         // path of the psformer binary.
   std::vector<std::string> args;  // after the executable; "--incarnation K" is appended per start.
   std::string log_file;           // the child's stdout and stderr are appended here.
+  // NAME=VALUE entries added to (or replacing in) the child's environment: how secrets such as
+  // the job's CURVE keys reach it, never in `args`, which any user can read with ps.
+  std::vector<std::string> environment;
   int heartbeat_timeout_ms = 5000;  // 0 = no hang detection.
   int max_restarts = 5;
   int restart_backoff_ms = 200;     // doubled each restart, capped at 10 s.

@@ -1,9 +1,13 @@
 // `psformer pserver` with the job's CURVE keys in its environment (as its supervisor starts it):
 // clients without the job's client key get no answer, the server keeps serving, and the job's
 // client pulls the initial shard and shuts the server down. Malformed keys stop the server
-// before it serves, with an error naming the variable.
+// before it serves, with an error naming the variable. And `psformer train` hands every role its
+// keys (CURVE on in every log, no key printed anywhere) and ends with the same weights as
+// with cluster.authenticate=false.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/config_loader.h"
@@ -164,6 +168,35 @@ TEST_F(PserverAuth, WithoutKeysTheServerSaysItIsUnauthenticated) {
   JoinServer();
   EXPECT_EQ(result_.exit_status, 0) << result_.output;
   EXPECT_NE(result_.output.find("unauthenticated"), std::string::npos) << result_.output;
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(TrainAuth, EveryRoleRunsCurveAndTheWeightsAreThoseOfAnUnauthenticatedRun) {
+  TempDir dir;
+  const std::string common =
+      "train --config configs/copy.pbtxt --set training.max_steps=12 --set training.valid_every=0 "
+      "--set checkpoint.every_steps=0 --set cluster.workers=2 --set cluster.servers=2 --run-dir ";
+  CommandResult with = RunPsformer(common + dir.File("curve"));
+  ASSERT_EQ(with.exit_status, 0) << with.output;
+  CommandResult without = RunPsformer(common + dir.File("plain") + " --set cluster.authenticate=false");
+  ASSERT_EQ(without.exit_status, 0) << without.output;
+  EXPECT_EQ(ModelDigest(dir.File("curve") + "/model.bin"), ModelDigest(dir.File("plain") + "/model.bin"));
+  for (const char* role : {"pserver-0", "pserver-1", "worker-0", "worker-1"}) {
+    const std::string log = ReadFile(dir.path() / "curve" / "logs" / (std::string(role) + ".log"));
+    EXPECT_NE(log.find("CURVE on"), std::string::npos) << role << ":\n" << log;
+    const std::string plain = ReadFile(dir.path() / "plain" / "logs" / (std::string(role) + ".log"));
+    EXPECT_NE(plain.find("cluster.authenticate = false"), std::string::npos) << role << ":\n" << plain;
+  }
+  // The keys are never printed: no log of the run and nothing the command said holds them.
+  EXPECT_EQ(with.output.find(std::string(kCurveKeysVariable) + "="), std::string::npos) << with.output;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "curve" / "logs")) {
+    const std::string log = ReadFile(entry.path());
+    EXPECT_EQ(log.find(std::string(kCurveKeysVariable) + "="), std::string::npos) << entry.path();
+  }
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ int RunPserverCommand(const Args& args) {
   o.parameter_count = layout->total_size();
   o.config_digest = ModelConfigDigest(*config, vocab);
   o.job_id = v["job-id"].as<uint64_t>();
-  o.endpoint = v["endpoint"].as<std::string>();
+  o.endpoint = ServerBindEndpoint(*config, v["endpoint"].as<std::string>());
   o.run_dir = v["run-dir"].as<std::string>();
   o.resume = v["resume"].as<bool>();
   o.threads = v["threads"].as<int>();
@@ -92,12 +92,12 @@ int RunPserverCommand(const Args& args) {
   done.store(true);
   watcher.join();
   if (!status.ok()) return ReportError("pserver", status);
-  return 0;
-}
   if (g_stop_requested.load()) {
     // Interrupted (Ctrl-C on the job): leave a checkpoint to --resume from.
     const Status saved = (*server)->CheckpointLastStep();
     if (!saved.ok()) return ReportError("pserver", saved.WithContext("checkpoint on interrupt"));
   }
+  return 0;
+}
 
 }  // namespace psformer

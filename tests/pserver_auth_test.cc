@@ -3,7 +3,8 @@
 // client pulls the initial shard and shuts the server down. Malformed keys stop the server
 // before it serves, with an error naming the variable. And `psformer train` hands every role its
 // keys (CURVE on in every log, no key printed anywhere) and ends with the same weights as
-// with cluster.authenticate=false.
+// with cluster.authenticate=false. Servers listen on cluster.bind_host only, and a wildcard
+// bind_host (whose endpoints carry the host's name) works.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -197,6 +198,32 @@ TEST(TrainAuth, EveryRoleRunsCurveAndTheWeightsAreThoseOfAnUnauthenticatedRun) {
     const std::string log = ReadFile(entry.path());
     EXPECT_EQ(log.find(std::string(kCurveKeysVariable) + "="), std::string::npos) << entry.path();
   }
+}
+
+TEST(BindHost, ServersListenWhereBindHostSays) {
+  proto::JobConfig config;
+  FillDefaults(&config);
+  // The default, 127.0.0.1, and any address: bound as the launcher names it.
+  EXPECT_EQ(ServerBindEndpoint(config, "tcp://127.0.0.1:5000"), "tcp://127.0.0.1:5000");
+  EXPECT_EQ(ServerBindEndpoint(config, "ipc:///tmp/x.sock"), "ipc:///tmp/x.sock");
+  config.mutable_cluster()->set_bind_host("10.1.2.3");
+  EXPECT_EQ(ServerBindEndpoint(config, "tcp://10.1.2.3:5000"), "tcp://10.1.2.3:5000");
+  // A wildcard: the endpoint names the host, the server listens on every interface.
+  config.mutable_cluster()->set_bind_host("0.0.0.0");
+  EXPECT_EQ(ServerBindEndpoint(config, "tcp://node0:5000"), "tcp://*:5000");
+  EXPECT_EQ(ServerBindEndpoint(config, "tcp://10.1.2.3:5000"), "tcp://10.1.2.3:5000");
+  EXPECT_EQ(ServerBindEndpoint(config, "tcp://[::1]:5000"), "tcp://[::1]:5000");
+}
+
+TEST(BindHost, AJobWithAWildcardBindHostTrains) {
+  TempDir dir;
+  CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.max_steps=4 --set training.valid_every=0 "
+      "--set checkpoint.every_steps=0 --set cluster.max_restarts=0 --set cluster.bind_host=0.0.0.0 --run-dir " +
+      dir.File("run"));
+  ASSERT_EQ(r.exit_status, 0) << r.output << ReadFile(dir.path() / "run" / "logs" / "pserver-0.log");
+  const std::string log = ReadFile(dir.path() / "run" / "logs" / "pserver-0.log");
+  EXPECT_NE(log.find("serving at tcp://0.0.0.0:"), std::string::npos) << log;
 }
 
 }  // namespace

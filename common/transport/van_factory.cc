@@ -52,7 +52,26 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
   return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side);
 }
 
+bool IsWildcardHost(const std::string& host) { return host.empty() || host == "*" || host == "0.0.0.0"; }
+
+// True for an IPv4 or IPv6 literal ("10.0.0.2", "[::1]"), which ZeroMQ binds as it is.
+bool IsAddressLiteral(const std::string& host) {
+  if (host.empty()) return false;
+  if (host.front() == '[') return true;
+  return host.find_first_not_of("0123456789.") == std::string::npos;
+}
+
 }  // namespace
+
+std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string& endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (!IsWildcardHost(config.cluster().bind_host()) || endpoint.rfind(kTcp, 0) != 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < kTcp.size()) return endpoint;
+  const std::string host = endpoint.substr(kTcp.size(), colon - kTcp.size());
+  if (host == "*" || IsAddressLiteral(host)) return endpoint;
+  return std::string(kTcp) + "*" + endpoint.substr(colon);
+}
 
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream) {
   return MakeFromEnvironment(config, fault_stream, 1, Side::kServer);

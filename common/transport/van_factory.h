@@ -27,6 +27,12 @@ StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uin
 // io_threads: ZeroMQ I/O threads of its context.
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1);
 
+// Where a server listens for `endpoint` (what clients connect to). With a wildcard
+// cluster.bind_host (0.0.0.0, * or empty) the launcher names the endpoint by this host's name,
+// which ZeroMQ cannot bind (it takes interfaces and addresses only): then the server listens on
+// every interface at that port, as bind_host asks. Any other endpoint is bound as it is.
+std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string& endpoint);
+
 // The same with the keys given instead of read from the environment (nullptr = no CURVE), for
 // tests and for processes that hold the keys themselves.
 StatusOr<std::unique_ptr<Van>> MakeServerVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,

@@ -322,6 +322,11 @@ Status ValidateConfig(const JobConfig& c) {
                               std::pair{f.reorder_fraction(), "fault.reorder_fraction"}}) {
     check.Require(value >= 0 && value < 1, field, Str(value), "must be in [0, 1)");
   }
+  // A message meets at most one transport fault (common/transport/faulty_van.h).
+  const float faults = f.drop_fraction() + f.duplicate_fraction() + f.delay_fraction() + f.reorder_fraction();
+  check.Require(faults <= 1.0f + 1e-6f, "fault.drop_fraction + duplicate_fraction + delay_fraction + reorder_fraction",
+                Str(faults), "must be <= 1: a message meets at most one fault");
+  check.Require(f.delay_ms() >= 0, "fault.delay_ms", Str(f.delay_ms()), "must be >= 0");
   return check.status();
 }
 

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/config_loader.h"
+
 namespace psformer {
 namespace {
 
@@ -206,6 +208,19 @@ TEST(FaultyVan, OptionsComeFromTheFaultSection) {
   EXPECT_EQ(o.seed, 77u);
   EXPECT_EQ(o.stream, (1ull << 32) | 3);
   EXPECT_NE(FaultStream(FaultRole::kWorker, 3), FaultStream(FaultRole::kServer, 3));
+}
+
+TEST(FaultyVan, AConfigWhoseFaultsExceedOneIsRefusedWhenLoaded) {
+  const std::string copy = std::string(PSFORMER_SOURCE_DIR) + "/configs/copy.pbtxt";
+  auto config = ResolveConfig(copy, {"fault.drop_fraction=0.6", "fault.reorder_fraction=0.5"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("must be <= 1"), std::string::npos) << config.status().message();
+  config = ResolveConfig(copy, {"fault.delay_ms=-1"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("fault.delay_ms"), std::string::npos) << config.status().message();
+  config = ResolveConfig(copy, {"fault.drop_fraction=0.5", "fault.reorder_fraction=0.5"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(FaultyVanOptions::FromConfig(config->fault(), 0).Validate().ok());
 }
 
 }  // namespace

@@ -14,3 +14,5 @@ if(PSFORMER_FUZZ_CLANGXX AND NOT PSFORMER_FUZZ)
 elseif(NOT PSFORMER_FUZZ)
   message(STATUS "psformer: no clang++ found; the wire_fuzz test is left out")
 endif()
+psformer_test(pserver_retry_test integration SOURCES pserver_retry_test.cc
+  LIBS psformer_pserver psformer_worker psformer_common)

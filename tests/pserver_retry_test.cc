@@ -1,0 +1,140 @@
+// How a server answers what an unreliable transport makes of a client's requests (the client
+// retries, FaultyVan duplicates, delays and reorders): a repeated PUSH is ACKed as a duplicate
+// and applied once, a repeated PULL is answered again with the same parameters, a PULL that
+// overtook its PUSH is refused as a future step and answered once retried after it, and a PULL
+// that arrives after the job moved on is refused as a stale step. Clients must treat the last two
+// ERRORs as answers to requests no longer in flight (worker/ps_client.h).
+#include "common/transport/faulty_van.h"
+#include "common/wire/wire_message.h"
+#include "tests/pserver_test_util.h"
+
+namespace psformer::testing {
+namespace {
+
+constexpr uint64_t kTotal = 600;
+
+class PserverRetry : public ::testing::Test {
+ protected:
+  PserverRetry() : group_(PsConfig(1, 1, proto::ClusterConfig::BSP), kTotal), grad_(kTotal, 0.25f) {}
+
+  // A worker-0 request; PUSH carries grad_.
+  RawMessage Request(proto::MessageType type, int64_t step, uint64_t sequence) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_job_id(kJobId);
+    h.set_sender_role(proto::WORKER);
+    h.set_sender_id(0);
+    h.set_shard(0);
+    h.set_step(step);
+    h.set_sequence(sequence);
+    h.set_begin(0);
+    h.set_end(kTotal);
+    std::vector<Frame> payload;
+    if (type == proto::PUSH) {
+      h.set_dtype(proto::FLOAT32);
+      h.set_target_tokens(5);
+      AppendViewFrames(grad_.data(), grad_.size() * 4, 1024, 4, nullptr, &payload);
+    }
+    return EncodeMessage("server", h, std::move(payload));
+  }
+
+  // The next reply `van` receives (within 10 s).
+  WireMessage Reply(Van& van) {
+    for (int i = 0; i < 100; ++i) {
+      auto r = van.Recv(100);
+      if (!r.ok() || !r->has_value()) continue;
+      WireMessage msg;
+      EXPECT_FALSE(ParseMessage(std::move(**r), &msg));
+      return msg;
+    }
+    ADD_FAILURE() << "no reply within 10 s";
+    return {};
+  }
+
+  std::unique_ptr<Van> Connected(std::unique_ptr<Van> van) {
+    EXPECT_TRUE(van->Connect("server", group_.endpoints()[0]).ok());
+    return van;
+  }
+
+  static std::vector<float> Params(const WireMessage& msg) {
+    std::vector<float> out(kTotal);
+    CopyPayloadAsFloats(msg, out.data());
+    return out;
+  }
+
+  ServerGroup group_;
+  std::vector<float> grad_;  // (kTotal)
+};
+
+TEST_F(PserverRetry, RepeatedPushIsAcknowledgedAsDuplicateAndRepeatedPullIsAnsweredAgain) {
+  auto van = Connected(std::make_unique<ZmqVan>());
+  ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 1)).ok());
+  WireMessage ack = Reply(*van);
+  EXPECT_EQ(ack.header.type(), proto::ACK);
+  EXPECT_FALSE(ack.header.duplicate());
+  ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 1)).ok());  // the retry of a push whose ACK was lost.
+  WireMessage again = Reply(*van);
+  EXPECT_EQ(again.header.type(), proto::ACK);
+  EXPECT_TRUE(again.header.duplicate());
+  EXPECT_EQ(again.header.sequence(), 1u);
+
+  ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
+  WireMessage first = Reply(*van);
+  ASSERT_EQ(first.header.type(), proto::PARAMS) << first.header.error();
+  ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());  // the retry of a pull whose answer was lost.
+  WireMessage second = Reply(*van);
+  ASSERT_EQ(second.header.type(), proto::PARAMS) << second.header.error();
+  EXPECT_EQ(second.header.sequence(), 2u);
+  EXPECT_EQ(Params(first), Params(second));
+  EXPECT_EQ(group_.server(0).stats().updates.load(), 1u);
+  EXPECT_EQ(group_.server(0).stats().duplicates.load(), 1u);
+}
+
+TEST_F(PserverRetry, EveryMessageSentTwiceStillAppliesEachStepOnce) {
+  FaultyVanOptions twice;
+  twice.duplicate_fraction = 1.0;
+  auto van = Connected(std::make_unique<FaultyVan>(std::make_unique<ZmqVan>(), twice));
+  std::vector<float> last;
+  for (int64_t step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(van->Send(Request(proto::PUSH, step, 2 * step)).ok());
+    WireMessage a = Reply(*van), b = Reply(*van);
+    EXPECT_EQ(a.header.type(), proto::ACK);
+    EXPECT_EQ(b.header.type(), proto::ACK);
+    EXPECT_NE(a.header.duplicate(), b.header.duplicate()) << "one ACK applies, the other is the duplicate";
+    ASSERT_TRUE(van->Send(Request(proto::PULL, step, 2 * step + 1)).ok());
+    WireMessage p = Reply(*van), q = Reply(*van);
+    ASSERT_EQ(p.header.type(), proto::PARAMS) << p.header.error();
+    ASSERT_EQ(q.header.type(), proto::PARAMS) << q.header.error();
+    EXPECT_EQ(Params(p), Params(q));
+    EXPECT_NE(Params(p), last);
+    last = Params(p);
+  }
+  EXPECT_EQ(group_.server(0).stats().updates.load(), 3u);
+  EXPECT_EQ(group_.server(0).stats().duplicates.load(), 3u);
+  EXPECT_EQ(group_.server(0).stats().rejected.Total(), 0u);
+}
+
+TEST_F(PserverRetry, PullAheadOfItsPushIsRefusedThenAnsweredAndALatePullIsStale) {
+  auto van = Connected(std::make_unique<ZmqVan>());
+  // Reordered: the pull of step 1 overtook the push of step 1.
+  ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
+  WireMessage early = Reply(*van);
+  ASSERT_EQ(early.header.type(), proto::ERROR);
+  EXPECT_EQ(static_cast<RejectReason>(early.header.reject_reason()), RejectReason::kFutureStep);
+  ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 1)).ok());
+  EXPECT_EQ(Reply(*van).header.type(), proto::ACK);
+  ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());  // the client's retry.
+  EXPECT_EQ(Reply(*van).header.type(), proto::PARAMS);
+  // Step 2 goes through; then a delayed copy of the pull of step 1 arrives.
+  ASSERT_TRUE(van->Send(Request(proto::PUSH, 2, 3)).ok());
+  EXPECT_EQ(Reply(*van).header.type(), proto::ACK);
+  ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
+  WireMessage late = Reply(*van);
+  ASSERT_EQ(late.header.type(), proto::ERROR);
+  EXPECT_EQ(static_cast<RejectReason>(late.header.reject_reason()), RejectReason::kStaleStep);
+  EXPECT_EQ(late.header.sequence(), 2u);  // names the request it answers.
+  EXPECT_EQ(group_.server(0).stats().updates.load(), 2u);
+}
+
+}  // namespace
+}  // namespace psformer::testing

@@ -6,13 +6,21 @@ psformer_test(pserver_auth_test integration SOURCES pserver_auth_test.cc LIBS ps
 # CI runs the wire fuzzer briefly: scripts/fuzz builds it with clang in its own directory (the
 # first run takes a few minutes for that) and fuzzes for 25 s; a crash fails the test and leaves
 # its input under fuzz-build/fuzz/artifacts/. Longer by hand: scripts/fuzz 3600.
+# Needs clang++ and its libFuzzer runtime (Debian: clang-14 and libclang-rt-14-dev).
 find_program(PSFORMER_FUZZ_CLANGXX NAMES clang++-14 clang++)
-if(PSFORMER_FUZZ_CLANGXX AND NOT PSFORMER_FUZZ)
+set(PSFORMER_FUZZ_RUNTIME "")
+if(PSFORMER_FUZZ_CLANGXX)
+  execute_process(COMMAND ${PSFORMER_FUZZ_CLANGXX} -print-file-name=libclang_rt.fuzzer-${CMAKE_SYSTEM_PROCESSOR}.a
+                  OUTPUT_VARIABLE PSFORMER_FUZZ_RUNTIME OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+if(PSFORMER_FUZZ)
+  # This is the fuzz build itself.
+elseif(IS_ABSOLUTE "${PSFORMER_FUZZ_RUNTIME}" AND EXISTS "${PSFORMER_FUZZ_RUNTIME}")
   add_test(NAME wire_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz 25)
   set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200
     ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
-elseif(NOT PSFORMER_FUZZ)
-  message(STATUS "psformer: no clang++ found; the wire_fuzz test is left out")
+else()
+  message(STATUS "psformer: no clang++ with libFuzzer (clang-14, libclang-rt-14-dev); the wire_fuzz test is left out")
 endif()
 psformer_test(pserver_retry_test integration SOURCES pserver_retry_test.cc
   LIBS psformer_pserver psformer_worker psformer_common)

@@ -128,7 +128,7 @@ TEST_F(Fault, StalledServerIsKilledByItsSupervisorAndTheJobRollsBack) {
 // requests and replies are resent, repeated pushes are applied once.
 TEST_F(Fault, FivePercentOfMessagesDropped) {
   const std::string calm = Undisturbed();
-  const Outcome run = Train(dir_, "faulty", "--set fault.drop_fraction=0.05");
+  const Outcome run = Train(dir_, "faulty", "--set fault.drop_fraction=0.05 --set cluster.retry_ms=150");
   EXPECT_TRUE(Has(run.logs, "sending it again")) << run.logs;
   EXPECT_EQ(run.digest, calm);
 }

@@ -198,11 +198,16 @@ TEST(Validation, RefusesTruncatedOversizedMisframedAndCorruptPayloads) {
 TEST(Validation, ControlMessagesNeedAControlSender) {
   PushFixture f;
   proto::Header h;
-  h.set_type(proto::SHUTDOWN);
+  h.set_type(proto::CHECKPOINT);
   h.set_job_id(42);
   h.set_shard(1);
   h.set_sender_role(proto::WORKER);
   EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kUnknownSender);
+  h.set_sender_role(proto::SERVER);  // servers never send requests
+  h.set_type(proto::SHUTDOWN);
+  EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kUnknownSender);
+  h.set_sender_role(proto::WORKER);  // a worker saying it is done
+  EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kNone);
   h.set_sender_role(proto::COORDINATOR);
   EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kNone);
   std::vector<Frame> stray;

@@ -1,5 +1,6 @@
 #include "common/transport/zmq_van.h"
 
+#include <cerrno>
 #include <chrono>
 
 #include "common/logging.h"
@@ -180,6 +181,9 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
     }
     return std::optional<RawMessage>();
   } catch (const zmq::error_t& e) {
+    // A signal (SIGTERM asking a role to stop) interrupts the poll: nothing arrived, the caller
+    // looks at its stop flag and polls again.
+    if (e.num() == EINTR) return std::optional<RawMessage>();
     return Status::Unavailable("van: receive failed: " + std::string(e.what()));
   }
 }

@@ -17,6 +17,7 @@ namespace {
 using testing::BackgroundJob;
 using testing::CommandResult;
 using testing::RunPsformer;
+using testing::ModelDigest;
 using testing::TempDir;
 
 // Two workers and two shards, so that a stop has to leave every shard at the same step. Early
@@ -26,22 +27,11 @@ const char* kJob =
     "--set training.stop_at_valid_accuracy=0 --set logging.every_steps=5 --set cluster.workers=2 "
     "--set cluster.servers=2";
 
-std::string Digest(const std::string& model) {
-  CommandResult r = RunPsformer("checksum " + model);
-  std::smatch m;
-  static const std::regex kHex("[0-9a-f]{64}");
-  if (r.exit_status != 0 || !std::regex_search(r.output, m, kHex)) {
-    ADD_FAILURE() << "checksum of " << model << " failed: " << r.output;
-    return "";
-  }
-  return m.str();
-}
-
 std::string UndisturbedDigest(const TempDir& dir) {
   const std::string run = dir.File("undisturbed");
   CommandResult r = RunPsformer(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run);
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  return Digest(run + "/model.bin");
+  return ModelDigest(run + "/model.bin");
 }
 
 std::string CheckpointManifest(const std::string& run, int64_t step) {
@@ -102,7 +92,7 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
                 .find("resumes from the checkpoint of step " + std::to_string(stopped)),
             std::string::npos);
   EXPECT_FALSE(undisturbed.empty());
-  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
 // Under mpirun the Ctrl-C reaches every rank; the server ranks stop only after every worker
@@ -132,7 +122,7 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
       testing::RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + mpirun + PSFORMER_BINARY +
                         " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume");
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
-  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
 TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
@@ -167,7 +157,7 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
                 .find("resumes from the checkpoint of step " + std::to_string(newest)),
             std::string::npos);
   EXPECT_FALSE(undisturbed.empty());
-  EXPECT_EQ(Digest(run + "/model.bin"), undisturbed);
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
 }  // namespace

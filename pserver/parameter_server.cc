@@ -137,6 +137,7 @@ Status ParameterServer::Run() {
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
     if (!fatal_.ok()) return fatal_;
+    if (stop_scheduled_ && std::chrono::steady_clock::now() >= stop_at_) stop_.store(true);
     if (finishing_ && !stop_.load() && std::chrono::steady_clock::now() > finish_deadline_) {
       PSF_LOG(Warning) << "shard " << options_.shard << ": not every worker said it was done within 60 s of the "
                        << "job's end; stopping anyway";
@@ -158,8 +159,9 @@ void ParameterServer::Handle(RawMessage raw) {
   if (msg.header.sender_role() == proto::WORKER) workers_seen_[msg.header.sender_id()] = true;
   if (finishing_ && msg.header.sender_role() == proto::WORKER &&
       (msg.header.type() == proto::PUSH || msg.header.type() == proto::PULL)) {
-    MarkWorkerDone(static_cast<int>(msg.header.sender_id()));
-    return Refuse(peer, &msg.header, {RejectReason::kJobFinished, "the coordinator has ended the job"});
+    told_finished_ = true;
+    Refuse(peer, &msg.header, {RejectReason::kJobFinished, "the coordinator has ended the job"});
+    return MarkWorkerDone(static_cast<int>(msg.header.sender_id()));
   }
   if (Verdict v = CheckEpoch(msg.header)) return Refuse(peer, &msg.header, *v);
   switch (msg.header.type()) {
@@ -206,6 +208,7 @@ void ParameterServer::HandleShutdown(WireMessage msg) {
   // Workers still waiting (SSP/async stop at different steps) learn it now.
   for (const PendingPull& p : pending_pulls_) {
     if (p.request.sender_role() == proto::WORKER) {
+      told_finished_ = true;
       Refuse(p.peer, &p.request, {RejectReason::kJobFinished, "the coordinator has ended the job"});
       MarkWorkerDone(static_cast<int>(p.request.sender_id()));
     }
@@ -219,7 +222,16 @@ void ParameterServer::MarkWorkerDone(int worker) {
   if (worker >= 0) workers_done_[worker] = true;
   bool all_done = true;
   for (size_t w = 0; w < workers_done_.size(); ++w) all_done = all_done && (workers_done_[w] || !workers_seen_[w]);
-  if (finishing_ && all_done) stop_.store(true);
+  if (!finishing_ || !all_done) return;
+  if (!told_finished_) {
+    stop_.store(true);
+  } else if (!stop_scheduled_) {
+    // Long enough for a worker whose "job finished" was lost to retry once more (PsClient backs
+    // off to 8 x retry_ms).
+    stop_scheduled_ = true;
+    stop_at_ = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(8 * options_.config.cluster().retry_ms() + 1000);
+  }
 }
 
 Verdict ParameterServer::CheckEpoch(const proto::Header& h) const {

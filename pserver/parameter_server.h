@@ -166,6 +166,11 @@ class ParameterServer {
   std::vector<bool> workers_done_;        // workers that said SHUTDOWN or were told the job ended.
   std::vector<bool> workers_seen_;        // workers this server heard from at all.
   std::chrono::steady_clock::time_point finish_deadline_;  // Run returns by then regardless.
+  // A worker told "job finished" in reply to a request may not have got the reply (a lost
+  // message); the server then lingers long enough to answer its next retry too.
+  bool told_finished_ = false;
+  bool stop_scheduled_ = false;
+  std::chrono::steady_clock::time_point stop_at_;
   int64_t restored_step_ = 0;             // the checkpoint step epoch_ started from.
   Status fatal_;                          // a rollback that could not load its checkpoint.
   FaultPlan faults_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -16,17 +17,28 @@ namespace {
 using testing::RunPsformer;
 using testing::TempDir;
 
-// The last value of `key` in a metrics.jsonl, or -1.
-double LastMetric(const std::string& path, const std::string& key) {
+// Every value of `key` in a metrics.jsonl, in file order.
+std::vector<double> MetricValues(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   std::string line;
-  double value = -1;
+  std::vector<double> values;
   const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
   std::smatch m;
   while (std::getline(in, line)) {
-    if (std::regex_search(line, m, pattern)) value = std::stod(m[1].str());
+    if (std::regex_search(line, m, pattern)) values.push_back(std::stod(m[1].str()));
   }
-  return value;
+  return values;
+}
+
+// The last / the highest value of `key`, or -1.
+double LastMetric(const std::string& path, const std::string& key) {
+  const std::vector<double> v = MetricValues(path, key);
+  return v.empty() ? -1 : v.back();
+}
+
+double BestMetric(const std::string& path, const std::string& key) {
+  const std::vector<double> v = MetricValues(path, key);
+  return v.empty() ? -1 : *std::max_element(v.begin(), v.end());
 }
 
 TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
@@ -44,19 +56,6 @@ TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
   auto sum = RunPsformer("checksum " + run + "/model.bin");
   EXPECT_EQ(sum.exit_status, 0) << sum.output;
   EXPECT_TRUE(std::regex_search(sum.output, std::regex("^[0-9a-f]{64}  [0-9]+ parameters  "))) << sum.output;
-}
-
-// The highest value of `key` in a metrics.jsonl, or -1.
-double BestMetric(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  double best = -1;
-  const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, pattern)) best = std::max(best, std::stod(m[1].str()));
-  }
-  return best;
 }
 
 // The step of the first validation line reaching valid_accuracy >= 0.99, or -1.

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "tests/model_test_util.h"
@@ -56,6 +57,44 @@ TEST(CpuBackend, LoopResultsDoNotDependOnTheThreadCount) {
   };
   EXPECT_EQ(run(1), run(2));
   EXPECT_EQ(run(1), run(3));
+}
+
+// GemmBatched2 (attention reads its heads in place with it) does the products one Gemm per
+// matrix would, for either level the longer, and leaves the rest of C alone.
+TEST(CpuBackend, TwoLevelBatchedGemmIsOneGemmPerMatrix) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const int m = 4, n = 3, k = 6;
+  for (auto [outer, inner] : {std::pair{3, 2}, std::pair{2, 5}}) {
+    for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+      for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+        SCOPED_TRACE(::testing::Message() << outer << "x" << inner << " ta " << (ta == Transpose::kYes) << " tb "
+                                          << (tb == Transpose::kYes));
+        // Matrix (i, j) is the block of rows i*rows.. and columns j*cols.. of a wider matrix.
+        const int a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
+        const int b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
+        const int lda = inner * a_cols + 2, ldb = inner * b_cols + 1, ldc = inner * n + 3;
+        const BatchStrides sa{int64_t{a_rows} * lda, a_cols}, sb{int64_t{b_rows} * ldb, b_cols};
+        const BatchStrides sc{int64_t{m} * ldc, n};
+        std::vector<float> a(outer * a_rows * lda), b(outer * b_rows * ldb), c(outer * m * ldc);
+        for (auto* v : {&a, &b, &c}) {
+          for (float& f : *v) f = normal(rng);
+        }
+        CpuBackend<float> be(1);
+        std::vector<float> expected = c;
+        for (int i = 0; i < outer; ++i) {
+          for (int j = 0; j < inner; ++j) {
+            be.Gemm(ta, tb, m, n, k, 0.7f, a.data() + i * sa.outer + j * sa.inner, lda,
+                    b.data() + i * sb.outer + j * sb.inner, ldb, 0.5f, expected.data() + i * sc.outer + j * sc.inner,
+                    ldc);
+          }
+        }
+        be.GemmBatched2(ta, tb, m, n, k, 0.7f, a.data(), lda, sa, b.data(), ldb, sb, 0.5f, c.data(), ldc, sc, outer,
+                        inner);
+        EXPECT_EQ(c, expected);
+      }
+    }
+  }
 }
 
 TEST(CpuBackend, MaskedSoftmaxIgnoresPaddingAndTheFuture) {

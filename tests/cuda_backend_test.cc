@@ -80,6 +80,36 @@ TEST_F(CudaOps, Bf16GemmIsNotSilentlyFp32) {
   EXPECT_GT(GemmError(Transpose::kNo, Transpose::kNo, GemmMath::kBf16, 1), 1e-5);
 }
 
+// Attention's products read heads in place: matrix (i, j) is a block of a wider matrix, so the
+// leading dimensions are much larger than the matrices (as Q, K, V inside a (rows, 3d) projection).
+TEST_F(CudaOps, TwoLevelBatchedGemmReadsBlocksInPlace) {
+  const int len = 7, head_dim = 8, heads = 3, batch = 4;
+  const int ld = 3 * heads * head_dim;
+  const BatchStrides heads_in_place{int64_t{len} * ld, head_dim};
+  const BatchStrides scores{int64_t{heads} * len * len, int64_t{len} * len};
+  auto [cq, gq] = Both(RandomFloats(rng_, size_t{batch} * len * ld));
+  // Q K^T into (batch, heads, len, len) scores; then scores V into a (batch*len, heads*head_dim) context.
+  auto [cs, gs] = Both(RandomFloats(rng_, size_t{batch} * heads * len * len));
+  auto [cc, gc] = Both(RandomFloats(rng_, size_t{batch} * len * heads * head_dim));
+  for (GemmMath math : {GemmMath::kFp32, GemmMath::kBf16}) {
+    gpu_->set_gemm_math(math);
+    cpu_.GemmBatched2(Transpose::kNo, Transpose::kYes, len, len, head_dim, 1.0f, cq.data(), ld, heads_in_place,
+                      cq.data() + heads * head_dim, ld, heads_in_place, 0.0f, cs.data(), len, scores, batch, heads);
+    gpu_->GemmBatched2(Transpose::kNo, Transpose::kYes, len, len, head_dim, 1.0f, gq.data(), ld, heads_in_place,
+                       gq.data() + heads * head_dim, ld, heads_in_place, 0.0f, gs.data(), len, scores, batch, heads);
+    const double tolerance = math == GemmMath::kFp32 ? kFp32Tolerance : kBf16Tolerance;
+    EXPECT_LT(RelError(ToHost(gs), ToHost(cs)), tolerance);
+    const int ldctx = heads * head_dim;
+    const BatchStrides ctx{int64_t{len} * ldctx, head_dim};
+    cpu_.GemmBatched2(Transpose::kNo, Transpose::kNo, len, head_dim, len, 1.0f, cs.data(), len, scores,
+                      cq.data() + 2 * heads * head_dim, ld, heads_in_place, 0.0f, cc.data(), ldctx, ctx, batch, heads);
+    gpu_->GemmBatched2(Transpose::kNo, Transpose::kNo, len, head_dim, len, 1.0f, gs.data(), len, scores,
+                       gq.data() + 2 * heads * head_dim, ld, heads_in_place, 0.0f, gc.data(), ldctx, ctx, batch, heads);
+    EXPECT_LT(RelError(ToHost(gc), ToHost(cc)), tolerance);
+  }
+  gpu_->set_gemm_math(GemmMath::kFp32);
+}
+
 TEST_F(CudaOps, MaskedSoftmaxAndBackward) {
   const AttentionShape s{3, 2, 5, 7};
   const size_t n = size_t{3} * 2 * 5 * 7;

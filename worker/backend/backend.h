@@ -23,6 +23,12 @@ namespace psformer {
 
 enum class Transpose { kNo, kYes };
 
+// Where matrix (i, j) of a two-level batch starts, in elements past the first: i * outer + j * inner.
+struct BatchStrides {
+  int64_t outer = 0;
+  int64_t inner = 0;
+};
+
 // Shape of a masked attention softmax over scores (batch, heads, queries, keys).
 struct AttentionShape {
   int batch = 0;
@@ -46,6 +52,26 @@ class Backend : public DeviceMemory {
   virtual void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda,
                                   int64_t stride_a, const T* b, int ldb, int64_t stride_b, T beta, T* c, int ldc,
                                   int64_t stride_c, int batch) = 0;
+
+  // outer x inner independent GEMMs; matrix (i, j) of A starts at a + i*sa.outer + j*sa.inner
+  // (likewise B, C). Attention reads its heads in place with it: head j of sentence i is the block
+  // of rows i*len.. and columns j*head_dim.. of a (rows, ld) projection. This default runs
+  // GemmStridedBatched over the longer level once per index of the shorter one.
+  virtual void GemmBatched2(Transpose ta, Transpose tb, int m, int n, int k, T alpha, const T* a, int lda,
+                            BatchStrides sa, const T* b, int ldb, BatchStrides sb, T beta, T* c, int ldc,
+                            BatchStrides sc, int outer, int inner) {
+    if (outer >= inner) {
+      for (int j = 0; j < inner; ++j) {
+        GemmStridedBatched(ta, tb, m, n, k, alpha, a + j * sa.inner, lda, sa.outer, b + j * sb.inner, ldb, sb.outer,
+                           beta, c + j * sc.inner, ldc, sc.outer, outer);
+      }
+    } else {
+      for (int i = 0; i < outer; ++i) {
+        GemmStridedBatched(ta, tb, m, n, k, alpha, a + i * sa.outer, lda, sa.inner, b + i * sb.outer, ldb, sb.inner,
+                           beta, c + i * sc.outer, ldc, sc.inner, inner);
+      }
+    }
+  }
 
   // ---- Attention helpers ----
   // probs = softmax over keys of (scale * scores), where key j of sentence b is masked (probability

@@ -48,22 +48,30 @@ class MultiHeadAttention {
   int batch_ = 0, queries_ = 0, keys_ = 0;
   DeviceBuffer<T> proj_q_;         // self: qkv (batch*queries, 3d); cross: q (batch*queries, d)
   DeviceBuffer<T> proj_kv_;        // cross: kv (batch*keys, 2d)
-  DeviceBuffer<T> q_;              // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> k_, v_;          // (batch, heads, keys, head_dim)
+  const T* q_ = nullptr;           // Q, K, V inside the projections, rows ldq_ / ldkv_ apart
+  const T* k_ = nullptr;
+  const T* v_ = nullptr;
+  int ldq_ = 0, ldkv_ = 0;
   DeviceBuffer<T> probs_;          // (batch, heads, queries, keys)
   const T* used_probs_ = nullptr;  // probs_ after dropout
-  DeviceBuffer<T> context_;        // (batch*queries, d): heads merged
+  DeviceBuffer<T> context_;        // (batch*queries, d): heads concatenated
   DeviceBuffer<T> out_;            // (batch*queries, d)
 
   // Backward scratch.
-  DeviceBuffer<T> dcontext_;    // (batch*queries, d)
-  DeviceBuffer<T> dctx_heads_;  // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> dprobs_;      // (batch, heads, queries, keys); then the scores' gradient
-  DeviceBuffer<T> dscores_;     // (batch, heads, queries, keys)
-  DeviceBuffer<T> dq_;          // (batch, heads, queries, head_dim)
-  DeviceBuffer<T> dk_, dv_;     // (batch, heads, keys, head_dim)
-  DeviceBuffer<T> dproj_q_;     // like proj_q_
-  DeviceBuffer<T> dproj_kv_;    // like proj_kv_
+  DeviceBuffer<T> dcontext_;  // (batch*queries, d)
+  DeviceBuffer<T> dprobs_;    // (batch, heads, queries, keys); then the scores' gradient
+  DeviceBuffer<T> dscores_;   // (batch, heads, queries, keys)
+  DeviceBuffer<T> dproj_q_;   // like proj_q_
+  DeviceBuffer<T> dproj_kv_;  // like proj_kv_
+
+  // Where head j of sentence i starts in Q (and its gradient), K or V, the scores, and the context.
+  BatchStrides QueryHeads() const { return {static_cast<int64_t>(queries_) * ldq_, head_dim_}; }
+  BatchStrides KeyHeads() const { return {static_cast<int64_t>(keys_) * ldkv_, head_dim_}; }
+  BatchStrides ScoreHeads() const {
+    const int64_t per_head = static_cast<int64_t>(queries_) * keys_;
+    return {per_head * heads_, per_head};
+  }
+  BatchStrides ContextHeads() const { return {static_cast<int64_t>(queries_) * d_, head_dim_}; }
 };
 
 }  // namespace psformer

@@ -4,6 +4,7 @@
 // give the same bits when repeated. Each test skips where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/philox.h"
@@ -108,6 +109,43 @@ TEST_F(CudaOps, TwoLevelBatchedGemmReadsBlocksInPlace) {
     EXPECT_LT(RelError(ToHost(gc), ToHost(cc)), tolerance);
   }
   gpu_->set_gemm_math(GemmMath::kFp32);
+}
+
+// An affine layer's forward with the bias (and ReLU) fused into cuBLASLt's epilogue, against the
+// CPU's product + bias + ReLU: odd shapes, and operands at every 4-byte offset from 16-byte
+// alignment (parameters sit at arbitrary offsets of the flat vector), fused and unfused.
+TEST_F(CudaOps, GemmBiasWithAndWithoutFusedEpilogues) {
+  CudaBackendOptions unfused_options;
+  unfused_options.fused_epilogues = false;
+  auto unfused = CudaBackend::Create(unfused_options);
+  ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+  const int m = 37, n = 29, k = 45;
+  const std::vector<float> x = RandomFloats(rng_, m * k + 3), w = RandomFloats(rng_, k * n + 3);
+  const std::vector<float> bias = RandomFloats(rng_, n + 3);
+  auto cx = ToDevice(&cpu_, x), cw = ToDevice(&cpu_, w), cb = ToDevice(&cpu_, bias);
+  for (CudaBackend* gpu : {gpu_.get(), unfused->get()}) {
+    auto gx = ToDevice(gpu, x), gw = ToDevice(gpu, w), gb = ToDevice(gpu, bias);
+    for (int offset : {0, 1, 2, 3}) {
+      for (bool relu : {false, true}) {
+        for (GemmMath math : {GemmMath::kFp32, GemmMath::kBf16}) {
+          SCOPED_TRACE(::testing::Message() << (gpu == gpu_.get() ? "fused" : "unfused") << " offset " << offset
+                                            << " relu " << relu << " " << GemmMathName(math));
+          auto cy = cpu_.Allocate<float>(m * n + 3), gy = gpu->Allocate<float>(m * n + 3);
+          cpu_.GemmBias(m, n, k, cx.data() + offset, cw.data() + offset, cb.data() + offset, relu,
+                        cy.data() + offset);
+          gpu->set_gemm_math(math);
+          gpu->GemmBias(m, n, k, gx.data() + offset, gw.data() + offset, gb.data() + offset, relu,
+                        gy.data() + offset);
+          gpu->set_gemm_math(GemmMath::kFp32);
+          const std::vector<float> expected = ToHost(cy), got = ToHost(gy);
+          EXPECT_LT(RelError(got, expected), math == GemmMath::kFp32 ? kFp32Tolerance : kBf16Tolerance);
+          if (relu) {
+            EXPECT_GE(*std::min_element(got.begin(), got.end()), 0.0f);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_F(CudaOps, MaskedSoftmaxAndBackward) {

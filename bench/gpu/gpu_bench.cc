@@ -6,6 +6,7 @@
 //
 // Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
 //                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X] [--profile 1]
+//                           [--fused-epilogues 0|1]
 // --profile 1 times every backend operation of the last step (timed_backend.h) and prints the
 // split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
@@ -35,6 +36,7 @@ struct BenchOptions {
   int device = 0;
   double peak_tflops = 0;  // 0 = from the device name (dense tensor-core peak of the math mode)
   bool profile = false;
+  bool fused_epilogues = true;  // CudaBackendOptions::fused_epilogues
 };
 
 StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
@@ -77,6 +79,9 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     } else if (flag == "--peak-tflops") {
       PSF_ASSIGN_OR_RETURN(const int peak, ParseInt(flag, value, 1));
       o.peak_tflops = peak;
+    } else if (flag == "--fused-epilogues") {
+      PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
+      o.fused_epilogues = on != 0;
     } else if (flag == "--profile") {
       PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
       o.profile = on != 0;
@@ -141,6 +146,7 @@ int Run(const BenchOptions& o) {
   CudaBackendOptions bo;
   bo.device = o.device;
   bo.gemm_math = o.math;
+  bo.fused_epilogues = o.fused_epilogues;
   auto created = CudaBackend::Create(bo);
   if (!created.ok()) {
     std::fprintf(stderr, "psformer_gpu_bench: %s\n", created.status().ToString().c_str());
@@ -184,9 +190,10 @@ int Run(const BenchOptions& o) {
   const double tflops = flops / median / 1e12;
   const DeviceMemoryStats& mem = be.memory_stats();
   std::printf(
-      "impl=psformer-cuda gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
+      "impl=%s gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
       "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
-      be.device_name().c_str(), GemmMathName(o.math), n, o.sentences, o.len, static_cast<long long>(batch.src_tokens),
+      o.fused_epilogues ? "psformer-cuda" : "psformer-cuda-unfused", be.device_name().c_str(), GemmMathName(o.math),
+      n, o.sentences, o.len, static_cast<long long>(batch.src_tokens),
       static_cast<long long>(batch.tgt_tokens), median * 1e3, times.front() * 1e3, batch.tgt_tokens / median, tflops,
       peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);

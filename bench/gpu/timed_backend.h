@@ -46,6 +46,11 @@ class TimedBackend final : public Backend<float> {
     Time("GemmStridedBatched",
          [&] { inner_->GemmStridedBatched(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch); });
   }
+  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,
+                float* y) override {
+    Time(m == vocab_ || n == vocab_ || k == vocab_ ? "GemmBias (vocab)" : "GemmBias",
+         [&] { inner_->GemmBias(m, n, k, x, w, bias, relu, y); });
+  }
   void MaskedSoftmaxForward(const AttentionShape& s, float scale, const float* scores, const int32_t* keys, int32_t pad,
                             bool causal, float* probs) override {
     Time("MaskedSoftmaxForward", [&] { inner_->MaskedSoftmaxForward(s, scale, scores, keys, pad, causal, probs); });

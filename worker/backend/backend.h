@@ -73,6 +73,15 @@ class Backend : public DeviceMemory {
     }
   }
 
+  // y (m, n) = x (m, k) w (k, n) + bias (n), row-major with leading dimensions k, n, n: an affine
+  // layer's forward; then y = max(y, 0) when relu. The default runs Gemm, BiasAdd and
+  // ReluForward; a backend may fuse them (one pass over y).
+  virtual void GemmBias(int m, int n, int k, const T* x, const T* w, const T* bias, bool relu, T* y) {
+    Gemm(Transpose::kNo, Transpose::kNo, m, n, k, T(1), x, k, w, n, T(0), y, n);
+    BiasAdd(m, n, bias, y);
+    if (relu) ReluForward(static_cast<size_t>(m) * n, y, y);
+  }
+
   // ---- Attention helpers ----
   // probs = softmax over keys of (scale * scores), where key j of sentence b is masked (probability
   // 0) when key_tokens[b, j] == pad_id, and, if causal, when j > query index. A row with every key

@@ -22,8 +22,7 @@ const T* FeedForward<T>::Forward(const T* params, const T* x, int rows, const Dr
   rows_ = rows;
   const size_t nh = static_cast<size_t>(rows) * f_;
   T* hidden = hidden_.Reserve(be_, nh);
-  LinearForward(be_, rows, d_, f_, x, params + w1_, params + b1_, hidden);
-  be_->ReluForward(nh, hidden, hidden);
+  be_->GemmBias(rows, f_, d_, x, params + w1_, params + b1_, /*relu=*/true, hidden);
   used_hidden_ = relu_dropout_.Forward(hidden, nh, key);
   T* out = out_.Reserve(be_, static_cast<size_t>(rows) * d_);
   LinearForward(be_, rows, f_, d_, used_hidden_, params + w2_, params + b2_, out);

@@ -10,8 +10,7 @@ namespace psformer {
 // y (rows, out) = x (rows, in) W (in, out) + b (out).
 template <typename T>
 void LinearForward(Backend<T>* be, int rows, int in, int out, const T* x, const T* w, const T* b, T* y) {
-  be->Gemm(Transpose::kNo, Transpose::kNo, rows, out, in, T(1), x, in, w, out, T(0), y, out);
-  be->BiasAdd(rows, out, b, y);
+  be->GemmBias(rows, out, in, x, w, b, /*relu=*/false, y);
 }
 
 // dw (in, out) += x^T dy; db (out) += column sums of dy; dx (rows, in) = dy W^T, added to what

@@ -10,6 +10,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_kernels.h"
+#include "worker/backend/cuda/lt_affine.h"
 
 namespace psformer {
 namespace {
@@ -76,6 +77,10 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     backend->cublas_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
     PSF_CUBLAS_CHECK(cublasSetWorkspace(cublas, backend->cublas_workspace_.data(), options.cublas_workspace_bytes));
   }
+  if (options.fused_epilogues) {
+    PSF_ASSIGN_OR_RETURN(backend->lt_affine_, LtAffine::Create());
+    backend->lt_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
+  }
   backend->sum_result_ = backend->Allocate<double>(1);
   // Spelled out: nvcc (C++17) will not move into the converting constructor, g++ calls std::move redundant.
   return StatusOr<std::unique_ptr<CudaBackend>>(std::move(backend));
@@ -89,6 +94,8 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   workspace_ = DeviceBuffer<char>();
   cublas_workspace_ = DeviceBuffer<char>();
+  lt_workspace_ = DeviceBuffer<char>();
+  lt_affine_.reset();
   sum_result_ = DeviceBuffer<double>();
   pe_ = DeviceBuffer<float>();
   cublasDestroy(cublas_);
@@ -137,6 +144,18 @@ void CudaBackend::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, i
   PSF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb,
                                               stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc,
                                               stride_c, batch, ComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaBackend::GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,
+                           float* y) {
+  PSF_CHECK(m >= 0 && n >= 0 && k >= 0);
+  if (m == 0 || n == 0) return;
+  // k == 0 would leave the product undefined in cuBLASLt; the default composition handles it.
+  if (lt_affine_ != nullptr && k > 0 &&
+      lt_affine_->Run(stream_, gemm_math_, m, n, k, x, w, bias, relu, y, lt_workspace_.data(), lt_workspace_.size())) {
+    return;
+  }
+  Backend<float>::GemmBias(m, n, k, x, w, bias, relu, y);
 }
 
 void CudaBackend::MaskedSoftmaxForward(const AttentionShape& shape, float scale, const float* scores,

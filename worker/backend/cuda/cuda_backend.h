@@ -44,7 +44,12 @@ struct CudaBackendOptions {
   int device = 0;                            // CUDA device ordinal
   GemmMath gemm_math = GemmMath::kFp32;      // see GemmMath
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch, allocated once
+  // GemmBias through cuBLASLt with the bias (and ReLU) in the product's epilogue; false: a
+  // product, then bias and ReLU kernels (the default Backend composition).
+  bool fused_epilogues = true;
 };
+
+class LtAffine;
 
 class CudaBackend final : public Backend<float> {
  public:
@@ -74,6 +79,8 @@ class CudaBackend final : public Backend<float> {
   void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda,
                           int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
                           int64_t stride_c, int batch) override;
+  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,
+                float* y) override;
   void MaskedSoftmaxForward(const AttentionShape& shape, float scale, const float* scores, const int32_t* key_tokens,
                             int32_t pad_id, bool causal, float* probs) override;
   void SoftmaxBackward(const AttentionShape& shape, float scale, const float* probs, const float* dprobs,
@@ -121,10 +128,12 @@ class CudaBackend final : public Backend<float> {
   GemmMath gemm_math_;
   CUstream_st* stream_;
   cublasContext* cublas_;
+  std::unique_ptr<LtAffine> lt_affine_;  // null without fused epilogues
   // Declared before every buffer: buffers are freed into it when the backend goes.
   CachingAllocator allocator_;
   DeviceBuffer<char> workspace_;
   DeviceBuffer<char> cublas_workspace_;
+  DeviceBuffer<char> lt_workspace_;  // cuBLASLt's scratch for lt_affine_
   DeviceBuffer<double> sum_result_;  // (1)
   DeviceBuffer<float> pe_;           // (pe_len_, pe_dim_)
   int pe_len_ = 0;

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -59,9 +60,21 @@ inline CommandResult RunShell(const std::string& command) {
   return result;
 }
 
+// The source tree and the psformer binary the tests run: where the build put them, or the
+// environment's PSFORMER_SOURCE_DIR / PSFORMER_BINARY where set (a build tree copied to another
+// machine, e.g. by bench/gpu/make_bundle.sh).
+inline std::string SourceDir() {
+  const char* dir = std::getenv("PSFORMER_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : PSFORMER_SOURCE_DIR;
+}
+inline std::string PsformerBinary() {
+  const char* binary = std::getenv("PSFORMER_BINARY");
+  return binary != nullptr && *binary != '\0' ? binary : PSFORMER_BINARY;
+}
+
 // Runs build/psformer with `arguments` (a shell-quoted string) from the source directory.
 inline CommandResult RunPsformer(const std::string& arguments) {
-  return RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + PSFORMER_BINARY + " " + arguments);
+  return RunShell("cd " + SourceDir() + " && " + PsformerBinary() + " " + arguments);
 }
 
 // The 64-hex-digit parameter digest `psformer checksum` prints for a model file; "" (and a test

@@ -297,13 +297,19 @@ Status WorkerLoop::Finish(int64_t last_step) {
 std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.
 
 StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const WorkerOptions& options) {
-  if (options.gpu < 0) return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(CpuThreads(options.config)));
+  if (options.gpu < 0) {
+    const int threads = CpuThreads(options.config);
+    PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s)";
+    return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(threads));
+  }
 #ifdef PSFORMER_HAVE_CUDA
   CudaBackendOptions cuda;
   cuda.device = options.gpu;
   cuda.gemm_math = options.config.cluster().compute_dtype() == proto::ClusterConfig::BF16 ? GemmMath::kBf16
                                                                                           : GemmMath::kFp32;
   PSF_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(cuda));
+  PSF_LOG(Info) << "computing on CUDA device " << options.gpu << " (" << backend->device_name() << "), "
+                << GemmMathName(backend->gemm_math()) << " matrix products";
   return std::unique_ptr<Backend<float>>(std::move(backend));
 #else
   return Status::Unimplemented("--gpu " + std::to_string(options.gpu) +

@@ -25,15 +25,18 @@ done
 out="${out:-$build/bundle}"  # under build*/, which git ignores
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
-cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench cuda_backend_test cuda_model_test
+gpu_tests=(cuda_backend_test cuda_model_test decode_cuda_test gpu_training_test)
+cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench "${gpu_tests[@]}"
 
-binaries=("$build/psformer" "$build/psformer_gpu_bench" "$build/tests/cuda_backend_test" "$build/tests/cuda_model_test")
+binaries=("$build/psformer" "$build/psformer_gpu_bench")
+for t in "${gpu_tests[@]}"; do binaries+=("$build/tests/$t"); done
 
 # Build into a temporary directory and move it into place at the end: no half-made bundle on failure.
 tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu"
+mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu" "$tmp/configs"
 cp "${binaries[@]}" "$tmp/bin/"
+cp "$root/configs/copy.pbtxt" "$tmp/configs/"  # gpu_training_test trains it
 strip --strip-debug "$tmp"/bin/*  # debug info is most of their size
 cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" "$tmp/bench/gpu/"
 

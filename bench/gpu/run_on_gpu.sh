@@ -21,12 +21,14 @@ while [[ $# -gt 0 ]]; do
     *) echo "run_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+# gpu_training_test runs psformer from a source tree (configs/): the bundle, or this checkout.
+export PSFORMER_SOURCE_DIR="$bundle" PSFORMER_BINARY="$bin/psformer"
 if [[ -d "$bundle/lib" ]]; then export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 status=0
 if [[ $tests -eq 1 ]]; then
-  for t in cuda_backend_test cuda_model_test; do
+  for t in cuda_backend_test cuda_model_test decode_cuda_test gpu_training_test; do
     echo "== $t"
     "$tests_dir/$t" --gtest_brief=1 || status=1
   done
@@ -38,6 +40,9 @@ for math in bf16 tf32 fp32; do
   echo "== psformer_gpu_bench --math $math"
   "$bin/psformer_gpu_bench" --math "$math" --steps "$steps" | tee -a "$results" || status=1
 done
+# The same without cuBLASLt's fused bias/ReLU epilogues: what the fusion buys.
+echo "== psformer_gpu_bench --math bf16 --fused-epilogues 0"
+"$bin/psformer_gpu_bench" --math bf16 --fused-epilogues 0 --steps "$steps" | tee -a "$results" || status=1
 echo "== pytorch_transformer.py --math bf16"
 python3 "$here/pytorch_transformer.py" --math bf16 --steps "$steps" | tee -a "$results" || status=1
 

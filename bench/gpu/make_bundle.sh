@@ -7,7 +7,8 @@
 # --with-cuda-libs (for a target whose toolkit is not CUDA 13).
 #
 # Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs]
-# Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, bench/gpu/; run OUT/bench/gpu/run_on_gpu.sh there.
+# Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, configs/,
+# bench/gpu/, and OUT.tar.gz holding the same; run OUT/bench/gpu/run_on_gpu.sh there.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -54,5 +55,8 @@ done
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
-echo "bundle: $out ($(du -sh "$out" | cut -f1)); libraries: $(ls "$out/lib" | wc -l)"
-echo "on the GPU machine: $out/bench/gpu/run_on_gpu.sh"
+# The same as one archive: about a third of the size (OpenBLAS's every-CPU build is half of
+# lib/), for transfers that limit bytes.
+tar -C "$out" -czf "$out.tar.gz" .
+echo "bundle: $out ($(du -sh "$out" | cut -f1)); libraries: $(ls "$out/lib" | wc -l); archive: $out.tar.gz ($(du -sh "$out.tar.gz" | cut -f1))"
+echo "on the GPU machine: $out/bench/gpu/run_on_gpu.sh (or unpack the archive and run bench/gpu/run_on_gpu.sh there)"

@@ -15,9 +15,12 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    sys.exit(f"pytorch_transformer.py: needs PyTorch ({e}); the GPU machines have it, the development VMs do not")
 
 PAD, BOS, EOS, RESERVED = 0, 1, 2, 4
 

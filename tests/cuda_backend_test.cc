@@ -113,7 +113,8 @@ TEST_F(CudaOps, TwoLevelBatchedGemmReadsBlocksInPlace) {
 
 // An affine layer's forward with the bias (and ReLU) fused into cuBLASLt's epilogue, against the
 // CPU's product + bias + ReLU: odd shapes, and operands at every 4-byte offset from 16-byte
-// alignment (parameters sit at arbitrary offsets of the flat vector), fused and unfused.
+// alignment (parameters sit at arbitrary offsets of the flat vector; a bias off 16 bytes takes
+// the unfused path even where fusion is on), fused and unfused.
 TEST_F(CudaOps, GemmBiasWithAndWithoutFusedEpilogues) {
   CudaBackendOptions unfused_options;
   unfused_options.fused_epilogues = false;

@@ -27,7 +27,7 @@ class LtAffine {
 
   // y (m, n) = x (m, k) w (k, n) + bias (n), row-major and packed; then max(y, 0) when relu.
   // Enqueued on `stream`. Returns false, having done nothing, where cuBLASLt offers no algorithm
-  // for this case (the caller then runs the unfused operations).
+  // for this case or bias is not 16-byte aligned (the caller then runs the unfused operations).
   bool Run(cudaStream_t stream, GemmMath math, int m, int n, int k, const float* x, const float* w, const float* bias,
            bool relu, float* y, void* workspace, size_t workspace_bytes);
 

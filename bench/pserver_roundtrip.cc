@@ -55,8 +55,9 @@ struct Timing {
 };
 
 // Best-of-iters time of one push + pull of the whole vector with `servers` shards. The push is
-// acknowledged on receipt; the pull waits for the update, so it carries the Adam time.
-Timing RoundTrip(const Args& a, int servers, const std::string& transport) {
+// acknowledged on receipt; the pull waits for the update, so it carries the Adam time. bf16:
+// gradients and parameters travel as bf16 (cluster.gradient_dtype and param_dtype BF16).
+Timing RoundTrip(const Args& a, int servers, const std::string& transport, bool bf16) {
   proto::JobConfig config;
   FillDefaults(&config);
   config.mutable_cluster()->set_servers(servers);
@@ -86,6 +87,7 @@ Timing RoundTrip(const Args& a, int servers, const std::string& transport) {
   co.parameter_count = a.params;
   co.frame_bytes = static_cast<size_t>(a.frame_bytes);
   co.io_threads = 2;
+  co.gradient_dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
   auto client = PsClient::Create(co);
   PSF_CHECK(client.ok());
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
@@ -94,7 +96,7 @@ Timing RoundTrip(const Args& a, int servers, const std::string& transport) {
   for (int t = 1; t <= a.iters; ++t) {
     const auto start = Clock::now();
     auto push = (*client)->Push(t, grad.data(), 1000, 0);
-    auto pull = (*client)->Pull(t, params.data());
+    auto pull = (*client)->Pull(t, params.data(), bf16 ? proto::BFLOAT16 : proto::FLOAT32);
     PSF_CHECK(push.ok() && pull.ok());
     PSF_CHECK((*client)->Wait(*push).ok());
     const double pushed = Since(start);
@@ -167,10 +169,16 @@ int main(int argc, char** argv) {
 
   for (const char* transport : {"tcp", "ipc"}) {
     for (int servers = 1; servers <= a.servers_max; ++servers) {
-      const Timing rt = RoundTrip(a, servers, transport);
+      const Timing rt = RoundTrip(a, servers, transport, false);
       std::printf("push+pull over %s, %d server(s):  %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n",
                   transport, servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3);
     }
+  }
+  // Both ways in bf16: half the bytes on the wire, plus a conversion at each end.
+  for (int servers = 1; servers <= a.servers_max; ++servers) {
+    const Timing rt = RoundTrip(a, servers, "tcp", true);
+    std::printf("push+pull over tcp in bf16, %d server(s):  %8.1f ms; push acked after %.1f ms\n", servers,
+                rt.round_trip * 1e3, rt.push * 1e3);
   }
   return 0;
 }

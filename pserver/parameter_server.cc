@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/transport/frame.h"
+#include "common/wire/bfloat16.h"
 
 namespace psformer {
 namespace {
@@ -145,7 +146,8 @@ Status ParameterServer::Run() {
     }
   }
   PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << applied_step_
-                << "; duplicate pushes: " << stats_.duplicates.load() << "; refused messages: "
+                << "; pulls answered: " << stats_.pulls_answered.load() << " (" << stats_.bf16_pulls_answered.load()
+                << " in bf16); duplicate pushes: " << stats_.duplicates.load() << "; refused messages: "
                 << stats_.rejected.ToString();
   return Status::Ok();
 }
@@ -411,7 +413,8 @@ void ParameterServer::ServePendingPulls() {
 void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
   std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
   proto::Header h = ReplyHeader(request, proto::PARAMS);
-  h.set_dtype(proto::FLOAT32);
+  const bool bf16 = request.dtype() == proto::BFLOAT16;
+  h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
   if (mode_ == proto::ClusterConfig::BSP && request.step() == applied_step_ && applied_tokens_ > 0) {
     h.set_loss_sum(applied_loss_sum_);
     h.set_target_tokens(applied_tokens_);
@@ -419,13 +422,23 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_begin(range_.begin);
   h.set_end(range_.end);
   std::vector<Frame> payload;
-  AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float),
-                   static_cast<size_t>(options_.config.cluster().frame_bytes()), sizeof(float), snapshot, &payload);
+  const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
+  if (bf16) {
+    // Rounded per answer: the masters move every step, and a pull in bf16 is the rarer kind.
+    auto rounded = std::make_shared<std::vector<uint16_t>>(snapshot->size());
+    FloatsToBf16(snapshot->data(), snapshot->size(), rounded->data());
+    AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
+                     &payload);
+  } else {
+    AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
+                     &payload);
+  }
   Status s = van_->Send(EncodeMessage(peer, h, std::move(payload)));
   if (!s.ok()) {
     PSF_LOG(Warning) << "cannot answer a pull: " << s.message();
   }
   stats_.pulls_answered.fetch_add(1);
+  if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
 }
 
 void ParameterServer::Reply(const std::string& peer, const proto::Header& request, proto::MessageType type,

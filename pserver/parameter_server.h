@@ -86,6 +86,7 @@ struct ParameterServerStats {
   std::atomic<uint64_t> duplicates{0};
   std::atomic<uint64_t> updates{0};
   std::atomic<uint64_t> pulls_answered{0};
+  std::atomic<uint64_t> bf16_pulls_answered{0};  // of pulls_answered: in bf16 (cluster.param_dtype)
   std::atomic<uint64_t> checkpoints_written{0};
   std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
   std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.

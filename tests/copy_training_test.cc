@@ -9,6 +9,8 @@
 #include <regex>
 #include <vector>
 
+#include "common/model_file.h"
+#include "common/wire/bfloat16.h"
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -95,6 +97,29 @@ TEST(CopyTraining, AsyncModeConverges) {
   // updates a step from half batches each): converging means getting there, not ending there.
   EXPECT_GE(BestMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.95) << r.output;
   EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.8) << r.output;
+}
+
+// Mixed precision on the wire: bf16 parameter copies to the workers, bf16 gradients back, fp32
+// masters and Adam on the servers. It learns as well, and the model it writes holds the fp32
+// masters (pulled in fp32 at the end), not their bf16 copies.
+TEST(CopyTraining, Bf16ParametersAndGradientsOnTheWireLearnItToo) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  auto r = RunPsformer("train --config configs/copy.pbtxt --set cluster.workers=2 --set cluster.param_dtype=BF16 "
+                       "--set cluster.gradient_dtype=BF16 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
+  // The servers say how many pulls they answered in bf16: all but those after validated steps.
+  std::smatch m;
+  const std::string log = testing::ReadTextFile(run + "/logs/pserver-0.log");
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("pulls answered: ([0-9]+) \\(([0-9]+) in bf16\\)"))) << log;
+  EXPECT_GT(std::stoll(m[2].str()), std::stoll(m[1].str()) / 2) << m.str();
+  EXPECT_LT(std::stoll(m[2].str()), std::stoll(m[1].str())) << m.str();
+  auto model = ReadModelFile(run + "/model.bin");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  size_t not_bf16 = 0;
+  for (float p : model->params) not_bf16 += Bf16ToFloat(FloatToBf16(p)) != p;
+  EXPECT_GT(not_bf16, model->params.size() / 2);
 }
 
 TEST(CopyTraining, LocalTrainerAlsoLearnsIt) {

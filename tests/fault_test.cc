@@ -104,6 +104,20 @@ TEST_F(Fault, ServerKilledWhileWritingACheckpointFallsBackToTheOneBefore) {
   EXPECT_EQ(run.digest, calm);
 }
 
+// Mixed precision on the wire (bf16 parameter copies to the workers, bf16 gradients back): the
+// replay after a rollback pulls the same bf16 copies, so a killed worker and a killed server
+// still end with the weights of the undisturbed bf16 run, which differ from the fp32 run's.
+TEST_F(Fault, Bf16OnTheWireRecoversToTheSameWeights) {
+  const std::string bf16 = "--set cluster.param_dtype=BF16 --set cluster.gradient_dtype=BF16";
+  const Outcome calm = Train(dir_, "calm-bf16", bf16);
+  const Outcome run = Train(dir_, "faulty", bf16 + " --set fault.kill=worker:1@15,server:0@25");
+  EXPECT_TRUE(Has(run.logs, "worker-1 killed by signal 9")) << run.logs;
+  EXPECT_TRUE(Has(run.logs, "the job rolls back to step 20")) << run.logs;
+  EXPECT_TRUE(std::regex_search(run.logs, std::regex("\\([1-9][0-9]* in bf16\\)"))) << run.logs;
+  EXPECT_EQ(run.digest, calm.digest);
+  EXPECT_NE(calm.digest, Undisturbed());
+}
+
 TEST_F(Fault, StalledWorkerIsKilledByItsSupervisorAndRestarted) {
   const std::string calm = Undisturbed();
   // SIGSTOP for 20 s, far past the 1.5 s heartbeat timeout: only the supervisor can end it.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/wire/bfloat16.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {
@@ -75,6 +76,35 @@ TEST(PserverBsp, BitwiseIndependentOfArrivalOrderAndServerCount) {
 
 TEST(PserverBsp, Bf16GradientsMatchTheRoundedReference) {
   EXPECT_TRUE(BitwiseEqual(RunBsp(2, 2, 3, {{1, 0}}, proto::BFLOAT16), Reference(2, 3, /*bf16=*/true)));
+}
+
+// cluster.param_dtype = BF16: a pull for BFLOAT16 brings every fp32 master rounded to bf16 (half
+// the bytes), from every shard; a FLOAT32 pull of the same step still brings the masters exactly.
+TEST(PserverBsp, Bf16PullBringsTheMastersRoundedAndFp32PullTheMastersThemselves) {
+  const std::vector<float> masters = RunBsp(2, 3, 2, {{0, 1}});
+  const proto::JobConfig config = PsConfig(2, 3, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32);
+  auto other = MakeClient(group, kTotal, 1, proto::FLOAT32);
+  std::vector<float> exact(kTotal), rounded(kTotal);
+  for (auto* c : {client.get(), other.get()}) ASSERT_TRUE(c->Wait(*c->Pull(0, exact.data())).ok());
+  for (int64_t t = 1; t <= 2; ++t) {  // the steps RunBsp took, pulling in between as it does
+    for (auto* c : {client.get(), other.get()}) {
+      const int w = c == client.get() ? 0 : 1;
+      const std::vector<float> grad = Gradient(w, t, kTotal);
+      ASSERT_TRUE(c->Wait(*c->Push(t, grad.data(), Tokens(w, t), 1.0)).ok());
+    }
+    for (auto* c : {client.get(), other.get()}) ASSERT_TRUE(c->Wait(*c->Pull(t, exact.data())).ok());
+  }
+  ASSERT_TRUE(client->Wait(*client->Pull(2, exact.data(), proto::FLOAT32)).ok());
+  ASSERT_TRUE(client->Wait(*client->Pull(2, rounded.data(), proto::BFLOAT16)).ok());
+  EXPECT_TRUE(BitwiseEqual(exact, masters));
+  size_t changed = 0;
+  for (uint64_t i = 0; i < kTotal; ++i) {
+    ASSERT_EQ(rounded[i], Bf16ToFloat(FloatToBf16(masters[i]))) << "element " << i;
+    changed += rounded[i] != masters[i];
+  }
+  EXPECT_GT(changed, kTotal / 2);  // the rounding is real: most fp32 values are not bf16 values
 }
 
 TEST(PserverBsp, ReplayedPushIsAcknowledgedAsDuplicateAndAppliedOnce) {

@@ -246,6 +246,27 @@ TEST(Validation, ClientChecksParamsReplies) {
   bad = h;
   bad.set_job_id(1);
   EXPECT_EQ(check(bad), RejectReason::kWrongJob);
+  bad = h;
+  bad.set_dtype(proto::BFLOAT16);  // a bf16 answer, but 400 bytes for 100 elements
+  EXPECT_EQ(check(bad), RejectReason::kBadPayload);
+  bad = h;
+  bad.set_dtype(proto::DTYPE_UNSPECIFIED);
+  EXPECT_EQ(check(bad), RejectReason::kBadPayload);
+}
+
+// A PULL names the element type it wants back: FLOAT32, BFLOAT16, or unspecified (FLOAT32).
+TEST(Validation, PullMayAskForFloat32OrBfloat16Only) {
+  PushFixture f;
+  proto::Header h = f.Header();
+  h.set_type(proto::PULL);
+  h.clear_payload_bytes();
+  h.clear_payload_crc32c();
+  for (proto::DType dtype : {proto::DTYPE_UNSPECIFIED, proto::FLOAT32, proto::BFLOAT16}) {
+    h.set_dtype(dtype);
+    EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kNone) << proto::DType_Name(dtype);
+  }
+  h.set_dtype(static_cast<proto::DType>(9));
+  EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kBadPayload);
 }
 
 TEST(RejectCounters, CountsByReason) {

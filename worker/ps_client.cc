@@ -116,6 +116,7 @@ Status PsClient::SendTo(Ticket ticket, const Request& r, int k) {
     const char* base = static_cast<const char*>(r.payload) + ranges_[k].begin * elem;
     AppendViewFrames(base, ranges_[k].size() * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
   }
+  if (r.type == proto::PULL) h.set_dtype(r.dtype);  // no payload: the type wanted in the answer
   if (r.type == proto::PUSH || r.type == proto::PULL) {
     h.set_begin(ranges_[k].begin);
     h.set_end(ranges_[k].end);
@@ -124,17 +125,21 @@ Status PsClient::SendTo(Ticket ticket, const Request& r, int k) {
   return van_->Send(EncodeMessage(PeerName(k), std::move(h), std::move(payload)));
 }
 
-StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params) {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::PULL, step));
+StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DType dtype) {
+  if (dtype != proto::FLOAT32 && dtype != proto::BFLOAT16) {
+    return Status::InvalidArgument("ps client: parameters travel as FLOAT32 or BFLOAT16");
+  }
+  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::PULL, step, dtype));
   requests_[ticket].params = params;
   return ticket;
 }
 
-StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t step) {
+StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t step, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
   Request& r = requests_[ticket];
   r.type = type;
   r.step = step;
+  r.dtype = dtype;
   r.epoch = type == proto::ROLLBACK ? rollback_epoch_ : epoch_;
   r.answered.assign(shards(), false);
   r.remaining = shards();
@@ -188,7 +193,14 @@ void PsClient::HandleReply(RawMessage raw) {
                                     proto::MessageType_Name(r.type) + ": " + h.error());
     }
   } else if (r.type == proto::PULL && h.type() == proto::PARAMS) {
-    CopyPayloadAsFloats(msg, r.params + h.begin());
+    if (h.dtype() != r.dtype) {
+      if (r.error.ok()) {
+        r.error = Status::Unavailable("shard " + std::to_string(shard) + " answered a pull for " +
+                                      proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
+      }
+    } else {
+      CopyPayloadAsFloats(msg, r.params + h.begin());
+    }
     if (shard == 0) {
       last_pull_loss_sum_ = h.loss_sum();
       last_pull_tokens_ = h.target_tokens();

@@ -73,7 +73,9 @@ class PsClient {
   StatusOr<Ticket> Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
   // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
   // params: (parameter_count)
-  StatusOr<Ticket> Pull(int64_t step, float* params);
+  // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into
+  // `params` on arrival).
+  StatusOr<Ticket> Pull(int64_t step, float* params, proto::DType dtype = proto::FLOAT32);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
   // server sent back (with its reason), Aborted when the job is rolling back (call Rollback), or
   // Unavailable after timeout_ms.
@@ -123,6 +125,7 @@ class PsClient {
     std::vector<bool> answered;  // per shard.
     int remaining = 0;
     float* params = nullptr;     // PULL destination.
+    proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;  // HELLO: smallest step reported.
     std::vector<uint64_t> epochs;          // HELLO: each shard's epoch...
     std::vector<int64_t> epoch_starts;     // ...and the step it began at.
@@ -138,7 +141,7 @@ class PsClient {
     int sends = 0;
   };
   proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const;
-  StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step);
+  StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step, proto::DType dtype = proto::FLOAT32);
   Status SendTo(Ticket ticket, const Request& r, int shard);
   void HandleReply(RawMessage raw);
   // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:

@@ -158,9 +158,17 @@ Status WorkerLoop::Train(int64_t first) {
   Interval& interval = interval_;
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
-    // Parameters after the previous step (BSP: once every worker pushed it).
+    // Parameters after the previous step (BSP: once every worker pushed it). In bf16 when the
+    // config says so, except after the steps that are validated, so that the metrics describe
+    // the fp32 masters. The choice depends on the step alone: every worker, restarted or not,
+    // computes a step from the same values.
+    const bool validation_step = t.valid_every() > 0 && (step - 1) % t.valid_every() == 0;
+    const bool validate = validation_step && step - 1 >= started_at_ && step - 1 > validated_through_;
+    const proto::DType dtype = config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step
+                                   ? proto::BFLOAT16
+                                   : proto::FLOAT32;
     auto pull_start = Clock::now();
-    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(step - 1, params_.data()));
+    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(step - 1, params_.data(), dtype));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
     interval.wait_s += client_->last_wait_first_reply_s();
     interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
@@ -168,8 +176,7 @@ Status WorkerLoop::Train(int64_t first) {
     MaybeCheckpoint(step - 1);
 
     // Validation of the weights after step - 1, on every worker alike (see the header).
-    if (step - 1 >= started_at_ && step - 1 > validated_through_ && t.valid_every() > 0 &&
-        (step - 1) % t.valid_every() == 0) {
+    if (validate) {
       bool stop = false;
       PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(step - 1, &stop));
       if (stop) break;

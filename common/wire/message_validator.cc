@@ -96,6 +96,11 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
     if (h.step() < (type == proto::PUSH ? 1 : 0)) {
       return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
     }
+    // A PULL's dtype is the element type it wants back (unspecified: FLOAT32).
+    if (type == proto::PULL && h.dtype() != proto::DTYPE_UNSPECIFIED && DTypeBytes(h.dtype()) == 0) {
+      return Reject(RejectReason::kBadPayload,
+                    "pull asks for unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
+    }
   }
   return CheckPayload(msg, carries_elements);
 }
@@ -122,7 +127,9 @@ Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {
                                                  ") from shard " + Str(h.shard()) + ", whose range is [" +
                                                  Str(r.begin) + ", " + Str(r.end) + ")");
     }
-    if (h.dtype() != proto::FLOAT32) return Reject(RejectReason::kBadPayload, "parameters must be FLOAT32");
+    if (h.dtype() != proto::FLOAT32 && h.dtype() != proto::BFLOAT16) {
+      return Reject(RejectReason::kBadPayload, "parameters must be FLOAT32 or BFLOAT16");
+    }
   }
   return CheckPayload(msg, type == proto::PARAMS);
 }

@@ -237,6 +237,43 @@ TEST_P(GradTransformer, WholeModelMatchesFiniteDifferences) {
   MaxGradientError("all parameters", &params, grad, AllIndices(params.size()), loss);
 }
 
+// GradientReady: each layer's gradient is reported once backward has finished it (the values at
+// the report are the final ones), in backward order, and the reports cover the vector exactly
+// once. Checked with a copy taken inside the callback against the gradient at the end.
+TEST_P(GradTransformer, GradientReadyReportsEachLayerOnceItsGradientIsFinal) {
+  std::mt19937_64 rng(GetParam() ? 41 : 40);
+  auto config = SmallModel(3, 8, 12, 2, GetParam(), 0.1f);
+  Transformer<double> model(config, kVocab, &be_);
+  const Vec params = RandomParams(model.layout(), rng);
+  const Batch b = RandomBatch(rng, 3, 5, 7, kVocab);
+  Vec grad(params.size(), 0.0), seen(params.size(), 0.0);
+  std::vector<int> reports(params.size(), 0);
+  std::vector<std::pair<uint64_t, uint64_t>> order;
+  model.ForwardBackward(params.data(), b, kKey, grad.data(), [&](uint64_t begin, uint64_t end) {
+    order.emplace_back(begin, end);
+    for (uint64_t i = begin; i < end; ++i) {
+      seen[i] = grad[i];
+      ++reports[i];
+    }
+  });
+  EXPECT_EQ(*std::min_element(reports.begin(), reports.end()), 1);
+  EXPECT_EQ(*std::max_element(reports.begin(), reports.end()), 1);
+  EXPECT_EQ(seen, grad);  // bitwise: nothing changed a range after it was reported
+  // Backward order: the last decoder layer first, the embedding (at offset 0) last.
+  const ParamLayout& layout = model.layout();
+  const size_t expected_reports = 2 * 3 + 1 + (GetParam() ? 2 : 0);
+  ASSERT_EQ(order.size(), expected_reports);
+  const size_t first = GetParam() ? 1 : 0;  // pre-LN reports the decoder's final norm first
+  EXPECT_EQ(order[first].first, layout.Get("decoder.2.self_attn.w_qkv").offset);
+  EXPECT_EQ(order.back().first, 0u);
+  EXPECT_EQ(order.back().second, layout.Get("embedding").size());
+
+  // Without a callback, the same gradient.
+  Vec plain(params.size(), 0.0);
+  model.ForwardBackward(params.data(), b, kKey, plain.data());
+  EXPECT_EQ(plain, grad);
+}
+
 TEST_P(GradTransformer, RandomShapesMatchFiniteDifferences) {
   // Shapes drawn at random (seeded): single sentences, length-1 sides, odd head counts of rows.
   std::mt19937_64 rng(GetParam() ? 31 : 30);

@@ -6,6 +6,23 @@
 #include "worker/model/dropout_sites.h"
 
 namespace psformer {
+namespace {
+
+// [begin, end) of the tensors named prefix*: contiguous, since the layout adds a layer's tensors
+// one after another.
+std::pair<uint64_t, uint64_t> PrefixRange(const ParamLayout& layout, const std::string& prefix) {
+  uint64_t begin = UINT64_MAX, end = 0, size = 0;
+  for (const ParamTensor& t : layout.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    begin = std::min(begin, t.offset);
+    end = std::max(end, t.offset + t.size());
+    size += t.size();
+  }
+  PSF_CHECK(size > 0 && end - begin == size);
+  return {begin, end};
+}
+
+}  // namespace
 
 template <typename T>
 Transformer<T>::Transformer(const proto::ModelConfig& config, int vocab, Backend<T>* backend)
@@ -22,11 +39,16 @@ Transformer<T>::Transformer(const proto::ModelConfig& config, int vocab, Backend
   for (int l = 0; l < config.layers(); ++l) {
     encoder_.push_back(std::make_unique<EncoderLayer<T>>(backend, layout_, config, l));
     decoder_.push_back(std::make_unique<DecoderLayer<T>>(backend, layout_, config, l));
+    encoder_ranges_.push_back(PrefixRange(layout_, "encoder." + std::to_string(l) + "."));
+    decoder_ranges_.push_back(PrefixRange(layout_, "decoder." + std::to_string(l) + "."));
   }
   if (pre_ln_) {
     encoder_final_ = std::make_unique<LayerNorm<T>>(backend, layout_, "encoder.final_ln.");
     decoder_final_ = std::make_unique<LayerNorm<T>>(backend, layout_, "decoder.final_ln.");
+    encoder_final_range_ = PrefixRange(layout_, "encoder.final_ln.");
+    decoder_final_range_ = PrefixRange(layout_, "decoder.final_ln.");
   }
+  embedding_range_ = PrefixRange(layout_, "embedding");
 }
 
 template <typename T>
@@ -85,11 +107,18 @@ StepStats Transformer<T>::Evaluate(const T* params, const Batch& batch) {
 }
 
 template <typename T>
-StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad) {
+StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
+                                          const GradientReady& ready) {
   Backend<T>* be = be_;
   be->Fill(layout_.total_size(), T(0), grad);
+  auto report = [&](const Range& range) {
+    if (ready && range.second > range.first) ready(range.first, range.second);
+  };
   const StepStats stats = Forward(params, batch, &key, true);
-  if (batch_ == 0 || src_len_ == 0 || tgt_len_ == 0) return stats;
+  if (batch_ == 0 || src_len_ == 0 || tgt_len_ == 0) {
+    report({0, layout_.total_size()});  // all zeros, and final
+    return stats;
+  }
   const size_t ns = static_cast<size_t>(batch_) * src_len_, nt = static_cast<size_t>(batch_) * tgt_len_;
   const T* dlogits = logits_.data();  // CrossEntropy wrote the gradient over the logits
 
@@ -103,21 +132,30 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   if (pre_ln_) {
     T* dfinal = dfinal_.Reserve(be, std::max(ns, nt) * d_);
     decoder_final_->Backward(params, dy, dfinal, grad);
+    report(decoder_final_range_);
     d = dfinal;
   }
   T* dmemory = dmemory_.Reserve(be, ns * d_);
   be->Fill(ns * d_, T(0), dmemory);
-  for (auto it = decoder_.rbegin(); it != decoder_.rend(); ++it) d = (*it)->Backward(params, d, dmemory, grad);
-  tgt_embedding_.Backward(d, grad);
+  for (int l = static_cast<int>(decoder_.size()) - 1; l >= 0; --l) {
+    d = decoder_[l]->Backward(params, d, dmemory, grad);
+    report(decoder_ranges_[l]);
+  }
+  tgt_embedding_.Backward(d, grad);  // the embedding's gradient is complete only after the source side
 
   d = dmemory;
   if (pre_ln_) {
     T* dfinal = dfinal_.Reserve(be, std::max(ns, nt) * d_);
     encoder_final_->Backward(params, dmemory, dfinal, grad);
+    report(encoder_final_range_);
     d = dfinal;
   }
-  for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) d = (*it)->Backward(params, d, grad);
+  for (int l = static_cast<int>(encoder_.size()) - 1; l >= 0; --l) {
+    d = encoder_[l]->Backward(params, d, grad);
+    report(encoder_ranges_[l]);
+  }
   src_embedding_.Backward(d, grad);
+  report(embedding_range_);
   return stats;
 }
 

@@ -10,6 +10,7 @@
 #define PSFORMER_WORKER_MODEL_TRANSFORMER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,14 @@ struct StepStats {
   int64_t correct = 0;        // target tokens whose argmax prediction is right
 };
 
+// Called by ForwardBackward as soon as the gradient of elements [begin, end) of the flat vector is
+// final: per layer, in the order backward finishes them (decoder layers last to first, then the
+// encoder's, the shared embedding last). The ranges are disjoint and together cover the vector.
+// "Final" is in the backend's stream order: on a device the values may still be in flight, so a
+// consumer reading them from the host or another stream synchronises first (an event, or
+// Backend::Synchronize). This is where a push of the gradient can start before backward ends.
+using GradientReady = std::function<void(uint64_t begin, uint64_t end)>;
+
 template <typename T>
 class Transformer {
  public:
@@ -43,7 +52,9 @@ class Transformer {
   // device memory) is overwritten with the gradient of the SUMMED token loss (servers sum workers'
   // gradients, then divide by the step's tokens). An empty batch gives zero stats and gradient.
   // REQUIRES: src_len and tgt_len <= max_positions (callers validate batches first).
-  StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad);
+  // `ready`, if set, hears of each layer's gradient as it is finished (GradientReady).
+  StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
+                            const GradientReady& ready = nullptr);
   // Forward only, without dropout; correct counts argmax hits (teacher forcing).
   StepStats Evaluate(const T* params, const Batch& batch);
   // The logits (tgt rows, vocab) of the last Forward/Evaluate, on the device.
@@ -63,6 +74,11 @@ class Transformer {
   std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;
   std::unique_ptr<LayerNorm<T>> encoder_final_, decoder_final_;  // PRE_LN only
+  // The flat-vector ranges GradientReady reports: each layer's, each final norm's (PRE_LN), and
+  // the embedding's.
+  using Range = std::pair<uint64_t, uint64_t>;
+  std::vector<Range> encoder_ranges_, decoder_ranges_;
+  Range encoder_final_range_{0, 0}, decoder_final_range_{0, 0}, embedding_range_{0, 0};
 
   // Per-batch state.
   int batch_ = 0, src_len_ = 0, tgt_len_ = 0;

@@ -16,21 +16,9 @@
 namespace psformer {
 namespace {
 
+using testing::MetricValues;
 using testing::RunPsformer;
 using testing::TempDir;
-
-// Every value of `key` in a metrics.jsonl, in file order.
-std::vector<double> MetricValues(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  std::vector<double> values;
-  const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, pattern)) values.push_back(std::stod(m[1].str()));
-  }
-  return values;
-}
 
 // The last / the highest value of `key`, or -1.
 double LastMetric(const std::string& path, const std::string& key) {

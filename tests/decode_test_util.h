@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/param_init.h"
@@ -13,9 +14,24 @@
 #include "common/proto/config.pb.h"
 #include "worker/backend/backend.h"
 #include "worker/data/batch.h"
+#include "worker/data/subword_vocabulary.h"
 #include "worker/model/transformer.h"
 
 namespace psformer::testing {
+
+// A 40-piece joint BPE (SentencePiece model bytes) learnt from 200 lines made of nine words.
+inline StatusOr<std::string> SmallBpeModel() {
+  std::vector<std::string> side;
+  const std::vector<std::string> words = {"in", "the", "beginning", "was", "word", "and", "light", "day", "night"};
+  for (int i = 0; i < 200; ++i) {
+    std::string line;
+    for (int j = 0; j < 3 + i % 7; ++j) line += (j ? " " : "") + words[(i * 7 + j * 3) % words.size()];
+    side.push_back(line);
+  }
+  BpeOptions bpe;
+  bpe.vocab_size = 40;
+  return TrainJointBpe({&side}, bpe);
+}
 
 inline proto::ModelConfig SmallModelConfig(bool pre_ln) {
   proto::ModelConfig config;

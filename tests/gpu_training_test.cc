@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -25,22 +23,10 @@
 namespace psformer {
 namespace {
 
+using testing::MetricValues;
 using testing::ReadTextFile;
 using testing::RunPsformer;
 using testing::TempDir;
-
-// Every value of `key` in a metrics.jsonl, in file order.
-std::vector<double> MetricValues(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  std::vector<double> values;
-  const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, pattern)) values.push_back(std::stod(m[1].str()));
-  }
-  return values;
-}
 
 // 20 steps of the copy model with a loss line every step; validation twice.
 const char kTwentySteps[] =
@@ -94,16 +80,7 @@ TEST(GpuTraining, Bf16WorkerLearnsTheCopyTask) {
 TEST(GpuTranslate, GpuDecodesAsTheCpuDoes) {
   PSF_SKIP_WITHOUT_GPU();
   TempDir dir;
-  std::vector<std::string> side;
-  const std::vector<std::string> words = {"in", "the", "beginning", "was", "word", "and", "light", "day", "night"};
-  for (int i = 0; i < 200; ++i) {
-    std::string line;
-    for (int j = 0; j < 3 + i % 7; ++j) line += (j ? " " : "") + words[(i * 7 + j * 3) % words.size()];
-    side.push_back(line);
-  }
-  BpeOptions bpe;
-  bpe.vocab_size = 40;
-  auto spm = TrainJointBpe({&side}, bpe);
+  auto spm = testing::SmallBpeModel();
   ASSERT_TRUE(spm.ok()) << spm.status().ToString();
   const std::string spm_path = dir.Write("spm.model", *spm);
   auto vocabulary = SubwordVocabulary::FromFile(spm_path);

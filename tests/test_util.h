@@ -14,6 +14,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <vector>
 
 namespace psformer::testing {
 
@@ -88,6 +89,19 @@ inline std::string ModelDigest(const std::string& model) {
     return "";
   }
   return m.str();
+}
+
+// Every value of `key` in a metrics.jsonl, in file order.
+inline std::vector<double> MetricValues(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<double> values;
+  const std::regex pattern("\"" + key + "\": ([-0-9.e+]+)");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, pattern)) values.push_back(std::stod(m[1].str()));
+  }
+  return values;
 }
 
 // The whole of a text file ("" when it cannot be read).

@@ -21,16 +21,7 @@ using testing::TempDir;
 class TranslateCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::string> side;
-    const std::vector<std::string> words = {"in", "the", "beginning", "was", "word", "and", "light", "day", "night"};
-    for (int i = 0; i < 200; ++i) {
-      std::string line;
-      for (int j = 0; j < 3 + i % 7; ++j) line += (j ? " " : "") + words[(i * 7 + j * 3) % words.size()];
-      side.push_back(line);
-    }
-    BpeOptions bpe;
-    bpe.vocab_size = 40;
-    auto spm = TrainJointBpe({&side}, bpe);
+    auto spm = testing::SmallBpeModel();
     ASSERT_TRUE(spm.ok()) << spm.status().ToString();
     spm_ = dir_.Write("spm.model", *spm);
     auto vocabulary = SubwordVocabulary::FromFile(spm_);

@@ -19,7 +19,9 @@ namespace k = cuda_kernels;
 
 cublasOperation_t ToCublas(Transpose t) { return t == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-cublasComputeType_t ComputeType(GemmMath math) {
+}  // namespace
+
+cublasComputeType_t CublasComputeType(GemmMath math) {
   switch (math) {
     case GemmMath::kTf32:
       return CUBLAS_COMPUTE_32F_FAST_TF32;
@@ -31,8 +33,6 @@ cublasComputeType_t ComputeType(GemmMath math) {
   // Tensor-core math is never enabled on the handle, so this is IEEE fp32.
   return CUBLAS_COMPUTE_32F;
 }
-
-}  // namespace
 
 const char* GemmMathName(GemmMath math) {
   switch (math) {
@@ -133,7 +133,7 @@ void CudaBackend::Gemm(Transpose ta, Transpose tb, int m, int n, int k, float al
   PSF_CHECK(m >= 0 && n >= 0 && k >= 0);
   if (m == 0 || n == 0) return;
   PSF_CUBLAS_CHECK(cublasGemmEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
-                                lda, &beta, c, CUDA_R_32F, ldc, ComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
+                                lda, &beta, c, CUDA_R_32F, ldc, CublasComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a,
@@ -143,7 +143,7 @@ void CudaBackend::GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, i
   if (m == 0 || n == 0 || batch == 0) return;
   PSF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, ToCublas(tb), ToCublas(ta), n, m, k, &alpha, b, CUDA_R_32F, ldb,
                                               stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc,
-                                              stride_c, batch, ComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
+                                              stride_c, batch, CublasComputeType(gemm_math_), CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,

@@ -9,18 +9,6 @@
 namespace psformer {
 namespace {
 
-cublasComputeType_t LtComputeType(GemmMath math) {
-  switch (math) {
-    case GemmMath::kTf32:
-      return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case GemmMath::kBf16:
-      return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case GemmMath::kFp32:
-      break;
-  }
-  return CUBLAS_COMPUTE_32F;
-}
-
 // The largest power of two up to 16 that divides the address: what cuBLASLt's vectorised loads
 // may assume of it.
 int Alignment(const void* p) {
@@ -64,7 +52,7 @@ LtAffine::Plan LtAffine::MakePlan(const Key& key, GemmMath math, const float* bi
   // Row-major y = x W is column-major y^T = W^T x^T: cuBLASLt's A is W seen as (n, k) with
   // leading dimension n, B is x seen as (k, m), D is y seen as (n, m). The bias runs along D's
   // rows, which are y's columns.
-  bool made = ok(cublasLtMatmulDescCreate(&plan.desc, LtComputeType(math), CUDA_R_32F)) &&
+  bool made = ok(cublasLtMatmulDescCreate(&plan.desc, CublasComputeType(math), CUDA_R_32F)) &&
               ok(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, n, k, n)) &&
               ok(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, k, m, k)) &&
               ok(cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_32F, n, m, n));

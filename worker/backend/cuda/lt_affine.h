@@ -18,6 +18,9 @@
 
 namespace psformer {
 
+// The cuBLAS compute type of a GemmMath (defined with the backend's cuBLAS calls).
+cublasComputeType_t CublasComputeType(GemmMath math);
+
 class LtAffine {
  public:
   static StatusOr<std::unique_ptr<LtAffine>> Create();

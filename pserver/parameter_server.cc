@@ -11,7 +11,6 @@
 
 #include "common/logging.h"
 #include "common/transport/frame.h"
-#include "common/wire/bfloat16.h"
 
 namespace psformer {
 namespace {
@@ -411,7 +410,6 @@ void ParameterServer::ServePendingPulls() {
 }
 
 void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
-  std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
   proto::Header h = ReplyHeader(request, proto::PARAMS);
   const bool bf16 = request.dtype() == proto::BFLOAT16;
   h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
@@ -424,12 +422,11 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   std::vector<Frame> payload;
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
   if (bf16) {
-    // Rounded per answer: the masters move every step, and a pull in bf16 is the rarer kind.
-    auto rounded = std::make_shared<std::vector<uint16_t>>(snapshot->size());
-    FloatsToBf16(snapshot->data(), snapshot->size(), rounded->data());
+    std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer_.Bf16Snapshot();
     AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
                      &payload);
   } else {
+    std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
     AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
                      &payload);
   }

@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "common/lr_schedule.h"
+#include "common/wire/bfloat16.h"
 
 namespace psformer {
 
@@ -19,6 +20,7 @@ void ShardOptimizer::Initialize(const std::function<void(uint64_t, uint64_t, flo
   std::fill(v_.begin(), v_.end(), 0.0f);
   updates_ = 0;
   snapshot_.reset();
+  bf16_snapshot_.reset();
   init(0, params_.size(), params_.data());
 }
 
@@ -29,6 +31,7 @@ void ShardOptimizer::Restore(ShardCheckpoint checkpoint) {
   v_ = std::move(checkpoint.v);
   updates_ = checkpoint.updates;
   snapshot_.reset();
+  bf16_snapshot_.reset();
 }
 
 void ShardOptimizer::Apply(int64_t step, const float* grad) {
@@ -51,7 +54,17 @@ std::shared_ptr<const std::vector<float>> ShardOptimizer::Snapshot() {
   std::memcpy(fresh->data(), params_.data(), params_.size() * sizeof(float));
   snapshot_ = std::move(fresh);
   snapshot_updates_ = updates_;
+  bf16_snapshot_.reset();  // rounded from the old values
   return snapshot_;
+}
+
+std::shared_ptr<const std::vector<uint16_t>> ShardOptimizer::Bf16Snapshot() {
+  const std::shared_ptr<const std::vector<float>> exact = Snapshot();  // drops a stale bf16 copy
+  if (bf16_snapshot_) return bf16_snapshot_;
+  auto rounded = std::make_shared<std::vector<uint16_t>>(exact->size());
+  FloatsToBf16(exact->data(), exact->size(), rounded->data());
+  bf16_snapshot_ = std::move(rounded);
+  return bf16_snapshot_;
 }
 
 }  // namespace psformer

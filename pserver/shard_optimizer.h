@@ -40,6 +40,9 @@ class ShardOptimizer {
 
   // The parameters as they are now, shared read-only; copied at most once per update.
   std::shared_ptr<const std::vector<float>> Snapshot();
+  // The same rounded to bf16 (pulls for BFLOAT16), also made at most once per update: under BSP
+  // every worker pulls the same step, and one rounding serves them all.
+  std::shared_ptr<const std::vector<uint16_t>> Bf16Snapshot();
 
  private:
   const proto::JobConfig& config_;
@@ -49,6 +52,7 @@ class ShardOptimizer {
   std::vector<float> params_, m_, v_;  // (end - begin) each
   std::shared_ptr<const std::vector<float>> snapshot_;
   uint64_t snapshot_updates_ = ~0ull;
+  std::shared_ptr<const std::vector<uint16_t>> bf16_snapshot_;
 };
 
 }  // namespace psformer

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/wire/bfloat16.h"
+#include "pserver/shard_optimizer.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {
@@ -105,6 +106,26 @@ TEST(PserverBsp, Bf16PullBringsTheMastersRoundedAndFp32PullTheMastersThemselves)
     changed += rounded[i] != masters[i];
   }
   EXPECT_GT(changed, kTotal / 2);  // the rounding is real: most fp32 values are not bf16 values
+}
+
+// One rounding per update serves every bf16 pull of it; an update makes a new one from the new
+// values, while a reply still sending the old one keeps it alive.
+TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
+  const proto::JobConfig config = PsConfig(1, 1, proto::ClusterConfig::BSP);
+  ShardOptimizer optimizer(config, 0, 1000, 1);
+  optimizer.Initialize([](uint64_t begin, uint64_t end, float* out) {
+    for (uint64_t i = begin; i < end; ++i) out[i - begin] = 0.001f * static_cast<float>(i) + 0.1234567f;
+  });
+  const auto first = optimizer.Bf16Snapshot();
+  EXPECT_EQ(optimizer.Bf16Snapshot(), first);  // the same object, not a second rounding
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ((*first)[i], FloatToBf16(optimizer.params()[i]));
+  const std::vector<uint16_t> before = *first;
+  const std::vector<float> grad = Gradient(0, 1, 1000);
+  optimizer.Apply(1, grad.data());
+  const auto second = optimizer.Bf16Snapshot();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(*first, before);  // still what it was for whoever holds it
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ((*second)[i], FloatToBf16(optimizer.params()[i]));
 }
 
 TEST(PserverBsp, ReplayedPushIsAcknowledgedAsDuplicateAndAppliedOnce) {

@@ -43,10 +43,8 @@ void LtAffine::Destroy(Plan* plan) {
   *plan = Plan();
 }
 
-LtAffine::Plan LtAffine::MakePlan(const Key& key, GemmMath math, const float* bias, size_t workspace_bytes) const {
-  const auto [m, n, k, relu, math_index, align_x, align_w, align_bias, align_y] = key;
-  (void)math_index;
-  (void)align_bias;
+LtAffine::Plan LtAffine::MakePlan(const Key& key, const float* bias, size_t workspace_bytes) const {
+  const auto [m, n, k, relu, math, align_x, align_w, align_y] = key;
   Plan plan;
   auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
   // Row-major y = x W is column-major y^T = W^T x^T: cuBLASLt's A is W seen as (n, k) with
@@ -98,9 +96,9 @@ bool LtAffine::Run(cudaStream_t stream, GemmMath math, int m, int n, int k, cons
   // other users of the epilogue report misaligned-address faults below that (Marian's GPU
   // backend notes it for A100). Parameters at other offsets take the unfused path.
   if (Alignment(bias) < 16) return false;
-  const Key key{m, n, k, relu, static_cast<int>(math), Alignment(x), Alignment(w), Alignment(bias), Alignment(y)};
+  const Key key{m, n, k, relu, math, Alignment(x), Alignment(w), Alignment(y)};
   auto it = plans_.find(key);
-  if (it == plans_.end()) it = plans_.emplace(key, MakePlan(key, math, bias, workspace_bytes)).first;
+  if (it == plans_.end()) it = plans_.emplace(key, MakePlan(key, bias, workspace_bytes)).first;
   Plan& plan = it->second;
   if (!plan.usable) return false;
   PSF_CUBLAS_CHECK(

@@ -41,11 +41,12 @@ class LtAffine {
     cublasLtMatmulAlgo_t algo{};
     bool usable = false;
   };
-  // m, n, k, relu, math, and the alignments (bytes, up to 16) of x, w, bias and y.
-  using Key = std::tuple<int, int, int, bool, int, int, int, int, int>;
+  // m, n, k, relu, math, and the alignments (bytes, up to 16) of x, w and y; the bias is always
+  // 16-byte aligned here (Run).
+  using Key = std::tuple<int, int, int, bool, GemmMath, int, int, int>;
 
   explicit LtAffine(cublasLtHandle_t handle) : handle_(handle) {}
-  Plan MakePlan(const Key& key, GemmMath math, const float* bias, size_t workspace_bytes) const;
+  Plan MakePlan(const Key& key, const float* bias, size_t workspace_bytes) const;
   static void Destroy(Plan* plan);
 
   cublasLtHandle_t handle_;

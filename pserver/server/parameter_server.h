@@ -25,7 +25,7 @@
 // Updates. BSP: a step's pushes are summed in worker order (GradientAggregator), divided by their
 // total target tokens (NormalizeGradient), then one Adam update at LearningRate(config, t).
 // SSP and ASYNC: each push is normalised by its own tokens and applied on arrival.
-// Every message is validated first (common/wire/message_validator.h plus the step and incarnation
+// Every message is validated first (pserver/wire/message_validator.h plus the step and incarnation
 // checks above); a refused one is answered with ERROR, counted by reason, logged, and dropped.
 // With every_steps > 0 the server also checkpoints by itself after each such step (all servers at
 // the same steps, so the checkpoints form a consistent cut).
@@ -42,8 +42,8 @@
 // bytes and the job ends with the same weights as undisturbed: a server kill costs the steps
 // since the last checkpoint and a restart, nothing else. HELLO is answered in any epoch (with
 // the server's epoch), so a restarted worker learns where the job is.
-#ifndef PSFORMER_PSERVER_PARAMETER_SERVER_H_
-#define PSFORMER_PSERVER_PARAMETER_SERVER_H_
+#ifndef PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
+#define PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
 
 #include <atomic>
 #include <chrono>
@@ -57,9 +57,9 @@
 #include "common/param_layout.h"
 #include "common/proto/config.pb.h"
 #include "common/transport/van.h"
-#include "common/wire/message_validator.h"
-#include "pserver/gradient_aggregator.h"
-#include "pserver/shard_optimizer.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/server/gradient_aggregator.h"
+#include "pserver/server/shard_optimizer.h"
 
 namespace psformer {
 
@@ -181,4 +181,4 @@ class ParameterServer {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_PSERVER_PARAMETER_SERVER_H_
+#endif  // PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_

@@ -1,4 +1,4 @@
-#include "pserver/parameter_server.h"
+#include "pserver/server/parameter_server.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/transport/frame.h"
+#include "pserver/timing.h"
 
 namespace psformer {
 namespace {
@@ -203,7 +204,7 @@ void ParameterServer::HandleShutdown(WireMessage msg) {
   if (h.sender_role() == proto::WORKER) return MarkWorkerDone(static_cast<int>(h.sender_id()));
   if (!finishing_) {
     PSF_LOG(Info) << "shard " << options_.shard << ": the coordinator ended the job";
-    finish_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    finish_deadline_ = std::chrono::steady_clock::now() + kServerFinishDeadline;
   }
   finishing_ = true;
   // Workers still waiting (SSP/async stop at different steps) learn it now.
@@ -227,11 +228,9 @@ void ParameterServer::MarkWorkerDone(int worker) {
   if (!told_finished_) {
     stop_.store(true);
   } else if (!stop_scheduled_) {
-    // Long enough for a worker whose "job finished" was lost to retry once more (PsClient backs
-    // off to 8 x retry_ms).
+    // Long enough for a worker whose "job finished" was lost to resend once more.
     stop_scheduled_ = true;
-    stop_at_ = std::chrono::steady_clock::now() +
-               std::chrono::milliseconds(8 * options_.config.cluster().retry_ms() + 1000);
+    stop_at_ = std::chrono::steady_clock::now() + ServerLingerAfterJobEnd(options_.config.cluster().retry_ms());
   }
 }
 

@@ -18,12 +18,12 @@
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
 //
 // Lost messages and recovery. A request not fully answered after retry_ms is sent again to the
-// shards that have not answered (then after 2x, 4x, up to 8x retry_ms): servers answer a repeated
-// PULL again and ACK a repeated PUSH as a duplicate, so a dropped message or a restarted server
-// costs a delay, never an update. Requests carry the client's recovery epoch
-// (pserver/server/parameter_server.h, Recovery); when a server refuses one as "other epoch", Wait
+// shards that have not answered (then after 2x, 4x, up to 8x retry_ms; pserver/timing.h):
+// servers answer a repeated PULL again and ACK a repeated PUSH as a duplicate, so a dropped
+// message or a restarted server costs a delay, never an update. Requests carry the client's
+// recovery epoch (docs/failure-model.md); when a server refuses one as "other epoch", Wait
 // returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
-// and returns the step the job restarts after.
+// and returns the step the job restarts after. The protocol: docs/wire-protocol.md.
 #ifndef PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 #define PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/model_file.h"
-#include "common/wire/bfloat16.h"
+#include "pserver/wire/bfloat16.h"
 #include "tests/test_util.h"
 
 namespace psformer {

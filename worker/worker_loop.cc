@@ -19,7 +19,7 @@
 #endif
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
-#include "worker/ps_client.h"
+#include "pserver/client/ps_client.h"
 #include "worker/validation.h"
 
 namespace psformer {

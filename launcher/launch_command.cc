@@ -134,7 +134,11 @@ int Launch(const LaunchOptions& options) {
     mpirun.program.insert(mpirun.program.end(), train->begin(), train->end());
     const std::vector<std::string> command = BuildMpirunCommand(mpirun);
     if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
-      Say("hosts now " + Names(*chosen) + " (were " + previous_hosts + ")");
+      std::string silent;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!answers[i]) silent += (silent.empty() ? "" : ",") + names[i];
+      }
+      Say("hosts now " + Names(*chosen) + " (were " + previous_hosts + "; no answer from " + silent + ")");
     }
     previous_hosts = Names(*chosen);
     std::cout << "psformer launch: " << ShellQuote(command) << std::endl;

@@ -44,13 +44,20 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
-    if (k == "--bf16") a.bf16 = true;
-    else if (k == "--serve") a.serve = argv[++i];
-    else if (k == "--connect") a.connect = argv[++i];
-    else if (k == "--params") a.params = std::strtoull(argv[++i], nullptr, 10);
-    else if (k == "--iters") a.iters = std::atoi(argv[++i]);
-    else if (k == "--threads") a.threads = std::atoi(argv[++i]);
-    else if (k == "--line-gbit") a.line_gbit = std::atof(argv[++i]);
+    if (k == "--bf16")
+      a.bf16 = true;
+    else if (k == "--serve")
+      a.serve = argv[++i];
+    else if (k == "--connect")
+      a.connect = argv[++i];
+    else if (k == "--params")
+      a.params = std::strtoull(argv[++i], nullptr, 10);
+    else if (k == "--iters")
+      a.iters = std::atoi(argv[++i]);
+    else if (k == "--threads")
+      a.threads = std::atoi(argv[++i]);
+    else if (k == "--line-gbit")
+      a.line_gbit = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "host_roundtrip: unknown argument %s %s\n", k.c_str(), v);
       std::exit(2);
@@ -126,10 +133,11 @@ int Connect(const Args& a) {
   // push (BSP: it returns the updated parameters), so the ideal is both transfers back to back.
   const double bytes_each_way = static_cast<double>(a.params) * (a.bf16 ? 2 : 4);
   const double ideal = 2 * bytes_each_way * 8 / (a.line_gbit * 1e9);
-  std::printf("%s push+pull of %llu parameters: best %.1f ms (push acked after %.1f ms); line rate %.1f Gbit/s "
-              "would take %.1f ms: %.0f%% of line rate\n",
-              a.bf16 ? "bf16" : "fp32", static_cast<unsigned long long>(a.params), best * 1e3, best_push * 1e3,
-              a.line_gbit, ideal * 1e3, 100 * ideal / best);
+  std::printf(
+      "%s push+pull of %llu parameters: best %.1f ms (push acked after %.1f ms); line rate %.1f Gbit/s "
+      "would take %.1f ms: %.0f%% of line rate\n",
+      a.bf16 ? "bf16" : "fp32", static_cast<unsigned long long>(a.params), best * 1e3, best_push * 1e3, a.line_gbit,
+      ideal * 1e3, 100 * ideal / best);
   return 0;
 }
 

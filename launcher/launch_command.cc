@@ -45,8 +45,10 @@ struct LaunchOptions {
 std::vector<std::string> OptionValues(const std::vector<std::string>& args, const std::string& name) {
   std::vector<std::string> values;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) values.push_back(args[++i]);
-    else if (args[i].rfind(name + "=", 0) == 0) values.push_back(args[i].substr(name.size() + 1));
+    if (args[i] == name && i + 1 < args.size())
+      values.push_back(args[++i]);
+    else if (args[i].rfind(name + "=", 0) == 0)
+      values.push_back(args[i].substr(name.size() + 1));
   }
   return values;
 }
@@ -162,12 +164,12 @@ int Launch(const LaunchOptions& options) {
       return result.exit_status;
     }
     if (attempt >= options.max_restarts) {
-      Say("the job ended abnormally (" + result.cause + ") and --max-restarts " +
-          std::to_string(options.max_restarts) + " are used up; giving up. Continue it with --resume");
+      Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +
+          " are used up; giving up. Continue it with --resume");
       return result.exit_status;
     }
-    Say("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) + ": " +
-        result.cause + "; starting again with --resume from the newest complete checkpoint");
+    Say("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) + ": " + result.cause +
+        "; starting again with --resume from the newest complete checkpoint");
   }
 }
 
@@ -207,7 +209,8 @@ int RunLaunchCommand(const Args& all_args) {
   }
   ParsedOptions parsed = ParseOptions("launch", usage, normalized, options);
   if (parsed.exit_status) return *parsed.exit_status;
-  if (launch.processes < 1) return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", 2);
+  if (launch.processes < 1)
+    return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", 2);
   if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", 2);
   if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", 2);
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));

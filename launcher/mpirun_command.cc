@@ -17,16 +17,16 @@ std::vector<std::string> BuildMpirunCommand(const MpirunOptions& options) {
   // host's highest rank, sit beside that host's workers. --bind-to none: each rank supervises a
   // role process with threads of its own, and Open MPI's default binding would pin every rank
   // of a host, and so its role process, to one core.
-  line.insert(line.end(), {"-np", std::to_string(options.processes), "--host", hosts, "--map-by", "slot",
-                           "--bind-to", "none"});
+  line.insert(line.end(),
+              {"-np", std::to_string(options.processes), "--host", hosts, "--map-by", "slot", "--bind-to", "none"});
   if (options.rsh_agent.empty()) {
     line.insert(line.end(), {"--mca", "plm_rsh_args", "-o ConnectTimeout=10 -o BatchMode=yes"});
   } else {
     line.insert(line.end(), {"--mca", "plm_rsh_agent", options.rsh_agent});
   }
   if (!options.network.empty()) {
-    line.insert(line.end(), {"--mca", "oob_tcp_if_include", options.network, "--mca", "btl_tcp_if_include",
-                             options.network});
+    line.insert(line.end(),
+                {"--mca", "oob_tcp_if_include", options.network, "--mca", "btl_tcp_if_include", options.network});
   }
   for (const std::string& name : options.forward_environment) line.insert(line.end(), {"-x", name});
   line.insert(line.end(), options.program.begin(), options.program.end());
@@ -34,8 +34,8 @@ std::vector<std::string> BuildMpirunCommand(const MpirunOptions& options) {
 }
 
 std::vector<std::string> EnvironmentToForward(const std::vector<std::string>& environment) {
-  static const std::vector<std::string> kNamed = {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
-                                                  "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES"};
+  static const std::vector<std::string> kNamed = {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                  "CUDA_VISIBLE_DEVICES"};
   std::vector<std::string> names;
   for (const std::string& entry : environment) {
     const std::string name = entry.substr(0, entry.find('='));

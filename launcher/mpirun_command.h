@@ -13,9 +13,9 @@ namespace psformer {
 
 struct MpirunOptions {
   std::string mpirun = "mpirun";
-  int processes = 1;              // -np
-  std::vector<HostSlots> hosts;   // where, in order; their slots hold `processes`
-  bool as_root = false;           // adds --allow-run-as-root (Open MPI refuses root without it)
+  int processes = 1;             // -np
+  std::vector<HostSlots> hosts;  // where, in order; their slots hold `processes`
+  bool as_root = false;          // adds --allow-run-as-root (Open MPI refuses root without it)
   // How mpirun reaches the hosts: "" = ssh, with options that make an unreachable host fail in
   // seconds instead of ssh's minutes and never wait for a password; else a program used in place
   // of ssh (--mca plm_rsh_agent), given "HOST COMMAND...".

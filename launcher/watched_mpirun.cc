@@ -15,8 +15,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What the signal handlers may touch: the pid to pass signals on to, and whether one came.
-std::atomic<pid_t> g_mpirun_pid{-1};       // NOLINT: a signal handler can reach nothing else.
-std::atomic<bool> g_interrupted{false};    // NOLINT
+std::atomic<pid_t> g_mpirun_pid{-1};     // NOLINT: a signal handler can reach nothing else.
+std::atomic<bool> g_interrupted{false};  // NOLINT
 
 void PassOn(int signal) {
   g_interrupted.store(true);

@@ -31,7 +31,9 @@ const char* kJob =
     "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
     "--set logging.every_steps=2 --set checkpoint.every_steps=8 --set cluster.workers=2 --set cluster.servers=1";
 
-std::string ClusterSim(const std::string& arguments) { return testing::SourceDir() + "/scripts/cluster-sim " + arguments; }
+std::string ClusterSim(const std::string& arguments) {
+  return testing::SourceDir() + "/scripts/cluster-sim " + arguments;
+}
 
 // A cluster of `hosts` + `spares` namespaces, up for the life of the object, under a name of
 // its own so that test runs side by side do not meet; taken down (everything it made) at the end,
@@ -43,8 +45,8 @@ class SimulatedCluster {
     const char* kAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
     name_ = "t";
     for (int i = 0; i < 5; ++i) name_ += kAlphabet[rd() % 36];
-    const CommandResult r = RunShell(ClusterSim("up " + std::to_string(hosts) + " --spares " +
-                                                std::to_string(spares) + " --name " + name_));
+    const CommandResult r = RunShell(
+        ClusterSim("up " + std::to_string(hosts) + " --spares " + std::to_string(spares) + " --name " + name_));
     why_ = r.output;
     if (r.exit_status == 3) {
       unavailable_ = true;
@@ -138,8 +140,8 @@ TEST(Cluster, EachRoleRunsOnItsOwnHostAndReachesTheServerByName) {
   ASSERT_TRUE(cluster.up()) << cluster.why();
   TempDir dir;
   const std::string run = dir.File("run");
-  const CommandResult r = RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob +
-                                      " --set training.max_steps=4 --run-dir " + run);
+  const CommandResult r =
+      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --set training.max_steps=4 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const std::string placement = Placement(run);
   // One rank on each host (one slot each), and the server's endpoint names its host, not an
@@ -166,9 +168,9 @@ TEST(Cluster, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
   TempDir dir;
   const std::string run = dir.File("run");
   {
-    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob +
-                          " --run-dir " + run,
-                      dir.File("launch.out"));
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
     const CommandResult killed = cluster.Run("kill " + cluster.hosts()[1]);
     ASSERT_EQ(killed.exit_status, 0) << killed.output;
@@ -196,9 +198,9 @@ TEST(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
   TempDir dir;
   const std::string run = dir.File("run");
   {
-    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 20") + " -- train " + kJob +
-                          " --run-dir " + run,
-                      dir.File("launch.out"));
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 20") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
     ASSERT_EQ(cluster.Run("link " + cluster.hosts()[2] + " down").exit_status, 0);
     std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -218,9 +220,9 @@ TEST(Cluster, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
   TempDir dir;
   const std::string run = dir.File("run");
   {
-    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob +
-                          " --run-dir " + run,
-                      dir.File("launch.out"));
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
     ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " down").exit_status, 0);
     // Up again only once the launch has restarted the job elsewhere.
@@ -231,8 +233,7 @@ TEST(Cluster, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
     }
     ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " up").exit_status, 0);
     ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
-    EXPECT_NE(job.Output().find("restart 1 of 2: host " + cluster.hosts()[0] + " has not answered"),
-              std::string::npos)
+    EXPECT_NE(job.Output().find("restart 1 of 2: host " + cluster.hosts()[0] + " has not answered"), std::string::npos)
         << job.Output();
   }
   EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
@@ -259,8 +260,8 @@ TEST(Cluster, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
     const std::string intruder = cluster.spares()[0];
     // The port is open to the intruder's host: a plain TCP connection is accepted.
     // (The agent, like ssh, hands the remote shell its words joined by spaces: quoted twice.)
-    const CommandResult reach = cluster.Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" +
-                                            server_host + "/" + port + "'\"");
+    const CommandResult reach =
+        cluster.Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" + server_host + "/" + port + "'\"");
     EXPECT_EQ(reach.exit_status, 0) << reach.output;
     const CommandResult r = cluster.Run("exec " + intruder + " timeout 10 " + testing::PsformerBinary() +
                                         " worker --config " + run + "/config.pbtxt --run-dir " + dir.File("intruder") +

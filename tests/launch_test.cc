@@ -93,10 +93,11 @@ TEST(MpirunCommand, AnRshAgentAndANetworkReplaceSsh) {
 }
 
 TEST(MpirunCommand, ForwardsWhatRanksNeedButNeverTheJobsKeys) {
-  const std::vector<std::string> names = EnvironmentToForward(
-      {"HOME=/root", "PATH=/usr/bin", "PSFORMER_CURVE_KEYS=secret", "PSFORMER_HEARTBEAT_FD=3",
-       "PSFORMER_SOURCE_DIR=/src", "OMP_NUM_THREADS=2", "TERM=xterm", "CUDA_VISIBLE_DEVICES=0,1"});
-  EXPECT_EQ(names, (std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PATH", "PSFORMER_SOURCE_DIR"}));
+  const std::vector<std::string> names =
+      EnvironmentToForward({"HOME=/root", "PATH=/usr/bin", "PSFORMER_CURVE_KEYS=secret", "PSFORMER_HEARTBEAT_FD=3",
+                            "PSFORMER_SOURCE_DIR=/src", "OMP_NUM_THREADS=2", "TERM=xterm", "CUDA_VISIBLE_DEVICES=0,1"});
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PATH", "PSFORMER_SOURCE_DIR"}));
 }
 
 TEST(ShellQuote, QuotesWhatTheShellWouldSplitOrExpand) {

@@ -277,6 +277,32 @@ TEST(Cluster, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
   EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
 }
 
+// Ctrl-C stops the job in order (the launch passes it on to mpirun once) and is not restarted;
+// --resume then continues from the checkpoint the stop wrote, to the same weights.
+TEST(Cluster, CtrlCStopsTheJobAndIsNotRestarted) {
+  SimulatedCluster cluster(3, 0);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  {
+    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2") + " -- train " + kJob + " --run-dir " + run,
+                      dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
+    job.SignalGroup(SIGINT);
+    const int status = job.Wait(std::chrono::seconds(200));
+    EXPECT_NE(status, 0) << job.Output();
+    EXPECT_NE(status, -1) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; not restarting"), std::string::npos) << job.Output();
+    EXPECT_EQ(job.Output().find("restart 1"), std::string::npos) << job.Output();
+  }
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+  const CommandResult resumed =
+      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run + " --resume");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
 TEST(Cluster, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
   TempDir dir;
   // Hosts that never answer: the agent is `false`, as ssh is to a host that is down.

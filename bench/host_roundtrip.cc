@@ -19,8 +19,8 @@
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/parameter_server.h"
-#include "worker/ps_client.h"
+#include "pserver/client/ps_client.h"
+#include "pserver/server/parameter_server.h"
 
 namespace psformer {
 namespace {

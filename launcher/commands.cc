@@ -21,6 +21,8 @@ void PrintUsage(std::ostream& out) {
 const std::vector<Subcommand>& Subcommands() {
   static const std::vector<Subcommand> kCommands = {
       {"train", "train a model (single-node, or one rank of a cluster under mpirun)", RunTrainCommand},
+      {"launch", "run train on the hosts of a hostfile under mpirun, restarting it when a host is lost",
+       RunLaunchCommand},
       {"worker", "run one worker role process (started by a supervisor)", RunWorkerCommand},
       {"pserver", "run one parameter-server shard (started by a supervisor)", RunPserverCommand},
       {"prepare", "learn a SentencePiece BPE model and binarize a parallel corpus", RunPrepareCommand},

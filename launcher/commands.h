@@ -23,6 +23,7 @@ const std::vector<Subcommand>& Subcommands();
 int RunCommandLine(int argc, char** argv);
 
 int RunTrainCommand(const Args& args);
+int RunLaunchCommand(const Args& args);
 int RunWorkerCommand(const Args& args);
 int RunPserverCommand(const Args& args);
 int RunPrepareCommand(const Args& args);

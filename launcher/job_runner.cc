@@ -373,6 +373,10 @@ int RunClusterRank(const JobOptions& options) {
   std::vector<std::string> server_endpoints;
   for (int s = 0; s < plan->servers(); ++s) server_endpoints.push_back((*all_endpoints)[plan->server(s).slot]);
   SetLogFile((fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string());
+  std::string servers;
+  for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
+  PSF_LOG(Info) << "rank " << mpi.rank() << " runs " << me.name() << " on host " << me.host << "; servers at "
+                << servers;
 
   std::vector<SupervisedRole> roles;
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});

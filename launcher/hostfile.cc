@@ -1,0 +1,84 @@
+#include "launcher/hostfile.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace psformer {
+
+StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const std::string& source) {
+  std::vector<HostSlots> hosts;
+  std::set<std::string> seen;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string where = source + ":" + std::to_string(number) + ": ";
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    HostSlots entry;
+    if (!(words >> entry.host)) continue;
+    std::string word;
+    while (words >> word) {
+      const size_t eq = word.find('=');
+      const std::string key = word.substr(0, eq);
+      if (eq == std::string::npos || (key != "slots" && key != "max_slots" && key != "max-slots")) {
+        return Status::InvalidArgument(where + "\"" + word + "\": expected slots=N after the host name");
+      }
+      int value = 0;
+      try {
+        size_t used = 0;
+        value = std::stoi(word.substr(eq + 1), &used);
+        if (used != word.size() - eq - 1) throw std::invalid_argument(word);
+      } catch (const std::exception&) {
+        return Status::InvalidArgument(where + "\"" + word + "\": the count must be a number");
+      }
+      if (value < 1) return Status::InvalidArgument(where + "\"" + word + "\": the count must be at least 1");
+      if (key == "slots") entry.slots = value;
+    }
+    if (!seen.insert(entry.host).second) {
+      return Status::InvalidArgument(where + "host " + entry.host + " is listed twice");
+    }
+    hosts.push_back(entry);
+  }
+  if (hosts.empty()) return Status::InvalidArgument(source + ": lists no hosts");
+  return hosts;
+}
+
+StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read hostfile " + path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseHostfile(text, path);
+}
+
+StatusOr<std::vector<HostSlots>> SelectHosts(const std::vector<HostSlots>& hosts, const std::vector<bool>& answers,
+                                             int processes) {
+  std::vector<HostSlots> chosen;
+  int slots = 0;
+  int answering_slots = 0;
+  std::string silent;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (i < answers.size() && !answers[i]) {
+      silent += (silent.empty() ? "" : ", ") + hosts[i].host;
+      continue;
+    }
+    answering_slots += hosts[i].slots;
+    if (slots >= processes) continue;
+    HostSlots used = hosts[i];
+    used.slots = std::min(used.slots, processes - slots);
+    slots += used.slots;
+    chosen.push_back(used);
+  }
+  if (slots < processes) {
+    return Status::Unavailable("the job needs " + std::to_string(processes) + " process slot(s) but the hosts that " +
+                               "answer have " + std::to_string(answering_slots) +
+                               (silent.empty() ? "" : " (no answer from " + silent + ")") +
+                               "; add hosts to the hostfile or start fewer processes (-np)");
+  }
+  return chosen;
+}
+
+}  // namespace psformer

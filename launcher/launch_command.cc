@@ -1,0 +1,228 @@
+// `psformer launch`: runs `psformer train` on a cluster under mpirun, and keeps it running. It
+// chooses the hosts of the hostfile that answer, builds and prints the mpirun command line, runs
+// it, and when the job ends abnormally (a host lost, mpirun failing before the job finished) it
+// starts the job again with --resume from the newest complete checkpoint, on the hosts that
+// still answer plus spares from the hostfile, so that the number of ranks, and so the roles and
+// the BSP weights, stay the same. Ctrl-C stops the job and is not restarted.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "common/config_loader.h"
+#include "launcher/command_line.h"
+#include "launcher/host_probe.h"
+#include "launcher/hostfile.h"
+#include "launcher/mpirun_command.h"
+#include "launcher/watched_mpirun.h"
+
+extern char** environ;
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LaunchOptions {
+  std::string hostfile;
+  int processes = 0;
+  int max_restarts = 3;
+  std::string rsh_agent;
+  std::string network;
+  std::string mpirun = "mpirun";
+  std::chrono::milliseconds host_timeout{30000};
+  bool dry_run = false;
+  std::vector<std::string> train_args;  // "train" and its arguments
+  std::string run_dir;                  // the train's --run-dir
+};
+
+// The value of option `name` in `args` ("--name VALUE" or "--name=VALUE"), every occurrence.
+std::vector<std::string> OptionValues(const std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> values;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name && i + 1 < args.size())
+      values.push_back(args[++i]);
+    else if (args[i].rfind(name + "=", 0) == 0)
+      values.push_back(args[i].substr(name.size() + 1));
+  }
+  return values;
+}
+
+bool HasFlag(const std::vector<std::string>& args, const std::string& flag) {
+  return std::find(args.begin(), args.end(), flag) != args.end();
+}
+
+std::string Now() {
+  const std::time_t now = std::time(nullptr);
+  tm utc;
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &utc);
+  return stamp;
+}
+
+void Say(const std::string& line) { std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl; }
+
+// What the ranks need beyond the user's arguments: servers reachable from other hosts. A
+// config that keeps them on loopback (the single-node default) gets bind_host 0.0.0.0, and
+// workers then reach the servers by host name (README, Security: CURVE guards the ports).
+StatusOr<std::vector<std::string>> TrainArguments(const LaunchOptions& options, size_t host_count) {
+  std::vector<std::string> args = options.train_args;
+  const std::vector<std::string> configs = OptionValues(args, "--config");
+  if (configs.empty()) return Status::InvalidArgument("the train arguments have no --config");
+  PSF_ASSIGN_OR_RETURN(const JobConfig config, ResolveConfig(configs.back(), OptionValues(args, "--set")));
+  if (host_count > 1 && config.cluster().bind_host().rfind("127.", 0) == 0) {
+    args.insert(args.end(), {"--set", "cluster.bind_host=0.0.0.0"});
+  }
+  if (options.max_restarts > 0 && config.checkpoint().every_steps() == 0 && config.checkpoint().every_minutes() == 0) {
+    Say("warning: the config writes no periodic checkpoint (checkpoint.every_steps, every_minutes): a restart "
+        "starts the training again from step 0");
+  }
+  return args;
+}
+
+// Whether this attempt's job got as far as writing its run directory (the bootstrap passed the
+// launch checks); a job refused before that would be refused again.
+bool JobStarted(const std::string& run_dir, std::time_t since) {
+  struct stat info;
+  const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
+  return stat(config.c_str(), &info) == 0 && info.st_mtime >= since;
+}
+
+std::string Names(const std::vector<HostSlots>& hosts) {
+  std::string names;
+  for (const HostSlots& h : hosts) names += (names.empty() ? "" : ",") + h.host;
+  return names;
+}
+
+int Launch(const LaunchOptions& options) {
+  auto hosts = ReadHostfile(options.hostfile);
+  if (!hosts.ok()) return ReportError("launch", hosts.status());
+  std::vector<std::string> names;
+  for (const HostSlots& h : *hosts) names.push_back(h.host);
+  HostProbeOptions probe;
+  probe.rsh_agent = options.rsh_agent;
+  probe.timeout = std::min<std::chrono::milliseconds>(std::chrono::seconds(10), options.host_timeout / 2);
+  if (probe.timeout.count() <= 0) probe.timeout = std::chrono::seconds(10);
+
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  const std::string executable = len > 0 ? std::string(self, len) : "psformer";
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
+
+  std::string previous_hosts;
+  for (int attempt = 0;; ++attempt) {
+    const std::vector<bool> answers = ProbeHosts(names, probe);
+    auto chosen = SelectHosts(*hosts, answers, options.processes);
+    if (!chosen.ok()) return ReportError("launch", chosen.status());
+    auto train = TrainArguments(options, chosen->size());
+    if (!train.ok()) return ReportError("launch", train.status());
+    if (attempt > 0 && !HasFlag(*train, "--resume")) train->push_back("--resume");
+    MpirunOptions mpirun;
+    mpirun.mpirun = options.mpirun;
+    mpirun.processes = options.processes;
+    mpirun.hosts = *chosen;
+    mpirun.as_root = geteuid() == 0;
+    mpirun.rsh_agent = options.rsh_agent;
+    mpirun.network = options.network;
+    mpirun.forward_environment = EnvironmentToForward(environment);
+    mpirun.program = {executable};
+    mpirun.program.insert(mpirun.program.end(), train->begin(), train->end());
+    const std::vector<std::string> command = BuildMpirunCommand(mpirun);
+    if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
+      std::string silent;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!answers[i]) silent += (silent.empty() ? "" : ",") + names[i];
+      }
+      Say("hosts now " + Names(*chosen) + " (were " + previous_hosts + "; no answer from " + silent + ")");
+    }
+    previous_hosts = Names(*chosen);
+    std::cout << "psformer launch: " << ShellQuote(command) << std::endl;
+    if (options.dry_run) return 0;
+
+    WatchedMpirunOptions watched;
+    watched.command = command;
+    for (const HostSlots& h : *chosen) watched.hosts.push_back(h.host);
+    watched.probe = probe;
+    watched.host_timeout = options.host_timeout;
+    const std::time_t started = std::time(nullptr);
+    const WatchedMpirunResult result = RunWatchedMpirun(watched);
+    if (result.interrupted) {
+      Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
+          "the train arguments");
+      return result.exit_status == 0 ? 130 : result.exit_status;
+    }
+    if (result.exit_status == 0) return 0;
+    if (!JobStarted(options.run_dir, started)) {
+      Say("the job failed before it started (" + result.cause + "; see above); not restarting");
+      return result.exit_status;
+    }
+    if (attempt >= options.max_restarts) {
+      Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +
+          " are used up; giving up. Continue it with --resume");
+      return result.exit_status;
+    }
+    Say("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) + ": " + result.cause +
+        "; starting again with --resume from the newest complete checkpoint");
+  }
+}
+
+}  // namespace
+
+int RunLaunchCommand(const Args& all_args) {
+  // Everything after "--" is the train command; the options before it are launch's own.
+  const auto dashes = std::find(all_args.begin(), all_args.end(), "--");
+  const Args args(all_args.begin(), dashes);
+  LaunchOptions launch;
+  if (dashes != all_args.end()) launch.train_args.assign(dashes + 1, all_args.end());
+
+  po::options_description options("launch options");
+  double host_timeout_s = 30;
+  // clang-format off
+  options.add_options()
+      ("hostfile", po::value<std::string>(&launch.hostfile)->required(),
+       "hosts, one a line: HOST [slots=N] (Open MPI's format); those after the first that hold -np are spares")
+      ("np", po::value<int>(&launch.processes)->required(),
+       "ranks: cluster.servers + cluster.workers of the job")
+      ("max-restarts", po::value<int>(&launch.max_restarts)->default_value(3),
+       "restart an abnormally ended job at most this many times (0 = never)")
+      ("host-timeout", po::value<double>(&host_timeout_s)->default_value(30),
+       "seconds a host of the job may stay silent before it counts as lost (0 = do not watch)")
+      ("rsh-agent", po::value<std::string>(&launch.rsh_agent),
+       "program mpirun reaches hosts with instead of ssh (--mca plm_rsh_agent)")
+      ("network", po::value<std::string>(&launch.network),
+       "network for Open MPI's own traffic, CIDR or interface (oob/btl_tcp_if_include)")
+      ("mpirun", po::value<std::string>(&launch.mpirun)->default_value("mpirun"), "the mpirun to run")
+      ("dry-run", po::bool_switch(&launch.dry_run), "choose the hosts, print the mpirun line and exit");
+  // clang-format on
+  const std::string usage = "--hostfile FILE --np N [--max-restarts K] -- train --config FILE --run-dir DIR ...";
+  // Open MPI spells the rank count -np; so may this command.
+  Args normalized = args;
+  for (std::string& a : normalized) {
+    if (a == "-np") a = "--np";
+  }
+  ParsedOptions parsed = ParseOptions("launch", usage, normalized, options);
+  if (parsed.exit_status) return *parsed.exit_status;
+  if (launch.processes < 1)
+    return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", 2);
+  if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", 2);
+  if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", 2);
+  launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
+  if (launch.train_args.empty() || launch.train_args.front() != "train") {
+    return ReportError("launch", "after -- comes the train command: -- train --config FILE --run-dir DIR ...", 2);
+  }
+  const std::vector<std::string> run_dirs = OptionValues(launch.train_args, "--run-dir");
+  if (run_dirs.empty()) {
+    return ReportError("launch", "the train arguments need --run-dir: a restart continues the run in it", 2);
+  }
+  launch.run_dir = run_dirs.back();
+  return Launch(launch);
+}
+
+}  // namespace psformer

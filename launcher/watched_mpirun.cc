@@ -1,0 +1,124 @@
+#include "launcher/watched_mpirun.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace psformer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the signal handlers may touch: the pid to pass signals on to, and whether one came.
+std::atomic<pid_t> g_mpirun_pid{-1};     // NOLINT: a signal handler can reach nothing else.
+std::atomic<bool> g_interrupted{false};  // NOLINT
+
+void PassOn(int signal) {
+  g_interrupted.store(true);
+  const pid_t pid = g_mpirun_pid.load();
+  if (pid > 0) kill(pid, signal);
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return "mpirun exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("mpirun was killed by signal ") + strsignal(WTERMSIG(status));
+  return "mpirun ended (wait status " + std::to_string(status) + ")";
+}
+
+int ExitStatus(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+pid_t StartMpirun(const std::vector<std::string>& command) {
+  std::vector<std::string> args = command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "psformer launch: error: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  if (pid > 0) setpgid(pid, pid);
+  return pid;
+}
+
+// Ends mpirun after its job lost a host: SIGTERM (mpirun kills its ranks on the hosts it still
+// reaches), then SIGKILL if it is still there after `grace`. Returns its wait status.
+int EndMpirun(pid_t pid, std::chrono::seconds grace) {
+  kill(pid, SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  int status = 0;
+  while (Clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
+  WatchedMpirunResult result;
+  g_interrupted.store(false);
+  struct sigaction pass_on = {}, old_int = {}, old_term = {};
+  pass_on.sa_handler = PassOn;
+  sigemptyset(&pass_on.sa_mask);
+  sigaction(SIGINT, &pass_on, &old_int);
+  sigaction(SIGTERM, &pass_on, &old_term);
+
+  const pid_t pid = StartMpirun(options.command);
+  if (pid < 0) {
+    result.exit_status = 1;
+    result.cause = std::string("cannot start mpirun: ") + strerror(errno);
+  } else {
+    g_mpirun_pid.store(pid);
+    std::vector<Clock::time_point> last_answer(options.hosts.size(), Clock::now());
+    Clock::time_point next_probe = Clock::now() + options.probe_every;
+    int status = 0;
+    while (true) {
+      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      const bool watching = options.host_timeout.count() > 0 && !g_interrupted.load();
+      if (watching && Clock::now() >= next_probe) {
+        const std::vector<bool> answers = ProbeHosts(options.hosts, options.probe);
+        const auto now = Clock::now();
+        for (size_t i = 0; i < answers.size(); ++i) {
+          if (answers[i]) last_answer[i] = now;
+        }
+        for (size_t i = 0; i < options.hosts.size() && result.lost_host.empty(); ++i) {
+          if (now - last_answer[i] > options.host_timeout) result.lost_host = options.hosts[i];
+        }
+        if (!result.lost_host.empty() && waitpid(pid, &status, WNOHANG) != pid) {
+          const auto silent = std::chrono::duration_cast<std::chrono::seconds>(options.host_timeout).count();
+          result.cause = "host " + result.lost_host + " has not answered for more than " + std::to_string(silent) +
+                         " s; ended mpirun";
+          status = EndMpirun(pid, std::chrono::seconds(5));
+          break;
+        }
+        result.lost_host.clear();
+        next_probe = now + options.probe_every;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    g_mpirun_pid.store(-1);
+    result.exit_status = ExitStatus(status);
+    if (result.cause.empty() && result.exit_status != 0) result.cause = DescribeWaitStatus(status);
+  }
+  result.interrupted = g_interrupted.load();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace psformer

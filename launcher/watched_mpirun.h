@@ -1,0 +1,43 @@
+// One run of mpirun, watched: while it runs, the job's hosts are asked every few seconds whether
+// they still answer (launcher/host_probe.h). Open MPI notices a rank that exits, but not a host
+// that vanishes (power, kernel panic, a cut cable): its daemon's connections then stay silent
+// instead of closing, and a BSP job waits forever for that host's workers. A host silent for
+// longer than the host timeout ends the run, so the launch can start it again without that host.
+//
+// Signals: mpirun runs in a process group of its own with stdin from /dev/null, and SIGINT /
+// SIGTERM sent to this process are passed on to it one for one (so a first Ctrl-C stops the job
+// in order, as under a bare mpirun, and a second one kills it at once).
+#ifndef PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
+#define PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "launcher/host_probe.h"
+
+namespace psformer {
+
+struct WatchedMpirunOptions {
+  std::vector<std::string> command;  // the mpirun command line
+  std::vector<std::string> hosts;    // the hosts it runs on
+  HostProbeOptions probe;
+  std::chrono::milliseconds probe_every{2000};
+  // A host that has not answered for this long counts as lost; 0 = never (no watching).
+  std::chrono::milliseconds host_timeout{30000};
+};
+
+struct WatchedMpirunResult {
+  int exit_status = 0;       // mpirun's (128 + signal when it was killed)
+  bool interrupted = false;  // SIGINT or SIGTERM reached this process while mpirun ran
+  std::string lost_host;     // the host that stopped answering, when that ended the run
+  std::string cause;         // why the run ended, in words, when it did not end with status 0
+};
+
+// Runs the command to its end. REQUIRES: one call at a time in a process (it installs SIGINT
+// and SIGTERM handlers for its duration).
+WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_

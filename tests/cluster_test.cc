@@ -1,0 +1,350 @@
+// Jobs across hosts (label `cluster`): a cluster simulated on this machine by scripts/cluster-sim
+// (each host a network namespace with its own address and host name, linked by a bridge), jobs
+// started by `psformer launch`, hosts killed and links cut mid-run, and every result compared
+// bitwise with an undisturbed single-node run. Skipped, with the reason, where this machine
+// cannot make network namespaces.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tests/background_job.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::BackgroundJob;
+using testing::CommandResult;
+using testing::ModelDigest;
+using testing::RunPsformer;
+using testing::RunShell;
+using testing::TempDir;
+
+// 2 workers and 1 server on the copy task: short enough for a shared 2-core machine, with a
+// checkpoint every 8 steps for the restarts to continue from.
+const char* kJob =
+    "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
+    "--set logging.every_steps=2 --set checkpoint.every_steps=8 --set cluster.workers=2 --set cluster.servers=1";
+
+std::string ClusterSim(const std::string& arguments) {
+  return testing::SourceDir() + "/scripts/cluster-sim " + arguments;
+}
+
+// A cluster of `hosts` + `spares` namespaces, up for the life of the object, under a name of
+// its own so that test runs side by side do not meet; taken down (everything it made) at the end,
+// also when the test failed.
+class SimulatedCluster {
+ public:
+  SimulatedCluster(int hosts, int spares) {
+    std::random_device rd;
+    const char* kAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+    name_ = "t";
+    for (int i = 0; i < 5; ++i) name_ += kAlphabet[rd() % 36];
+    const CommandResult r = RunShell(
+        ClusterSim("up " + std::to_string(hosts) + " --spares " + std::to_string(spares) + " --name " + name_));
+    why_ = r.output;
+    if (r.exit_status == 3) {
+      unavailable_ = true;
+      return;
+    }
+    if (r.exit_status != 0) return;
+    hostfile_ = Field(r.output, "hostfile");
+    agent_ = Field(r.output, "agent");
+    subnet_ = Field(r.output, "subnet");
+    hosts_ = Split(Field(r.output, "hosts"));
+    spares_ = Split(Field(r.output, "spares"));
+    up_ = !hostfile_.empty() && !agent_.empty() && static_cast<int>(hosts_.size()) == hosts;
+  }
+  ~SimulatedCluster() {
+    if (!unavailable_) RunShell(ClusterSim("down --name " + name_));
+  }
+  SimulatedCluster(const SimulatedCluster&) = delete;
+  SimulatedCluster& operator=(const SimulatedCluster&) = delete;
+
+  bool unavailable() const { return unavailable_; }
+  bool up() const { return up_; }
+  const std::string& why() const { return why_; }
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  const std::vector<std::string>& spares() const { return spares_; }
+
+  // The arguments of `psformer launch` for `ranks` ranks on this cluster, before "--".
+  std::string LaunchOptions(int ranks, const std::string& extra = "") const {
+    return "launch --hostfile " + hostfile_ + " -np " + std::to_string(ranks) + " --rsh-agent " + agent_ +
+           " --network " + subnet_ + " " + extra;
+  }
+  CommandResult Run(const std::string& arguments) const { return RunShell(ClusterSim(arguments)); }
+
+ private:
+  static std::string Field(const std::string& output, const std::string& key) {
+    std::smatch m;
+    if (!std::regex_search(output, m, std::regex("(^|\n)" + key + "=([^\n]*)"))) return "";
+    return m[2].str();
+  }
+  static std::vector<std::string> Split(const std::string& list) {
+    std::vector<std::string> items;
+    std::stringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ',')) items.push_back(item);
+    return items;
+  }
+
+  std::string name_, hostfile_, agent_, subnet_, why_;
+  std::vector<std::string> hosts_, spares_;
+  bool unavailable_ = false;
+  bool up_ = false;
+};
+
+// The digest of the job trained undisturbed in single-node mode (computed once per test binary).
+const std::string& UndisturbedDigest() {
+  static const std::string digest = [] {
+    TempDir dir;
+    const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("single"));
+    EXPECT_EQ(r.exit_status, 0) << r.output;
+    return ModelDigest(dir.File("single") + "/model.bin");
+  }();
+  return digest;
+}
+
+TEST(Cluster, ThreeHostsTrainTheWeightsOfSingleNodeMode) {
+  SimulatedCluster cluster(3, 0);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer launch: mpirun"), std::string::npos) << r.output;
+  EXPECT_FALSE(UndisturbedDigest().empty());
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+// "rank R runs ROLE on host H; servers at E" from every supervisor's log, joined.
+std::string Placement(const std::string& run) {
+  static const std::regex kLine("rank [0-9]+ runs [a-z]+-[0-9]+ on host [^;]+; servers at [^\n]+");
+  const std::string logs = testing::ReadRunLogs(run);
+  std::string lines;
+  for (auto it = std::sregex_iterator(logs.begin(), logs.end(), kLine); it != std::sregex_iterator(); ++it) {
+    lines += it->str() + "\n";
+  }
+  return lines;
+}
+
+TEST(Cluster, EachRoleRunsOnItsOwnHostAndReachesTheServerByName) {
+  SimulatedCluster cluster(3, 0);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r =
+      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --set training.max_steps=4 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::string placement = Placement(run);
+  // One rank on each host (one slot each), and the server's endpoint names its host, not an
+  // address only this machine's loopback reaches.
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::regex line("rank " + std::to_string(rank) + " runs [a-z]+-[0-9]+ on host " + cluster.hosts()[rank] +
+                          "; servers at tcp://psf-[a-z0-9]+-[0-9]+:[0-9]+");
+    EXPECT_TRUE(std::regex_search(placement, line)) << "rank " << rank << ":\n" << placement;
+  }
+  // The server takes the first host (servers go round-robin from there), the workers the others.
+  EXPECT_NE(placement.find("pserver-0 on host " + cluster.hosts()[0]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("worker-0 on host " + cluster.hosts()[1]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("worker-1 on host " + cluster.hosts()[2]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("servers at tcp://" + cluster.hosts()[0] + ":"), std::string::npos) << placement;
+}
+
+// The node dies: its link goes down and every process on it is SIGKILLed. The launch notices the
+// host's silence, ends the job, and starts it again with --resume on the two hosts left plus the
+// spare; the weights are those of a run that never lost a node.
+TEST(Cluster, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
+  SimulatedCluster cluster(3, 1);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  {
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
+    const CommandResult killed = cluster.Run("kill " + cluster.hosts()[1]);
+    ASSERT_EQ(killed.exit_status, 0) << killed.output;
+    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
+    const std::string out = job.Output();
+    // Here mpirun sees the host's daemon die (it is mpirun's child, as ssh would be); on a real
+    // network the launch's host timeout ends the run instead (the link tests below).
+    EXPECT_NE(out.find("restart 1 of 2: "), std::string::npos) << out;
+    EXPECT_NE(out.find("hosts now " + cluster.hosts()[0] + "," + cluster.hosts()[2] + "," + cluster.spares()[0] +
+                       " (were " + cluster.hosts()[0] + "," + cluster.hosts()[1] + "," + cluster.hosts()[2] +
+                       "; no answer from " + cluster.hosts()[1] + ")"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("restart 2 of 2"), std::string::npos) << out;
+  }
+  EXPECT_FALSE(UndisturbedDigest().empty());
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+// A cable pulled and put back within the host timeout: TCP and ZeroMQ carry on, nothing restarts.
+TEST(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
+  SimulatedCluster cluster(3, 0);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  {
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 20") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
+    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[2] + " down").exit_status, 0);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[2] + " up").exit_status, 0);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
+    EXPECT_EQ(job.Output().find("restart"), std::string::npos) << job.Output();
+  }
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+// Cut off for longer than the host timeout: the job is ended and started again without the silent
+// host (a spare takes its place), and still ends with the same weights.
+TEST(Cluster, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
+  SimulatedCluster cluster(3, 1);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  {
+    BackgroundJob job(
+        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
+        dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
+    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " down").exit_status, 0);
+    // Up again only once the launch has restarted the job elsewhere.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (job.Output().find("restart 1 of 2") == std::string::npos && !job.Exited() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " up").exit_status, 0);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
+    EXPECT_NE(job.Output().find("restart 1 of 2: host " + cluster.hosts()[0] + " has not answered"), std::string::npos)
+        << job.Output();
+  }
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+// CURVE across hosts: a worker started by hand on another host, without the job's keys, reaches
+// the server's port but gets no answer (ZeroMQ drops it in the handshake: a client without keys
+// cannot even greet a CURVE server), none of its messages reaches the server's validator, and the
+// job trains on undisturbed.
+TEST(Cluster, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
+  SimulatedCluster cluster(3, 1);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  std::filesystem::create_directories(dir.File("intruder"));
+  {
+    BackgroundJob job(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run, dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 4, std::chrono::seconds(180))) << job.Output();
+    std::smatch m;
+    const std::string placement = Placement(run);
+    ASSERT_TRUE(std::regex_search(placement, m, std::regex("servers at tcp://([^:]+):([0-9]+)"))) << placement;
+    const std::string server_host = m[1].str(), port = m[2].str();
+    const std::string intruder = cluster.spares()[0];
+    // The port is open to the intruder's host: a plain TCP connection is accepted.
+    // (The agent, like ssh, hands the remote shell its words joined by spaces: quoted twice.)
+    const CommandResult reach =
+        cluster.Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" + server_host + "/" + port + "'\"");
+    EXPECT_EQ(reach.exit_status, 0) << reach.output;
+    const CommandResult r = cluster.Run("exec " + intruder + " timeout 10 " + testing::PsformerBinary() +
+                                        " worker --config " + run + "/config.pbtxt --run-dir " + dir.File("intruder") +
+                                        " --index 0 --servers tcp://" + server_host + ":" + port);
+    EXPECT_NE(r.exit_status, 0) << r.output;
+    EXPECT_NE(r.output.find("unauthenticated"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("no answer from shard 0 to HELLO"), std::string::npos) << r.output;
+    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
+  }
+  const std::string server_log = testing::ReadTextFile(std::filesystem::path(run) / "logs" / "pserver-0.log");
+  EXPECT_NE(server_log.find("CURVE on"), std::string::npos) << server_log;
+  EXPECT_NE(server_log.find("refused messages: none"), std::string::npos) << server_log;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+// Ctrl-C stops the job in order (the launch passes it on to mpirun once) and is not restarted;
+// --resume then continues from the checkpoint the stop wrote, to the same weights.
+TEST(Cluster, CtrlCStopsTheJobAndIsNotRestarted) {
+  SimulatedCluster cluster(3, 0);
+  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
+  ASSERT_TRUE(cluster.up()) << cluster.why();
+  TempDir dir;
+  const std::string run = dir.File("run");
+  {
+    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2") + " -- train " + kJob + " --run-dir " + run,
+                      dir.File("launch.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
+    job.SignalGroup(SIGINT);
+    const int status = job.Wait(std::chrono::seconds(200));
+    EXPECT_NE(status, 0) << job.Output();
+    EXPECT_NE(status, -1) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; not restarting"), std::string::npos) << job.Output();
+    EXPECT_EQ(job.Output().find("restart 1"), std::string::npos) << job.Output();
+  }
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+  const CommandResult resumed =
+      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run + " --resume");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+}
+
+TEST(Cluster, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
+  TempDir dir;
+  // Hosts that never answer: the agent is `false`, as ssh is to a host that is down.
+  const std::string hostfile = dir.Write("hosts", "nodeA slots=2\nnodeB\n");
+  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 3 --rsh-agent /bin/false -- train " +
+                                      kJob + " --run-dir " + dir.File("run"));
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
+                          "(no answer from nodeA, nodeB)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
+}
+
+TEST(Launch, IsListedAndHasHelp) {
+  const CommandResult listed = RunPsformer("--help");
+  EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;
+  const CommandResult help = RunPsformer("launch --help");
+  EXPECT_EQ(help.exit_status, 0) << help.output;
+  EXPECT_NE(help.output.find("usage: psformer launch --hostfile FILE --np N"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("--max-restarts"), std::string::npos) << help.output;
+}
+
+TEST(Launch, UsageErrorsSayWhatIsMissing) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "nodeA\n");
+  const CommandResult no_train = RunPsformer("launch --hostfile " + hostfile + " -np 1");
+  EXPECT_EQ(no_train.exit_status, 2) << no_train.output;
+  EXPECT_NE(no_train.output.find("after -- comes the train command"), std::string::npos) << no_train.output;
+  const CommandResult no_run_dir =
+      RunPsformer("launch --hostfile " + hostfile + " -np 1 -- train --config configs/copy.pbtxt");
+  EXPECT_EQ(no_run_dir.exit_status, 2) << no_run_dir.output;
+  EXPECT_NE(no_run_dir.output.find("the train arguments need --run-dir"), std::string::npos) << no_run_dir.output;
+  const CommandResult bad_hostfile =
+      RunPsformer("launch --hostfile " + dir.Write("bad", "nodeA cores=2\n") + " -np 1 -- train --config " +
+                  "configs/copy.pbtxt --run-dir " + dir.File("run"));
+  EXPECT_EQ(bad_hostfile.exit_status, 1) << bad_hostfile.output;
+  EXPECT_NE(bad_hostfile.output.find("psformer launch: error: " + dir.File("bad") +
+                                     ":1: \"cores=2\": expected slots=N after the host name"),
+            std::string::npos)
+      << bad_hostfile.output;
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,108 @@
+// `psformer launch`'s pure parts (label `unit`): reading a hostfile, choosing the hosts that
+// answer with spares taking the place of silent ones, and the mpirun line built from them.
+#include <gtest/gtest.h>
+
+#include "launcher/hostfile.h"
+#include "launcher/mpirun_command.h"
+
+namespace psformer {
+namespace {
+
+TEST(Hostfile, ReadsHostsSlotsAndComments) {
+  auto hosts = ParseHostfile("# the cluster\nnode0 slots=9\n\nnode1   slots=2 max_slots=4  # big\nnode2\n", "hosts");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().message();
+  ASSERT_EQ(hosts->size(), 3u);
+  EXPECT_EQ((*hosts)[0].host, "node0");
+  EXPECT_EQ((*hosts)[0].slots, 9);
+  EXPECT_EQ((*hosts)[1].host, "node1");
+  EXPECT_EQ((*hosts)[1].slots, 2);
+  EXPECT_EQ((*hosts)[2].slots, 1);
+}
+
+TEST(Hostfile, ErrorsNameTheFileAndLine) {
+  auto bad = ParseHostfile("node0 slots=2\nnode1 cpus=4\n", "hosts.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "hosts.txt:2: \"cpus=4\": expected slots=N after the host name");
+  auto zero = ParseHostfile("node0 slots=0\n", "h");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "h:1: \"slots=0\": the count must be at least 1");
+  auto word = ParseHostfile("node0 slots=two\n", "h");
+  ASSERT_FALSE(word.ok());
+  EXPECT_EQ(word.status().message(), "h:1: \"slots=two\": the count must be a number");
+  auto twice = ParseHostfile("node0\nnode1\nnode0 slots=3\n", "h");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "h:3: host node0 is listed twice");
+  auto empty = ParseHostfile("# nothing\n\n", "h");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "h: lists no hosts");
+  EXPECT_FALSE(ReadHostfile("/nonexistent/hosts").ok());
+}
+
+std::string Names(const std::vector<HostSlots>& hosts) {
+  std::string names;
+  for (const HostSlots& h : hosts) names += h.host + ":" + std::to_string(h.slots) + " ";
+  return names;
+}
+
+TEST(SelectHosts, TakesHostsInOrderUntilTheSlotsHoldTheRanks) {
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 2}, {"c", 2}, {"spare", 2}};
+  auto chosen = SelectHosts(hosts, {true, true, true, true}, 5);
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_EQ(Names(*chosen), "a:2 b:2 c:1 ");
+}
+
+TEST(SelectHosts, ASilentHostsPlaceGoesToTheNextOneSoTheRankCountStays) {
+  const std::vector<HostSlots> hosts = {{"a", 1}, {"b", 1}, {"c", 1}, {"spare", 1}};
+  auto chosen = SelectHosts(hosts, {true, false, true, true}, 3);
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_EQ(Names(*chosen), "a:1 c:1 spare:1 ");
+}
+
+TEST(SelectHosts, TooFewAnsweringHostsSayHaveAndNeed) {
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 1}, {"c", 1}};
+  auto chosen = SelectHosts(hosts, {true, false, false}, 3);
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().message(),
+            "the job needs 3 process slot(s) but the hosts that answer have 2 (no answer from b, c); add hosts to "
+            "the hostfile or start fewer processes (-np)");
+}
+
+TEST(MpirunCommand, OverSshFailsFastAndFillsHostsSlotBySlot) {
+  MpirunOptions options;
+  options.processes = 18;
+  options.hosts = {{"node0", 9}, {"node1", 9}};
+  options.as_root = true;
+  options.forward_environment = {"OMP_NUM_THREADS"};
+  options.program = {"/opt/psformer", "train", "--config", "base.pbtxt"};
+  EXPECT_EQ(ShellQuote(BuildMpirunCommand(options)),
+            "mpirun --allow-run-as-root -np 18 --host node0:9,node1:9 --map-by slot --bind-to none "
+            "--mca plm_rsh_args '-o ConnectTimeout=10 -o BatchMode=yes' -x OMP_NUM_THREADS "
+            "/opt/psformer train --config base.pbtxt");
+}
+
+TEST(MpirunCommand, AnRshAgentAndANetworkReplaceSsh) {
+  MpirunOptions options;
+  options.processes = 3;
+  options.hosts = {{"h0", 1}, {"h1", 2}};
+  options.rsh_agent = "/run/agent";
+  options.network = "10.213.1.0/24";
+  options.program = {"psformer", "train"};
+  EXPECT_EQ(ShellQuote(BuildMpirunCommand(options)),
+            "mpirun -np 3 --host h0:1,h1:2 --map-by slot --bind-to none --mca plm_rsh_agent /run/agent "
+            "--mca oob_tcp_if_include 10.213.1.0/24 --mca btl_tcp_if_include 10.213.1.0/24 psformer train");
+}
+
+TEST(MpirunCommand, ForwardsWhatRanksNeedButNeverTheJobsKeys) {
+  const std::vector<std::string> names =
+      EnvironmentToForward({"HOME=/root", "PATH=/usr/bin", "PSFORMER_CURVE_KEYS=secret", "PSFORMER_HEARTBEAT_FD=3",
+                            "PSFORMER_SOURCE_DIR=/src", "OMP_NUM_THREADS=2", "TERM=xterm", "CUDA_VISIBLE_DEVICES=0,1"});
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PATH", "PSFORMER_SOURCE_DIR"}));
+}
+
+TEST(ShellQuote, QuotesWhatTheShellWouldSplitOrExpand) {
+  EXPECT_EQ(ShellQuote({"a", "b c", "it's", "$HOME", "", "x=1,y:2"}), "a 'b c' 'it'\\''s' '$HOME' '' x=1,y:2");
+}
+
+}  // namespace
+}  // namespace psformer

@@ -28,6 +28,7 @@ MetricsLine ValidationMetrics(int64_t step, const ValidationResult& v) {
   MetricsLine line;
   line.Add("step", step).Add("valid_loss", v.loss).Add("valid_nll_loss", v.nll).Add("valid_ppl", v.ppl);
   line.Add("valid_accuracy", v.accuracy);
+  if (std::isfinite(v.bleu)) line.Add("valid_bleu", v.bleu);
   return line;
 }
 
@@ -35,7 +36,10 @@ std::string ValidationSummary(const ValidationResult& v) {
   char text[128];
   std::snprintf(text, sizeof(text), "valid loss %.3f  nll %.3f  ppl %.2f  accuracy %.3f", v.loss, v.nll, v.ppl,
                 v.accuracy);
-  return text;
+  if (!std::isfinite(v.bleu)) return text;
+  char bleu[32];
+  std::snprintf(bleu, sizeof(bleu), "  BLEU %.2f", v.bleu);
+  return std::string(text) + bleu;
 }
 
 }  // namespace psformer

@@ -19,6 +19,7 @@ struct ValidationResult {
   double loss = 0;      // label-smoothed, per target token
   double nll = 0;       // negative log-likelihood per target token
   double ppl = 0;       // perplexity: exp(nll)
+  double bleu = NAN;    // validation BLEU (worker/valid_bleu.h), NaN when not measured
   double accuracy = 0;  // fraction of target tokens whose argmax is right
   int64_t tokens = 0;
 };
@@ -27,7 +28,7 @@ struct ValidationResult {
 ValidationResult Validate(Transformer<float>* model, const float* params, const std::vector<Batch>& batches);
 
 // The metrics.jsonl line of a validation after `step`: valid_loss (label-smoothed), valid_nll_loss,
-// valid_ppl (from the NLL) and valid_accuracy.
+// valid_ppl (from the NLL), valid_accuracy, and valid_bleu when measured.
 MetricsLine ValidationMetrics(int64_t step, const ValidationResult& v);
 // The same figures for a log or console line: "valid loss 4.49  nll 4.10  ppl 60.3  accuracy 0.281".
 std::string ValidationSummary(const ValidationResult& v);

@@ -23,6 +23,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 #include "worker/ps_client.h"
+#include "worker/valid_bleu.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -91,6 +92,8 @@ class WorkerLoop {
   FaultPlan faults_;
   std::unique_ptr<PsClient> client_;
   std::unique_ptr<RunMetrics> metrics_;  // coordinator: metrics.jsonl and TensorBoard
+  // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
+  std::unique_ptr<ValidBleu> valid_bleu_;
   std::vector<float> params_, grad_;                  // host, (n)
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
@@ -131,6 +134,11 @@ Status WorkerLoop::Run() {
   device_grad_ = backend_->Allocate<float>(n_);
   if (coordinator()) {
     PSF_ASSIGN_OR_RETURN(metrics_, RunMetrics::Open(options_.run_dir, config_.logging().tensorboard()));
+  }
+  const auto& t = config_.training();
+  if (t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
+    PSF_ASSIGN_OR_RETURN(valid_bleu_,
+                         ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
   started_at_ = last_pushed + 1;
@@ -233,14 +241,27 @@ Status WorkerLoop::Train(int64_t first) {
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
-  const ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
-  const float target = config_.training().stop_at_valid_accuracy();
-  *stop = target > 0 && v.accuracy >= target;
+  ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
+  ValidBleu::Result bleu;
+  if (valid_bleu_) {
+    PSF_ASSIGN_OR_RETURN(bleu, valid_bleu_->Score(device_params_.data()));
+    v.bleu = bleu.bleu;
+  }
+  const auto& t = config_.training();
+  const bool accurate = t.stop_at_valid_accuracy() > 0 && v.accuracy >= t.stop_at_valid_accuracy();
+  const bool fluent = t.stop_at_valid_bleu() > 0 && v.bleu >= t.stop_at_valid_bleu();
+  *stop = accurate || fluent;
   if (!coordinator()) return Status::Ok();
   PSF_LOG(Info) << "step " << step << "/" << config_.training().max_steps() << "  " << ValidationSummary(v);
+  if (valid_bleu_) {
+    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(options_.run_dir, step, valid_bleu_->references(), bleu.hypotheses));
+  }
   PSF_RETURN_IF_ERROR(metrics_->Write(ValidationMetrics(step, v)));
   if (*stop) {
-    const std::string why = "valid_accuracy reached training.stop_at_valid_accuracy " + std::to_string(target);
+    const std::string why = accurate ? "valid_accuracy reached training.stop_at_valid_accuracy " +
+                                           std::to_string(t.stop_at_valid_accuracy())
+                                     : "valid_bleu reached training.stop_at_valid_bleu " +
+                                           std::to_string(t.stop_at_valid_bleu());
     PSF_LOG(Info) << why << ": stopping";
     PSF_RETURN_IF_ERROR(metrics_->Note(step, why + ": stopping"));
   }

@@ -289,6 +289,13 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(t.valid_every() >= 0, "training.valid_every", Str(t.valid_every()), "must be >= 0");
   check.Require(t.stop_at_valid_accuracy() >= 0 && t.stop_at_valid_accuracy() <= 1,
                 "training.stop_at_valid_accuracy", Str(t.stop_at_valid_accuracy()), "must be in [0, 1]");
+  check.Require(t.valid_bleu_sentences() >= 0, "training.valid_bleu_sentences", Str(t.valid_bleu_sentences()),
+                "must be >= 0");
+  check.Require(t.valid_bleu_beam() >= 1, "training.valid_bleu_beam", Str(t.valid_bleu_beam()), "must be >= 1");
+  check.Require(t.stop_at_valid_bleu() >= 0 && t.stop_at_valid_bleu() <= 100, "training.stop_at_valid_bleu",
+                Str(t.stop_at_valid_bleu()), "must be in [0, 100]");
+  check.Require(t.stop_at_valid_bleu() == 0 || t.valid_bleu_sentences() > 0, "training.stop_at_valid_bleu",
+                Str(t.stop_at_valid_bleu()), "needs training.valid_bleu_sentences > 0");
 
   const auto& p = c.checkpoint();
   check.Require(p.every_steps() >= 0, "checkpoint.every_steps", Str(p.every_steps()), "must be >= 0");

@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 
 namespace psformer {
 namespace {
@@ -34,11 +37,13 @@ void MetricsLine::Key(const std::string& key) {
 MetricsLine& MetricsLine::Add(const std::string& key, int64_t value) {
   Key(key);
   body_ += std::to_string(value);
+  numbers_.emplace_back(key, static_cast<double>(value));
   return *this;
 }
 
 MetricsLine& MetricsLine::Add(const std::string& key, double value) {
   Key(key);
+  numbers_.emplace_back(key, value);
   if (!std::isfinite(value)) {
     body_ += "null";
   } else {
@@ -69,6 +74,24 @@ Status MetricsLog::Write(const MetricsLine& line) {
     return Status::IoError("cannot write to " + path_ + ": " + std::strerror(errno));
   }
   return Status::Ok();
+}
+
+StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path) {
+  std::vector<MetricsRecord> records;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return records;
+  std::ifstream in(path);
+  if (!in) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
+  // MetricsLine writes flat objects whose keys hold no quotes: a pattern reads them.
+  static const std::regex kField("\"([^\"]+)\": (-?[0-9][-+.0-9eE]*)");
+  for (std::string line; std::getline(in, line);) {
+    MetricsRecord record;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kField); it != std::sregex_iterator(); ++it) {
+      record[(*it)[1].str()] = std::stod((*it)[2].str());
+    }
+    if (!record.empty()) records.push_back(std::move(record));
+  }
+  return records;
 }
 
 }  // namespace psformer

@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -26,10 +29,13 @@ class MetricsLine {
   MetricsLine& Add(const std::string& key, const std::string& value);
   // The object, without a newline.
   std::string ToJson() const { return "{" + body_ + "}"; }
+  // The numeric fields, in the order added (integers as doubles).
+  const std::vector<std::pair<std::string, double>>& numbers() const { return numbers_; }
 
  private:
   void Key(const std::string& key);
   std::string body_;
+  std::vector<std::pair<std::string, double>> numbers_;
 };
 
 class MetricsLog {
@@ -47,6 +53,11 @@ class MetricsLog {
   std::FILE* file_;
   std::string path_;
 };
+
+// The numbers of each line of a metrics.jsonl, in file order (strings and nulls left out). A file
+// that does not exist reads as no lines; IoError if it exists but cannot be read.
+using MetricsRecord = std::map<std::string, double>;
+StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path);
 
 }  // namespace psformer
 

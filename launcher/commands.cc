@@ -30,6 +30,8 @@ const std::vector<Subcommand>& Subcommands() {
       {"average", "average the last N checkpoints into a model file", RunAverageCommand},
       {"bleu", "score translations with corpus BLEU (sacreBLEU-compatible)", RunBleuCommand},
       {"checksum", "print a digest of a model's or checkpoint's parameter bytes", RunChecksumCommand},
+      {"status", "show a training run: its processes, progress, checkpoints and problems", RunStatusCommand},
+      {"plot", "draw a run's losses, BLEU, learning rate, throughput and step times as a PNG", RunPlotCommand},
   };
   return kCommands;
 }

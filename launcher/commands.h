@@ -31,6 +31,8 @@ int RunTranslateCommand(const Args& args);
 int RunAverageCommand(const Args& args);
 int RunBleuCommand(const Args& args);
 int RunChecksumCommand(const Args& args);
+int RunStatusCommand(const Args& args);
+int RunPlotCommand(const Args& args);
 
 }  // namespace psformer
 

@@ -11,6 +11,7 @@
 
 #include "common/model_file.h"
 #include "launcher/command_line.h"
+#include "launcher/terminal_progress.h"
 #include "worker/backend/cpu_backend.h"
 #ifdef PSFORMER_HAVE_CUDA
 #include "worker/backend/cuda/cuda_backend.h"
@@ -111,6 +112,8 @@ int RunTranslateCommand(const Args& args) {
   DeviceBuffer<float> params = backend->Allocate<float>(model->params.size());
   params.Upload(model->params.data(), model->params.size());
   std::vector<std::string> output(lines.size());
+  TerminalProgress progress("translate", static_cast<int64_t>(lines.size()), "sentences");
+  int64_t translated = 0;
   for (const std::vector<int>& batch : LengthBatches(lengths, batch_tokens)) {
     std::vector<std::vector<int32_t>> batch_sources;
     for (int index : batch) batch_sources.push_back(sources[index]);
@@ -120,7 +123,10 @@ int RunTranslateCommand(const Args& args) {
       const std::vector<int32_t>& tokens = (*translations)[j].tokens;
       output[batch[j]] = vocabulary->Decode(std::vector<int>(tokens.begin(), tokens.end()));
     }
+    translated += static_cast<int64_t>(batch.size());
+    progress.Update(translated);
   }
+  progress.Finish();
   for (const std::string& line : output) std::cout << line << "\n";
   std::cout.flush();
   if (!std::cout) return ReportError("translate", "cannot write standard output");

@@ -4,13 +4,16 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
+#include "common/duration_text.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
+#include "common/run_metrics.h"
 #include "common/transport/van_factory.h"
 #include "common/model_file.h"
 #include "worker/backend/cpu_backend.h"
@@ -20,6 +23,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 #include "pserver/client/ps_client.h"
+#include "worker/valid_bleu.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -87,7 +91,9 @@ class WorkerLoop {
   uint64_t n_;
   FaultPlan faults_;
   std::unique_ptr<PsClient> client_;
-  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<RunMetrics> metrics_;  // coordinator: metrics.jsonl and TensorBoard
+  // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
+  std::unique_ptr<ValidBleu> valid_bleu_;
   std::vector<float> params_, grad_;                  // host, (n)
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
@@ -95,6 +101,7 @@ class WorkerLoop {
   Interval interval_;  // since the last metrics line
   std::unique_ptr<PsClient> control_;  // coordinator: speaks as COORDINATOR (checkpoints, shutdown).
   Clock::time_point last_checkpoint_ = Clock::now();
+  Clock::time_point started_ = Clock::now();  // for the progress line's elapsed time and ETA
 };
 
 Status WorkerLoop::Connect() {
@@ -126,12 +133,23 @@ Status WorkerLoop::Run() {
   device_params_ = backend_->Allocate<float>(n_);
   device_grad_ = backend_->Allocate<float>(n_);
   if (coordinator()) {
-    PSF_ASSIGN_OR_RETURN(metrics_, MetricsLog::Open((fs::path(options_.run_dir) / "metrics.jsonl").string()));
+    PSF_ASSIGN_OR_RETURN(metrics_, RunMetrics::Open(options_.run_dir, config_.logging().tensorboard()));
+  }
+  const auto& t = config_.training();
+  if (t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
+    PSF_ASSIGN_OR_RETURN(valid_bleu_,
+                         ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
   started_at_ = last_pushed + 1;
+  started_ = Clock::now();
   if (started_at_ > 1) {
     PSF_LOG(Info) << "rejoining at step " << started_at_ << " (incarnation " << options_.incarnation << ")";
+  }
+  if (coordinator() && options_.incarnation > 0) {
+    PSF_RETURN_IF_ERROR(metrics_->Note(last_pushed, "worker-0 restarted (incarnation " +
+                                                        std::to_string(options_.incarnation) +
+                                                        "), rejoining at step " + std::to_string(started_at_)));
   }
   int64_t first = started_at_;
   while (true) {
@@ -148,6 +166,10 @@ Status WorkerLoop::Run() {
     PSF_LOG(Warning) << trained.message();
     PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
     PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
+    if (coordinator()) {
+      PSF_RETURN_IF_ERROR(metrics_->Note(restored, "rolled back to the checkpoint of step " + std::to_string(restored) +
+                                                       " (" + trained.message() + ")"));
+    }
     first = restored + 1;
   }
 }
@@ -219,15 +241,31 @@ Status WorkerLoop::Train(int64_t first) {
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
-  const ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
-  const float target = config_.training().stop_at_valid_accuracy();
-  *stop = target > 0 && v.accuracy >= target;
+  ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
+  ValidBleu::Result bleu;
+  if (valid_bleu_) {
+    PSF_ASSIGN_OR_RETURN(bleu, valid_bleu_->Score(device_params_.data()));
+    v.bleu = bleu.bleu;
+  }
+  const auto& t = config_.training();
+  const bool accurate = t.stop_at_valid_accuracy() > 0 && v.accuracy >= t.stop_at_valid_accuracy();
+  const bool fluent = t.stop_at_valid_bleu() > 0 && v.bleu >= t.stop_at_valid_bleu();
+  *stop = accurate || fluent;
   if (!coordinator()) return Status::Ok();
-  PSF_LOG(Info) << "step " << step << " valid_loss " << v.loss << " valid_accuracy " << v.accuracy;
-  MetricsLine line;
-  line.Add("step", step).Add("valid_loss", v.loss).Add("valid_ppl", std::exp(v.loss)).Add("valid_accuracy", v.accuracy);
-  if (*stop) PSF_LOG(Info) << "valid_accuracy reached training.stop_at_valid_accuracy " << target << ": stopping";
-  return metrics_->Write(line);
+  PSF_LOG(Info) << "step " << step << "/" << config_.training().max_steps() << "  " << ValidationSummary(v);
+  if (valid_bleu_) {
+    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(options_.run_dir, step, valid_bleu_->references(), bleu.hypotheses));
+  }
+  PSF_RETURN_IF_ERROR(metrics_->Write(ValidationMetrics(step, v)));
+  if (*stop) {
+    const std::string why = accurate ? "valid_accuracy reached training.stop_at_valid_accuracy " +
+                                           std::to_string(t.stop_at_valid_accuracy())
+                                     : "valid_bleu reached training.stop_at_valid_bleu " +
+                                           std::to_string(t.stop_at_valid_bleu());
+    PSF_LOG(Info) << why << ": stopping";
+    PSF_RETURN_IF_ERROR(metrics_->Note(step, why + ": stopping"));
+  }
+  return Status::Ok();
 }
 
 Status WorkerLoop::MaybeLogStep(int64_t step) {
@@ -279,8 +317,19 @@ Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
       .Add("push_s", interval.push_s)
       .Add("wait_s", interval.wait_s)
       .Add("pull_s", interval.pull_s);
-  PSF_LOG(Info) << "step " << step << " loss " << loss << " lr " << lr << " tokens/s "
-                << (elapsed > 0 ? tokens / elapsed : 0.0);
+  // Elapsed time and ETA are this process's: a restarted coordinator starts them afresh.
+  const int64_t max_steps = config_.training().max_steps();
+  const double so_far = Seconds(Clock::now() - started_);
+  const int64_t steps_done = step - started_at_ + 1;
+  char progress[160];
+  std::snprintf(progress, sizeof(progress), "step %lld/%lld  loss %.3f  lr %.2e  %.0f tokens/s  elapsed %s",
+                static_cast<long long>(step), static_cast<long long>(max_steps), loss, lr,
+                elapsed > 0 ? tokens / elapsed : 0.0, DurationText(so_far).c_str());
+  std::string line_text = progress;
+  if (steps_done > 0 && step < max_steps) {
+    line_text += "  ETA " + DurationText(so_far / steps_done * static_cast<double>(max_steps - step));
+  }
+  PSF_LOG(Info) << line_text;
   return metrics_->Write(line);
 }
 

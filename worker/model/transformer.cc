@@ -95,6 +95,12 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   be->CrossEntropy(static_cast<int>(nt), vocab_, static_cast<T>(config_.label_smoothing()), logits, tgt_out_.data(),
                    kPadId, loss, correct, want_gradient ? logits : nullptr);
   stats.loss_sum = be->Sum(nt, loss);
+  stats.nll_sum = stats.loss_sum;
+  if (!want_gradient && config_.label_smoothing() > 0) {
+    // Evaluation also reports the plain negative log-likelihood, which perplexity is defined from.
+    be->CrossEntropy(static_cast<int>(nt), vocab_, T(0), logits, tgt_out_.data(), kPadId, loss, correct, nullptr);
+    stats.nll_sum = be->Sum(nt, loss);
+  }
   stats.correct = static_cast<int64_t>(be->Sum(nt, correct) + 0.5);
   stats.target_tokens = static_cast<int64_t>(
       std::count_if(batch.tgt_out.begin(), batch.tgt_out.end(), [](int32_t t) { return t != kPadId; }));

@@ -27,6 +27,7 @@ namespace psformer {
 
 struct StepStats {
   double loss_sum = 0;        // label-smoothed loss summed over target tokens
+  double nll_sum = 0;         // negative log-likelihood summed over target tokens (Evaluate only)
   int64_t target_tokens = 0;  // non-pad entries of tgt_out
   int64_t correct = 0;        // target tokens whose argmax prediction is right
 };

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
+#include "common/run_metrics.h"
 #include "common/model_file.h"
 #include "common/param_init.h"
 
@@ -77,24 +78,11 @@ StatusOr<StepReport> LocalTrainer::Step() {
 }
 
 StatusOr<ValidReport> LocalTrainer::Validate() {
-  ValidReport report;
   for (const Batch& batch : source_->ValidBatches()) {
     PSF_RETURN_IF_ERROR(CheckBatchFits(batch, config_.model(), "a validation batch"));
   }
   device_params_.Upload(params_.data(), params_.size());
-  double loss = 0;
-  int64_t correct = 0;
-  for (const Batch& batch : source_->ValidBatches()) {
-    const StepStats s = model_.Evaluate(device_params_.data(), batch);
-    loss += s.loss_sum;
-    correct += s.correct;
-    report.tokens += s.target_tokens;
-  }
-  if (report.tokens > 0) {
-    report.loss = loss / report.tokens;
-    report.accuracy = static_cast<double>(correct) / report.tokens;
-  }
-  return report;
+  return psformer::Validate(&model_, device_params_.data(), source_->ValidBatches());
 }
 
 TrainerState LocalTrainer::State() const {
@@ -133,16 +121,10 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-Status Validate(LocalTrainer* trainer, MetricsLog* metrics, ValidReport* report) {
+Status Validate(LocalTrainer* trainer, RunMetrics* metrics, ValidReport* report) {
   PSF_ASSIGN_OR_RETURN(*report, trainer->Validate());
-  PSF_LOG(Info) << "step " << trainer->step() << " valid_loss " << report->loss << " valid_accuracy "
-                << report->accuracy;
-  MetricsLine line;
-  line.Add("step", trainer->step())
-      .Add("valid_loss", report->loss)
-      .Add("valid_ppl", std::exp(report->loss))
-      .Add("valid_accuracy", report->accuracy);
-  return metrics->Write(line);
+  PSF_LOG(Info) << "step " << trainer->step() << " " << ValidationSummary(*report);
+  return metrics->Write(ValidationMetrics(trainer->step(), *report));
 }
 
 }  // namespace
@@ -163,8 +145,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     PSF_RETURN_IF_ERROR(trainer.Restore(state).WithContext(state_path));
     PSF_LOG(Info) << "resuming from " << state_path << " at step " << trainer.step();
   }
-  PSF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsLog> metrics,
-                       MetricsLog::Open((fs::path(dir) / "metrics.jsonl").string()));
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<RunMetrics> metrics, RunMetrics::Open(dir, config.logging().tensorboard()));
   PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
                 << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;
 

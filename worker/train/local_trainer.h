@@ -18,6 +18,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 #include "worker/train/trainer_state.h"
+#include "worker/validation.h"
 
 namespace psformer {
 
@@ -27,11 +28,8 @@ struct StepReport {
   double lr = 0;
 };
 
-struct ValidReport {
-  double loss = 0;      // label-smoothed loss per target token
-  double accuracy = 0;  // teacher-forced argmax accuracy over target tokens
-  int64_t tokens = 0;
-};
+// The same figures as the worker loop's validation (worker/validation.h).
+using ValidReport = ValidationResult;
 
 class LocalTrainer {
  public:

@@ -1,0 +1,75 @@
+#include "common/run_metrics.h"
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "common/logging.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each key's last step in an existing metrics.jsonl (empty if there is none).
+std::map<std::string, int64_t> LastSteps(const std::string& path) {
+  std::map<std::string, int64_t> last;
+  std::ifstream in(path);
+  static const std::regex kStep("\"step\": (-?[0-9]+)");
+  static const std::regex kKey("\"([^\"]+)\": ");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kStep)) continue;
+    const int64_t step = std::stoll(m[1].str());
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kKey); it != std::sregex_iterator(); ++it) {
+      int64_t& s = last.emplace((*it)[1].str(), step).first->second;
+      s = std::max(s, step);
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+std::string TensorBoardTag(const std::string& key) {
+  if (key.rfind("valid_", 0) == 0) return "valid/" + key.substr(6);
+  if (key == "compute_s" || key == "push_s" || key == "wait_s" || key == "pull_s") return "step_time/" + key;
+  return "train/" + key;
+}
+
+StatusOr<std::unique_ptr<RunMetrics>> RunMetrics::Open(const std::string& run_dir, bool tensorboard) {
+  const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
+  std::map<std::string, int64_t> last_steps = LastSteps(path);
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsLog> log, MetricsLog::Open(path));
+  std::unique_ptr<tensorboard::EventWriter> events;
+  if (tensorboard) {
+    PSF_ASSIGN_OR_RETURN(events, tensorboard::EventWriter::Open((fs::path(run_dir) / "tensorboard").string()));
+  }
+  return std::unique_ptr<RunMetrics>(new RunMetrics(std::move(log), std::move(events), std::move(last_steps)));
+}
+
+Status RunMetrics::Write(const MetricsLine& line) {
+  int64_t step = -1;
+  for (const auto& [key, value] : line.numbers()) {
+    if (key == "step") step = static_cast<int64_t>(value);
+  }
+  PSF_CHECK(step >= 0);  // every metrics line has a step
+  bool fresh = false;
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const auto& [key, value] : line.numbers()) {
+    auto it = last_steps_.find(key);
+    if (key != "step" && (it == last_steps_.end() || it->second < step)) fresh = true;
+    if (key != "step") scalars.emplace_back(TensorBoardTag(key), value);
+  }
+  if (!fresh) return Status::Ok();
+  for (const auto& [key, value] : line.numbers()) last_steps_[key] = step;
+  PSF_RETURN_IF_ERROR(log_->Write(line));
+  return events_ ? events_->AddScalars(step, scalars) : Status::Ok();
+}
+
+Status RunMetrics::Note(int64_t step, const std::string& text) {
+  return events_ ? events_->AddText("events", step, text) : Status::Ok();
+}
+
+}  // namespace psformer

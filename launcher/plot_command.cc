@@ -1,0 +1,181 @@
+// `psformer plot RUN_DIR [--out FILE.png] [--size WxH]`: one PNG of a run's metrics.jsonl, drawn by
+// gnuplot (Debian's gnuplot-nox): training and validation loss, validation BLEU (or accuracy when
+// the run has no BLEU), learning rate with tokens/s, and the step time split stacked
+// (compute, push, wait, pull).
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "common/metrics_log.h"
+#include "launcher/command_line.h"
+
+extern char** environ;
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+double Field(const MetricsRecord& r, const std::string& key, double otherwise = NAN) {
+  auto it = r.find(key);
+  return it == r.end() ? otherwise : it->second;
+}
+
+// A temporary directory, removed with the object.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (fs::temp_directory_path() / "psformer-plot-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The gnuplot script for the data files train.dat (step loss lr tokens/s compute push wait pull,
+// times per step) and valid.dat (step loss nll accuracy bleu).
+std::string Script(const std::string& title, const fs::path& out, int width, int height, bool have_valid,
+                   bool have_bleu) {
+  std::ostringstream s;
+  s << "set terminal pngcairo size " << width << "," << height << " font 'sans,10'\n"
+    << "set output '" << out.string() << "'\n"
+    << "set datafile missing 'nan'\n"
+    << "set multiplot layout 2,2 title '" << title << "'\n"
+    << "set grid\nset xlabel 'step'\nset key top right\n"
+    << "set title 'loss per target token'\n"
+    << "plot 'train.dat' using 1:2 with lines lw 2 title 'train (label-smoothed)'";
+  if (have_valid) {
+    s << ", 'valid.dat' using 1:2 with linespoints lw 2 title 'valid (label-smoothed)'"
+      << ", 'valid.dat' using 1:3 with linespoints lw 2 title 'valid NLL'";
+  }
+  s << "\n";
+  if (have_valid) {
+    s << "set title 'validation " << (have_bleu ? "BLEU" : "accuracy") << "'\n"
+      << "plot 'valid.dat' using 1:" << (have_bleu ? 5 : 4) << " with linespoints lw 2 notitle\n";
+  } else {
+    s << "set title 'validation (none yet)'\nunset key\nplot [0:1][0:1] 2 notitle\nset key top right\n";
+  }
+  s << "set title 'learning rate and throughput'\nset ylabel 'learning rate'\nset y2label 'tokens/s'\n"
+    << "set ytics nomirror\nset y2tics\nset format y '%.1e'\n"
+    << "plot 'train.dat' using 1:3 with lines lw 2 axes x1y1 title 'lr', "
+    << "'train.dat' using 1:4 with lines lw 2 axes x1y2 title 'tokens/s'\n"
+    << "unset y2tics\nunset y2label\nset ytics mirror\nset format y '%g'\nset ylabel 'seconds'\n"
+    << "set title 'time per step'\nset key top left\nset style fill solid 0.6 noborder\n"
+    << "plot 'train.dat' using 1:($5+$6+$7+$8) with filledcurves x1 title 'pull', "
+    << "'' using 1:($5+$6+$7) with filledcurves x1 title 'wait', "
+    << "'' using 1:($5+$6) with filledcurves x1 title 'push', "
+    << "'' using 1:5 with filledcurves x1 title 'compute'\n"
+    << "unset multiplot\n";
+  return s.str();
+}
+
+// Runs gnuplot on `script` in `dir`; its messages are in the returned error.
+Status RunGnuplot(const fs::path& dir, const fs::path& script) {
+  const std::string messages = (dir / "gnuplot.err").string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, messages.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  const std::string cd_and_plot = "cd '" + dir.string() + "' && exec gnuplot '" + script.string() + "'";
+  const char* argv[] = {"sh", "-c", cd_and_plot.c_str(), nullptr};
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return Status::IoError(std::string("cannot start gnuplot: ") + std::strerror(spawned));
+  int wait_status = 0;
+  waitpid(pid, &wait_status, 0);
+  std::ifstream in(messages);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127) {
+    return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) return Status::Internal("gnuplot failed: " + said);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunPlotCommand(const Args& args) {
+  po::options_description options("plot options");
+  // clang-format off
+  options.add_options()
+      ("run-dir", po::value<std::string>()->required(), "the run directory (also the first positional argument)")
+      ("out", po::value<std::string>(), "the PNG to write (default RUN_DIR/plot.png)")
+      ("size", po::value<std::string>()->default_value("1200x800"), "width x height in pixels");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("run-dir", 1);
+  ParsedOptions parsed = ParseOptions("plot", "RUN_DIR [--out FILE.png] [--size WxH]", args, options, &positional);
+  if (parsed.exit_status) return *parsed.exit_status;
+  const fs::path run_dir = parsed.values["run-dir"].as<std::string>();
+  const fs::path out = fs::absolute(parsed.values.count("out") ? fs::path(parsed.values["out"].as<std::string>())
+                                                               : run_dir / "plot.png");
+  const std::string size = parsed.values["size"].as<std::string>();
+  std::smatch m;
+  if (!std::regex_match(size, m, std::regex("([0-9]{2,5})x([0-9]{2,5})"))) {
+    return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", 2);
+  }
+  const int width = std::stoi(m[1].str()), height = std::stoi(m[2].str());
+
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+  if (!fs::exists(metrics_path)) {
+    return ReportError("plot", run_dir.string() + " has no metrics.jsonl: not a run directory, or no step logged yet");
+  }
+  auto metrics = ReadMetricsFile(metrics_path.string());
+  if (!metrics.ok()) return ReportError("plot", metrics.status());
+  ScratchDir scratch;
+  if (scratch.path().empty()) return ReportError("plot", "cannot make a temporary directory");
+  std::ofstream train(scratch.path() / "train.dat"), valid(scratch.path() / "valid.dat");
+  int train_lines = 0, valid_lines = 0;
+  bool have_bleu = false;
+  double previous_step = 0;
+  for (const MetricsRecord& r : *metrics) {
+    const double step = Field(r, "step");
+    if (r.count("loss")) {
+      // The time fields sum over the steps since the line before.
+      const double steps = std::max(1.0, step - previous_step);
+      previous_step = step;
+      train << step << " " << Field(r, "loss") << " " << Field(r, "lr") << " " << Field(r, "tokens_per_s");
+      for (const char* key : {"compute_s", "push_s", "wait_s", "pull_s"}) train << " " << Field(r, key, 0) / steps;
+      train << "\n";
+      ++train_lines;
+    }
+    if (r.count("valid_loss")) {
+      valid << step << " " << Field(r, "valid_loss") << " " << Field(r, "valid_nll_loss") << " "
+            << Field(r, "valid_accuracy") << " " << Field(r, "valid_bleu") << "\n";
+      have_bleu = have_bleu || r.count("valid_bleu");
+      ++valid_lines;
+    }
+  }
+  train.close();
+  valid.close();
+  if (train_lines == 0)
+    return ReportError("plot", metrics_path.string() + " has no training step yet: nothing to plot");
+  const std::string title = "psformer run " + run_dir.filename().string();
+  const fs::path script = scratch.path() / "plot.gp";
+  std::ofstream(script) << Script(title, out, width, height, valid_lines > 0, have_bleu);
+  const Status plotted = RunGnuplot(scratch.path(), script);
+  if (!plotted.ok()) return ReportError("plot", plotted);
+  std::cout << "wrote " << out.string() << " (" << width << "x" << height << ", " << train_lines << " training and "
+            << valid_lines << " validation points)\n";
+  return 0;
+}
+
+}  // namespace psformer

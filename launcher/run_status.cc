@@ -1,0 +1,240 @@
+#include "launcher/run_status.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/config_loader.h"
+#include "common/duration_text.h"
+#include "common/metrics_log.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string HostName() {
+  char host[256] = {};
+  return gethostname(host, sizeof(host) - 1) == 0 ? host : "localhost";
+}
+
+// Whether `pid` is a live (not zombie) process of this machine running psformer on `run_dir`.
+bool RunsOn(int64_t pid, const fs::path& run_dir) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const std::string stat = ReadFile(proc + "/stat");
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') return false;
+  const std::string cmdline = ReadFile(proc + "/cmdline");
+  std::vector<std::string> args;
+  std::istringstream in(cmdline);
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  std::error_code ec;
+  const fs::path cwd = fs::read_symlink(proc + "/cwd", ec);
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--run-dir") continue;
+    fs::path dir = args[i + 1];
+    if (dir.is_relative() && !ec) dir = cwd / dir;
+    return fs::weakly_canonical(dir, ec) == fs::weakly_canonical(run_dir, ec);
+  }
+  return false;
+}
+
+// Follows one supervisor log through the life of each of its role processes.
+void ReadSupervisorLog(const fs::path& log, const std::string& host, std::vector<RoleStatus>* roles) {
+  static const std::regex kLine("\\] ((?:worker|pserver)-[0-9]+):? (.*)$");
+  static const std::regex kStarted("started pid ([0-9]+) \\(incarnation ([0-9]+)\\)");
+  static const std::regex kRestarting("^(.*); restarting in [0-9]+ ms as incarnation [0-9]+$");
+  std::ifstream in(log);
+  const std::string supervisor = log.stem().string();
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m, detail;
+    if (!std::regex_search(line, m, kLine)) continue;
+    const std::string name = m[1].str(), message = m[2].str();
+    auto it = std::find_if(roles->begin(), roles->end(), [&](const RoleStatus& r) { return r.name == name; });
+    if (it == roles->end()) {
+      RoleStatus role;
+      role.name = name;
+      role.supervisor = supervisor;
+      role.host = host;
+      roles->push_back(role);
+      it = roles->end() - 1;
+    }
+    if (std::regex_search(message, detail, kStarted)) {
+      it->pid = std::stoll(detail[1].str());
+      it->incarnation = std::stoi(detail[2].str());
+      it->state = "running";
+    } else if (message == "finished") {
+      it->state = "finished";
+    } else if (std::regex_search(message, detail, kRestarting)) {
+      it->state = "restarting";
+      it->last_exit = detail[1].str();
+    } else if (message.find("cluster.max_restarts") != std::string::npos ||
+               message.find("while stopping") != std::string::npos) {
+      it->state = "failed";
+      it->last_exit = message;
+    }
+  }
+}
+
+double Get(const std::map<std::string, double>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
+StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  const fs::path config_path = dir / "config.pbtxt";
+  if (!fs::is_directory(dir)) return Status::NotFound(run_dir + " is not a directory");
+  if (!fs::exists(config_path) || !fs::is_directory(dir / "logs")) {
+    return Status::NotFound(run_dir + " is not a run directory (it has no config.pbtxt and logs/; " +
+                            "psformer train --run-dir DIR makes one)");
+  }
+  PSF_ASSIGN_OR_RETURN(const proto::JobConfig config, LoadConfigFile(config_path.string()));
+  RunStatus status;
+  status.run_dir = run_dir;
+  status.name = config.name();
+  status.max_steps = config.training().max_steps();
+  status.every_steps = std::max(1, config.logging().every_steps());
+
+  std::vector<fs::path> logs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir / "logs", ec)) {
+    if (entry.path().extension() == ".log") logs.push_back(entry.path());
+  }
+  std::sort(logs.begin(), logs.end());
+  std::string newest_problem_stamp;
+  for (const fs::path& log : logs) {
+    const std::string stem = log.stem().string();
+    if (stem == "supervisor") ReadSupervisorLog(log, HostName(), &status.roles);
+    if (stem.rfind("supervisor-", 0) == 0) ReadSupervisorLog(log, "", &status.roles);
+    // Lines begin "L YYYY-MM-DD HH:MM:SS.mmm": the stamp orders them across files.
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() < 25 || (line[0] != 'W' && line[0] != 'E') || line[1] != ' ') continue;
+      const std::string stamp = line.substr(2, 23);
+      if (stamp >= newest_problem_stamp) {
+        newest_problem_stamp = stamp;
+        const size_t bracket = line.find("] ");
+        const std::string tag = line.substr(26, line.find(' ', 26) - 26);
+        status.last_problem =
+            stamp.substr(11, 8) + " " + tag + ": " + (bracket == std::string::npos ? line : line.substr(bracket + 2));
+      }
+    }
+  }
+  bool alive = false;
+  for (RoleStatus& role : status.roles) {
+    const bool runs = role.pid > 0 && RunsOn(role.pid, dir);
+    if (runs) {
+      role.state = "running";
+      alive = true;
+    } else if (role.state == "running") {
+      role.state = "gone";
+    }
+  }
+  std::sort(status.roles.begin(), status.roles.end(), [](const RoleStatus& a, const RoleStatus& b) {
+    return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
+  });
+  status.state = alive                           ? RunStatus::State::kRunning
+                 : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
+                                                 : RunStatus::State::kStopped;
+
+  PSF_ASSIGN_OR_RETURN(const std::vector<MetricsRecord> metrics, ReadMetricsFile((dir / "metrics.jsonl").string()));
+  for (const MetricsRecord& record : metrics) {
+    if (record.count("loss")) status.last_train = record;
+    if (record.count("valid_loss")) status.last_valid = record;
+  }
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    if (fs::exists(fs::path(CheckpointDir(run_dir, step)) / "manifest.pbtxt")) {
+      status.newest_checkpoint = step;
+      break;
+    }
+  }
+  return status;
+}
+
+std::string FormatRunStatus(const RunStatus& s) {
+  std::ostringstream out;
+  char buf[512];
+  const int64_t step = static_cast<int64_t>(Get(s.last_train, "step"));
+  const char* state = s.state == RunStatus::State::kRunning    ? "running"
+                      : s.state == RunStatus::State::kFinished ? "finished"
+                                                               : "not running (stopped or died)";
+  out << "run " << s.run_dir << " (" << s.name << "): " << state << "\n";
+  if (s.last_train.empty()) {
+    out << "  no training step logged yet (max_steps " << s.max_steps << ")\n";
+  } else {
+    const double tokens = Get(s.last_train, "tokens"), rate = Get(s.last_train, "tokens_per_s");
+    const double step_s = rate > 0 ? tokens / rate / s.every_steps : 0.0;
+    std::snprintf(buf, sizeof(buf), "  step %lld/%lld (%.0f%%)  loss %.3f  lr %.2e  %.0f tokens/s",
+                  static_cast<long long>(step), static_cast<long long>(s.max_steps),
+                  100.0 * step / std::max<int64_t>(1, s.max_steps), Get(s.last_train, "loss"), Get(s.last_train, "lr"),
+                  rate);
+    out << buf;
+    if (s.state == RunStatus::State::kRunning && step_s > 0 && step < s.max_steps) {
+      out << "  ETA " << DurationText(step_s * static_cast<double>(s.max_steps - step));
+    }
+    out << "\n";
+    if (s.last_train.count("compute_s")) {
+      const double n = s.every_steps;
+      std::snprintf(buf, sizeof(buf), "  a step: %.3f s = compute %.3f + push %.3f + wait %.3f + pull %.3f\n", step_s,
+                    Get(s.last_train, "compute_s") / n, Get(s.last_train, "push_s") / n,
+                    Get(s.last_train, "wait_s") / n, Get(s.last_train, "pull_s") / n);
+      out << buf;
+    }
+  }
+  if (!s.last_valid.empty()) {
+    std::snprintf(buf, sizeof(buf), "  valid (step %lld): loss %.3f", static_cast<long long>(Get(s.last_valid, "step")),
+                  Get(s.last_valid, "valid_loss"));
+    out << buf;
+    for (const auto& [key, label] : {std::pair<const char*, const char*>{"valid_nll_loss", "nll"},
+                                     {"valid_ppl", "ppl"},
+                                     {"valid_accuracy", "accuracy"},
+                                     {"valid_bleu", "BLEU"}}) {
+      if (!s.last_valid.count(key)) continue;
+      std::snprintf(buf, sizeof(buf), "  %s %.3f", label, Get(s.last_valid, key));
+      out << buf;
+    }
+    out << "\n";
+  }
+  if (s.newest_checkpoint >= 0) {
+    out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
+        << ")\n";
+  } else {
+    out << "  no checkpoint yet\n";
+  }
+  out << "\n";
+  std::snprintf(buf, sizeof(buf), "  %-11s %-16s %-8s %-11s %-8s %-10s %s\n", "role", "host", "pid", "incarnation",
+                "restarts", "state", "last exit");
+  out << buf;
+  for (const RoleStatus& r : s.roles) {
+    const std::string host = r.host.empty() ? "(" + r.supervisor + ")" : r.host;
+    std::snprintf(buf, sizeof(buf), "  %-11s %-16s %-8lld %-11d %-8d %-10s %s\n", r.name.c_str(), host.c_str(),
+                  static_cast<long long>(r.pid), r.incarnation, r.incarnation, r.state.c_str(), r.last_exit.c_str());
+    std::string row = buf;
+    row.erase(row.find_last_not_of(" \n") + 1);
+    out << row << "\n";
+  }
+  if (s.roles.empty()) out << "  (no role process started yet)\n";
+  if (!s.last_problem.empty()) out << "\n  last warning or error: " << s.last_problem << "\n";
+  if (s.state == RunStatus::State::kStopped) {
+    out << "  continue with: psformer train --config " << (fs::path(s.run_dir) / "config.pbtxt").string()
+        << " --run-dir " << s.run_dir << " --resume\n";
+  }
+  return out.str();
+}
+
+}  // namespace psformer

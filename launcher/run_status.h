@@ -1,0 +1,53 @@
+// What `psformer status RUN_DIR` shows: the state of a training run read from its directory alone
+// (config.pbtxt, metrics.jsonl, logs/, checkpoints/), so it works from another terminal while the
+// job runs and after it ended, without talking to any process of the job.
+//
+// Role processes come from the supervisors' logs ("NAME: started pid P (incarnation I)", exits and
+// restarts); a pid counts as alive only if that process exists on this machine and runs psformer
+// with this run directory. The job is running while any role process is alive, finished when
+// model.bin exists and none is, and stopped (interrupted or dead) otherwise.
+#ifndef PSFORMER_LAUNCHER_RUN_STATUS_H_
+#define PSFORMER_LAUNCHER_RUN_STATUS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace psformer {
+
+struct RoleStatus {
+  std::string name;        // worker-0, pserver-1, ...
+  std::string supervisor;  // the log it was read from: supervisor (single node), supervisor-R (rank R)
+  std::string host;        // this machine's name for a single-node job; empty under MPI
+  int64_t pid = -1;
+  int incarnation = 0;    // also the number of restarts
+  std::string state;      // running, finished, restarting, exited, failed, gone
+  std::string last_exit;  // how its last incarnation ended, if it did ("killed by signal 9 (Killed)")
+};
+
+struct RunStatus {
+  enum class State { kRunning, kFinished, kStopped };
+  std::string run_dir;
+  std::string name;  // the config's name
+  int64_t max_steps = 0;
+  int every_steps = 1;  // logging.every_steps
+  State state = State::kStopped;
+  std::vector<RoleStatus> roles;
+  std::map<std::string, double> last_train;  // the newest metrics.jsonl line with "loss" (empty if none)
+  std::map<std::string, double> last_valid;  // ... with "valid_loss"
+  int64_t newest_checkpoint = -1;            // the newest step whose checkpoint has its manifest
+  std::string last_problem;                  // the newest warning or error line of the logs
+};
+
+// NotFound (saying so) if `run_dir` is not a run directory: no config.pbtxt or logs/ in it.
+StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir);
+
+// One screen of text, ending in a newline.
+std::string FormatRunStatus(const RunStatus& status);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_RUN_STATUS_H_

@@ -1,0 +1,43 @@
+// `psformer status RUN_DIR [--watch SECONDS]`: one screen about a training run (launcher/run_status.h),
+// redrawn every SECONDS with --watch until the job is no longer running or Ctrl-C.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "launcher/command_line.h"
+#include "launcher/run_status.h"
+
+namespace psformer {
+
+int RunStatusCommand(const Args& args) {
+  po::options_description options("status options");
+  // clang-format off
+  options.add_options()
+      ("run-dir", po::value<std::string>()->required(), "the run directory (also the first positional argument)")
+      ("watch", po::value<double>()->implicit_value(2.0),
+       "redraw every SECONDS (default 2) while the job runs");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("run-dir", 1);
+  ParsedOptions parsed = ParseOptions("status", "RUN_DIR [--watch [SECONDS]]", args, options, &positional);
+  if (parsed.exit_status) return *parsed.exit_status;
+  const std::string run_dir = parsed.values["run-dir"].as<std::string>();
+  const bool watch = parsed.values.count("watch") > 0;
+  const double every = watch ? parsed.values["watch"].as<double>() : 0.0;
+  if (watch && !(every > 0)) return ReportError("status", "--watch " + std::to_string(every) + ": must be > 0", 2);
+  const bool terminal = isatty(STDOUT_FILENO);
+  while (true) {
+    auto status = ReadRunStatus(run_dir);
+    if (!status.ok()) return ReportError("status", status.status());
+    // On a terminal each screen replaces the last (clear, cursor home); in a pipe they follow.
+    if (watch && terminal) std::cout << "\033[H\033[2J";
+    std::cout << FormatRunStatus(*status) << std::flush;
+    if (!watch || status->state != RunStatus::State::kRunning) return 0;
+    std::this_thread::sleep_for(std::chrono::duration<double>(every));
+    if (!terminal) std::cout << "\n";
+  }
+}
+
+}  // namespace psformer

@@ -1,0 +1,71 @@
+// `psformer plot RUN_DIR`: a PNG of the expected size from a finished run; clear errors otherwise.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::RunPsformer;
+using testing::TempDir;
+
+uint32_t BigEndian32(const std::string& bytes, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+TEST(PlotCommand, DrawsAPngOfTheAskedSize) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.max_steps=30 --set logging.every_steps=5 "
+      "--set training.valid_every=10 --set training.stop_at_valid_accuracy=0 --run-dir " +
+      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::string png = dir.File("curves.png");
+  r = RunPsformer("plot " + run + " --out " + png + " --size 640x400");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("(640x400, 6 training and 3 validation points)"), std::string::npos) << r.output;
+  std::ifstream in(png, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 33u);
+  // The PNG signature, then the IHDR chunk: length 13, type, width, height (big-endian).
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(BigEndian32(bytes, 8), 13u);
+  EXPECT_EQ(bytes.substr(12, 4), "IHDR");
+  EXPECT_EQ(BigEndian32(bytes, 16), 640u);
+  EXPECT_EQ(BigEndian32(bytes, 20), 400u);
+  // The file ends with the IEND chunk: gnuplot finished writing it.
+  EXPECT_EQ(bytes.substr(bytes.size() - 8, 4), "IEND");
+
+  // Without --out: RUN_DIR/plot.png.
+  r = RunPsformer("plot " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/plot.png"));
+}
+
+TEST(PlotCommand, ClearErrors) {
+  TempDir dir;
+  CommandResult r = RunPsformer("plot " + dir.path().string());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("psformer plot: error: " + dir.path().string() +
+                          " has no metrics.jsonl: not a run directory, or no step logged yet"),
+            std::string::npos)
+      << r.output;
+  dir.Write("metrics.jsonl", "");
+  r = RunPsformer("plot " + dir.path().string());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("has no training step yet: nothing to plot"), std::string::npos) << r.output;
+  r = RunPsformer("plot " + dir.path().string() + " --size 640");
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("--size 640: expected WIDTHxHEIGHT"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

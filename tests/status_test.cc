@@ -1,0 +1,104 @@
+// `psformer status RUN_DIR` (launcher/run_status.h) on a job while it runs (a worker killed and
+// restarted), on a finished one, after Ctrl-C, and on directories that are not runs.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <thread>
+
+#include "tests/background_job.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::BackgroundJob;
+using testing::CommandResult;
+using testing::RunPsformer;
+using testing::TempDir;
+
+const char* kJob =
+    "--config configs/copy.pbtxt --set training.stop_at_valid_accuracy=0 --set logging.every_steps=5 "
+    "--set training.valid_every=10 --set checkpoint.every_steps=10 --set cluster.workers=2";
+
+// The status table's row of `role`: "role host pid incarnation restarts state [last exit]".
+std::string Row(const std::string& status, const std::string& role) {
+  std::smatch m;
+  const std::regex row("\\n  (" + role + " [^\\n]*)");
+  return std::regex_search(status, m, row) ? m[1].str() : "";
+}
+
+TEST(StatusCommand, ADirectoryThatIsNotARunIsAClearError) {
+  TempDir dir;
+  CommandResult r = RunPsformer("status " + dir.path().string());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("psformer status: error: " + dir.path().string() +
+                          " is not a run directory (it has no config.pbtxt and logs/"),
+            std::string::npos)
+      << r.output;
+  r = RunPsformer("status " + dir.File("missing"));
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find(dir.File("missing") + " is not a directory"), std::string::npos) << r.output;
+  r = RunPsformer("status");
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+}
+
+TEST(StatusCommand, AFinishedRun) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob + " --set training.max_steps=20 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("run " + run + " (copy): finished\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  step 20/20 (100%)  loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  a step: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  valid (step 20): loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("newest checkpoint: step 20"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
+  for (const char* role : {"worker-0", "worker-1", "pserver-0"}) {
+    EXPECT_TRUE(std::regex_search(Row(r.output, role), std::regex(" 0 +0 +finished"))) << role << "\n" << r.output;
+  }
+  // --watch on a job that is not running draws once and returns.
+  r = RunPsformer("status " + run + " --watch 0.1");
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("finished"), std::string::npos) << r.output;
+}
+
+TEST(StatusCommand, ARunningJobAndItsRestartedWorker) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  BackgroundJob job(std::string("train ") + kJob + " --set training.max_steps=100000 --set fault.kill=worker:1@15 " +
+                        "--run-dir " + run,
+                    dir.File("train.out"));
+  // Poll as a person at another terminal would, a bounded number of times, until the restarted
+  // worker is seen running again.
+  std::string seen;
+  bool restarted = false;
+  for (int i = 0; i < 300 && !restarted && !job.Exited(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const CommandResult r = RunPsformer("status " + run);
+    seen = r.output;
+    restarted = r.exit_status == 0 &&
+                std::regex_search(Row(seen, "worker-1"), std::regex(" 1 +1 +running +killed by signal 9"));
+  }
+  ASSERT_TRUE(restarted) << seen << "\n" << job.Output();
+  EXPECT_NE(seen.find("(copy): running\n"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("/100000 ("), std::string::npos) << seen;
+  EXPECT_NE(seen.find("  ETA "), std::string::npos) << seen;
+  EXPECT_TRUE(std::regex_search(Row(seen, "worker-0"), std::regex(" 0 +0 +running"))) << seen;
+  EXPECT_NE(seen.find("last warning or error: "), std::string::npos) << seen;
+  EXPECT_NE(seen.find("worker-1 killed by signal 9"), std::string::npos) << seen;
+
+  job.SignalGroup(SIGINT);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+  const CommandResult after = RunPsformer("status " + run);
+  EXPECT_EQ(after.exit_status, 0);
+  EXPECT_NE(after.output.find("(copy): not running (stopped or died)"), std::string::npos) << after.output;
+  EXPECT_NE(after.output.find("continue with: psformer train --config " + run + "/config.pbtxt --run-dir " + run +
+                              " --resume"),
+            std::string::npos)
+      << after.output;
+}
+
+}  // namespace
+}  // namespace psformer

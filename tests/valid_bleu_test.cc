@@ -1,0 +1,85 @@
+// Validation BLEU during training (worker/valid_bleu.h): the score in metrics.jsonl is the one
+// `psformer bleu` gives for the hypotheses and references the run wrote, and
+// training.stop_at_valid_bleu ends the job on every worker.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <regex>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::MetricValues;
+using testing::RunPsformer;
+using testing::TempDir;
+
+std::string HypFile(const std::string& run, int step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/valid_bleu/step-%08d.hyp", step);
+  return run + name;
+}
+
+int LineCount(const std::string& path) {
+  const std::string text = testing::ReadTextFile(path);
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(ValidBleu, EqualsPsformerBleuOnTheSameHypotheses) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.max_steps=60 --set training.valid_every=20 "
+      "--set training.stop_at_valid_accuracy=0 --set training.valid_bleu_sentences=25 --set logging.every_steps=10 "
+      "--set cluster.workers=2 --run-dir " +
+      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
+  ASSERT_EQ(bleu.size(), 3u);
+  EXPECT_EQ(LineCount(run + "/valid_bleu/reference.txt"), 25);
+  for (int i = 0; i < 3; ++i) {
+    const int step = 20 * (i + 1);
+    EXPECT_EQ(LineCount(HypFile(run, step)), 25);
+    r = RunPsformer("bleu --hyp " + HypFile(run, step) + " --ref " + run + "/valid_bleu/reference.txt");
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    char expected[32];
+    std::snprintf(expected, sizeof(expected), "BLEU = %.2f ", bleu[i]);
+    EXPECT_EQ(r.output.rfind(expected, 0), 0u)
+        << "step " << step << ": metrics say " << bleu[i] << ", bleu says " << r.output;
+  }
+  // Training on the copy task makes the translations better.
+  EXPECT_GT(bleu[2], bleu[0]);
+}
+
+TEST(ValidBleu, StopAtValidBleuEndsTheJob) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.max_steps=1500 --set training.valid_every=50 "
+      "--set training.stop_at_valid_accuracy=0 --set training.valid_bleu_sentences=25 "
+      "--set training.stop_at_valid_bleu=60 --set cluster.workers=2 --run-dir " +
+      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
+  ASSERT_FALSE(bleu.empty());
+  EXPECT_GE(bleu.back(), 60.0);
+  for (size_t i = 0; i + 1 < bleu.size(); ++i) EXPECT_LT(bleu[i], 60.0);
+  EXPECT_LT(bleu.size(), 30u);  // stopped before max_steps
+  EXPECT_NE(testing::ReadRunLogs(run).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+}
+
+TEST(ValidBleu, StopAtValidBleuNeedsSentences) {
+  TempDir dir;
+  const CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.stop_at_valid_bleu=20 "
+      "--dry-run");
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.output.find("training.stop_at_valid_bleu = 20: needs training.valid_bleu_sentences > 0"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

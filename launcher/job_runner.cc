@@ -287,7 +287,10 @@ int RunSingleNode(const JobOptions& options) {
     endpoints.push_back(*endpoint);
   }
   if (Status s = PrepareRunDir(job); !s.ok()) return Fail(s.message());
-  SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string());
+  // The supervisor's lines still reach stderr without the file; say why it is missing.
+  if (Status s = SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string()); !s.ok()) {
+    PSF_LOG(Warning) << "no supervisor log file: " << s.message();
+  }
   const std::string job_id = NewJobId();
   auto keys = NewJobKeys(job.config);
   if (!keys.ok()) return Fail(keys.status().message());
@@ -368,7 +371,9 @@ int RunClusterRank(const JobOptions& options) {
   if (!all_endpoints.ok()) return 1;
   std::vector<std::string> server_endpoints;
   for (int s = 0; s < plan->servers(); ++s) server_endpoints.push_back((*all_endpoints)[plan->server(s).slot]);
-  SetLogFile((fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string());
+  const std::string log_file =
+      (fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
+  if (Status s = SetLogFile(log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
 
   std::vector<SupervisedRole> roles;
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});

@@ -277,7 +277,7 @@ void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
   const proto::Header& h = msg.header;
   if (!checkpointer_.enabled()) {
     return replies_.Refuse(msg.peer, &h,
-                           {RejectReason::kUnknownType, "this server has no run directory to checkpoint to"});
+                           {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
   }
   if (policy_->Overtaken(h.step(), progress_)) {
     return replies_.Refuse(
@@ -325,7 +325,7 @@ void ParameterServer::HandleRollback(const WireMessage& msg) {
     const Status restored = RestoreTo(h.step());
     if (!restored.ok()) {
       fatal_ = restored.WithContext("rollback to step " + std::to_string(h.step()));
-      return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, fatal_.message()});
+      return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
     }
     epoch_.Enter(h.epoch(), h.step());
     stats_.rollbacks.fetch_add(1);

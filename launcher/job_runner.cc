@@ -183,7 +183,7 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
 
 // Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C / SIGTERM
 // (130): then the workers finish the step they are in and exit, and after them the servers,
-// which write a checkpoint of the step every shard applied (DESIGN.md, Failure model). In cluster
+// which write a checkpoint of the step every shard applied (docs/failure-model.md). In cluster
 // mode each rank holds one role; `after_workers_stopped` (if set) waits there until every rank's
 // workers have stopped, so that the servers of the whole job stop after all of them.
 int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& after_workers_stopped = nullptr) {

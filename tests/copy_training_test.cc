@@ -60,7 +60,7 @@ int64_t StepReaching99(const std::string& path) {
   return -1;
 }
 
-// Issue 5: two workers learn the copy task as well as one (BSP: the batch of a step is split
+// Two workers learn the copy task as well as one (BSP: the batch of a step is split
 // between them, so they need no more steps), and the async mode converges too.
 TEST(CopyTraining, TwoWorkersLearnItAsWellAsOne) {
   TempDir dir;

@@ -12,6 +12,18 @@ namespace {
 
 constexpr uint64_t kTotal = 1000;
 
+// A header of this job from worker 0 to shard 0.
+proto::Header FromWorker0(proto::MessageType type, int64_t step) {
+  proto::Header h;
+  h.set_type(type);
+  h.set_job_id(kJobId);
+  h.set_sender_role(proto::WORKER);
+  h.set_sender_id(0);
+  h.set_shard(0);
+  h.set_step(step);
+  return h;
+}
+
 class PserverValidation : public ::testing::Test {
  protected:
   PserverValidation() : group_(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal), grad_(kTotal, 0.5f) {
@@ -19,13 +31,7 @@ class PserverValidation : public ::testing::Test {
   }
 
   proto::Header Push() const {
-    proto::Header h;
-    h.set_type(proto::PUSH);
-    h.set_job_id(kJobId);
-    h.set_sender_role(proto::WORKER);
-    h.set_sender_id(0);
-    h.set_shard(0);
-    h.set_step(1);
+    proto::Header h = FromWorker0(proto::PUSH, 1);
     h.set_dtype(proto::FLOAT32);
     h.set_begin(0);
     h.set_end(kTotal);
@@ -173,12 +179,7 @@ TEST(PserverRecovery, RollbackToACheckpointThatCannotBeLoadedIsRefusedAndEndsRun
   std::thread runner([&] { run_status = (*server)->Run(); });
   ZmqVan worker;
   ASSERT_TRUE(worker.Connect("server", (*server)->endpoint()).ok());
-  proto::Header h;
-  h.set_type(proto::ROLLBACK);
-  h.set_job_id(kJobId);
-  h.set_sender_role(proto::WORKER);
-  h.set_shard(0);
-  h.set_step(3);
+  proto::Header h = FromWorker0(proto::ROLLBACK, 3);
   h.set_epoch(1);
   ASSERT_TRUE(worker.Send(EncodeMessage("server", h, {})).ok());
   WireMessage reply;

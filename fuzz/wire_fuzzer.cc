@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "pserver/wire/message_validator.h"
-#include "pserver/wire/wire_message.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer::fuzz {
 namespace {

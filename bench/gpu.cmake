@@ -1,4 +1,4 @@
-# The GPU benchmark of the CUDA backend (issue 8), built with it; run by bench/gpu/run_on_gpu.sh.
+# The GPU benchmark of the CUDA backend, built with it; run by bench/gpu/run_on_gpu.sh.
 if(PSFORMER_HAVE_CUDA)
   add_executable(psformer_gpu_bench gpu/gpu_bench.cc)
   target_link_libraries(psformer_gpu_bench PRIVATE psformer_worker psformer_common)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Time to recover from a killed worker and a killed server (issue 7), on the copy config with
+# Time to recover from a killed worker and a killed server, on the copy config with
 # 2 workers and 2 servers: each faulty run beside the same run undisturbed, in the same session.
 #   bench/recovery_bench.sh [BUILD_DIR] [REPEATS]
 # Prints, per case: wall time of the whole run (median), its excess over the undisturbed run, the

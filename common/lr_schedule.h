@@ -1,4 +1,4 @@
-// The learning-rate schedule (PAPER.md, Training):
+// The learning-rate schedule (docs/paper.md, Training):
 //   lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
 // a linear rise for warmup_steps, then inverse square-root decay. Steps are 1-based.
 #ifndef PSFORMER_COMMON_LR_SCHEDULE_H_

@@ -1,4 +1,4 @@
-// metrics.jsonl of a run directory (DESIGN.md): one JSON object per line, appended and flushed
+// metrics.jsonl of a run directory (docs/architecture.md): one JSON object per line, appended and flushed
 // line by line so that a reader (or a crash) never sees half a line.
 //
 //   MetricsLine line;

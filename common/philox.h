@@ -3,7 +3,7 @@
 // element of a random stream can be computed on its own, in any order, on CPU or GPU, and every
 // backend draws the same numbers. Header-only; the functions compile for CUDA device code too.
 //
-// Dropout masks (DESIGN.md, Determinism). A mask element is keyed by:
+// Dropout masks (docs/determinism.md). A mask element is keyed by:
 //   key     = (seed low 32 bits, seed high 32 bits)
 //   counter = (element / 4, tensor id, step, worker)
 // and the element takes word (element % 4) of the Philox output. `tensor` numbers the dropout

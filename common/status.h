@@ -1,5 +1,6 @@
 // Status and StatusOr: how everything that can fail at run time reports it.
-// A Status is OK or carries a code and a message that says what failed and where.
+// A Status is OK or carries a code and a message that says what failed and where. Both are
+// [[nodiscard]]: a caller passes a failure up, handles it, or says why it may be dropped.
 #ifndef PSFORMER_COMMON_STATUS_H_
 #define PSFORMER_COMMON_STATUS_H_
 
@@ -10,7 +11,7 @@
 
 namespace psformer {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk, kInvalidArgument, kNotFound, kIoError, kCorruption, kUnavailable,
                     kInternal, kUnimplemented, kAborted };
@@ -28,6 +29,14 @@ class Status {
   static Status Aborted(std::string msg) { return Status(Code::kAborted, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
+  bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
+  bool IsNotFound() const { return code_ == Code::kNotFound; }
+  bool IsIoError() const { return code_ == Code::kIoError; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+  bool IsUnavailable() const { return code_ == Code::kUnavailable; }
+  bool IsInternal() const { return code_ == Code::kInternal; }
+  bool IsUnimplemented() const { return code_ == Code::kUnimplemented; }
+  bool IsAborted() const { return code_ == Code::kAborted; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   // "invalid argument: <message>", or "OK".
@@ -46,7 +55,7 @@ class Status {
 
 // A value or the Status that explains why there is none.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design.
   StatusOr(Status status) : status_(std::move(status)) {   // NOLINT

@@ -1,4 +1,4 @@
-// libFuzzer target for the path every received message takes (DESIGN.md, Wire protocol): the
+// libFuzzer target for the path every received message takes (docs/wire-protocol.md): the
 // frames become a RawMessage as a Van delivers it, ParseMessage splits header and payload, the
 // server's and the client's validators judge it, and a message either accepts is read as floats
 // the way the server and the client then read it (also with the checksum made right, see
@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "pserver/wire/message_validator.h"
-#include "pserver/wire/wire_message.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer::fuzz {
 namespace {

@@ -7,10 +7,10 @@
 #include <iostream>
 #include <vector>
 
-#include "pserver/wire/message_validator.h"
-#include "pserver/wire/wire_message.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer::fuzz {
 namespace {

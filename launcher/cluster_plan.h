@@ -1,4 +1,4 @@
-// Which role each process of a job plays, and where (DESIGN.md, The command).
+// Which role each process of a job plays, and where (docs/architecture.md).
 //
 // Given the job's server and worker counts and the host of every slot (an MPI rank, or a
 // process of single-node mode), servers are spread across hosts round-robin and every other

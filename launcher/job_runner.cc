@@ -187,7 +187,7 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
 
 // Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C / SIGTERM
 // (130): then the workers finish the step they are in and exit, and after them the servers,
-// which write a checkpoint of the step every shard applied (DESIGN.md, Failure model). In cluster
+// which write a checkpoint of the step every shard applied (docs/failure-model.md). In cluster
 // mode each rank holds one role; `after_workers_stopped` (if set) waits there until every rank's
 // workers have stopped, so that the servers of the whole job stop after all of them.
 int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& after_workers_stopped = nullptr) {
@@ -291,7 +291,10 @@ int RunSingleNode(const JobOptions& options) {
     endpoints.push_back(*endpoint);
   }
   if (Status s = PrepareRunDir(job); !s.ok()) return Fail(s.message());
-  SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string());
+  // The supervisor's lines still reach stderr without the file; say why it is missing.
+  if (Status s = SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string()); !s.ok()) {
+    PSF_LOG(Warning) << "no supervisor log file: " << s.message();
+  }
   const std::string job_id = NewJobId();
   auto keys = NewJobKeys(job.config);
   if (!keys.ok()) return Fail(keys.status().message());
@@ -372,7 +375,9 @@ int RunClusterRank(const JobOptions& options) {
   if (!all_endpoints.ok()) return 1;
   std::vector<std::string> server_endpoints;
   for (int s = 0; s < plan->servers(); ++s) server_endpoints.push_back((*all_endpoints)[plan->server(s).slot]);
-  SetLogFile((fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string());
+  const std::string log_file =
+      (fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
+  if (Status s = SetLogFile(log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
   std::string servers;
   for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
   PSF_LOG(Info) << "rank " << mpi.rank() << " runs " << me.name() << " on host " << me.host << "; servers at "

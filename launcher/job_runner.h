@@ -1,4 +1,4 @@
-// Runs a training job as supervisors of role processes (DESIGN.md, The command):
+// Runs a training job as supervisors of role processes (docs/architecture.md):
 // single-node mode (this process supervises every role on this machine) and cluster mode (one
 // MPI rank supervises one role; MPI carries only bootstrap and shutdown).
 #ifndef PSFORMER_LAUNCHER_JOB_RUNNER_H_

@@ -1,6 +1,6 @@
 // A role process (a worker or a parameter-server shard) as its supervisor sees it: started with
 // `psformer <role> ...`, restarted with the same identity when it dies abnormally, killed when it
-// stops sending heartbeats (DESIGN.md, Failure model).
+// stops sending heartbeats (docs/failure-model.md).
 //
 // Heartbeats: the child inherits the write end of a pipe whose descriptor number is in the
 // environment variable PSFORMER_HEARTBEAT_FD; common/heartbeat.h writes a byte to it every

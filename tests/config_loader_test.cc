@@ -86,7 +86,7 @@ TEST(ConfigLoader, UnknownFieldIsRejectedWithItsName) {
 TEST(ConfigLoader, MissingFileIsNotFound) {
   auto config = LoadConfigFile("/nonexistent/psformer.pbtxt");
   ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), Status::Code::kNotFound);
+  EXPECT_TRUE(config.status().IsNotFound()) << config.status().ToString();
   EXPECT_NE(config.status().message().find("/nonexistent/psformer.pbtxt"), std::string::npos);
 }
 

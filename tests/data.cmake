@@ -1,4 +1,4 @@
-# Data pipeline suites (issue 4): copy task, batching and sampling, corpus files, prepare.
+# Data pipeline suites: copy task, batching and sampling, corpus files, prepare.
 add_executable(data_batch_dump data_batch_dump.cc)
 target_link_libraries(data_batch_dump PRIVATE psformer_worker)
 

@@ -1,4 +1,4 @@
-# Decoding (issue 9): incremental decoder, beam search, psformer translate.
+# Decoding: incremental decoder, beam search, psformer translate.
 psformer_test(incremental_decoder_test unit SOURCES incremental_decoder_test.cc LIBS psformer_worker psformer_common)
 psformer_test(beam_search_test unit SOURCES beam_search_test.cc LIBS psformer_worker psformer_common)
 psformer_test(translate_command_test integration SOURCES translate_command_test.cc LIBS psformer_worker psformer_common)

@@ -1,4 +1,4 @@
-# The CUDA backend (issue 8): every operator against the CPU backend, the whole model's loss and
+# The CUDA backend: every operator against the CPU backend, the whole model's loss and
 # gradients, and 20 training steps; then `psformer train` with a GPU worker and `translate --gpu`
 # through the binary. Labelled gpu; each test skips with "no CUDA device: ..." where no GPU is
 # present, so the suite passes on machines with the toolkit but no device.

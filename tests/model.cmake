@@ -1,4 +1,4 @@
-# The Transformer on CPU (issue 3): backend, layers, gradient checks, reference fixture, trainer.
+# The Transformer on CPU: backend, layers, gradient checks, reference fixture, trainer.
 psformer_test(model_grad_test unit SOURCES model_grad_test.cc LIBS psformer_worker psformer_common)
 psformer_test(philox_test unit SOURCES philox_test.cc LIBS psformer_worker psformer_common)
 psformer_test(model_reference_test unit SOURCES model_reference_test.cc LIBS psformer_worker psformer_common)

@@ -4,7 +4,9 @@
 // being differentiated is deterministic).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
+#include <string>
 
 #include "tests/model_test_util.h"
 #include "worker/backend/cpu_backend.h"
@@ -52,6 +54,13 @@ std::vector<size_t> ParamIndices(const ParamLayout& layout, const std::string& p
   return v;
 }
 
+// `config` with attention and ReLU dropout too, so that every dropout site is differentiated.
+proto::ModelConfig WithEveryDropout(proto::ModelConfig config) {
+  config.set_attention_dropout(0.1f);
+  config.set_relu_dropout(0.1f);
+  return config;
+}
+
 struct AttentionCase {
   AttentionKind kind;
   float probs_dropout;
@@ -93,38 +102,45 @@ INSTANTIATE_TEST_SUITE_P(Kinds, GradAttention,
                                            AttentionCase{AttentionKind::kCross, 0.0f},
                                            AttentionCase{AttentionKind::kCausalSelf, 0.3f}));
 
-TEST(GradFeedForward, MatchesFiniteDifferencesWithReluDropout) {
-  std::mt19937_64 rng(5);
+// A sub-layer from (rows, 8) to (rows, 8) whose parameters are the tensors under `prefix`:
+// analytic gradients of a random projection of its output against finite differences, for its
+// parameters and its input. make(backend, layout) builds it; forward(layer, params, x, rows)
+// returns its output; layer.Backward(params, dy, dx, grad) accumulates into grad.
+template <typename Make, typename Forward>
+void CheckRowSublayer(uint64_t seed, const std::string& prefix, int rows, Make make, Forward forward) {
+  std::mt19937_64 rng(seed);
   CpuBackend<double> be(2);
   ParamLayout layout(SmallModel(1, 8, 12, 2, false, 0.0f), kVocab);
   Vec params = RandomParams(layout, rng);
-  const int rows = 7;
   Vec x = RandomVec(rng, rows * 8);
   const Vec r = RandomVec(rng, rows * 8);
-  FeedForward<double> ffn(&be, layout, "encoder.0.ffn.", 0.25f, 5);
-  auto loss = [&] { return Dot(ffn.Forward(params.data(), x.data(), rows, &kKey), r); };
+  auto layer = make(&be, layout);
+  auto loss = [&] { return Dot(forward(*layer, params.data(), x.data(), rows), r); };
   loss();
   Vec grad(params.size(), 0.0), dx(x.size());
-  ffn.Backward(params.data(), r.data(), dx.data(), grad.data());
-  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0.ffn."), loss);
+  layer->Backward(params.data(), r.data(), dx.data(), grad.data());
+  MaxGradientError("params", &params, grad, ParamIndices(layout, prefix), loss);
   MaxGradientError("x", &x, dx, AllIndices(x.size()), loss);
 }
 
+TEST(GradFeedForward, MatchesFiniteDifferencesWithReluDropout) {
+  CheckRowSublayer(
+      5, "encoder.0.ffn.", 7,
+      [](CpuBackend<double>* be, const ParamLayout& layout) {
+        return std::make_unique<FeedForward<double>>(be, layout, "encoder.0.ffn.", 0.25f, 5);
+      },
+      [](FeedForward<double>& ffn, const double* p, const double* x, int rows) {
+        return ffn.Forward(p, x, rows, &kKey);
+      });
+}
+
 TEST(GradLayerNorm, MatchesFiniteDifferences) {
-  std::mt19937_64 rng(6);
-  CpuBackend<double> be(2);
-  ParamLayout layout(SmallModel(1, 8, 12, 2, false, 0.0f), kVocab);
-  Vec params = RandomParams(layout, rng);
-  const int rows = 5;
-  Vec x = RandomVec(rng, rows * 8);
-  const Vec r = RandomVec(rng, rows * 8);
-  LayerNorm<double> norm(&be, layout, "encoder.0.ln1.");
-  auto loss = [&] { return Dot(norm.Forward(params.data(), x.data(), rows), r); };
-  loss();
-  Vec grad(params.size(), 0.0), dx(x.size());
-  norm.Backward(params.data(), r.data(), dx.data(), grad.data());
-  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0.ln1."), loss);
-  MaxGradientError("x", &x, dx, AllIndices(x.size()), loss);
+  CheckRowSublayer(
+      6, "encoder.0.ln1.", 5,
+      [](CpuBackend<double>* be, const ParamLayout& layout) {
+        return std::make_unique<LayerNorm<double>>(be, layout, "encoder.0.ln1.");
+      },
+      [](LayerNorm<double>& norm, const double* p, const double* x, int rows) { return norm.Forward(p, x, rows); });
 }
 
 TEST(GradEmbedding, MatchesFiniteDifferencesWithDropout) {
@@ -160,42 +176,39 @@ TEST(GradCrossEntropy, MatchesFiniteDifferencesAndSkipsPadding) {
   EXPECT_EQ(loss_rows[4], 0.0);
 }
 
-class GradLayers : public ::testing::TestWithParam<bool> {};  // parameter: pre-LN
+// One layer of either stack, post-LN or pre-LN (the parameter), with every dropout site on.
+class GradLayers : public ::testing::TestWithParam<bool> {
+ protected:
+  GradLayers() : config_(WithEveryDropout(SmallModel(1, 8, 12, 2, GetParam(), 0.2f))), layout_(config_, kVocab) {}
+  CpuBackend<double> be_{2};
+  const proto::ModelConfig config_;
+  const ParamLayout layout_;
+};
 
 TEST_P(GradLayers, EncoderLayerMatchesFiniteDifferences) {
   std::mt19937_64 rng(9);
-  CpuBackend<double> be(2);
-  auto config = SmallModel(1, 8, 12, 2, GetParam(), 0.2f);
-  config.set_attention_dropout(0.1f);
-  config.set_relu_dropout(0.1f);
-  ParamLayout layout(config, kVocab);
-  Vec params = RandomParams(layout, rng);
+  Vec params = RandomParams(layout_, rng);
   const Batch b = RandomBatch(rng, 2, 5, 3, kVocab);
   Vec x = RandomVec(rng, b.src.size() * 8);
   const Vec r = RandomVec(rng, x.size());
-  EncoderLayer<double> layer(&be, layout, config, 0);
+  EncoderLayer<double> layer(&be_, layout_, config_, 0);
   auto loss = [&] { return Dot(layer.Forward(params.data(), x.data(), b.src.data(), 2, 5, &kKey), r); };
   loss();
   Vec grad(params.size(), 0.0);
   const double* dx = layer.Backward(params.data(), r.data(), grad.data());
   const Vec dx_copy(dx, dx + x.size());
-  MaxGradientError("params", &params, grad, ParamIndices(layout, "encoder.0."), loss);
+  MaxGradientError("params", &params, grad, ParamIndices(layout_, "encoder.0."), loss);
   MaxGradientError("x", &x, dx_copy, AllIndices(x.size()), loss);
 }
 
 TEST_P(GradLayers, DecoderLayerMatchesFiniteDifferences) {
   std::mt19937_64 rng(10);
-  CpuBackend<double> be(2);
-  auto config = SmallModel(1, 8, 12, 2, GetParam(), 0.2f);
-  config.set_attention_dropout(0.1f);
-  config.set_relu_dropout(0.1f);
-  ParamLayout layout(config, kVocab);
-  Vec params = RandomParams(layout, rng);
+  Vec params = RandomParams(layout_, rng);
   const int batch = 3, src_len = 4, tgt_len = 5;
   const Batch b = RandomBatch(rng, batch, src_len, tgt_len, kVocab);
   Vec y = RandomVec(rng, b.tgt_in.size() * 8), memory = RandomVec(rng, b.src.size() * 8);
   const Vec r = RandomVec(rng, y.size());
-  DecoderLayer<double> layer(&be, layout, config, 0);
+  DecoderLayer<double> layer(&be_, layout_, config_, 0);
   auto loss = [&] {
     return Dot(layer.Forward(params.data(), y.data(), b.tgt_in.data(), tgt_len, memory.data(), b.src.data(), src_len,
                              batch, &kKey),
@@ -205,7 +218,7 @@ TEST_P(GradLayers, DecoderLayerMatchesFiniteDifferences) {
   Vec grad(params.size(), 0.0), dmemory(memory.size(), 0.0);
   const double* dy = layer.Backward(params.data(), r.data(), dmemory.data(), grad.data());
   const Vec dy_copy(dy, dy + y.size());
-  MaxGradientError("params", &params, grad, ParamIndices(layout, "decoder.0."), loss);
+  MaxGradientError("params", &params, grad, ParamIndices(layout_, "decoder.0."), loss);
   MaxGradientError("y", &y, dy_copy, AllIndices(y.size()), loss);
   MaxGradientError("memory", &memory, dmemory, AllIndices(memory.size()), loss);
 }
@@ -221,9 +234,7 @@ class GradTransformer : public ::testing::TestWithParam<bool> {  // parameter: p
 TEST_P(GradTransformer, WholeModelMatchesFiniteDifferences) {
   std::mt19937_64 rng(GetParam() ? 21 : 20);
   CpuBackend<double> be(2);
-  auto config = SmallModel(2, 8, 12, 2, GetParam(), 0.15f);
-  config.set_attention_dropout(0.1f);
-  config.set_relu_dropout(0.1f);
+  const auto config = WithEveryDropout(SmallModel(2, 8, 12, 2, GetParam(), 0.15f));
   Transformer<double> model(config, kVocab, &be);
   Vec params = RandomParams(model.layout(), rng);
   const Batch b = RandomBatch(rng, 3, 5, 7, kVocab);  // odd lengths, padding

@@ -1,4 +1,4 @@
-# Parameter servers over ZeroMQ (issue 5): framing and validation, transport, checkpoints,
+# Parameter servers over ZeroMQ: framing and validation, transport, checkpoints,
 # servers with their clients on loopback.
 psformer_test(wire_test unit SOURCES wire_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(pserver_policy_test unit SOURCES pserver_policy_test.cc LIBS psformer_pserver psformer_common)

@@ -82,7 +82,7 @@ TEST(ShutdownTracker, StopsOnceEveryWorkerHeardFromIsDone) {
   tracker.JobEnded(t0);
   EXPECT_FALSE(tracker.ShouldStop(t0));  // worker 1 is not done.
   tracker.WorkerSaidGoodbye(1, t0);
-  EXPECT_TRUE(tracker.ShouldStop(t0));   // nobody was refused, so nobody can have missed it.
+  EXPECT_TRUE(tracker.ShouldStop(t0));  // nobody was refused, so nobody can have missed it.
 }
 
 TEST(ShutdownTracker, LingersForAResendAfterTellingAWorkerTheJobFinished) {

@@ -15,9 +15,9 @@
 #include "common/config_loader.h"
 #include "common/lr_schedule.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/wire/bfloat16.h"
-#include "pserver/server/parameter_server.h"
 #include "pserver/client/ps_client.h"
+#include "pserver/server/parameter_server.h"
+#include "pserver/wire/bfloat16.h"
 
 namespace psformer::testing {
 

@@ -1,13 +1,28 @@
 // A running server fed malformed, truncated, oversized, wrong-shard, wrong-job, bad-checksum,
 // foreign, stale and future messages: each answered with ERROR naming its reason, counted, and
-// the server keeps serving with its parameters unchanged.
+// the server keeps serving with its parameters unchanged. Requests it cannot carry out (a
+// checkpoint without a run directory, a rollback to a checkpoint it cannot load) are refused
+// with reasons of their own.
 #include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
+#include "tests/test_util.h"
 
 namespace psformer::testing {
 namespace {
 
 constexpr uint64_t kTotal = 1000;
+
+// A header of this job from worker 0 to shard 0.
+proto::Header FromWorker0(proto::MessageType type, int64_t step) {
+  proto::Header h;
+  h.set_type(type);
+  h.set_job_id(kJobId);
+  h.set_sender_role(proto::WORKER);
+  h.set_sender_id(0);
+  h.set_shard(0);
+  h.set_step(step);
+  return h;
+}
 
 class PserverValidation : public ::testing::Test {
  protected:
@@ -16,13 +31,7 @@ class PserverValidation : public ::testing::Test {
   }
 
   proto::Header Push() const {
-    proto::Header h;
-    h.set_type(proto::PUSH);
-    h.set_job_id(kJobId);
-    h.set_sender_role(proto::WORKER);
-    h.set_sender_id(0);
-    h.set_shard(0);
-    h.set_step(1);
+    proto::Header h = FromWorker0(proto::PUSH, 1);
     h.set_dtype(proto::FLOAT32);
     h.set_begin(0);
     h.set_end(kTotal);
@@ -143,6 +152,50 @@ TEST_F(PserverValidation, RefusesBadMessagesCountsThemAndKeepsServing) {
   Status stale = w0->Wait(*w0->Pull(0, params.data()));
   EXPECT_FALSE(stale.ok());
   EXPECT_NE(stale.message().find("stale step"), std::string::npos) << stale.message();
+}
+
+TEST_F(PserverValidation, CheckpointWithoutARunDirectoryIsRefusedForThatReason) {
+  proto::Header h = Push();
+  h.set_type(proto::CHECKPOINT);
+  h.set_sender_role(proto::COORDINATOR);
+  h.set_step(0);
+  EXPECT_EQ(Exchange(EncodeMessage("server", h, {})), RejectReason::kNoRunDirectory);
+  EXPECT_EQ(group_.server(0).stats().rejected.Get(RejectReason::kNoRunDirectory), 1u);
+  EXPECT_EQ(group_.server(0).stats().checkpoints_written.load(), 0u);
+}
+
+// The supervisor restarts a server whose Run failed; the worker that asked learns why.
+TEST(PserverRecovery, RollbackToACheckpointThatCannotBeLoadedIsRefusedAndEndsRun) {
+  TempDir dir;  // a run directory without any checkpoint.
+  ParameterServerOptions o;
+  o.config = PsConfig(1, 1, proto::ClusterConfig::BSP);
+  o.parameter_count = kTotal;
+  o.job_id = kJobId;
+  o.run_dir = dir.path().string();
+  o.poll_ms = 20;
+  auto server = ParameterServer::Create(std::move(o), std::make_unique<ZmqVan>());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Status run_status;
+  std::thread runner([&] { run_status = (*server)->Run(); });
+  ZmqVan worker;
+  ASSERT_TRUE(worker.Connect("server", (*server)->endpoint()).ok());
+  proto::Header h = FromWorker0(proto::ROLLBACK, 3);
+  h.set_epoch(1);
+  ASSERT_TRUE(worker.Send(EncodeMessage("server", h, {})).ok());
+  WireMessage reply;
+  for (int i = 0; i < 100 && reply.header.type() == proto::MESSAGE_TYPE_UNSPECIFIED; ++i) {
+    auto raw = worker.Recv(100);
+    if (raw.ok() && raw->has_value()) {
+      EXPECT_FALSE(ParseMessage(std::move(**raw), &reply));
+    }
+  }
+  (*server)->Stop();  // only in case Run did not end by itself, which the checks below catch.
+  runner.join();
+  EXPECT_EQ(reply.header.type(), proto::ERROR);
+  EXPECT_EQ(static_cast<RejectReason>(reply.header.reject_reason()), RejectReason::kRestoreFailed);
+  EXPECT_FALSE(run_status.ok());
+  EXPECT_NE(run_status.message().find("rollback to step 3"), std::string::npos) << run_status.ToString();
+  EXPECT_EQ((*server)->stats().rollbacks.load(), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Stopping and continuing a whole job (label `fault`): Ctrl-C in single-node mode stops it in
 // order and leaves a complete checkpoint; a job killed outright (SIGKILL to its process group)
 // continues from its last periodic checkpoint. Either way `--resume` ends with the weights of
-// an undisturbed run, bitwise (DESIGN.md, Determinism and Failure model).
+// an undisturbed run, bitwise (docs/determinism.md, docs/failure-model.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>

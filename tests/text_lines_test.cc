@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/utf8.h"
 #include "tests/test_util.h"
 
 namespace psformer {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/eval/text_lines.h"
-#include "worker/eval/utf8.h"
+#include "common/utf8.h"
 
 namespace psformer {
 namespace {

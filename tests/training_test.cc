@@ -1,6 +1,6 @@
 // End-to-end training through the parameter servers (label `integration`): single-node mode,
 // cluster mode under real mpirun, and their agreement with the local trainer, all compared by
-// `psformer checksum` of the final model.bin (DESIGN.md, Determinism).
+// `psformer checksum` of the final model.bin (docs/determinism.md).
 #include <gtest/gtest.h>
 
 #include <regex>

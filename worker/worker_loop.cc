@@ -154,12 +154,12 @@ Status WorkerLoop::Run() {
   int64_t first = started_at_;
   while (true) {
     const Status trained = Train(first);
-    if (trained.code() == Status::Code::kAborted && client_->job_finished()) {
+    if (trained.IsAborted() && client_->job_finished()) {
       // SSP/async: the coordinator stopped the job while this worker was still training.
       PSF_LOG(Info) << "the coordinator ended the job; stopping";
       return Status::Ok();
     }
-    if (trained.code() != Status::Code::kAborted) {
+    if (!trained.IsAborted()) {
       if (!trained.ok() || coordinator()) return trained;
       return client_->Goodbye();
     }

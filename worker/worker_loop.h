@@ -1,4 +1,4 @@
-// The worker role process (DESIGN.md): pull -> forward/backward on this worker's batch -> push
+// The worker role process (docs/architecture.md): pull -> forward/backward on this worker's batch -> push
 // the gradient, its target tokens and loss -> repeat, timing each phase.
 //
 // Worker 0 is also the job's coordinator: it writes metrics.jsonl (with the step time split into

@@ -1,4 +1,4 @@
-// Times forward + backward of the Transformer base model (PAPER.md: d_model 512, 6+6 layers,
+// Times forward + backward of the Transformer base model (docs/paper.md: d_model 512, 6+6 layers,
 // 8 heads, d_ff 2048, shared vocabulary of 37000) on one GPU with the CUDA backend, on a batch of
 // about 25k source and 25k target tokens, and prints one line: tokens per second, step time,
 // achieved TFLOPS and MFU (FLOPs counted from the shapes, see ModelFlops), and peak device

@@ -39,7 +39,7 @@ StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     if (static_cast<int>(steps.size()) == last) break;
     const Status verified = VerifyCheckpoint(run_dir, step, id);
-    if (verified.code() == Status::Code::kInvalidArgument) return verified;
+    if (verified.IsInvalidArgument()) return verified;
     if (!verified.ok()) {
       PSF_LOG(Warning) << "skipping checkpoint at step " << step << ": " << verified.message();
       continue;

@@ -181,7 +181,7 @@ StatusOr<std::optional<ShardCheckpoint>> LoadNewestShardCheckpoint(const std::st
     auto loaded = LoadShardCheckpoint(run_dir, id, shard, step);
     if (loaded.ok()) return std::optional<ShardCheckpoint>(std::move(loaded).value());
     const Status& s = loaded.status();
-    if (s.code() == Status::Code::kInvalidArgument) return s;  // another model: resuming would be wrong.
+    if (s.IsInvalidArgument()) return s;  // another model: resuming would be wrong.
     PSF_LOG(Warning) << "skipping checkpoint at step " << step << ": " << s.message()
                      << "; falling back to the previous one";
   }

@@ -1,4 +1,4 @@
-// FaultyVan: a Van that injects transport faults into what it sends (issue 7, fault injection),
+// FaultyVan: a Van that injects transport faults into what it sends (for fault injection),
 // wrapped around any other Van. For each message handed to Send it draws one decision:
 //   drop       the message is lost;
 //   duplicate  it is sent twice in a row;

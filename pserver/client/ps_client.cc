@@ -282,7 +282,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   Request& r = *done;
   r = std::move(it->second);
   requests_.erase(it);
-  if (r.error.code() != Status::Code::kAborted) {
+  if (!r.error.IsAborted()) {
     ReleasePayload(&r);
   } else if (r.payload_owner) {
     Status error = r.error;

@@ -22,9 +22,7 @@ class AsyncPolicy : public ConsistencyPolicy {
   bool Overtaken(int64_t, const ShardProgress&) const override { return false; }
   bool PullReady(const proto::Header&, const ShardProgress&) const override { return true; }
   bool CheckpointReady(int64_t, const ShardProgress&) const override { return true; }
-  std::vector<int64_t> CheckpointWorkerSteps(int64_t, const ShardProgress& p) const override {
-    return p.worker_steps;
-  }
+  std::vector<int64_t> CheckpointWorkerSteps(int64_t, const ShardProgress& p) const override { return p.worker_steps; }
   bool AppliesWholeSteps() const override { return false; }
 
  private:

@@ -28,7 +28,7 @@ namespace psformer {
 
 // How far the job has come, as this shard sees it.
 struct ShardProgress {
-  int64_t applied_step = 0;          // BSP: the last step applied; else the highest step applied.
+  int64_t applied_step = 0;           // BSP: the last step applied; else the highest step applied.
   std::vector<int64_t> worker_steps;  // the last step each worker pushed.
   int64_t SlowestWorkerStep() const;
 };

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "common/transport/frame.h"
 #include "pserver/timing.h"
 
 namespace psformer {
@@ -49,7 +48,8 @@ StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(ParameterServ
   const int servers = options.config.cluster().servers();
   if (options.shard < 0 || options.shard >= servers) {
     return Status::InvalidArgument("server index " + std::to_string(options.shard) + " is outside 0.." +
-                                   std::to_string(servers - 1) + " (cluster.servers = " + std::to_string(servers) + ")");
+                                   std::to_string(servers - 1) + " (cluster.servers = " + std::to_string(servers) +
+                                   ")");
   }
   if (options.parameter_count < static_cast<uint64_t>(servers)) {
     return Status::InvalidArgument("cannot split " + std::to_string(options.parameter_count) + " parameters into " +
@@ -128,8 +128,8 @@ Status ParameterServer::Run() {
   }
   PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << progress_.applied_step
                 << "; pulls answered: " << stats_.pulls_answered.load() << " (" << stats_.bf16_pulls_answered.load()
-                << " in bf16); duplicate pushes: " << stats_.duplicates.load() << "; refused messages: "
-                << stats_.rejected.ToString();
+                << " in bf16); duplicate pushes: " << stats_.duplicates.load()
+                << "; refused messages: " << stats_.rejected.ToString();
   return Status::Ok();
 }
 
@@ -147,14 +147,22 @@ void ParameterServer::Handle(RawMessage raw) {
   }
   if (Verdict v = epoch_.Check(h)) return replies_.Refuse(peer, &h, *v);
   switch (h.type()) {
-    case proto::ROLLBACK: return HandleRollback(msg);
-    case proto::PUSH: return HandlePush(std::move(msg));
-    case proto::PULL: return HandlePull(msg);
-    case proto::CHECKPOINT: return HandleCheckpoint(msg);
-    case proto::HELLO: return HandleHello(msg);
-    case proto::HEARTBEAT: return replies_.Answer(msg.peer, h, proto::HEARTBEAT);
-    case proto::SHUTDOWN: return HandleShutdown(msg);
-    default: PSF_CHECK(false && "validated types are all handled");
+    case proto::ROLLBACK:
+      return HandleRollback(msg);
+    case proto::PUSH:
+      return HandlePush(std::move(msg));
+    case proto::PULL:
+      return HandlePull(msg);
+    case proto::CHECKPOINT:
+      return HandleCheckpoint(msg);
+    case proto::HELLO:
+      return HandleHello(msg);
+    case proto::HEARTBEAT:
+      return replies_.Answer(msg.peer, h, proto::HEARTBEAT);
+    case proto::SHUTDOWN:
+      return HandleShutdown(msg);
+    default:
+      PSF_CHECK(false && "validated types are all handled");
   }
 }
 
@@ -191,10 +199,10 @@ void ParameterServer::HandlePush(WireMessage msg) {
     return replies_.Answer(msg.peer, h, proto::ACK, /*duplicate=*/true);
   }
   if (step > last + 1) {
-    return replies_.Refuse(msg.peer, &h, {RejectReason::kFutureStep, "push of step " + std::to_string(step) +
-                                                                         " from worker " + std::to_string(w) +
-                                                                         " whose last push was step " +
-                                                                         std::to_string(last)});
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kFutureStep, "push of step " + std::to_string(step) + " from worker " + std::to_string(w) +
+                                        " whose last push was step " + std::to_string(last)});
   }
   if (policy_->PushTooEarly(step, progress_)) {
     return replies_.Refuse(msg.peer, &h,
@@ -227,31 +235,25 @@ void ParameterServer::Applied(const AppliedUpdate& update) {
 void ParameterServer::HandlePull(const WireMessage& msg) {
   const proto::Header& h = msg.header;
   if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()]) {
-    return replies_.Refuse(msg.peer, &h,
-                           {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
-                                                           std::to_string(h.sender_id()) + " whose last push was step " +
-                                                           std::to_string(progress_.worker_steps[h.sender_id()])});
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
+                                        std::to_string(h.sender_id()) + " whose last push was step " +
+                                        std::to_string(progress_.worker_steps[h.sender_id()])});
   }
   if (policy_->Overtaken(h.step(), progress_)) {
-    return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) +
-                                                                        ", but step " +
-                                                                        std::to_string(progress_.applied_step) +
-                                                                        " is already applied"});
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
   }
   if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
-  pending_pulls_.push_back({msg.peer, h});
+  pending_pulls_.Add(msg.peer, h);
 }
 
 void ParameterServer::ServePendingPulls() {
-  std::vector<PendingRequest> waiting;
-  for (PendingRequest& p : pending_pulls_) {
-    if (policy_->PullReady(p.request, progress_)) {
-      SendParams(p.peer, p.request);
-    } else {
-      waiting.push_back(std::move(p));
-    }
-  }
-  pending_pulls_ = std::move(waiting);
+  pending_pulls_.ServeReady([this](const proto::Header& pull) { return policy_->PullReady(pull, progress_); },
+                            [this](const PendingRequests::Entry& e) { SendParams(e.peer, e.request); });
 }
 
 void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
@@ -265,18 +267,8 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   }
   h.set_begin(range_.begin);
   h.set_end(range_.end);
-  std::vector<Frame> payload;
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
-  if (bf16) {
-    std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer_.Bf16Snapshot();
-    AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
-                     &payload);
-  } else {
-    std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
-    AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
-                     &payload);
-  }
-  replies_.Send(peer, std::move(h), std::move(payload));
+  replies_.Send(peer, std::move(h), ParamsFrames(&optimizer_, bf16, frame_bytes));
   stats_.pulls_answered.fetch_add(1);
   if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
 }
@@ -285,35 +277,28 @@ void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
   const proto::Header& h = msg.header;
   if (!checkpointer_.enabled()) {
     return replies_.Refuse(msg.peer, &h,
-                           {RejectReason::kUnknownType, "this server has no run directory to checkpoint to"});
+                           {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
   }
   if (policy_->Overtaken(h.step(), progress_)) {
-    return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) +
-                                                                        ", but step " +
-                                                                        std::to_string(progress_.applied_step) +
-                                                                        " is already applied"});
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
   }
-  pending_checkpoints_.push_back({msg.peer, h});
+  pending_checkpoints_.Add(msg.peer, h);
   ServePendingCheckpoints();
 }
 
 void ParameterServer::ServePendingCheckpoints() {
-  std::vector<PendingRequest> waiting;
-  for (PendingRequest& p : pending_checkpoints_) {
-    if (!policy_->CheckpointReady(p.request.step(), progress_)) {
-      waiting.push_back(std::move(p));
-      continue;
-    }
-    const Status s = WriteCheckpoint(p.request.step());
-    if (s.ok()) {
-      replies_.Answer(p.peer, p.request);
-    } else {
-      proto::Header h = replies_.Header(p.request, proto::ERROR);
-      h.set_error("checkpoint failed: " + s.message());
-      replies_.Send(p.peer, std::move(h));
-    }
-  }
-  pending_checkpoints_ = std::move(waiting);
+  pending_checkpoints_.ServeReady(
+      [this](const proto::Header& checkpoint) { return policy_->CheckpointReady(checkpoint.step(), progress_); },
+      [this](const PendingRequests::Entry& e) {
+        const Status s = WriteCheckpoint(e.request.step());
+        if (s.ok()) return replies_.Answer(e.peer, e.request);
+        proto::Header h = replies_.Header(e.request, proto::ERROR);
+        h.set_error("checkpoint failed: " + s.message());
+        replies_.Send(e.peer, std::move(h));
+      });
 }
 
 Status ParameterServer::WriteCheckpoint(int64_t step) {
@@ -340,15 +325,16 @@ void ParameterServer::HandleRollback(const WireMessage& msg) {
     const Status restored = RestoreTo(h.step());
     if (!restored.ok()) {
       fatal_ = restored.WithContext("rollback to step " + std::to_string(h.step()));
-      return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, fatal_.message()});
+      return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
     }
     epoch_.Enter(h.epoch(), h.step());
     stats_.rollbacks.fetch_add(1);
     // Requests of the old epoch still waiting learn of the new one.
-    for (const PendingRequest& p : pending_pulls_) replies_.Refuse(p.peer, &p.request, *epoch_.Check(p.request));
-    for (const PendingRequest& p : pending_checkpoints_) replies_.Refuse(p.peer, &p.request, *epoch_.Check(p.request));
-    pending_pulls_.clear();
-    pending_checkpoints_.clear();
+    const auto refuse_other_epoch = [this](const PendingRequests::Entry& e) {
+      replies_.Refuse(e.peer, &e.request, *epoch_.Check(e.request));
+    };
+    pending_pulls_.DropAll(refuse_other_epoch);
+    pending_checkpoints_.DropAll(refuse_other_epoch);
   } else if (h.step() != epoch_.start_step()) {
     PSF_LOG(Warning) << "shard " << options_.shard << ": ROLLBACK to step " << h.step() << " in epoch " << h.epoch()
                      << ", which began at step " << epoch_.start_step() << "; keeping step " << epoch_.start_step();
@@ -383,10 +369,9 @@ void ParameterServer::HandleShutdown(const WireMessage& msg) {
   if (!shutdown_.job_ended()) PSF_LOG(Info) << "shard " << options_.shard << ": the coordinator ended the job";
   shutdown_.JobEnded(now);
   // Workers still waiting (SSP and async stop at different steps) learn it now.
-  for (const PendingRequest& p : pending_pulls_) {
-    if (p.request.sender_role() == proto::WORKER) RefuseJobFinished(p.peer, p.request);
-  }
-  pending_pulls_.clear();
+  pending_pulls_.DropAll([this](const PendingRequests::Entry& e) {
+    if (e.request.sender_role() == proto::WORKER) RefuseJobFinished(e.peer, e.request);
+  });
 }
 
 void ParameterServer::RefuseJobFinished(const std::string& peer, const proto::Header& request) {

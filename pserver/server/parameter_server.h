@@ -12,6 +12,7 @@
 //   RecoveryEpoch       the epoch served and the checkpoint step it began at
 //   ShutdownTracker     when to stop once the job has ended
 //   ReplySender         answers and refusals
+//   PendingRequests     pulls and checkpoints waiting for their step
 #ifndef PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
 #define PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
 
@@ -27,6 +28,7 @@
 #include "common/transport/van.h"
 #include "pserver/recovery/recovery_epoch.h"
 #include "pserver/server/consistency_policy.h"
+#include "pserver/server/pending_requests.h"
 #include "pserver/server/reply_sender.h"
 #include "pserver/server/shard_checkpointer.h"
 #include "pserver/server/shard_optimizer.h"
@@ -36,17 +38,17 @@
 namespace psformer {
 
 struct ParameterServerOptions {
-  proto::JobConfig config;      // resolved (FillDefaults + ValidateConfig); cluster.* sets the mode.
-  int shard = 0;                // this server's index, 0 .. cluster.servers-1.
-  uint64_t parameter_count = 0;  // elements of the whole flat vector.
-  uint64_t config_digest = 0;   // ModelConfigDigest; guards checkpoints against another model.
-  uint64_t job_id = 0;          // messages of any other job are refused.
+  proto::JobConfig config;                     // resolved (FillDefaults + ValidateConfig); cluster.* sets the mode.
+  int shard = 0;                               // this server's index, 0 .. cluster.servers-1.
+  uint64_t parameter_count = 0;                // elements of the whole flat vector.
+  uint64_t config_digest = 0;                  // ModelConfigDigest; guards checkpoints against another model.
+  uint64_t job_id = 0;                         // messages of any other job are refused.
   std::string endpoint = "tcp://127.0.0.1:0";  // where to listen; port 0 = any free port.
-  std::string run_dir;          // checkpoints under RUN_DIR/checkpoints; empty = no checkpoints.
-  bool resume = false;          // start from the newest complete checkpoint, if there is one.
-  int threads = 0;              // update threads; 0 = cluster.threads_per_process, else all cores.
-  int poll_ms = 100;            // how often Run looks at Stop().
-  uint32_t incarnation = 0;     // > 0: restarted by a supervisor, so the job rolls back.
+  std::string run_dir;                         // checkpoints under RUN_DIR/checkpoints; empty = no checkpoints.
+  bool resume = false;                         // start from the newest complete checkpoint, if there is one.
+  int threads = 0;                             // update threads; 0 = cluster.threads_per_process, else all cores.
+  int poll_ms = 100;                           // how often Run looks at Stop().
+  uint32_t incarnation = 0;                    // > 0: restarted by a supervisor, so the job rolls back.
   // Fills elements [begin, end) of the flat vector with their initial values (the command passes
   // InitParamRange of common/param_init.h); unset = zeros.
   std::function<void(uint64_t begin, uint64_t end, float* out)> init;
@@ -89,10 +91,6 @@ class ParameterServer {
   const ParameterServerStats& stats() const { return stats_; }
 
  private:
-  struct PendingRequest {
-    std::string peer;
-    proto::Header request;
-  };
   Status Start();
   void Handle(RawMessage raw);
   Verdict CheckIncarnation(const proto::Header& h);
@@ -128,8 +126,8 @@ class ParameterServer {
   std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker.
   double applied_loss_sum_ = 0;         // summed loss and target tokens of every worker's batch of
   uint64_t applied_tokens_ = 0;         // the last whole step applied (sent with its PARAMS).
-  std::vector<PendingRequest> pending_pulls_;
-  std::vector<PendingRequest> pending_checkpoints_;
+  PendingRequests pending_pulls_;
+  PendingRequests pending_checkpoints_;
   Status fatal_;  // a rollback that could not load its checkpoint.
   FaultPlan faults_;
   std::atomic<bool> stop_{false};

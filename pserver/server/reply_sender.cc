@@ -1,6 +1,7 @@
 #include "pserver/server/reply_sender.h"
 
 #include "common/logging.h"
+#include "common/transport/frame.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -25,7 +26,8 @@ proto::Header ReplySender::Header(const proto::Header& request, proto::MessageTy
 void ReplySender::Send(const std::string& peer, proto::Header header, std::vector<Frame> payload) {
   const proto::MessageType type = header.type();
   const Status s = van_->Send(EncodeMessage(peer, std::move(header), std::move(payload)));
-  if (!s.ok()) PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
+  if (!s.ok())
+    PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
 }
 
 void ReplySender::Answer(const std::string& peer, const proto::Header& request, proto::MessageType type,
@@ -44,6 +46,20 @@ void ReplySender::Refuse(const std::string& peer, const proto::Header* request, 
   h.set_error(why.ToString());
   h.set_reject_reason(static_cast<uint32_t>(why.reason));
   Send(peer, std::move(h));
+}
+
+std::vector<Frame> ParamsFrames(ShardOptimizer* optimizer, bool bf16, size_t frame_bytes) {
+  std::vector<Frame> payload;
+  if (bf16) {
+    std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer->Bf16Snapshot();
+    AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
+                     &payload);
+  } else {
+    std::shared_ptr<const std::vector<float>> snapshot = optimizer->Snapshot();
+    AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
+                     &payload);
+  }
+  return payload;
 }
 
 }  // namespace psformer

@@ -18,6 +18,8 @@ const char* RejectReasonName(RejectReason reason) {
     case RejectReason::kStaleIncarnation: return "stale incarnation";
     case RejectReason::kOtherEpoch: return "other epoch";
     case RejectReason::kJobFinished: return "job finished";
+    case RejectReason::kNoRunDirectory: return "no run directory";
+    case RejectReason::kRestoreFailed: return "restore failed";
     case RejectReason::kCount: break;
   }
   return "unknown reason";

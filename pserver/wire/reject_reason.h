@@ -27,7 +27,9 @@ enum class RejectReason : uint32_t {
   kStaleIncarnation = 11,  // from an earlier life of a restarted sender.
   kOtherEpoch = 12,        // sent in another recovery epoch: the sender must roll back (or catch up).
   kJobFinished = 13,       // the coordinator has ended the job: the worker stops.
-  kCount = 14,
+  kNoRunDirectory = 14,    // a CHECKPOINT to a server that has no run directory to write it to.
+  kRestoreFailed = 15,     // a ROLLBACK whose checkpoint this server cannot load.
+  kCount = 16,
 };
 
 // "malformed header", "wrong job", ...

@@ -1,4 +1,4 @@
-// Wire messages (DESIGN.md, Wire protocol): a protobuf Header frame, then the payload as raw
+// Wire messages (docs/wire-protocol.md): a protobuf Header frame, then the payload as raw
 // frames. This file turns a Header plus payload frames into a RawMessage for the Van (filling in
 // the payload size and CRC-32C) and back, and reads payloads as fp32 whatever their dtype.
 // Parsing only parses; message_validator.h decides whether a message may be used.

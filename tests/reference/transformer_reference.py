@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """An independent NumPy float64 forward of the Transformer of "Attention Is All You Need".
 
-Written from the paper (shared/PAPER.md) and the documented contracts the C++ model must meet
+Written from the paper (docs/paper.md) and the documented contracts the C++ model must meet
 (the flat parameter order of common/param_layout.h, label smoothing as PyTorch defines it), not
 from the C++ code. It writes transformer_fixture.txt: for a post-LN and a pre-LN model, the
 weights, a padded batch, the logits, the summed loss and a few gradient entries by central

@@ -1,6 +1,6 @@
 // Where a worker's batches come from. A pure function of (data, config, seed, step, worker):
 // the same call gives the same batch in any process, so a restarted worker recomputes exactly
-// the batch it lost, and resuming at step t needs no replay (DESIGN.md, Determinism).
+// the batch it lost, and resuming at step t needs no replay (docs/determinism.md).
 #ifndef PSFORMER_WORKER_DATA_BATCH_SOURCE_H_
 #define PSFORMER_WORKER_DATA_BATCH_SOURCE_H_
 

@@ -1,7 +1,7 @@
 // Random numbers whose every output is fixed by the seed on any compiler and standard library.
 // std::shuffle, std::uniform_int_distribution and friends leave their algorithms unspecified,
 // so a batch order built on them could differ between two machines of one job; the data
-// pipeline uses only what is here (DESIGN.md, Determinism).
+// pipeline uses only what is here (docs/determinism.md).
 #ifndef PSFORMER_WORKER_DATA_DETERMINISTIC_RANDOM_H_
 #define PSFORMER_WORKER_DATA_DETERMINISTIC_RANDOM_H_
 

@@ -5,48 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-namespace psformer {
+#include "common/utf8.h"
 
-bool IsValidUtf8(std::string_view text, size_t* bad_offset) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    size_t length;
-    uint32_t code;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      length = 2;
-      code = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      length = 3;
-      code = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      length = 4;
-      code = c & 0x07;
-    } else {
-      length = 0;  // a continuation byte where a sequence should start, or 0xF8..0xFF
-      code = 0;
-    }
-    bool ok = length != 0 && i + length <= n;
-    for (size_t k = 1; ok && k < length; ++k) {
-      ok = (s[i + k] & 0xC0) == 0x80;
-      code = (code << 6) | (s[i + k] & 0x3F);
-    }
-    // The shortest form only, no UTF-16 surrogates, nothing past Unicode's last code point.
-    static constexpr uint32_t kSmallest[5] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && code >= kSmallest[length] && code <= 0x10FFFF && !(code >= 0xD800 && code <= 0xDFFF);
-    if (!ok) {
-      if (bad_offset != nullptr) *bad_offset = i;
-      return false;
-    }
-    i += length;
-  }
-  return true;
-}
+namespace psformer {
 
 StatusOr<std::vector<std::string>> ReadUtf8Lines(const std::string& path) {
   std::error_code ec;

@@ -1,4 +1,4 @@
-// Batched beam search over IncrementalDecoder (PAPER.md: beam 4, length penalty alpha 0.6,
+// Batched beam search over IncrementalDecoder (docs/paper.md: beam 4, length penalty alpha 0.6,
 // maximum output length input + 50).
 //
 // Definitions (the tests' brute-force reference uses the same ones):

@@ -1,4 +1,4 @@
-// The decoder's causal self-attention for step-by-step decoding (PAPER.md, scaled dot-product
+// The decoder's causal self-attention for step-by-step decoding (docs/paper.md, scaled dot-product
 // attention): at step t each row (one hypothesis) brings one new query position; its key and
 // value are appended to a cache and the query attends over positions 0..t. Keys and values of
 // earlier positions are kept, never recomputed, so a step costs O(t) per row instead of O(t^2).

@@ -8,7 +8,7 @@
 
 #include "common/logging.h"
 #include "worker/eval/tokenizer_13a.h"
-#include "worker/eval/utf8.h"
+#include "common/utf8.h"
 
 namespace psformer {
 namespace {

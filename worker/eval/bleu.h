@@ -39,7 +39,7 @@ struct BleuScore {
 };
 
 // Statistics of one segment: `hyp` and each of `refs` untokenized text. An empty reference counts
-// as a reference of length 0 (as in sacreBLEU). REQUIRES: valid UTF-8 (worker/eval/utf8.h) and
+// as a reference of length 0 (as in sacreBLEU). REQUIRES: valid UTF-8 (common/utf8.h) and
 // at least one reference.
 BleuStats SegmentBleuStats(std::string_view hyp, const std::vector<std::string_view>& refs);
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "worker/eval/utf8.h"
+#include "common/utf8.h"
 
 namespace psformer {
 

@@ -19,7 +19,7 @@
 namespace psformer {
 
 // Tokenizes one segment. Returns the tokens joined by single ASCII spaces, with no space at either
-// end; tokens never contain whitespace. REQUIRES: `line` is valid UTF-8 (worker/eval/utf8.h), which
+// end; tokens never contain whitespace. REQUIRES: `line` is valid UTF-8 (common/utf8.h), which
 // is what makes working on bytes equal to sacreBLEU working on code points.
 std::string Tokenize13a(std::string_view line);
 

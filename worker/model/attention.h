@@ -1,4 +1,4 @@
-// Multi-head scaled dot-product attention (PAPER.md): softmax(Q K^T / sqrt(d_k)) V per head,
+// Multi-head scaled dot-product attention (docs/paper.md): softmax(Q K^T / sqrt(d_k)) V per head,
 // heads concatenated and projected by W_O. Three kinds:
 //   self         (encoder): queries, keys, values from x via the fused w_qkv; padding masked.
 //   causal self  (decoder): as self, and query i sees keys 0..i only.

@@ -1,4 +1,4 @@
-// One decoder layer (PAPER.md): causal self-attention, attention over the encoder output
+// One decoder layer (docs/paper.md): causal self-attention, attention over the encoder output
 // (queries from the decoder, keys and values from the encoder), then the feed-forward
 // sub-layer, each wrapped in a ResidualNorm (post-LN or pre-LN).
 #ifndef PSFORMER_WORKER_MODEL_DECODER_LAYER_H_

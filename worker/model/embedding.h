@@ -1,4 +1,4 @@
-// The bottom of both stacks (PAPER.md): x = Dropout(sqrt(d_model) * E[token] + PE(position)),
+// The bottom of both stacks (docs/paper.md): x = Dropout(sqrt(d_model) * E[token] + PE(position)),
 // with E the embedding matrix shared by source, target and the pre-softmax projection.
 #ifndef PSFORMER_WORKER_MODEL_EMBEDDING_H_
 #define PSFORMER_WORKER_MODEL_EMBEDDING_H_

@@ -1,4 +1,4 @@
-// One encoder layer (PAPER.md): self-attention, then the feed-forward sub-layer, each wrapped in
+// One encoder layer (docs/paper.md): self-attention, then the feed-forward sub-layer, each wrapped in
 // a ResidualNorm (post-LN or pre-LN).
 #ifndef PSFORMER_WORKER_MODEL_ENCODER_LAYER_H_
 #define PSFORMER_WORKER_MODEL_ENCODER_LAYER_H_

@@ -1,4 +1,4 @@
-// Position-wise feed-forward sub-layer (PAPER.md): FFN(x) = max(0, x W1 + b1) W2 + b2, with
+// Position-wise feed-forward sub-layer (docs/paper.md): FFN(x) = max(0, x W1 + b1) W2 + b2, with
 // optional dropout after the ReLU (model.relu_dropout; 0 in the paper).
 #ifndef PSFORMER_WORKER_MODEL_FEED_FORWARD_H_
 #define PSFORMER_WORKER_MODEL_FEED_FORWARD_H_

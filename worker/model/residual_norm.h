@@ -1,4 +1,4 @@
-// The connection around every sub-layer (PAPER.md):
+// The connection around every sub-layer (docs/paper.md):
 //   post-LN (paper): y = LayerNorm(x + Dropout(Sublayer(x)))
 //   pre-LN:          y = x + Dropout(Sublayer(LayerNorm(x)))
 // Use: in = SublayerInput(x); out = Output(Sublayer(in)); and backward in the mirror order:

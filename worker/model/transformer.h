@@ -1,4 +1,4 @@
-// The encoder-decoder Transformer of PAPER.md, written once against Backend<T>.
+// The encoder-decoder Transformer of docs/paper.md, written once against Backend<T>.
 // Parameters are the flat vector of common/param_layout.h on the backend's device. The shared
 // embedding E (V, d) is the source and target embedding and the pre-softmax projection
 // (logits = y E^T, no bias). The loss is label-smoothed cross entropy (Backend::CrossEntropy),

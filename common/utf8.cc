@@ -1,4 +1,4 @@
-#include "worker/eval/utf8.h"
+#include "common/utf8.h"
 
 #include <cstdint>
 

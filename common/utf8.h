@@ -1,8 +1,9 @@
-// UTF-8 validation for text that is scored or tokenized: the 13a tokenizer works on bytes and is
-// only equal to sacreBLEU's code-point rules on well-formed input, and a user deserves to hear
+// UTF-8 validation for text that is prepared, scored or tokenized: a corpus with a bad byte is
+// reported with its file and line instead of trained on, and the 13a tokenizer works on bytes
+// and equals sacreBLEU's code-point rules only on well-formed input, so a user deserves to hear
 // which line of which file is broken rather than get a silently different score.
-#ifndef PSFORMER_WORKER_EVAL_UTF8_H_
-#define PSFORMER_WORKER_EVAL_UTF8_H_
+#ifndef PSFORMER_COMMON_UTF8_H_
+#define PSFORMER_COMMON_UTF8_H_
 
 #include <cstddef>
 #include <string_view>
@@ -16,4 +17,4 @@ bool IsValidUtf8(std::string_view s, size_t* bad_offset = nullptr);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_WORKER_EVAL_UTF8_H_
+#endif  // PSFORMER_COMMON_UTF8_H_

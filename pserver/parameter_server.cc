@@ -528,7 +528,9 @@ Status ParameterServer::WriteCheckpoint(int64_t step) {
   view.m = optimizer_.m();
   view.v = optimizer_.v();
   view.midway = [this, step] { faults_.DuringCheckpoint(step); };
-  PSF_RETURN_IF_ERROR(SaveShardCheckpoint(options_.run_dir, id, view, options_.config.checkpoint().keep_last()));
+  const Status saved = SaveShardCheckpoint(options_.run_dir, id, view, options_.config.checkpoint().keep_last());
+  if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
+  PSF_RETURN_IF_ERROR(saved);
   stats_.checkpoints_written.fetch_add(1);
   PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
   return Status::Ok();

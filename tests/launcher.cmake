@@ -2,3 +2,6 @@ psformer_test(launcher_test integration SOURCES launcher_test.cc LIBS psformer_l
 psformer_test(cluster_plan_test unit SOURCES cluster_plan_test.cc LIBS psformer_launcher)
 psformer_test(launch_errors_test integration SOURCES launch_errors_test.cc LIBS psformer_worker)
 psformer_test(resume_test fault SOURCES resume_test.cc LIBS psformer_common)
+psformer_test(run_directory_test integration SOURCES run_directory_test.cc LIBS psformer_launcher)
+psformer_test(memory_estimate_test integration SOURCES memory_estimate_test.cc LIBS psformer_launcher)
+psformer_test(checkpoint_failure_test fault SOURCES checkpoint_failure_test.cc LIBS psformer_common)

@@ -194,13 +194,12 @@ std::string NewestCompleteCheckpoint(const std::string& run_dir) {
   return "none";
 }
 
-// Says each checkpoint failure a role reported on the console (they are not for its log alone:
-// a crash later would lose everything since the last checkpoint); returns how many there were.
+// Says each checkpoint failure a role reported on the console (not in the role's log alone: a
+// crash later would lose everything since the last checkpoint); returns how many there were.
 int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
   int failures = 0;
   for (auto& role : roles) {
     for (const std::string& failure : role.process->TakeCheckpointFailures()) {
-      PSF_LOG(Error) << failure;
       std::cerr << "psformer train: warning: " << failure << "\n";
       ++failures;
     }

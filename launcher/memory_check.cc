@@ -70,10 +70,10 @@ std::string DescribeMemory(const JobConfig& config, const MemoryEstimate& e, Job
   const Placement p = Place(config, e, where, machine);
   if (where == JobPlacement::kSingleNode) {
     out << "# on this machine: " << p.servers << " server(s) and " << p.workers << " worker(s) need "
-        << FormatBytes(p.host_bytes) << " of its " << FormatBytes(machine.host_bytes);
+        << FormatBytes(p.host_bytes) << " of its " << FormatBytes(machine.host_bytes) << " of memory";
     if (p.gpu_workers) {
-      out << ", and each GPU worker " << FormatBytes(e.worker_compute_bytes) << " of its GPU's "
-          << (machine.gpu_bytes > 0 ? FormatBytes(machine.gpu_bytes) : "(no GPU visible here)");
+      out << "; a GPU worker needs " << FormatBytes(e.worker_compute_bytes) << " of GPU memory ("
+          << (machine.gpu_bytes > 0 ? "its GPU has " + FormatBytes(machine.gpu_bytes) : "no GPU visible here") << ")";
     }
     out << "\n";
   }

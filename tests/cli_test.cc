@@ -107,7 +107,9 @@ TEST(Cli, AResultThatCannotBeWrittenToStandardOutputIsAFailure) {
                                      std::string("--help"), std::string("translate --help")}) {
     auto ok = RunPsformer(command + " > /dev/null");
     EXPECT_EQ(ok.exit_status, 0) << command << "\n" << ok.output;
-    auto full = RunPsformer(command + " > /dev/full");
+    // Standard error stays on the captured pipe; only standard output goes to the full device.
+    auto full = testing::RunShell("cd " + testing::SourceDir() + " && { " + testing::PsformerBinary() + " " + command +
+                                  " > /dev/full; }");
     EXPECT_EQ(full.exit_status, 1) << command << "\n" << full.output;
     EXPECT_NE(full.output.find("cannot write to standard output: No space left on device"), std::string::npos)
         << command << "\n" << full.output;

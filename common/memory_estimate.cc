@@ -47,9 +47,8 @@ Size ParameterCount(const proto::ModelConfig& model, int vocab_size) {
 Size ActivationFloats(const proto::JobConfig& c, int vocab_size, uint64_t workers) {
   const auto& m = c.model();
   const Size d = Positive(m.d_model()), f = Positive(m.d_ff()), h = Positive(m.heads());
-  const uint64_t longest_data =
-      c.data().task() == proto::DataConfig::COPY ? Positive(c.data().copy_max_length()) + 2
-                                                 : Positive(c.data().max_length()) + 2;
+  const uint64_t longest_data = c.data().task() == proto::DataConfig::COPY ? Positive(c.data().copy_max_length()) + 2
+                                                                           : Positive(c.data().max_length()) + 2;
   const Size longest = std::min<uint64_t>(Positive(m.max_positions()), longest_data);
   const Size src = CeilDiv(Positive(c.batching().src_tokens_per_step()), workers);
   const Size tgt = CeilDiv(Positive(c.batching().tgt_tokens_per_step()), workers);
@@ -61,8 +60,8 @@ Size ActivationFloats(const proto::JobConfig& c, int vocab_size, uint64_t worker
 
 Status TooLarge(const proto::ModelConfig& m, const std::string& what) {
   return Status::InvalidArgument("model.d_model = " + std::to_string(m.d_model()) + ", model.d_ff = " +
-                                 std::to_string(m.d_ff()) + ", model.layers = " + std::to_string(m.layers()) +
-                                 ": " + what + " would not fit in 64 bits; no machine holds such a model");
+                                 std::to_string(m.d_ff()) + ", model.layers = " + std::to_string(m.layers()) + ": " +
+                                 what + " would not fit in 64 bits; no machine holds such a model");
 }
 
 }  // namespace
@@ -86,7 +85,8 @@ StatusOr<MemoryEstimate> EstimateMemory(const proto::JobConfig& c, int vocab_siz
   const Size worker_compute = params * Size(2 * 4) + activations;
   const Size worker = worker_host + worker_compute;
   const Size local = params * Size(4 * 4) + ActivationFloats(c, vocab_size, 1) * Size(4);
-  if (server.overflow() || worker.overflow() || local.overflow()) return TooLarge(c.model(), "the memory of a role in bytes");
+  if (server.overflow() || worker.overflow() || local.overflow())
+    return TooLarge(c.model(), "the memory of a role in bytes");
   MemoryEstimate e;
   e.parameters = params.value();
   e.server_bytes = server.value();

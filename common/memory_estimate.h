@@ -18,16 +18,16 @@
 namespace psformer {
 
 struct MemoryEstimate {
-  uint64_t parameters = 0;        // elements of the flat parameter vector (common/param_layout.h)
-  uint64_t server_bytes = 0;      // one parameter-server shard (the largest): fp32 params, Adam m and
-                                  // v, the gradient sum, and (at worst) a push per worker buffered
+  uint64_t parameters = 0;    // elements of the flat parameter vector (common/param_layout.h)
+  uint64_t server_bytes = 0;  // one parameter-server shard (the largest): fp32 params, Adam m and
+                              // v, the gradient sum, and (at worst) a push per worker buffered
   // One worker: worker_host_bytes + worker_compute_bytes.
   uint64_t worker_bytes = 0;
   uint64_t worker_host_bytes = 0;        // the pulled parameters and the gradient to push (fp32)
   uint64_t worker_compute_bytes = 0;     // the backend's copies of both plus the activations: host
                                          // memory on the CPU backend, GPU memory on CUDA
   uint64_t worker_activation_bytes = 0;  // what one worker's share of a step saves for backward
-  uint64_t local_bytes = 0;       // `train --local`: one process with the whole step and Adam
+  uint64_t local_bytes = 0;              // `train --local`: one process with the whole step and Adam
 };
 
 // The parameter count of `model` with `vocab_size` tokens, in closed form (equal to

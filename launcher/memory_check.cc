@@ -98,15 +98,17 @@ Status CheckMemoryFits(const JobConfig& config, const MemoryEstimate& e, JobPlac
               std::to_string(p.workers) + " worker(s) of " +
               FormatBytes(p.gpu_workers ? e.worker_host_bytes : e.worker_bytes);
     }
-    return Status::InvalidArgument("the job does not fit this machine: " + roles + " need at least " +
-                                   FormatBytes(p.host_bytes) + " of memory, this machine has " +
-                                   FormatBytes(machine.host_bytes) + " (" + std::to_string(e.parameters) +
-                                   " parameters)" + shrink + (where == JobPlacement::kLocal ? "" : ", or add cluster.servers"));
+    return Status::InvalidArgument(
+        "the job does not fit this machine: " + roles + " need at least " + FormatBytes(p.host_bytes) +
+        " of memory, this machine has " + FormatBytes(machine.host_bytes) + " (" + std::to_string(e.parameters) +
+        " parameters)" + shrink + (where == JobPlacement::kLocal ? "" : ", or add cluster.servers"));
   }
   if (p.gpu_workers && machine.gpu_bytes > 0 && e.worker_compute_bytes > machine.gpu_bytes) {
     return Status::InvalidArgument("the job does not fit the GPU: a worker needs at least " +
-                                   FormatBytes(e.worker_compute_bytes) + " of GPU memory (parameters, gradient, "
-                                   "activations " + FormatBytes(e.worker_activation_bytes) + "), the GPU has " +
+                                   FormatBytes(e.worker_compute_bytes) +
+                                   " of GPU memory (parameters, gradient, "
+                                   "activations " +
+                                   FormatBytes(e.worker_activation_bytes) + "), the GPU has " +
                                    FormatBytes(machine.gpu_bytes) + shrink + ", or add cluster.workers");
   }
   return Status::Ok();

@@ -24,7 +24,7 @@ enum class JobPlacement {
 struct MachineMemory {
   uint64_t host_bytes = 0;  // physical memory
   int gpus = 0;
-  uint64_t gpu_bytes = 0;   // of the smallest GPU (0 = unknown)
+  uint64_t gpu_bytes = 0;  // of the smallest GPU (0 = unknown)
 };
 MachineMemory ThisMachine();
 

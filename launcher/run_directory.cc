@@ -153,20 +153,20 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
   if (request.mode == RunDirectoryMode::kFresh) {
     if (earlier.empty()) return Status::Ok();
     return Status::InvalidArgument("run directory " + dir + " already holds a run (" + Join(earlier, ", ") +
-                                 "); continue it with --resume, or start over with --overwrite (which deletes "
-                                 "those files), or choose another --run-dir");
+                                   "); continue it with --resume, or start over with --overwrite (which deletes "
+                                   "those files), or choose another --run-dir");
   }
   if (request.mode == RunDirectoryMode::kOverwrite) return Status::Ok();
 
   const std::string state = request.local ? "trainer_state.bin" : "checkpoint";
   if (!exists) {
-    return Status::NotFound("--resume: run directory " + dir + " does not exist (nothing to resume: no config.pbtxt, no " +
-                            state + ")");
+    return Status::NotFound("--resume: run directory " + dir +
+                            " does not exist (nothing to resume: no config.pbtxt, no " + state + ")");
   }
   const std::string run_config_path = (fs::path(dir) / "config.pbtxt").string();
   if (!fs::exists(run_config_path, ec)) {
-    return Status::NotFound("--resume: " + dir + " is not a run directory: it has no config.pbtxt (and so no " +
-                            state + " to resume from)");
+    return Status::NotFound("--resume: " + dir + " is not a run directory: it has no config.pbtxt (and so no " + state +
+                            " to resume from)");
   }
   auto run_config = LoadConfigFile(run_config_path);
   if (!run_config.ok()) return run_config.status().WithContext("--resume: the run's config");
@@ -198,7 +198,8 @@ StatusOr<std::vector<std::string>> RemoveEarlierRun(const std::string& dir) {
   for (const std::string& name : removed) {
     std::error_code ec;
     fs::remove_all(fs::path(dir) / name, ec);
-    if (ec) return Status::IoError("--overwrite: cannot remove " + (fs::path(dir) / name).string() + ": " + ec.message());
+    if (ec)
+      return Status::IoError("--overwrite: cannot remove " + (fs::path(dir) / name).string() + ": " + ec.message());
   }
   // An empty checkpoints/ (an earlier run stopped before its first checkpoint) goes too.
   std::error_code ec;

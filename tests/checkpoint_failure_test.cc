@@ -15,8 +15,8 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
-using testing::ReadTextFile;
 using testing::HasText;
+using testing::ReadTextFile;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -70,7 +70,8 @@ TEST(CheckpointFailure, TheLimitIsASetting) {
   const std::string run = RunDirBlocking(dir, {10});
   const CommandResult r = RunPsformer(std::string(kJob) +
                                       " --set training.max_steps=30 --set checkpoint.max_failures_in_a_row=1 "
-                                      "--run-dir " + run);
+                                      "--run-dir " +
+                                      run);
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_TRUE(HasText(r.output, "1 checkpoint(s) in a row could not be written")) << r.output;
   EXPECT_TRUE(HasText(r.output, "last good checkpoint: none")) << r.output;

@@ -1,10 +1,11 @@
 // Sizes checked before anything starts: the closed-form parameter count agrees with the layout,
 // sizes that wrap around 64 bits are refused by validation, and a job too large for a machine is
 // refused with the figures (`train` and `--dry-run` as a user meets them).
+#include "common/memory_estimate.h"
+
 #include <gtest/gtest.h>
 
 #include "common/config_loader.h"
-#include "common/memory_estimate.h"
 #include "common/param_layout.h"
 #include "launcher/memory_check.h"
 #include "tests/test_util.h"
@@ -24,8 +25,8 @@ JobConfig CopyConfig(const std::vector<std::string>& overrides = {}) {
 TEST(MemoryEstimate, CountsTheParametersOfTheLayout) {
   for (const char* norm : {"POST_LN", "PRE_LN"}) {
     for (const char* layers : {"1", "3"}) {
-      const JobConfig c = CopyConfig({std::string("model.norm_position=") + norm, std::string("model.layers=") + layers,
-                                      "model.d_ff=96"});
+      const JobConfig c = CopyConfig(
+          {std::string("model.norm_position=") + norm, std::string("model.layers=") + layers, "model.d_ff=96"});
       auto count = CountParameters(c.model(), 37);
       ASSERT_TRUE(count.ok());
       EXPECT_EQ(*count, ParamLayout(c.model(), 37).total_size()) << norm << " " << layers;
@@ -96,8 +97,10 @@ TEST(MemoryEstimate, FormatsBytesForPeople) {
 TEST(MemoryCommand, TrainRefusesAModelTooLargeForThisMachineBeforeStartingAnything) {
   testing::TempDir dir;
   const std::string run = dir.File("run");
-  const auto r = RunPsformer("train --config configs/copy.pbtxt --set model.d_model=65536 --set model.d_ff=262144 "
-                             "--run-dir " + run);
+  const auto r = RunPsformer(
+      "train --config configs/copy.pbtxt --set model.d_model=65536 --set model.d_ff=262144 "
+      "--run-dir " +
+      run);
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_TRUE(HasText(r.output, "does not fit this machine")) << r.output;
   EXPECT_TRUE(HasText(r.output, "TiB")) << r.output;
@@ -117,8 +120,9 @@ TEST(MemoryCommand, DryRunPrintsTheFigures) {
 }
 
 TEST(MemoryCommand, ParameterCountThatWrapsAroundIsAClearError) {
-  const auto r = RunPsformer("train --config configs/copy.pbtxt --set model.d_model=1000000000 --set model.heads=1 "
-                             "--set model.layers=1000000000 --dry-run");
+  const auto r = RunPsformer(
+      "train --config configs/copy.pbtxt --set model.d_model=1000000000 --set model.heads=1 "
+      "--set model.layers=1000000000 --dry-run");
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_TRUE(HasText(r.output, "would not fit in 64 bits")) << r.output;
   EXPECT_LT(r.exit_status, 128) << r.output;

@@ -1,20 +1,21 @@
 // A run directory belongs to one run: `train` refuses a directory holding another run unless
 // told --resume or --overwrite, and --resume continues the same model or fails. Every refusal
 // must leave the directory's files byte for byte as they were.
+#include "launcher/run_directory.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
 
-#include "launcher/run_directory.h"
 #include "tests/test_util.h"
 
 namespace psformer {
 namespace {
 
 using testing::CommandResult;
-using testing::ReadTextFile;
 using testing::HasText;
+using testing::ReadTextFile;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -63,8 +64,7 @@ TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
   const std::string notes = run + "/notes.txt";
   std::ofstream(notes) << "mine\n";
   // Ten steps only: the old run's checkpoint of step 20 must not survive to be mixed in.
-  const CommandResult r =
-      RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_TRUE(HasText(r.output, "--overwrite: removed the earlier run's")) << r.output;
   EXPECT_TRUE(HasText(r.output, "model.bin")) << r.output;
@@ -79,7 +79,8 @@ TEST_F(RunDirectory, ResumeWithAnotherModelNamesEachFieldAndTouchesNothing) {
   const auto before = Snapshot(run);
   const CommandResult r = RunPsformer(std::string(kRun) +
                                       " --set model.d_model=128 --set optimizer.warmup_steps=100 "
-                                      "--set training.max_steps=30 --resume --run-dir " + run);
+                                      "--set training.max_steps=30 --resume --run-dir " +
+                                      run);
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_TRUE(HasText(r.output, "model.d_model: the run has 64, this config 128")) << r.output;
   EXPECT_TRUE(HasText(r.output, "optimizer.warmup_steps: the run has 200, this config 100")) << r.output;
@@ -91,7 +92,8 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   const std::string run = TrainedRun("run");
   const CommandResult r = RunPsformer(std::string(kRun) +
                                       " --set training.max_steps=30 --set checkpoint.every_steps=15 "
-                                      "--set logging.every_steps=3 --resume --run-dir " + run);
+                                      "--set logging.every_steps=3 --resume --run-dir " +
+                                      run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_TRUE(HasText(ReadTextFile(run + "/logs/pserver-0.log"), "resumes from the checkpoint of step 20"));
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));

@@ -18,8 +18,8 @@
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/parameter_server.h"
-#include "worker/ps_client.h"
+#include "pserver/server/parameter_server.h"
+#include "pserver/client/ps_client.h"
 
 namespace psformer {
 namespace {

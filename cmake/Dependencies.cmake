@@ -6,10 +6,20 @@ find_package(Protobuf REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(GTest REQUIRED)
-pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
-pkg_check_modules(CPPZMQ REQUIRED IMPORTED_TARGET cppzmq)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+
+# ZeroMQ (libzmq and the header-only cppzmq) by hand, not through pkg-config: Debian's libzmq.pc
+# lists "-isystem /usr/include/mit-krb5" among its Cflags, which CMake files under the include
+# directories on the first configure and under the compile flags on the second. Every flags.make
+# changed, so a second `scripts/build` recompiled the whole tree. zmq.h and zmq.hpp need none of
+# those directories.
+find_path(ZMQ_INCLUDE_DIR zmq.h REQUIRED)
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)
+find_library(ZMQ_LIBRARY zmq REQUIRED)
+add_library(psformer::zmq UNKNOWN IMPORTED)
+set_target_properties(psformer::zmq PROPERTIES IMPORTED_LOCATION ${ZMQ_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES "${ZMQ_INCLUDE_DIR};${CPPZMQ_INCLUDE_DIR}")
 
 # CUDA: compiled whenever the toolkit is found (AUTO), required with ON, skipped with OFF.
 set(PSFORMER_HAVE_CUDA OFF)

@@ -338,6 +338,9 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(faults <= 1.0f + 1e-6f, "fault.drop_fraction + duplicate_fraction + delay_fraction + reorder_fraction",
                 Str(faults), "must be <= 1: a message meets at most one fault");
   check.Require(f.delay_ms() >= 0, "fault.delay_ms", Str(f.delay_ms()), "must be >= 0");
+  if (auto environment = RestartEnvironment(f); !environment.ok()) {
+    return check.status().ok() ? environment.status() : check.status();
+  }
   return check.status();
 }
 

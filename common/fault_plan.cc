@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,27 @@
 #include "common/logging.h"
 
 namespace psformer {
+
+StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault) {
+  std::vector<std::string> entries;
+  std::stringstream in(fault.restart_environment());
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t equals = item.find('=');
+    const std::string name = item.substr(0, equals);
+    const bool valid_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                            std::all_of(name.begin(), name.end(), [](char ch) {
+                              return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                            });
+    if (equals == std::string::npos || !valid_name) {
+      return Status::InvalidArgument("fault.restart_environment = \"" + fault.restart_environment() + "\": entry '" +
+                                     item + "' is not NAME=VALUE (e.g. OPENBLAS_CORETYPE=Prescott)");
+    }
+    entries.push_back(item);
+  }
+  return entries;
+}
 
 StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
   std::vector<FaultEvent> events(fault.events().begin(), fault.events().end());

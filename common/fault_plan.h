@@ -6,6 +6,7 @@
 #define PSFORMER_COMMON_FAULT_PLAN_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/proto/config.pb.h"
@@ -18,6 +19,9 @@ using FaultEvent = proto::FaultConfig::Event;
 // fault.events plus the events of fault.kill ("worker:1@10,server:0@25"); errors name the
 // malformed entry.
 StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault);
+
+// fault.restart_environment as NAME=VALUE entries; errors name the malformed entry.
+StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault);
 
 class FaultPlan {
  public:

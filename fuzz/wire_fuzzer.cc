@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/wire/message_validator.h"
-#include "common/wire/wire_message.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/wire_message.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
 

@@ -4,7 +4,7 @@
 #define PSFORMER_FUZZ_WIRE_SCOPE_H_
 
 #include "common/param_layout.h"
-#include "common/wire/message_validator.h"
+#include "pserver/wire/message_validator.h"
 
 namespace psformer::fuzz {
 

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/checkpoint/checkpoint_store.h"
+#include "common/fault_plan.h"
 #include "common/logging.h"
 #include "common/model_file.h"
 #include "common/transport/curve_keys.h"
@@ -136,6 +137,9 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
     }
   }
   if (options.resume) role.args.push_back("--resume");
+  auto restart_environment = RestartEnvironment(options.config.fault());
+  PSF_CHECK(restart_environment.ok());  // validated with the config
+  role.restart_environment = std::move(*restart_environment);
   if (!options.curve_keys.empty()) {
     // Each role gets only its side's secret, in its environment (never on its command line).
     auto keys = DecodeCurveKeys(options.curve_keys);

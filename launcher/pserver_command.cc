@@ -1,4 +1,4 @@
-// `psformer pserver`: one parameter-server shard (pserver/parameter_server.h), normally started
+// `psformer pserver`: one parameter-server shard (pserver/server/parameter_server.h), normally started
 // by a supervisor (launcher/job_runner.h) with the resolved config of the run directory. Serves
 // until a SHUTDOWN message, SIGTERM or SIGINT.
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "launcher/command_line.h"
-#include "pserver/parameter_server.h"
+#include "pserver/server/parameter_server.h"
 
 namespace psformer {
 namespace {

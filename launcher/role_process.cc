@@ -77,11 +77,13 @@ Status RoleProcess::Spawn() {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // The environment is built before fork: between fork and exec only async-signal-safe calls.
+  std::vector<std::string> mine = options_.environment;
+  if (incarnation_ > 0) mine.insert(mine.end(), options_.restart_environment.begin(), options_.restart_environment.end());
   std::vector<std::string> env_strings;
   auto replaced = [&](const char* entry) {
     const std::string_view e(entry);
-    for (const std::string& mine : options_.environment) {
-      const std::string_view name = std::string_view(mine).substr(0, mine.find('=') + 1);
+    for (const std::string& m : mine) {
+      const std::string_view name = std::string_view(m).substr(0, m.find('=') + 1);
       if (e.substr(0, name.size()) == name) return true;
     }
     return false;
@@ -90,7 +92,7 @@ Status RoleProcess::Spawn() {
     if (std::strncmp(*e, "PSFORMER_HEARTBEAT_FD=", 22) != 0 && !replaced(*e)) env_strings.emplace_back(*e);
   }
   env_strings.push_back("PSFORMER_HEARTBEAT_FD=" + std::to_string(kChildHeartbeatFd));
-  for (const std::string& e : options_.environment) env_strings.push_back(e);
+  for (const std::string& e : mine) env_strings.push_back(e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -31,6 +31,9 @@ struct RoleProcessOptions {
   // NAME=VALUE entries added to (or replacing in) the child's environment: how secrets such as
   // the job's CURVE keys reach it, never in `args`, which any user can read with ps.
   std::vector<std::string> environment;
+  // Entries added on top of `environment` from the first restart on (incarnation >= 1), to emulate
+  // a restart on another kind of host (fault.restart_environment).
+  std::vector<std::string> restart_environment;
   int heartbeat_timeout_ms = 5000;  // 0 = no hang detection.
   int max_restarts = 5;
   int restart_backoff_ms = 200;     // doubled each restart, capped at 10 s.

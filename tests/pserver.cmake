@@ -1,8 +1,9 @@
 # Parameter servers over ZeroMQ (issue 5): framing and validation, transport, checkpoints,
 # servers with their clients on loopback.
-psformer_test(wire_test unit SOURCES wire_test.cc LIBS psformer_common)
+psformer_test(wire_test unit SOURCES wire_test.cc LIBS psformer_pserver psformer_common)
+psformer_test(pserver_policy_test unit SOURCES pserver_policy_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(checkpoint_test unit SOURCES checkpoint_test.cc LIBS psformer_common)
 psformer_test(transport_test integration SOURCES transport_test.cc LIBS psformer_common)
 psformer_test(pserver_test integration
   SOURCES pserver_bsp_test.cc pserver_validation_test.cc pserver_checkpoint_test.cc pserver_command_test.cc
-  LIBS psformer_pserver psformer_worker psformer_common)
+  LIBS psformer_pserver psformer_common)

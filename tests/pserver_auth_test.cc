@@ -16,7 +16,7 @@
 #include "common/param_layout.h"
 #include "common/transport/van_factory.h"
 #include "common/transport/zmq_van.h"
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 #include "tests/test_util.h"
 
 namespace psformer::testing {

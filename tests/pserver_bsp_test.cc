@@ -7,8 +7,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "common/wire/bfloat16.h"
-#include "pserver/shard_optimizer.h"
+#include "pserver/wire/bfloat16.h"
+#include "pserver/server/shard_optimizer.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {

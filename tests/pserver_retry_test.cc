@@ -3,9 +3,9 @@
 // and applied once, a repeated PULL is answered again with the same parameters, a PULL that
 // overtook its PUSH is refused as a future step and answered once retried after it, and a PULL
 // that arrives after the job moved on is refused as a stale step. Clients must treat the last two
-// ERRORs as answers to requests no longer in flight (worker/ps_client.h).
+// ERRORs as answers to requests no longer in flight (pserver/client/ps_client.h).
 #include "common/transport/faulty_van.h"
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {

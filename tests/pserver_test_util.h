@@ -15,9 +15,9 @@
 #include "common/config_loader.h"
 #include "common/lr_schedule.h"
 #include "common/transport/zmq_van.h"
-#include "common/wire/bfloat16.h"
-#include "pserver/parameter_server.h"
-#include "worker/ps_client.h"
+#include "pserver/wire/bfloat16.h"
+#include "pserver/server/parameter_server.h"
+#include "pserver/client/ps_client.h"
 
 namespace psformer::testing {
 

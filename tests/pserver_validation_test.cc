@@ -1,7 +1,7 @@
 // A running server fed malformed, truncated, oversized, wrong-shard, wrong-job, bad-checksum,
 // foreign, stale and future messages: each answered with ERROR naming its reason, counted, and
 // the server keeps serving with its parameters unchanged.
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {

@@ -1,7 +1,7 @@
 # Transport security and transport faults (issue 7): CURVE keys and the ZAP handler at the
 # parameter server, the fault-injecting Van, and the wire fuzzer run briefly.
 psformer_test(faulty_van_test unit SOURCES faulty_van_test.cc LIBS psformer_common)
-psformer_test(pserver_auth_test integration SOURCES pserver_auth_test.cc LIBS psformer_common)
+psformer_test(pserver_auth_test integration SOURCES pserver_auth_test.cc LIBS psformer_pserver psformer_common)
 
 # CI runs the wire fuzzer briefly: scripts/fuzz builds it with clang in its own directory (the
 # first run takes a few minutes for that) and fuzzes for 25 s; a crash fails the test and leaves
@@ -23,4 +23,4 @@ else()
   message(STATUS "psformer: no clang++ with libFuzzer (clang-14, libclang-rt-14-dev); the wire_fuzz test is left out")
 endif()
 psformer_test(pserver_retry_test integration SOURCES pserver_retry_test.cc
-  LIBS psformer_pserver psformer_worker psformer_common)
+  LIBS psformer_pserver psformer_common)

@@ -1,4 +1,4 @@
-// Framing and validation of wire messages (common/transport/frame.h, common/wire/*), checked
+// Framing and validation of wire messages (common/transport/frame.h, pserver/wire/*), checked
 // against hand-computed expectations: frame splits, header round trips, one test per RejectReason.
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common/crc32c.h"
-#include "common/wire/bfloat16.h"
-#include "common/wire/message_validator.h"
-#include "common/wire/wire_message.h"
+#include "pserver/wire/bfloat16.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer {
 namespace {

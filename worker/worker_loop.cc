@@ -20,7 +20,7 @@
 #endif
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
-#include "worker/ps_client.h"
+#include "pserver/client/ps_client.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -308,7 +308,7 @@ std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.
 StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const WorkerOptions& options) {
   if (options.gpu < 0) {
     const int threads = CpuThreads(options.config);
-    PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s)";
+    PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s), OpenBLAS kernels " << BlasCoreName();
     return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(threads));
   }
 #ifdef PSFORMER_HAVE_CUDA

@@ -5,10 +5,9 @@
 // compute / push / wait / pull), asks the servers for time-based checkpoints, and at the end
 // pulls the final weights, writes RUN_DIR/model.bin and shuts the servers down.
 //
-// Recovery: when a server restarts, the job rolls back to a checkpoint (pserver/parameter_server.h,
-// Recovery); the worker hears it as Aborted from the client, rolls every shard into the new epoch
-// and recomputes from the checkpoint's step (metrics lines and validations already done are not
-// repeated).
+// Recovery: when a server restarts, the job rolls back to a checkpoint (docs/failure-model.md); the
+// worker hears it as Aborted from the client, rolls every shard into the new epoch and recomputes
+// from the checkpoint's step (metrics lines and validations already done are not repeated).
 //
 // Restart: a restarted worker asks the servers (HELLO) for the last step it pushed and continues
 // with the next one; its batch is a pure function of the step, so nothing is lost or repeated

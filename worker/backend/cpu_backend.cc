@@ -27,6 +27,11 @@ CBLAS_TRANSPOSE ToBlas(Transpose t) { return t == Transpose::kYes ? CblasTrans :
 
 }  // namespace
 
+std::string BlasCoreName() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "unknown";
+}
+
 template <typename T>
 CpuBackend<T>::CpuBackend(int threads) : threads_(ResolveThreads(threads)), pool_(threads_) {}
 

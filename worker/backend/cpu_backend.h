@@ -8,12 +8,18 @@
 #ifndef PSFORMER_WORKER_BACKEND_CPU_BACKEND_H_
 #define PSFORMER_WORKER_BACKEND_CPU_BACKEND_H_
 
+#include <string>
 #include <vector>
 
 #include "worker/backend/backend.h"
 #include "worker/backend/thread_pool.h"
 
 namespace psformer {
+
+// The kernels OpenBLAS chose at start-up for this CPU ("Haswell", "Zen", "SkylakeX", ...), or the
+// ones OPENBLAS_CORETYPE forced. They decide how matrix products round, so results are bitwise
+// reproducible only between processes that report the same name (README, Reproducibility).
+std::string BlasCoreName();
 
 template <typename T>
 class CpuBackend : public Backend<T> {

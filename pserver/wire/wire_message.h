@@ -2,8 +2,8 @@
 // frames. This file turns a Header plus payload frames into a RawMessage for the Van (filling in
 // the payload size and CRC-32C) and back, and reads payloads as fp32 whatever their dtype.
 // Parsing only parses; message_validator.h decides whether a message may be used.
-#ifndef PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_
-#define PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_
+#ifndef PSFORMER_PSERVER_WIRE_WIRE_MESSAGE_H_
+#define PSFORMER_PSERVER_WIRE_WIRE_MESSAGE_H_
 
 #include <cstdint>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "common/proto/wire.pb.h"
 #include "common/transport/frame.h"
-#include "common/wire/reject_reason.h"
+#include "pserver/wire/reject_reason.h"
 
 namespace psformer {
 
@@ -47,4 +47,4 @@ void AddPayloadAsFloats(const WireMessage& msg, float* acc);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_COMMON_WIRE_WIRE_MESSAGE_H_
+#endif  // PSFORMER_PSERVER_WIRE_WIRE_MESSAGE_H_

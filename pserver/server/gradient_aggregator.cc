@@ -1,4 +1,4 @@
-#include "pserver/gradient_aggregator.h"
+#include "pserver/server/gradient_aggregator.h"
 
 #include "common/logging.h"
 

@@ -1,8 +1,8 @@
 // bfloat16 <-> float32, for gradients on the wire (cluster.gradient_dtype = BF16). bf16 is the
 // upper half of an fp32: widening is exact; narrowing rounds to nearest, ties to even, and keeps
 // NaN a NaN. Loops over arrays are plain so the compiler vectorises them.
-#ifndef PSFORMER_COMMON_WIRE_BFLOAT16_H_
-#define PSFORMER_COMMON_WIRE_BFLOAT16_H_
+#ifndef PSFORMER_PSERVER_WIRE_BFLOAT16_H_
+#define PSFORMER_PSERVER_WIRE_BFLOAT16_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -34,4 +34,4 @@ void Bf16ToFloats(const void* in, size_t n, float* out);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_COMMON_WIRE_BFLOAT16_H_
+#endif  // PSFORMER_PSERVER_WIRE_BFLOAT16_H_

@@ -1,4 +1,4 @@
-#include "common/wire/reject_reason.h"
+#include "pserver/wire/reject_reason.h"
 
 namespace psformer {
 

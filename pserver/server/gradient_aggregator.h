@@ -5,14 +5,14 @@
 // gradient (not 0 + g0), so one worker's sum is exactly its gradient.
 //
 // Thread safety: one thread (the server loop).
-#ifndef PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_
-#define PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_
+#ifndef PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
+#define PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer {
 
@@ -51,4 +51,4 @@ class GradientAggregator {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_PSERVER_GRADIENT_AGGREGATOR_H_
+#endif  // PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_

@@ -3,12 +3,12 @@
 // checksum. Checks that need the receiver's state (stale or future step, stale incarnation,
 // duplicates) are the receiver's; it reports them with the same RejectReasons.
 // Cheap checks come first, the checksum (a pass over the payload) last.
-#ifndef PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_
-#define PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_
+#ifndef PSFORMER_PSERVER_WIRE_MESSAGE_VALIDATOR_H_
+#define PSFORMER_PSERVER_WIRE_MESSAGE_VALIDATOR_H_
 
 #include <cstdint>
 
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer {
 
@@ -40,4 +40,4 @@ Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_COMMON_WIRE_MESSAGE_VALIDATOR_H_
+#endif  // PSFORMER_PSERVER_WIRE_MESSAGE_VALIDATOR_H_

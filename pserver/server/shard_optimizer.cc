@@ -1,10 +1,10 @@
-#include "pserver/shard_optimizer.h"
+#include "pserver/server/shard_optimizer.h"
 
 #include <cstring>
 
 #include "common/logging.h"
 #include "common/lr_schedule.h"
-#include "common/wire/bfloat16.h"
+#include "pserver/wire/bfloat16.h"
 
 namespace psformer {
 

@@ -5,8 +5,8 @@
 // so a reply still being sent never sees a later update half-applied.
 //
 // Thread safety: one thread (the server loop); the update itself fans out to `threads` threads.
-#ifndef PSFORMER_PSERVER_SHARD_OPTIMIZER_H_
-#define PSFORMER_PSERVER_SHARD_OPTIMIZER_H_
+#ifndef PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_
+#define PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_
 
 #include <cstdint>
 #include <functional>
@@ -57,4 +57,4 @@ class ShardOptimizer {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_PSERVER_SHARD_OPTIMIZER_H_
+#endif  // PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_

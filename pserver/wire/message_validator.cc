@@ -1,4 +1,4 @@
-#include "common/wire/message_validator.h"
+#include "pserver/wire/message_validator.h"
 
 #include "common/param_layout.h"
 

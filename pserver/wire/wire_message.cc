@@ -1,10 +1,10 @@
-#include "common/wire/wire_message.h"
+#include "pserver/wire/wire_message.h"
 
 #include <cstring>
 
 #include "common/crc32c.h"
 #include "common/logging.h"
-#include "common/wire/bfloat16.h"
+#include "pserver/wire/bfloat16.h"
 
 namespace psformer {
 

@@ -1,12 +1,13 @@
-#include "worker/ps_client.h"
+#include "pserver/client/ps_client.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
 #include "common/transport/zmq_van.h"
-#include "common/wire/bfloat16.h"
-#include "common/wire/wire_message.h"
+#include "pserver/wire/bfloat16.h"
+#include "pserver/timing.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer {
 namespace {
@@ -251,8 +252,8 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) +
                                  " from shard(s) " + missing + " within " + std::to_string(limit_ms) + " ms");
     }
-    // Resend to the shards that have not answered, backing off from retry_ms to 8 x retry_ms.
-    const auto interval = std::chrono::milliseconds(static_cast<int64_t>(options_.retry_ms) << std::min(r.sends - 1, 3));
+    // Resend to the shards that have not answered, backing off (pserver/timing.h).
+    const auto interval = RetryInterval(options_.retry_ms, r.sends);
     if (options_.retry_ms > 0 && now - r.sent >= interval) {
       for (int k = 0; k < shards(); ++k) {
         if (r.answered[k]) continue;
@@ -358,14 +359,14 @@ Status PsClient::Checkpoint(int64_t step) {
 Status PsClient::Goodbye() {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
   Request done;
-  return Finish(ticket, &done, std::max(options_.retry_ms, 100) * 10);
+  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 
 Status PsClient::Shutdown() {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
   // A server ACKs and exits; if that ACK is lost, resends find nobody, so wait only a while.
   Request done;
-  return Finish(ticket, &done, std::max(options_.retry_ms, 100) * 10);
+  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 
 }  // namespace psformer

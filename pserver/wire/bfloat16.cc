@@ -1,4 +1,4 @@
-#include "common/wire/bfloat16.h"
+#include "pserver/wire/bfloat16.h"
 
 namespace psformer {
 

@@ -1,8 +1,8 @@
 // Why a received message was refused, and per-reason counters of refusals. Each refused message
 // is answered with an ERROR carrying the reason (Header.reject_reason) and a sentence saying what
 // was wrong, counted here, and logged; it never reaches the parameters.
-#ifndef PSFORMER_COMMON_WIRE_REJECT_REASON_H_
-#define PSFORMER_COMMON_WIRE_REJECT_REASON_H_
+#ifndef PSFORMER_PSERVER_WIRE_REJECT_REASON_H_
+#define PSFORMER_PSERVER_WIRE_REJECT_REASON_H_
 
 #include <array>
 #include <atomic>
@@ -56,4 +56,4 @@ class RejectCounters {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_COMMON_WIRE_REJECT_REASON_H_
+#endif  // PSFORMER_PSERVER_WIRE_REJECT_REASON_H_

@@ -18,14 +18,14 @@
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
 //
 // Lost messages and recovery. A request not fully answered after retry_ms is sent again to the
-// shards that have not answered (then after 2x, 4x, up to 8x retry_ms): servers answer a repeated
-// PULL again and ACK a repeated PUSH as a duplicate, so a dropped message or a restarted server
-// costs a delay, never an update. Requests carry the client's recovery epoch
-// (pserver/parameter_server.h, Recovery); when a server refuses one as "other epoch", Wait
+// shards that have not answered (then after 2x, 4x, up to 8x retry_ms; pserver/timing.h):
+// servers answer a repeated PULL again and ACK a repeated PUSH as a duplicate, so a dropped
+// message or a restarted server costs a delay, never an update. Requests carry the client's
+// recovery epoch (docs/failure-model.md); when a server refuses one as "other epoch", Wait
 // returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
-// and returns the step the job restarts after.
-#ifndef PSFORMER_WORKER_PS_CLIENT_H_
-#define PSFORMER_WORKER_PS_CLIENT_H_
+// and returns the step the job restarts after. The protocol: docs/wire-protocol.md.
+#ifndef PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
+#define PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -39,7 +39,7 @@
 #include "common/param_layout.h"
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
-#include "common/wire/message_validator.h"
+#include "pserver/wire/message_validator.h"
 
 namespace psformer {
 
@@ -176,4 +176,4 @@ class PsClient {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_WORKER_PS_CLIENT_H_
+#endif  // PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_

@@ -1,0 +1,23 @@
+#include "pserver/server/consistency_policy.h"
+
+#include <algorithm>
+
+#include "pserver/server/async_policy.h"
+#include "pserver/server/bsp_policy.h"
+
+namespace psformer {
+
+int64_t ShardProgress::SlowestWorkerStep() const {
+  return *std::min_element(worker_steps.begin(), worker_steps.end());
+}
+
+std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range) {
+  const proto::ClusterConfig& cluster = config.cluster();
+  switch (cluster.consistency()) {
+    case proto::ClusterConfig::BSP: return std::make_unique<BspPolicy>(cluster.workers(), range);
+    case proto::ClusterConfig::SSP: return std::make_unique<SspPolicy>(range, cluster.staleness());
+    default: return std::make_unique<AsyncPolicy>(range);
+  }
+}
+
+}  // namespace psformer

@@ -1,0 +1,399 @@
+#include "pserver/server/parameter_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/transport/frame.h"
+#include "pserver/timing.h"
+
+namespace psformer {
+namespace {
+
+int UpdateThreads(const ParameterServerOptions& o) {
+  if (o.threads > 0) return o.threads;
+  if (o.config.cluster().threads_per_process() > 0) return o.config.cluster().threads_per_process();
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
+  return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest};
+}
+
+}  // namespace
+
+ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std::unique_ptr<Van> van)
+    : options_(std::move(options)),
+      van_(std::move(van)),
+      range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
+      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
+      policy_(MakeConsistencyPolicy(options_.config, range_)),
+      checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
+      shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),
+      replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
+      incarnations_(options_.config.cluster().workers(), 0),
+      faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
+  scope_.job_id = options_.job_id;
+  scope_.workers = options_.config.cluster().workers();
+  scope_.shard = options_.shard;
+  scope_.begin = range_.begin;
+  scope_.end = range_.end;
+  progress_.worker_steps.assign(options_.config.cluster().workers(), 0);
+}
+
+ParameterServer::~ParameterServer() = default;
+
+StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(ParameterServerOptions options,
+                                                                   std::unique_ptr<Van> van) {
+  const int servers = options.config.cluster().servers();
+  if (options.shard < 0 || options.shard >= servers) {
+    return Status::InvalidArgument("server index " + std::to_string(options.shard) + " is outside 0.." +
+                                   std::to_string(servers - 1) + " (cluster.servers = " + std::to_string(servers) + ")");
+  }
+  if (options.parameter_count < static_cast<uint64_t>(servers)) {
+    return Status::InvalidArgument("cannot split " + std::to_string(options.parameter_count) + " parameters into " +
+                                   std::to_string(servers) + " shards");
+  }
+  auto server = std::make_unique<ParameterServer>(CreateKey{}, std::move(options), std::move(van));
+  PSF_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+Status ParameterServer::Start() {
+  const bool restarted = options_.incarnation > 0;
+  bool resumed = false;
+  if ((options_.resume || restarted) && checkpointer_.enabled()) {
+    PSF_ASSIGN_OR_RETURN(auto loaded, checkpointer_.LoadNewest());
+    if (loaded.has_value()) {
+      if (loaded->worker_steps.size() != progress_.worker_steps.size()) {
+        return Status::InvalidArgument("checkpoint at step " + std::to_string(loaded->step) + " was written with " +
+                                       std::to_string(loaded->worker_steps.size()) + " workers, this job has " +
+                                       std::to_string(progress_.worker_steps.size()));
+      }
+      progress_.applied_step = loaded->step;
+      progress_.worker_steps = loaded->worker_steps;
+      PSF_LOG(Info) << "shard " << options_.shard << " resumes from the checkpoint of step " << loaded->step;
+      optimizer_.Restore(std::move(loaded).value());
+      resumed = true;
+    } else {
+      PSF_LOG(Info) << "shard " << options_.shard << ": no checkpoint to resume from; starting fresh";
+    }
+  }
+  if (!resumed) Initialize();
+  epoch_.Enter(0, progress_.applied_step);
+  if (restarted) {
+    // This shard lost the updates since its checkpoint: the whole job rolls back to it.
+    epoch_.Enter(TakeRecoveryEpoch(options_.run_dir, options_.shard, options_.incarnation), progress_.applied_step);
+    PSF_LOG(Warning) << "shard " << options_.shard << " restarted (incarnation " << options_.incarnation
+                     << "): recovery epoch " << epoch_.epoch() << ", the job rolls back to step "
+                     << epoch_.start_step();
+  }
+  PublishProgress();
+  policy_->Restart(progress_.applied_step);
+  PSF_ASSIGN_OR_RETURN(endpoint_, van_->Bind(options_.endpoint));
+  PSF_LOG(Info) << "shard " << options_.shard << " [" << range_.begin << ", " << range_.end << ") serving at "
+                << endpoint_;
+  return Status::Ok();
+}
+
+void ParameterServer::Initialize() {
+  if (options_.init) {
+    const uint64_t begin = range_.begin;
+    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
+  } else {
+    optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
+  }
+}
+
+void ParameterServer::PublishProgress() {
+  stats_.applied_step.store(progress_.applied_step);
+  stats_.updates.store(optimizer_.updates());
+}
+
+Status ParameterServer::Run() {
+  while (!stop_.load()) {
+    auto received = van_->Recv(options_.poll_ms);
+    if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
+    if (received->has_value()) Handle(std::move(**received));
+    if (!fatal_.ok()) return fatal_;
+    const auto now = ShutdownTracker::Clock::now();
+    if (shutdown_.ShouldStop(now)) {
+      stop_.store(true);
+    } else if (shutdown_.Overdue(now)) {
+      PSF_LOG(Warning) << "shard " << options_.shard << ": not every worker said it was done within "
+                       << kServerFinishDeadline.count() << " s of the job's end; stopping anyway";
+      stop_.store(true);
+    }
+  }
+  PSF_LOG(Info) << "shard " << options_.shard << " stops after step " << progress_.applied_step
+                << "; pulls answered: " << stats_.pulls_answered.load() << " (" << stats_.bf16_pulls_answered.load()
+                << " in bf16); duplicate pushes: " << stats_.duplicates.load() << "; refused messages: "
+                << stats_.rejected.ToString();
+  return Status::Ok();
+}
+
+void ParameterServer::Handle(RawMessage raw) {
+  WireMessage msg;
+  const std::string peer = raw.peer;
+  if (Verdict v = ParseMessage(std::move(raw), &msg)) return replies_.Refuse(peer, nullptr, *v);
+  const proto::Header& h = msg.header;
+  if (Verdict v = ValidateAtServer(msg, scope_)) return replies_.Refuse(peer, &h, *v);
+  if (Verdict v = CheckIncarnation(h)) return replies_.Refuse(peer, &h, *v);
+  const bool from_worker = h.sender_role() == proto::WORKER;
+  if (from_worker) shutdown_.Heard(static_cast<int>(h.sender_id()));
+  if (from_worker && shutdown_.job_ended() && (h.type() == proto::PUSH || h.type() == proto::PULL)) {
+    return RefuseJobFinished(peer, h);
+  }
+  if (Verdict v = epoch_.Check(h)) return replies_.Refuse(peer, &h, *v);
+  switch (h.type()) {
+    case proto::ROLLBACK: return HandleRollback(msg);
+    case proto::PUSH: return HandlePush(std::move(msg));
+    case proto::PULL: return HandlePull(msg);
+    case proto::CHECKPOINT: return HandleCheckpoint(msg);
+    case proto::HELLO: return HandleHello(msg);
+    case proto::HEARTBEAT: return replies_.Answer(msg.peer, h, proto::HEARTBEAT);
+    case proto::SHUTDOWN: return HandleShutdown(msg);
+    default: PSF_CHECK(false && "validated types are all handled");
+  }
+}
+
+Verdict ParameterServer::CheckIncarnation(const proto::Header& h) {
+  if (h.sender_role() != proto::WORKER) return std::nullopt;
+  uint32_t& known = incarnations_[h.sender_id()];
+  if (h.incarnation() < known) {
+    return Rejection{RejectReason::kStaleIncarnation, "worker " + std::to_string(h.sender_id()) + " incarnation " +
+                                                          std::to_string(h.incarnation()) + ", already seen " +
+                                                          std::to_string(known)};
+  }
+  if (h.incarnation() > known) {
+    PSF_LOG(Info) << "worker " << h.sender_id() << " is now incarnation " << h.incarnation();
+    known = h.incarnation();
+  }
+  return std::nullopt;
+}
+
+// Answered in any epoch, with the last step the worker pushed: where a restarted worker resumes.
+void ParameterServer::HandleHello(const WireMessage& msg) {
+  proto::Header h = replies_.Header(msg.header, proto::ACK);
+  if (msg.header.sender_role() == proto::WORKER) h.set_step(progress_.worker_steps[msg.header.sender_id()]);
+  replies_.Send(msg.peer, std::move(h));
+}
+
+void ParameterServer::HandlePush(WireMessage msg) {
+  const proto::Header& h = msg.header;
+  const int w = static_cast<int>(h.sender_id());
+  const int64_t step = h.step();
+  const int64_t last = progress_.worker_steps[w];
+  if (step <= last) {
+    // Exactly once: a retry or replay of a push already applied or held.
+    stats_.duplicates.fetch_add(1);
+    return replies_.Answer(msg.peer, h, proto::ACK, /*duplicate=*/true);
+  }
+  if (step > last + 1) {
+    return replies_.Refuse(msg.peer, &h, {RejectReason::kFutureStep, "push of step " + std::to_string(step) +
+                                                                         " from worker " + std::to_string(w) +
+                                                                         " whose last push was step " +
+                                                                         std::to_string(last)});
+  }
+  if (policy_->PushTooEarly(step, progress_)) {
+    return replies_.Refuse(msg.peer, &h,
+                           {RejectReason::kFutureStep, "push of step " + std::to_string(step) +
+                                                           " before the parameters it needs exist (last applied step " +
+                                                           std::to_string(progress_.applied_step) + ")"});
+  }
+  progress_.worker_steps[w] = step;
+  stats_.pushes_accepted.fetch_add(1);
+  replies_.Answer(msg.peer, h);
+  if (std::optional<AppliedUpdate> update = policy_->Accept(w, std::move(msg), &optimizer_)) Applied(*update);
+  ServePendingPulls();
+  ServePendingCheckpoints();
+}
+
+void ParameterServer::Applied(const AppliedUpdate& update) {
+  progress_.applied_step = std::max(progress_.applied_step, update.step);
+  PublishProgress();
+  if (!update.whole_step) return;
+  applied_loss_sum_ = update.loss_sum;
+  applied_tokens_ = update.target_tokens;
+  const int every = options_.config.checkpoint().every_steps();
+  if (every > 0 && update.step % every == 0 && checkpointer_.enabled()) {
+    const Status s = WriteCheckpoint(update.step);
+    if (!s.ok()) PSF_LOG(Error) << "checkpoint of step " << update.step << " failed: " << s.message();
+  }
+  faults_.At(update.step);  // injected faults strike after a step is applied (and checkpointed)
+}
+
+void ParameterServer::HandlePull(const WireMessage& msg) {
+  const proto::Header& h = msg.header;
+  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()]) {
+    return replies_.Refuse(msg.peer, &h,
+                           {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
+                                                           std::to_string(h.sender_id()) + " whose last push was step " +
+                                                           std::to_string(progress_.worker_steps[h.sender_id()])});
+  }
+  if (policy_->Overtaken(h.step(), progress_)) {
+    return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) +
+                                                                        ", but step " +
+                                                                        std::to_string(progress_.applied_step) +
+                                                                        " is already applied"});
+  }
+  if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
+  pending_pulls_.push_back({msg.peer, h});
+}
+
+void ParameterServer::ServePendingPulls() {
+  std::vector<PendingRequest> waiting;
+  for (PendingRequest& p : pending_pulls_) {
+    if (policy_->PullReady(p.request, progress_)) {
+      SendParams(p.peer, p.request);
+    } else {
+      waiting.push_back(std::move(p));
+    }
+  }
+  pending_pulls_ = std::move(waiting);
+}
+
+void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
+  proto::Header h = replies_.Header(request, proto::PARAMS);
+  const bool bf16 = request.dtype() == proto::BFLOAT16;
+  h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+  // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
+  if (request.step() == progress_.applied_step && applied_tokens_ > 0) {
+    h.set_loss_sum(applied_loss_sum_);
+    h.set_target_tokens(applied_tokens_);
+  }
+  h.set_begin(range_.begin);
+  h.set_end(range_.end);
+  std::vector<Frame> payload;
+  const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
+  if (bf16) {
+    std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer_.Bf16Snapshot();
+    AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
+                     &payload);
+  } else {
+    std::shared_ptr<const std::vector<float>> snapshot = optimizer_.Snapshot();
+    AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
+                     &payload);
+  }
+  replies_.Send(peer, std::move(h), std::move(payload));
+  stats_.pulls_answered.fetch_add(1);
+  if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
+}
+
+void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
+  const proto::Header& h = msg.header;
+  if (!checkpointer_.enabled()) {
+    return replies_.Refuse(msg.peer, &h,
+                           {RejectReason::kUnknownType, "this server has no run directory to checkpoint to"});
+  }
+  if (policy_->Overtaken(h.step(), progress_)) {
+    return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) +
+                                                                        ", but step " +
+                                                                        std::to_string(progress_.applied_step) +
+                                                                        " is already applied"});
+  }
+  pending_checkpoints_.push_back({msg.peer, h});
+  ServePendingCheckpoints();
+}
+
+void ParameterServer::ServePendingCheckpoints() {
+  std::vector<PendingRequest> waiting;
+  for (PendingRequest& p : pending_checkpoints_) {
+    if (!policy_->CheckpointReady(p.request.step(), progress_)) {
+      waiting.push_back(std::move(p));
+      continue;
+    }
+    const Status s = WriteCheckpoint(p.request.step());
+    if (s.ok()) {
+      replies_.Answer(p.peer, p.request);
+    } else {
+      proto::Header h = replies_.Header(p.request, proto::ERROR);
+      h.set_error("checkpoint failed: " + s.message());
+      replies_.Send(p.peer, std::move(h));
+    }
+  }
+  pending_checkpoints_ = std::move(waiting);
+}
+
+Status ParameterServer::WriteCheckpoint(int64_t step) {
+  const Status saved = checkpointer_.Write(step, optimizer_, range_, policy_->CheckpointWorkerSteps(step, progress_),
+                                           [this, step] { faults_.DuringCheckpoint(step); });
+  if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
+  PSF_RETURN_IF_ERROR(saved);
+  stats_.checkpoints_written.fetch_add(1);
+  PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
+  return Status::Ok();
+}
+
+Status ParameterServer::CheckpointLastStep() {
+  const int64_t step = progress_.applied_step;
+  if (!checkpointer_.enabled() || !policy_->AppliesWholeSteps() || step == 0) return Status::Ok();
+  if (checkpointer_.Complete(step)) return Status::Ok();
+  return WriteCheckpoint(step);
+}
+
+void ParameterServer::HandleRollback(const WireMessage& msg) {
+  const proto::Header& h = msg.header;
+  if (h.epoch() > epoch_.epoch()) {
+    PSF_LOG(Warning) << "shard " << options_.shard << ": rolling back from step " << progress_.applied_step
+                     << " to step " << h.step() << " (recovery epoch " << h.epoch() << ", asked by "
+                     << proto::Role_Name(h.sender_role()) << " " << h.sender_id() << ")";
+    const Status restored = RestoreTo(h.step());
+    if (!restored.ok()) {
+      fatal_ = restored.WithContext("rollback to step " + std::to_string(h.step()));
+      return replies_.Refuse(msg.peer, &h, {RejectReason::kStaleStep, fatal_.message()});
+    }
+    epoch_.Enter(h.epoch(), h.step());
+    stats_.rollbacks.fetch_add(1);
+    // Requests of the old epoch still waiting learn of the new one.
+    for (const PendingRequest& p : pending_pulls_) replies_.Refuse(p.peer, &p.request, *epoch_.Check(p.request));
+    for (const PendingRequest& p : pending_checkpoints_) replies_.Refuse(p.peer, &p.request, *epoch_.Check(p.request));
+    pending_pulls_.clear();
+    pending_checkpoints_.clear();
+  } else if (h.step() != epoch_.start_step()) {
+    PSF_LOG(Warning) << "shard " << options_.shard << ": ROLLBACK to step " << h.step() << " in epoch " << h.epoch()
+                     << ", which began at step " << epoch_.start_step() << "; keeping step " << epoch_.start_step();
+  }
+  replies_.Answer(msg.peer, h);
+}
+
+Status ParameterServer::RestoreTo(int64_t step) {
+  if (step == 0) {
+    Initialize();
+    std::fill(progress_.worker_steps.begin(), progress_.worker_steps.end(), 0);
+  } else {
+    PSF_ASSIGN_OR_RETURN(ShardCheckpoint loaded, checkpointer_.Load(step));
+    if (loaded.worker_steps.size() != progress_.worker_steps.size()) {
+      return Status::Corruption("checkpoint of step " + std::to_string(step) + " has another worker count");
+    }
+    progress_.worker_steps = loaded.worker_steps;
+    optimizer_.Restore(std::move(loaded));
+  }
+  progress_.applied_step = step;
+  applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.
+  PublishProgress();
+  policy_->Restart(step);
+  return Status::Ok();
+}
+
+void ParameterServer::HandleShutdown(const WireMessage& msg) {
+  const proto::Header& h = msg.header;
+  replies_.Answer(msg.peer, h);
+  const auto now = ShutdownTracker::Clock::now();
+  if (h.sender_role() == proto::WORKER) return shutdown_.WorkerSaidGoodbye(static_cast<int>(h.sender_id()), now);
+  if (!shutdown_.job_ended()) PSF_LOG(Info) << "shard " << options_.shard << ": the coordinator ended the job";
+  shutdown_.JobEnded(now);
+  // Workers still waiting (SSP and async stop at different steps) learn it now.
+  for (const PendingRequest& p : pending_pulls_) {
+    if (p.request.sender_role() == proto::WORKER) RefuseJobFinished(p.peer, p.request);
+  }
+  pending_pulls_.clear();
+}
+
+void ParameterServer::RefuseJobFinished(const std::string& peer, const proto::Header& request) {
+  replies_.Refuse(peer, &request, {RejectReason::kJobFinished, "the coordinator has ended the job"});
+  shutdown_.WorkerToldJobFinished(static_cast<int>(request.sender_id()), ShutdownTracker::Clock::now());
+}
+
+}  // namespace psformer

@@ -1,0 +1,144 @@
+// ParameterServer: one shard of the flat parameter vector, served over a Van. Embeddable: tests
+// and `psformer pserver` build one with Create, call Run on a thread of their choosing, and Stop
+// it from any thread (or send SHUTDOWN). What each message does and how a job recovers from a
+// lost server: docs/wire-protocol.md and docs/failure-model.md.
+//
+// The server itself only dispatches: every message is parsed and validated
+// (pserver/wire/message_validator.h, then the sender's incarnation and recovery epoch), refused
+// with a reason or handed to its handler. The concerns live in their own classes:
+//   ConsistencyPolicy   BSP, SSP or ASYNC: when pushes, pulls and checkpoints are served
+//   ShardOptimizer      the parameters, Adam moments and the update
+//   ShardCheckpointer   checkpoints of this shard
+//   RecoveryEpoch       the epoch served and the checkpoint step it began at
+//   ShutdownTracker     when to stop once the job has ended
+//   ReplySender         answers and refusals
+#ifndef PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
+#define PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fault_plan.h"
+#include "common/param_layout.h"
+#include "common/proto/config.pb.h"
+#include "common/transport/van.h"
+#include "pserver/recovery/recovery_epoch.h"
+#include "pserver/server/consistency_policy.h"
+#include "pserver/server/reply_sender.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/server/shard_optimizer.h"
+#include "pserver/server/shutdown_tracker.h"
+#include "pserver/wire/message_validator.h"
+
+namespace psformer {
+
+struct ParameterServerOptions {
+  proto::JobConfig config;      // resolved (FillDefaults + ValidateConfig); cluster.* sets the mode.
+  int shard = 0;                // this server's index, 0 .. cluster.servers-1.
+  uint64_t parameter_count = 0;  // elements of the whole flat vector.
+  uint64_t config_digest = 0;   // ModelConfigDigest; guards checkpoints against another model.
+  uint64_t job_id = 0;          // messages of any other job are refused.
+  std::string endpoint = "tcp://127.0.0.1:0";  // where to listen; port 0 = any free port.
+  std::string run_dir;          // checkpoints under RUN_DIR/checkpoints; empty = no checkpoints.
+  bool resume = false;          // start from the newest complete checkpoint, if there is one.
+  int threads = 0;              // update threads; 0 = cluster.threads_per_process, else all cores.
+  int poll_ms = 100;            // how often Run looks at Stop().
+  uint32_t incarnation = 0;     // > 0: restarted by a supervisor, so the job rolls back.
+  // Fills elements [begin, end) of the flat vector with their initial values (the command passes
+  // InitParamRange of common/param_init.h); unset = zeros.
+  std::function<void(uint64_t begin, uint64_t end, float* out)> init;
+  // Called on the serving thread after each attempt to write this shard's checkpoint, with its
+  // result: how the command hears of a failure, which does not stop the server by itself.
+  std::function<void(int64_t step, const Status& result)> on_checkpoint;
+};
+
+// Counters, readable from any thread while Run works.
+struct ParameterServerStats {
+  std::atomic<uint64_t> pushes_accepted{0};
+  std::atomic<uint64_t> duplicates{0};
+  std::atomic<uint64_t> updates{0};
+  std::atomic<uint64_t> pulls_answered{0};
+  std::atomic<uint64_t> bf16_pulls_answered{0};  // of pulls_answered: in bf16 (cluster.param_dtype)
+  std::atomic<uint64_t> checkpoints_written{0};
+  std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
+  std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.
+  RejectCounters rejected;
+};
+
+class ParameterServer {
+  struct CreateKey {};  // only Create builds servers (it must bind and initialise them).
+
+ public:
+  // Binds `van` to options.endpoint and initialises (or resumes) the shard.
+  static StatusOr<std::unique_ptr<ParameterServer>> Create(ParameterServerOptions options, std::unique_ptr<Van> van);
+  ParameterServer(CreateKey, ParameterServerOptions options, std::unique_ptr<Van> van);
+  ~ParameterServer();
+
+  // Serves until Stop() or the job's end (see ShutdownTracker). Returns an error for transport
+  // failures and for a rollback whose checkpoint cannot be loaded.
+  Status Run();
+  // Asks Run to return within poll_ms. Any thread.
+  void Stop() { stop_.store(true); }
+  // After Run: writes a checkpoint of the last applied step unless one exists (BSP; a run dir
+  // needed). Used when the job is interrupted: workers stop only after a complete push, so every
+  // shard has applied the same step and these checkpoints form a complete one.
+  Status CheckpointLastStep();
+
+  const std::string& endpoint() const { return endpoint_; }  // what peers connect to.
+  ShardRange range() const { return range_; }
+  const ParameterServerStats& stats() const { return stats_; }
+
+ private:
+  struct PendingRequest {
+    std::string peer;
+    proto::Header request;
+  };
+  Status Start();
+  void Handle(RawMessage raw);
+  Verdict CheckIncarnation(const proto::Header& h);
+  void HandleHello(const WireMessage& msg);
+  void HandlePush(WireMessage msg);
+  void HandlePull(const WireMessage& msg);
+  void HandleCheckpoint(const WireMessage& msg);
+  void HandleRollback(const WireMessage& msg);
+  void HandleShutdown(const WireMessage& msg);
+  void RefuseJobFinished(const std::string& peer, const proto::Header& request);
+  // Loads checkpoint `step` (0 = the initial values) into the shard and forgets every later push.
+  Status RestoreTo(int64_t step);
+  void Initialize();
+  void Applied(const AppliedUpdate& update);
+  void ServePendingPulls();
+  void SendParams(const std::string& peer, const proto::Header& request);
+  Status WriteCheckpoint(int64_t step);
+  void ServePendingCheckpoints();
+  void PublishProgress();
+
+  ParameterServerOptions options_;
+  std::unique_ptr<Van> van_;
+  std::string endpoint_;
+  ShardRange range_;
+  ServerScope scope_;
+  ShardOptimizer optimizer_;
+  std::unique_ptr<ConsistencyPolicy> policy_;
+  ShardCheckpointer checkpointer_;
+  RecoveryEpoch epoch_;
+  ShutdownTracker shutdown_;
+  ReplySender replies_;
+  ShardProgress progress_;
+  std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker.
+  double applied_loss_sum_ = 0;         // summed loss and target tokens of every worker's batch of
+  uint64_t applied_tokens_ = 0;         // the last whole step applied (sent with its PARAMS).
+  std::vector<PendingRequest> pending_pulls_;
+  std::vector<PendingRequest> pending_checkpoints_;
+  Status fatal_;  // a rollback that could not load its checkpoint.
+  FaultPlan faults_;
+  std::atomic<bool> stop_{false};
+  ParameterServerStats stats_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_

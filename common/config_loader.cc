@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "common/fault_plan.h"
-#include "common/param_layout.h"
+#include "common/memory_estimate.h"
 
 namespace psformer {
 namespace {
@@ -94,6 +94,10 @@ class Checker {
  public:
   void Require(bool ok, const std::string& field, const std::string& value, const std::string& reason) {
     if (!ok && status_.ok()) status_ = Status::InvalidArgument(field + " = " + value + ": " + reason);
+  }
+  // A failure already phrased (field, value, reason) by whoever found it.
+  void Add(const Status& status) {
+    if (!status.ok() && status_.ok()) status_ = status;
   }
   Status status() const { return status_; }
 
@@ -261,10 +265,15 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(k.workers() >= 0, "cluster.workers", Str(k.workers()), "must be >= 0 (0 = one per GPU)");
   check.Require(k.servers() >= 1, "cluster.servers", Str(k.servers()), "must be >= 1");
   const int vocab = ResolvedVocabSize(c);
-  if (vocab > 0 && m.d_model() > 0 && m.d_ff() > 0 && m.layers() > 0) {
-    const uint64_t params = ParamLayout(m, vocab).total_size();
-    check.Require(static_cast<uint64_t>(k.servers()) <= params, "cluster.servers", Str(k.servers()),
-                  "more servers than parameters (" + Str(params) + ")");
+  if (m.d_model() > 0 && m.d_ff() > 0 && m.layers() > 0 && m.heads() > 0) {
+    // Sizes computed with overflow checks before anything allocates or indexes by them; whether
+    // they fit the machine is the launcher's question (it knows the machine).
+    auto estimate = EstimateMemory(c, vocab);
+    check.Add(estimate.status());
+    if (estimate.ok() && vocab > 0) {
+      check.Require(static_cast<uint64_t>(k.servers()) <= estimate->parameters, "cluster.servers", Str(k.servers()),
+                    "more servers than parameters (" + Str(estimate->parameters) + ")");
+    }
   }
   check.Require(k.staleness() >= 0, "cluster.staleness", Str(k.staleness()), "must be >= 0");
   check.Require(k.heartbeat_interval_ms() > 0, "cluster.heartbeat_interval_ms", Str(k.heartbeat_interval_ms()),
@@ -302,6 +311,8 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(p.every_minutes() >= 0, "checkpoint.every_minutes", Str(p.every_minutes()), "must be >= 0");
   check.Require(p.keep_last() >= 0, "checkpoint.keep_last", Str(p.keep_last()), "must be >= 0 (0 = keep all)");
   check.Require(p.average_last() >= 1, "checkpoint.average_last", Str(p.average_last()), "must be >= 1");
+  check.Require(p.max_failures_in_a_row() >= 1, "checkpoint.max_failures_in_a_row", Str(p.max_failures_in_a_row()),
+                "must be >= 1");
   check.Require(p.keep_last() == 0 || p.keep_last() >= p.average_last(), "checkpoint.keep_last",
                 Str(p.keep_last()), "must keep at least checkpoint.average_last (" + Str(p.average_last()) +
                                         ") checkpoints");
@@ -352,6 +363,13 @@ Status CheckConfigFiles(const JobConfig& config) {
 
 StatusOr<JobConfig> ResolveConfig(const std::string& path, const std::vector<std::string>& overrides) {
   PSF_ASSIGN_OR_RETURN(JobConfig config, LoadConfigFile(path));
+  if (config.ByteSizeLong() == 0 && overrides.empty()) {
+    // Most likely a wrong or truncated file; the paper's base model on the copy task is never
+    // what was meant. A config made of --set alone says what it wants.
+    return Status::InvalidArgument("config file " + path +
+                                   " sets nothing (it is empty or only comments); name at least the model and the "
+                                   "data in it, or give every field you mean with --set");
+  }
   FillDefaults(&config);
   for (const std::string& assignment : overrides) PSF_RETURN_IF_ERROR(ApplyOverride(assignment, &config));
   PSF_RETURN_IF_ERROR(ValidateConfig(config).WithContext("invalid config " + path));

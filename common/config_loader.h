@@ -40,7 +40,8 @@ Status ValidateConfig(const JobConfig& config);
 // ValidateConfig so that a config can be checked (--dry-run) before its data is prepared.
 Status CheckConfigFiles(const JobConfig& config);
 
-// LoadConfigFile + FillDefaults + each override in order + ValidateConfig.
+// LoadConfigFile + FillDefaults + each override in order + ValidateConfig. A file that sets
+// nothing is refused unless overrides are given (a config of --set alone).
 StatusOr<JobConfig> ResolveConfig(const std::string& path, const std::vector<std::string>& overrides);
 
 // Text format, every field printed, as saved to RUN_DIR/config.pbtxt.

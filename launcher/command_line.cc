@@ -1,5 +1,9 @@
 #include "launcher/command_line.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 namespace psformer {
@@ -31,6 +35,24 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
     parsed.exit_status = 2;
   }
   return parsed;
+}
+
+std::string ShortestText(double value) {
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return error == std::errc() ? std::string(text, end) : std::to_string(value);
+}
+
+int CheckStandardOutput(const std::string& command, int exit_status) {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout.good()) return exit_status;
+  // A stream that failed earlier does not flush again; stdio (under std::cout) says why.
+  if (errno == 0) std::fflush(stdout);
+  const int error = errno;
+  std::cerr << "psformer " << command << ": error: cannot write to standard output"
+            << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << "; the result is lost\n";
+  return exit_status != 0 ? exit_status : 1;
 }
 
 int ReportError(const std::string& command, const std::string& message, int exit_status) {

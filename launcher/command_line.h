@@ -24,6 +24,15 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
                            const po::options_description& options,
                            const po::positional_options_description* positional = nullptr);
 
+// The shortest text that reads back as `value` ("0.6", where Boost's own default text for an
+// option's --help line would be "0.59999999999999998"): po::value<double>()->default_value(v, ShortestText(v)).
+std::string ShortestText(double value);
+
+// Flushes standard output and reports (as "psformer COMMAND: error: ...") a result that could
+// not be written there: a full disk, a closed or full pipe, /dev/full. Returns `exit_status`
+// when everything was written, else 1 (or `exit_status`, when that already says failure).
+int CheckStandardOutput(const std::string& command, int exit_status);
+
 // Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`.
 int ReportError(const std::string& command, const std::string& message, int exit_status = 1);
 int ReportError(const std::string& command, const Status& status, int exit_status = 1);

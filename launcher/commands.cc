@@ -4,6 +4,8 @@
 #include <exception>
 #include <iostream>
 
+#include "launcher/command_line.h"
+
 namespace psformer {
 namespace {
 
@@ -44,15 +46,16 @@ int RunCommandLine(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     PrintUsage(std::cout);
-    return 0;
+    return CheckStandardOutput("--help", 0);
   }
   for (const Subcommand& c : Subcommands()) {
     if (name == c.name) {
       Args args(argv + 2, argv + argc);
       // A last line of defence: library code reports failures as Status, but nothing a user
       // types may end in an uncaught exception's stack trace.
+      // Every command's result goes through here: one that could not be written is a failure.
       try {
-        return c.run(args);
+        return CheckStandardOutput(name, c.run(args));
       } catch (const std::exception& e) {
         std::cerr << "psformer " << name << ": error: " << e.what() << "\n";
         return 1;

@@ -20,6 +20,7 @@
 #include <random>
 #include <thread>
 
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
 #include "common/model_file.h"
@@ -83,6 +84,7 @@ Status PrepareRunDir(const JobOptions& options) {
   fs::create_directories(fs::path(options.run_dir) / "logs", ec);
   if (ec) return Status::IoError("cannot create run directory " + options.run_dir + ": " + ec.message());
   fs::create_directories(fs::path(options.run_dir) / "checkpoints", ec);
+  if (ec) return Status::IoError("cannot create " + options.run_dir + "/checkpoints: " + ec.message());
   return WriteFileAtomically((fs::path(options.run_dir) / "config.pbtxt").string(), ConfigToText(options.config));
 }
 
@@ -110,6 +112,7 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   role.heartbeat_timeout_ms = cluster.heartbeat_timeout_ms();
   role.max_restarts = cluster.max_restarts();
   role.restart_backoff_ms = cluster.restart_backoff_ms();
+  role.reports_ready = true;
   std::string servers;
   for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
   if (slot.kind == RoleSlot::Kind::kServer) {
@@ -185,12 +188,37 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
   return clean;
 }
 
-// Polls the roles until every one finished (0), one failed for good (1), or Ctrl-C / SIGTERM
-// (130): then the workers finish the step they are in and exit, and after them the servers,
-// which write a checkpoint of the step every shard applied (docs/failure-model.md). In cluster
-// mode each rank holds one role; `after_workers_stopped` (if set) waits there until every rank's
-// workers have stopped, so that the servers of the whole job stop after all of them.
-int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& after_workers_stopped = nullptr) {
+// The newest checkpoint of the run with its manifest (complete), as a path; "none" if none.
+std::string NewestCompleteCheckpoint(const std::string& run_dir) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    const fs::path dir = CheckpointDir(run_dir, step);
+    std::error_code ec;
+    if (fs::exists(dir / "manifest.pbtxt", ec)) return dir.string();
+  }
+  return "none";
+}
+
+// Says each checkpoint failure a role reported on the console (not in the role's log alone: a
+// crash later would lose everything since the last checkpoint); returns how many there were.
+int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
+  int failures = 0;
+  for (auto& role : roles) {
+    for (const std::string& failure : role.process->TakeCheckpointFailures()) {
+      std::cerr << "psformer train: warning: " << failure << "\n";
+      ++failures;
+    }
+  }
+  return failures;
+}
+
+// Polls the roles until every one finished (0, or 1 when checkpoints failed on the way), one
+// failed for good (1), or Ctrl-C / SIGTERM (130): then the workers finish the step they are in
+// and exit, and after them the servers, which write a checkpoint of the step every shard applied
+// (docs/failure-model.md). In cluster mode each rank holds one role; `after_workers_stopped`
+// (if set) waits there until every rank's workers have stopped, so that the servers of the
+// whole job stop after all of them. Checkpoint failures are said on the console as they come.
+int Supervise(std::vector<SupervisedRole>& roles, const std::string& run_dir,
+              const std::function<void()>& after_workers_stopped = nullptr) {
   g_interrupts.store(0);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
@@ -201,7 +229,9 @@ int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& a
       return 1;
     }
   }
+  int checkpoint_failures = 0;
   while (true) {
+    checkpoint_failures += ReportCheckpointFailures(roles);
     if (g_interrupts.load() != 0) {
       PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
       std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
@@ -225,7 +255,15 @@ int Supervise(std::vector<SupervisedRole>& roles, const std::function<void()>& a
       }
       all_done = all_done && state == RoleProcess::State::kSucceeded;
     }
-    if (all_done) return 0;
+    if (all_done) {
+      checkpoint_failures += ReportCheckpointFailures(roles);
+      if (checkpoint_failures == 0) return 0;
+      // The model was written, but the run lacks checkpoints its config asked for.
+      std::cerr << "psformer train: error: training finished, but " << checkpoint_failures
+                << " checkpoint(s) could not be written (see above); last good checkpoint: "
+                << NewestCompleteCheckpoint(run_dir) << "\n";
+      return 1;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -305,7 +343,7 @@ int RunSingleNode(const JobOptions& options) {
   }
   PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
                 << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
-  const int status = Supervise(roles);
+  const int status = Supervise(roles, job.run_dir);
   if (status == 130) std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
   return status;
 }
@@ -387,7 +425,7 @@ int RunClusterRank(const JobOptions& options) {
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
-  const int status = Supervise(roles, [&] {
+  const int status = Supervise(roles, local.run_dir, [&] {
     const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
       for (auto& role : roles) role.process->Poll();
     });

@@ -22,7 +22,7 @@ int RunPrepareCommand(const Args& args) {
       ("spm", po::value<std::string>(), "use this SentencePiece model instead of learning one")
       ("max-length", po::value<int>()->default_value(defaults.max_length),
        "drop pairs with a side longer than this many pieces")
-      ("max-length-ratio", po::value<double>()->default_value(defaults.max_length_ratio),
+      ("max-length-ratio", po::value<double>()->default_value(defaults.max_length_ratio, ShortestText(defaults.max_length_ratio)),
        "drop pairs whose longer side exceeds this many times the shorter")
       ("valid-src", po::value<std::string>(), "source side of the validation corpus (with --valid-tgt)")
       ("valid-tgt", po::value<std::string>(), "target side of the validation corpus");

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
+#include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "launcher/command_line.h"
 #include "pserver/server/parameter_server.h"
@@ -23,6 +24,42 @@ namespace {
 // Set by the signal handler; a watcher thread turns it into ParameterServer::Stop().
 std::atomic<bool> g_stop_requested{false};  // NOLINT: a signal handler can reach nothing else.
 void RequestStop(int) { g_stop_requested.store(true); }
+
+// Checkpoint failures as this server meets them: each is reported to the supervisor; after
+// checkpoint.max_failures_in_a_row in a row the server gives up: it stops before it applies
+// another step. Used on the serving thread only.
+struct CheckpointFailures {
+  int limit = 1;
+  int in_a_row = 0;
+  std::string last_error;
+  bool give_up = false;
+  ParameterServer* server = nullptr;  // set once created
+
+  void Record(int shard, int64_t step, const Status& result) {
+    if (result.ok()) {
+      in_a_row = 0;
+      return;
+    }
+    ++in_a_row;
+    last_error = result.message();
+    ReportToSupervisor(kReportCheckpointFailed,
+                       "shard " + std::to_string(shard) + " could not write its checkpoint of step " +
+                           std::to_string(step) + " (" + std::to_string(in_a_row) + " in a row; " +
+                           std::to_string(limit) + " stop the job): " + last_error);
+    if (in_a_row >= limit && server != nullptr) {
+      give_up = true;
+      server->Stop();
+    }
+  }
+};
+
+// The newest checkpoint of the run that is complete and intact, as a path, or "none".
+std::string NewestGoodCheckpoint(const std::string& run_dir, const CheckpointIdentity& id) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    if (VerifyCheckpoint(run_dir, step, id).ok()) return CheckpointDir(run_dir, step);
+  }
+  return "none";
+}
 
 }  // namespace
 
@@ -74,10 +111,19 @@ int RunPserverCommand(const Args& args) {
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
+  CheckpointFailures checkpoint_failures;
+  checkpoint_failures.limit = config->checkpoint().max_failures_in_a_row();
+  o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
+    checkpoint_failures.Record(index, step, result);
+  };
+  const CheckpointIdentity identity{config->cluster().servers(), o.parameter_count, o.config_digest};
+
   auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
   if (!van.ok()) return ReportError("pserver", van.status());
   auto server = ParameterServer::Create(std::move(o), std::move(*van));
   if (!server.ok()) return ReportError("pserver", server.status());
+  checkpoint_failures.server = server->get();
+  ReportToSupervisor(kReportReady);
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
   HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
@@ -92,6 +138,17 @@ int RunPserverCommand(const Args& args) {
   done.store(true);
   watcher.join();
   if (!status.ok()) return ReportError("pserver", status);
+  if (checkpoint_failures.give_up) {
+    // Training on without checkpoints would risk every step since the last one; a restart
+    // would meet the same disk. The job stops here.
+    const std::string why = std::to_string(checkpoint_failures.limit) +
+                            " checkpoint(s) in a row could not be written; last good checkpoint: " +
+                            NewestGoodCheckpoint(v["run-dir"].as<std::string>(), identity) +
+                            "; stopping the job (checkpoint.max_failures_in_a_row; last error: " +
+                            checkpoint_failures.last_error + ")";
+    ReportToSupervisor(kReportFatal, why);
+    return ReportError("pserver", why, kExitDoNotRestart);
+  }
   if (g_stop_requested.load()) {
     // Interrupted (Ctrl-C on the job): leave a checkpoint to --resume from.
     const Status saved = (*server)->CheckpointLastStep();

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/logging.h"
+#include "common/supervisor_report.h"
 
 extern char** environ;
 
@@ -26,6 +28,22 @@ std::string DescribeExit(int wait_status) {
     return "killed by signal " + std::to_string(WTERMSIG(wait_status)) + " (" + strsignal(WTERMSIG(wait_status)) + ")";
   }
   return "stopped (status " + std::to_string(wait_status) + ")";
+}
+
+// The last non-empty line of a role's log: mostly the error that ended it.
+std::string LastLogLine(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buffer[4096];
+  const off_t size = lseek(fd, 0, SEEK_END);
+  const off_t start = size > static_cast<off_t>(sizeof(buffer)) ? size - static_cast<off_t>(sizeof(buffer)) : 0;
+  const ssize_t n = pread(fd, buffer, sizeof(buffer), start);
+  close(fd);
+  if (n <= 0) return "";
+  std::string tail(buffer, static_cast<size_t>(n));
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  const size_t newline = tail.rfind('\n');
+  return newline == std::string::npos ? tail : tail.substr(newline + 1);
 }
 
 }  // namespace
@@ -111,6 +129,8 @@ Status RoleProcess::Spawn() {
   fcntl(heartbeat_fd_, F_SETFL, O_NONBLOCK);
   pid_ = pid;
   state_ = State::kRunning;
+  ready_ = false;
+  partial_report_.clear();
   last_heartbeat_ = std::chrono::steady_clock::now();
   PSF_LOG(Info) << options_.name << ": started pid " << pid_ << " (incarnation " << incarnation_ << ")";
   return Status::Ok();
@@ -122,33 +142,78 @@ void RoleProcess::ReadHeartbeats() {
     const ssize_t n = read(heartbeat_fd_, buffer, sizeof(buffer));
     if (n > 0) {
       last_heartbeat_ = std::chrono::steady_clock::now();
+      // Heartbeat bytes (1) may come between report lines, never inside one.
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buffer[i] == 1) continue;
+        if (buffer[i] != '\n') {
+          // Bytes that never end a line are not a report; do not keep them without bound.
+          if (partial_report_.size() > 4096) partial_report_.clear();
+          partial_report_ += buffer[i];
+          continue;
+        }
+        HandleReport(partial_report_);
+        partial_report_.clear();
+      }
       continue;
     }
     break;  // EAGAIN (nothing new) or EOF (child gone; waitpid tells).
   }
 }
 
+void RoleProcess::HandleReport(const std::string& line) {
+  const size_t space = line.find(' ');
+  const std::string kind = line.substr(0, space);
+  const std::string text = space == std::string::npos ? "" : line.substr(space + 1);
+  if (kind == kReportReady) {
+    ready_ = true;
+  } else if (kind == kReportCheckpointFailed) {
+    checkpoint_failures_.push_back(options_.name + ": " + text);
+  } else if (kind == kReportFatal) {
+    fatal_ = text;
+  } else {
+    PSF_LOG(Warning) << options_.name << " sent an unknown report: " << line;
+  }
+}
+
+std::vector<std::string> RoleProcess::TakeCheckpointFailures() {
+  if (state_ == State::kRunning) ReadHeartbeats();
+  return std::exchange(checkpoint_failures_, {});
+}
+
 void RoleProcess::HandleExit(int wait_status) {
   pid_ = -1;
+  ReadHeartbeats();  // what the child said last is still in the pipe
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
     state_ = State::kSucceeded;
     PSF_LOG(Info) << options_.name << ": finished";
     return;
   }
   const std::string how = DescribeExit(wait_status);
-  if (stopping_) {
+  const std::string last_words = LastLogLine(options_.log_file);
+  const std::string log = "(log: " + options_.log_file + (last_words.empty() ? "" : "; its last line: " + last_words) + ")";
+  auto fail = [&](std::string why) {
     state_ = State::kFailed;
-    failure_ = options_.name + " " + how + " while stopping (log: " + options_.log_file + ")";
-    PSF_LOG(Warning) << failure_;
-    return;
+    failure_ = std::move(why);
+    PSF_LOG(Error) << failure_;
+  };
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitDoNotRestart) {
+    return fail(options_.name + " " + how + ": " + (fatal_.empty() ? last_words : fatal_) +
+                " (not restarted; log: " + options_.log_file + ")");
+  }
+  if (stopping_) return fail(options_.name + " " + how + " while stopping " + log);
+  if (options_.reports_ready && !ready_) {
+    const std::string signature = how + "\n" + last_words;
+    if (signature == last_startup_failure_) {
+      return fail(options_.name + " " + how + " while starting up, twice in a row the same way: a configuration "
+                  "error, not restarted again " + log);
+    }
+    last_startup_failure_ = signature;
+  } else {
+    last_startup_failure_.clear();
   }
   if (incarnation_ >= options_.max_restarts) {
-    state_ = State::kFailed;
-    failure_ = options_.name + " " + how + " after " + std::to_string(incarnation_) +
-               " restart(s); cluster.max_restarts = " + std::to_string(options_.max_restarts) +
-               " reached (log: " + options_.log_file + ")";
-    PSF_LOG(Error) << failure_;
-    return;
+    return fail(options_.name + " " + how + " after " + std::to_string(incarnation_) +
+                " restart(s); cluster.max_restarts = " + std::to_string(options_.max_restarts) + " reached " + log);
   }
   const int backoff = std::min(10000, options_.restart_backoff_ms << std::min(incarnation_, 16));
   ++incarnation_;

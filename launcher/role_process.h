@@ -37,6 +37,10 @@ struct RoleProcessOptions {
   int heartbeat_timeout_ms = 5000;  // 0 = no hang detection.
   int max_restarts = 5;
   int restart_backoff_ms = 200;     // doubled each restart, capped at 10 s.
+  // The role reports "ready" once started up (common/supervisor_report.h). Then a role that
+  // fails twice in a row the same way before it is ready is not restarted again: that is a
+  // configuration error (a model too large, a bad file), which no restart fixes.
+  bool reports_ready = false;
 };
 
 // Not thread-safe: one thread drives a RoleProcess (Start, then Poll until it finishes).
@@ -68,14 +72,18 @@ class RoleProcess {
   pid_t pid() const { return pid_; }
   int incarnation() const { return incarnation_; }
   int restarts() const { return incarnation_; }
-  // Why the process failed (kFailed), e.g. "killed by signal 9 four times; giving up".
+  // Why the process failed (kFailed), e.g. "worker-0 killed by signal 9 (Killed) after 5
+  // restart(s); ...", with the last line of its log, which mostly says the cause.
   const std::string& failure() const { return failure_; }
+  // The checkpoint failures the role reported since the last call, oldest first.
+  std::vector<std::string> TakeCheckpointFailures();
   const std::string& name() const { return options_.name; }
 
  private:
   Status Spawn();
   void HandleExit(int wait_status);
   void ReadHeartbeats();
+  void HandleReport(const std::string& line);
 
   RoleProcessOptions options_;
   State state_ = State::kIdle;
@@ -86,6 +94,11 @@ class RoleProcess {
   std::chrono::steady_clock::time_point last_heartbeat_;
   std::chrono::steady_clock::time_point restart_at_;
   std::string failure_;
+  std::string partial_report_;  // bytes of a report line not yet complete
+  std::vector<std::string> checkpoint_failures_;
+  std::string fatal_;                 // the role's last kReportFatal text
+  bool ready_ = false;                // this incarnation reported kReportReady
+  std::string last_startup_failure_;  // how the previous incarnation failed before ready, if it did
 };
 
 }  // namespace psformer

@@ -3,6 +3,7 @@
 // --local in this one process without servers (worker/train/local_trainer.h).
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 
@@ -10,11 +11,40 @@
 #include "common/logging.h"
 #include "launcher/command_line.h"
 #include "launcher/job_runner.h"
+#include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
+#include "launcher/run_directory.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
 
 namespace psformer {
+namespace {
+
+// Under mpirun every rank runs this command, before MPI starts; rank 0 (as the launcher's
+// environment names it) alone clears the run directory for --overwrite.
+bool RemovesEarlierRuns() {
+  if (!StartedByMpirun()) return true;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank == nullptr) rank = std::getenv("PMIX_RANK");
+  return rank != nullptr && std::string(rank) == "0";
+}
+
+// Checks that the run may use its directory as asked, then (--overwrite) clears it, saying what
+// went. Nothing is written when the answer is no.
+Status UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
+  PSF_RETURN_IF_ERROR(CheckRunDirectory(request, config));
+  if (request.mode != RunDirectoryMode::kOverwrite || !RemovesEarlierRuns()) return Status::Ok();
+  PSF_ASSIGN_OR_RETURN(const std::vector<std::string> removed, RemoveEarlierRun(request.path));
+  if (!removed.empty()) {
+    std::cerr << "psformer train: --overwrite: removed the earlier run's ";
+    for (size_t i = 0; i < removed.size(); ++i) std::cerr << (i ? ", " : "") << removed[i];
+    std::cerr << " from " << request.path << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunTrainCommand(const Args& args) {
   po::options_description options("train options");
   // clang-format off
@@ -23,7 +53,9 @@ int RunTrainCommand(const Args& args) {
       ("set", po::value<std::vector<std::string>>()->composing(),
        "override one field, field.path=value (repeatable), e.g. --set model.heads=16")
       ("run-dir", po::value<std::string>(), "run directory (default runs/<config name>-<time>)")
-      ("resume", po::bool_switch(), "continue from the last complete checkpoint in --run-dir")
+      ("resume", po::bool_switch(), "continue the run in --run-dir from its newest complete checkpoint; refused "
+       "unless the config trains the same model (README, Stopping and continuing)")
+      ("overwrite", po::bool_switch(), "start over in a --run-dir that holds an earlier run, deleting its files")
       ("local", po::bool_switch(), "train in this process, without parameter servers (debugging, tests)")
       ("dry-run", po::bool_switch(), "validate, print the resolved config and exit");
   // clang-format on
@@ -35,9 +67,20 @@ int RunTrainCommand(const Args& args) {
   if (values.count("set")) overrides = values["set"].as<std::vector<std::string>>();
   auto config = ResolveConfig(values["config"].as<std::string>(), overrides);
   if (!config.ok()) return ReportError("train", config.status());
+  const bool local = values["local"].as<bool>();
+  const JobPlacement placement =
+      local ? JobPlacement::kLocal : StartedByMpirun() ? JobPlacement::kClusterRank : JobPlacement::kSingleNode;
   const Status files = CheckConfigFiles(*config);
   if (values["dry-run"].as<bool>()) {
     std::cout << ConfigToText(*config);
+    // ValidateConfig computed the same figures with overflow checks: this cannot fail.
+    auto estimate = EstimateMemory(*config, ResolvedVocabSize(*config));
+    const MachineMemory machine = ThisMachine();
+    if (estimate.ok()) {
+      std::cout << DescribeMemory(*config, *estimate, placement, machine);
+      const Status fits = CheckMemoryFits(*config, *estimate, placement, machine);
+      if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
+    }
     if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
     return 0;
   }
@@ -46,11 +89,34 @@ int RunTrainCommand(const Args& args) {
   if (resume && !values.count("run-dir")) {
     return ReportError("train", "--resume needs --run-dir: the run directory to continue", 2);
   }
-  const std::string run_dir =
-      values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
+  if (resume && values["overwrite"].as<bool>()) {
+    return ReportError("train", "--resume and --overwrite contradict each other: continue the run, or start over", 2);
+  }
+  const std::string run_dir = values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
+  if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", 2);
+  // Role processes get the vocabulary size in their config, so servers need not read the data;
+  // it is resolved before anything is checked against it (the memory, the run's checkpoints).
+  if (!local && config->model().vocab_size() == 0) {
+    auto source = MakeBatchSource(*config);
+    if (!source.ok()) return ReportError("train", source.status());
+    config->mutable_model()->set_vocab_size((*source)->vocab_size());
+  }
+  auto estimate = EstimateMemory(*config, ResolvedVocabSize(*config));
+  if (!estimate.ok()) return ReportError("train", estimate.status());
+  if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
+    return ReportError("train", fits);
+  }
+  RunDirectoryRequest request;
+  request.path = run_dir;
+  request.local = local;
+  request.mode = resume                           ? RunDirectoryMode::kResume
+                 : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
+                                                  : RunDirectoryMode::kFresh;
+  if (Status ready = UseRunDirectory(request, *config); !ready.ok()) return ReportError("train", ready);
+
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config->logging().level()));
-  if (values["local"].as<bool>()) {
+  if (local) {
     TrainOptions train;
     train.run_dir = run_dir;
     train.resume = resume;
@@ -58,12 +124,6 @@ int RunTrainCommand(const Args& args) {
     if (!status.ok()) return ReportError("train", status);
     std::cout << "trained " << config->name() << ": " << run_dir << "/model.bin\n";
     return 0;
-  }
-  // Role processes get the vocabulary size in their config, so servers need not read the data.
-  if (config->model().vocab_size() == 0) {
-    auto source = MakeBatchSource(*config);
-    if (!source.ok()) return ReportError("train", source.status());
-    config->mutable_model()->set_vocab_size((*source)->vocab_size());
   }
   JobOptions job;
   job.config = *config;

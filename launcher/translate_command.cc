@@ -31,8 +31,8 @@ int RunTranslateCommand(const Args& args) {
       ("model", po::value<std::string>()->required(), "model file (RUN_DIR/model.bin or psformer average's output)")
       ("spm", po::value<std::string>()->required(), "SentencePiece model the model was trained with (spm.model)")
       ("beam", po::value<int>(&beam.beam)->default_value(4), "beam size (1 = greedy)")
-      ("alpha", po::value<double>(&beam.alpha)->default_value(0.6), "length penalty ((5 + |Y|) / 6)^alpha")
-      ("max-len-a", po::value<double>(&beam.max_len_a)->default_value(1.0),
+      ("alpha", po::value<double>(&beam.alpha)->default_value(0.6, ShortestText(0.6)), "length penalty ((5 + |Y|) / 6)^alpha")
+      ("max-len-a", po::value<double>(&beam.max_len_a)->default_value(1.0, ShortestText(1.0)),
        "maximum output length = a * source length + b (subword tokens)")
       ("max-len-b", po::value<int>(&beam.max_len_b)->default_value(50), "see --max-len-a")
       ("batch-tokens", po::value<int>(&batch_tokens)->default_value(2048),
@@ -127,9 +127,8 @@ int RunTranslateCommand(const Args& args) {
     progress.Update(translated);
   }
   progress.Finish();
+  // RunCommandLine checks that all of it reached standard output.
   for (const std::string& line : output) std::cout << line << "\n";
-  std::cout.flush();
-  if (!std::cout) return ReportError("translate", "cannot write standard output");
   return 0;
 }
 

@@ -100,5 +100,50 @@ TEST(Cli, StrayArgumentIsAUsageError) {
   EXPECT_EQ(r.exit_status, 2) << r.output;
 }
 
+TEST(Cli, AResultThatCannotBeWrittenToStandardOutputIsAFailure) {
+  TempDir dir;
+  const std::string text = dir.Write("text.txt", "the cat sat on the mat\n");
+  for (const std::string& command : {"bleu --hyp " + text + " --ref " + text, std::string("train --config configs/copy.pbtxt --dry-run"),
+                                     std::string("--help"), std::string("translate --help")}) {
+    auto ok = RunPsformer(command + " > /dev/null");
+    EXPECT_EQ(ok.exit_status, 0) << command << "\n" << ok.output;
+    // Standard error stays on the captured pipe; only standard output goes to the full device.
+    auto full = testing::RunShell("cd " + testing::SourceDir() + " && { " + testing::PsformerBinary() + " " + command +
+                                  " > /dev/full; }");
+    EXPECT_EQ(full.exit_status, 1) << command << "\n" << full.output;
+    EXPECT_NE(full.output.find("cannot write to standard output: No space left on device"), std::string::npos)
+        << command << "\n" << full.output;
+  }
+}
+
+TEST(Cli, AnEmptyConfigFileIsRefusedUnlessEveryFieldComesFromSet) {
+  TempDir dir;
+  for (const char* text : {"", "# nothing but a comment\n\n"}) {
+    const std::string path = dir.Write("empty.pbtxt", text);
+    auto r = RunPsformer("train --config " + path + " --dry-run");
+    EXPECT_EQ(r.exit_status, 1) << r.output;
+    ExpectNoStackTrace(r);
+    EXPECT_NE(r.output.find(path + " sets nothing"), std::string::npos) << r.output;
+  }
+  const std::string path = dir.Write("empty.pbtxt", "");
+  auto set_only = RunPsformer("train --config " + path + " --set model.d_model=64 --set model.layers=1 --dry-run");
+  EXPECT_EQ(set_only.exit_status, 0) << set_only.output;
+  EXPECT_NE(set_only.output.find("d_model: 64"), std::string::npos) << set_only.output;
+}
+
+TEST(Cli, HelpShowsDefaultsAsAPersonWritesThem) {
+  auto translate = RunPsformer("translate --help");
+  EXPECT_EQ(translate.exit_status, 0);
+  EXPECT_NE(translate.output.find("--alpha arg (=0.6)"), std::string::npos) << translate.output;
+  EXPECT_NE(translate.output.find("--max-len-a arg (=1)"), std::string::npos) << translate.output;
+  auto prepare = RunPsformer("prepare --help");
+  EXPECT_NE(prepare.output.find("--max-length-ratio arg (=3)"), std::string::npos) << prepare.output;
+  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+    auto r = RunPsformer(std::string(name) + " --help");
+    EXPECT_EQ(r.output.find("0000000"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("9999999"), std::string::npos) << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace psformer

@@ -4,3 +4,6 @@ psformer_test(launch_errors_test integration SOURCES launch_errors_test.cc LIBS 
 psformer_test(resume_test fault SOURCES resume_test.cc LIBS psformer_common)
 psformer_test(status_test integration SOURCES status_test.cc LIBS psformer_common)
 psformer_test(plot_test integration SOURCES plot_test.cc LIBS psformer_common)
+psformer_test(run_directory_test integration SOURCES run_directory_test.cc LIBS psformer_launcher)
+psformer_test(memory_estimate_test integration SOURCES memory_estimate_test.cc LIBS psformer_launcher)
+psformer_test(checkpoint_failure_test fault SOURCES checkpoint_failure_test.cc LIBS psformer_common)

@@ -105,6 +105,70 @@ TEST(RoleProcess, MissingExecutableFailsEveryIncarnation) {
   EXPECT_NE(role.failure().find("exited with status 127"), std::string::npos) << role.failure();
 }
 
+TEST(RoleProcess, AStartUpFailureRepeatedTheSameWayIsNotRestartedAgain) {
+  TempDir dir;
+  // Never reports ready: it fails while starting up, each time alike.
+  auto options = ShellRole(dir, "echo 'error: cannot allocate 1.2 TiB'; exit 1");
+  options.reports_ready = true;
+  options.max_restarts = 5;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kFailed);
+  EXPECT_EQ(role.restarts(), 1);
+  EXPECT_NE(role.failure().find("twice in a row the same way"), std::string::npos) << role.failure();
+  EXPECT_NE(role.failure().find("error: cannot allocate 1.2 TiB"), std::string::npos) << role.failure();
+}
+
+TEST(RoleProcess, AFailureAfterStartUpIsRestartedAsBefore) {
+  TempDir dir;
+  // Ready, then fails the same way in every incarnation: a failure of running, restarted.
+  auto options = ShellRole(dir, "printf 'ready\\n' >&$PSFORMER_HEARTBEAT_FD; exit 3");
+  options.reports_ready = true;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kFailed);
+  EXPECT_EQ(role.restarts(), 3);
+  EXPECT_NE(role.failure().find("max_restarts = 3"), std::string::npos) << role.failure();
+}
+
+TEST(RoleProcess, DifferentStartUpFailuresAreRestarted) {
+  TempDir dir;
+  // Each incarnation fails before ready, but never twice alike (the cause is not fixed).
+  auto options = ShellRole(dir, "echo \"attempt $2\"; [ $2 -ge 2 ]");
+  options.reports_ready = true;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded);
+  EXPECT_EQ(role.incarnation(), 2);
+}
+
+TEST(RoleProcess, ExitDoNotRestartEndsTheRoleWithItsFatalReport) {
+  TempDir dir;
+  auto options = ShellRole(dir, "printf 'ready\\nfatal the disk is full\\n' >&$PSFORMER_HEARTBEAT_FD; exit 78");
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kFailed);
+  EXPECT_EQ(role.restarts(), 0);
+  EXPECT_NE(role.failure().find("the disk is full"), std::string::npos) << role.failure();
+  EXPECT_NE(role.failure().find("not restarted"), std::string::npos) << role.failure();
+}
+
+TEST(RoleProcess, PassesOnCheckpointFailuresBetweenHeartbeats) {
+  TempDir dir;
+  auto options = ShellRole(dir,
+                           "fd=$PSFORMER_HEARTBEAT_FD; printf '\\001' >&$fd; "
+                           "printf 'checkpoint-failed step 10: no space\\n' >&$fd; printf '\\001\\001' >&$fd; "
+                           "printf 'checkpoint-failed step 20: no space\\n' >&$fd");
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded);
+  const std::vector<std::string> failures = role.TakeCheckpointFailures();
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0], "test-role: step 10: no space");
+  EXPECT_EQ(failures[1], "test-role: step 20: no space");
+  EXPECT_TRUE(role.TakeCheckpointFailures().empty());
+}
+
 TEST(HeartbeatSender, IsInactiveWithoutASupervisor) {
   unsetenv("PSFORMER_HEARTBEAT_FD");
   HeartbeatSender sender(10);

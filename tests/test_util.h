@@ -110,6 +110,9 @@ inline std::string ReadTextFile(const std::filesystem::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Whether `what` occurs in `text` (command output, a log).
+inline bool HasText(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
 // Every *.log file of RUN_DIR/logs, concatenated.
 inline std::string ReadRunLogs(const std::filesystem::path& run_dir) {
   std::string all;

@@ -14,6 +14,7 @@
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
 #include "common/run_metrics.h"
+#include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "common/model_file.h"
 #include "worker/backend/cpu_backend.h"
@@ -143,6 +144,7 @@ Status WorkerLoop::Run() {
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
   started_at_ = last_pushed + 1;
   started_ = Clock::now();
+  ReportToSupervisor(kReportReady);  // memory allocated, servers reached: started up
   if (started_at_ > 1) {
     PSF_LOG(Info) << "rejoining at step " << started_at_ << " (incarnation " << options_.incarnation << ")";
   }

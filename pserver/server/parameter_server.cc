@@ -302,8 +302,10 @@ void ParameterServer::ServePendingCheckpoints() {
 }
 
 Status ParameterServer::WriteCheckpoint(int64_t step) {
-  PSF_RETURN_IF_ERROR(checkpointer_.Write(step, optimizer_, range_, policy_->CheckpointWorkerSteps(step, progress_),
-                                          [this, step] { faults_.DuringCheckpoint(step); }));
+  const Status saved = checkpointer_.Write(step, optimizer_, range_, policy_->CheckpointWorkerSteps(step, progress_),
+                                           [this, step] { faults_.DuringCheckpoint(step); });
+  if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
+  PSF_RETURN_IF_ERROR(saved);
   stats_.checkpoints_written.fetch_add(1);
   PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
   return Status::Ok();

@@ -52,6 +52,9 @@ struct ParameterServerOptions {
   // Fills elements [begin, end) of the flat vector with their initial values (the command passes
   // InitParamRange of common/param_init.h); unset = zeros.
   std::function<void(uint64_t begin, uint64_t end, float* out)> init;
+  // Called on the serving thread after each attempt to write this shard's checkpoint, with its
+  // result: how the command hears of a failure, which does not stop the server by itself.
+  std::function<void(int64_t step, const Status& result)> on_checkpoint;
 };
 
 // Counters, readable from any thread while Run works.

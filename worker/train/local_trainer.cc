@@ -136,7 +136,6 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   fs::create_directories(fs::path(dir) / "logs", ec);
   if (ec) return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
   PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
-  PSF_RETURN_IF_ERROR(WriteTextFile((fs::path(dir) / "config.pbtxt").string(), ConfigToText(config)));
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
   LocalTrainer trainer(config, source.get());
   const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
@@ -145,6 +144,8 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     PSF_RETURN_IF_ERROR(trainer.Restore(state).WithContext(state_path));
     PSF_LOG(Info) << "resuming from " << state_path << " at step " << trainer.step();
   }
+  // Only once the state is known to belong to this model does the run's config change.
+  PSF_RETURN_IF_ERROR(WriteTextFile((fs::path(dir) / "config.pbtxt").string(), ConfigToText(config)));
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<RunMetrics> metrics, RunMetrics::Open(dir, config.logging().tensorboard()));
   PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
                 << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;

@@ -14,6 +14,15 @@ int CudaDeviceCount() {
   return count;
 }
 
+uint64_t CudaDeviceMemoryBytes(int device) {
+  cudaDeviceProp properties;
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return properties.totalGlobalMem;
+}
+
 std::string CudaUnavailableReason() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

@@ -4,12 +4,16 @@
 #ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
 #define PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
 
+#include <cstdint>
 #include <string>
 
 namespace psformer {
 
 // The number of visible CUDA devices; 0 when there is no driver, no device, or no CUDA build.
 int CudaDeviceCount();
+
+// Total memory of CUDA device `device` in bytes; 0 when it cannot be asked (as CudaDeviceCount).
+uint64_t CudaDeviceMemoryBytes(int device);
 
 // Why CudaDeviceCount() is 0, as one line ("no CUDA device: ..."), or "" when it is not.
 std::string CudaUnavailableReason();

@@ -7,6 +7,8 @@ namespace psformer {
 
 int CudaDeviceCount() { return 0; }
 
+uint64_t CudaDeviceMemoryBytes(int) { return 0; }
+
 std::string CudaUnavailableReason() { return "no CUDA device: psformer was built without the CUDA backend"; }
 
 }  // namespace psformer

@@ -1,0 +1,34 @@
+// What a role process tells its supervisor besides "alive": one line at a time over the
+// heartbeat pipe (common/heartbeat.h, launcher/role_process.h). Heartbeats are single bytes
+// (1); a report is a line "KIND text\n" written with one write(2), which a pipe keeps whole.
+//
+//   ready               the role started up (bound, connected, state loaded): from now on a
+//                       failure is one of running, not of its configuration
+//   checkpoint-failed   a checkpoint could not be written; the text says which and why
+//   fatal               why the role is about to exit with kExitDoNotRestart
+//
+// Without PSFORMER_HEARTBEAT_FD (a role started by hand) reports go nowhere.
+#ifndef PSFORMER_COMMON_SUPERVISOR_REPORT_H_
+#define PSFORMER_COMMON_SUPERVISOR_REPORT_H_
+
+#include <string>
+#include <string_view>
+
+namespace psformer {
+
+inline constexpr std::string_view kReportReady = "ready";
+inline constexpr std::string_view kReportCheckpointFailed = "checkpoint-failed";
+inline constexpr std::string_view kReportFatal = "fatal";
+
+// The exit status of a role that a restart cannot help (its last report, kReportFatal, says
+// why): the supervisor ends the job instead (EX_CONFIG of sysexits.h).
+inline constexpr int kExitDoNotRestart = 78;
+
+// Sends "KIND text" to the supervisor (text cut to fit one atomic pipe write; newlines in it
+// become spaces). Thread-safe; never blocks on a full pipe for long (the heartbeat pipe is
+// non-blocking once a HeartbeatSender runs).
+void ReportToSupervisor(std::string_view kind, std::string_view text = "");
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_SUPERVISOR_REPORT_H_

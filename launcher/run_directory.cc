@@ -1,0 +1,210 @@
+#include "launcher/run_directory.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/param_layout.h"
+#include "worker/train/trainer_state.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = google::protobuf;
+
+constexpr const char* kRunFiles[] = {"config.pbtxt", "model.bin", "metrics.jsonl", "trainer_state.bin"};
+constexpr const char* kRunFolders[] = {"checkpoints", "logs"};
+
+bool NonEmptyDirectory(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::directory_iterator(dir, ec) != fs::directory_iterator();
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// The text of one field's value(s), as the config file would spell it.
+std::string FieldText(const pb::Message& message, const pb::FieldDescriptor* field) {
+  const pb::Reflection* reflection = message.GetReflection();
+  std::string text;
+  if (!field->is_repeated()) {
+    pb::TextFormat::PrintFieldValueToString(message, field, -1, &text);
+    return text;
+  }
+  text = "[";
+  for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+    std::string item;
+    pb::TextFormat::PrintFieldValueToString(message, field, i, &item);
+    text += (i > 0 ? ", " : "") + item;
+  }
+  return text + "]";
+}
+
+// A zero that the launcher resolves at start (from the data, from the GPUs) matches any value.
+bool ResolvedAtStart(const std::string& path, const std::string& value) {
+  return (path == "model.vocab_size" || path == "cluster.workers") && value == "0";
+}
+
+void CompareFields(const pb::Message& run, const pb::Message& now, const std::string& prefix,
+                   std::vector<std::string>* conflicts) {
+  const pb::Descriptor* descriptor = run.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const pb::FieldDescriptor* field = descriptor->field(i);
+    const std::string path = prefix + field->name();
+    if (MayChangeOnResume(path)) continue;
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE && !field->is_repeated()) {
+      CompareFields(run.GetReflection()->GetMessage(run, field), now.GetReflection()->GetMessage(now, field),
+                    path + ".", conflicts);
+      continue;
+    }
+    const std::string was = FieldText(run, field);
+    const std::string is = FieldText(now, field);
+    if (was == is || ResolvedAtStart(path, is)) continue;
+    conflicts->push_back(path + ": the run has " + was + ", this config " + is);
+  }
+}
+
+// The newest checkpoint of `dir` that verifies for `config`'s model, or why there is none.
+StatusOr<int64_t> NewestUsableCheckpoint(const std::string& dir, const JobConfig& config) {
+  const int vocab = ResolvedVocabSize(config);
+  CheckpointIdentity id;
+  id.shards = config.cluster().servers();
+  id.parameter_count = ParamLayout(config.model(), vocab).total_size();
+  id.config_digest = ModelConfigDigest(config, vocab);
+  const std::vector<int64_t> steps = ListCheckpointSteps(dir);
+  std::vector<std::string> skipped;
+  for (int64_t step : steps) {
+    const Status verified = VerifyCheckpoint(dir, step, id);
+    if (verified.ok()) return step;
+    skipped.push_back("step " + std::to_string(step) + ": " + verified.message());
+  }
+  if (steps.empty()) return Status::NotFound("it has no checkpoint (checkpoints/step-*)");
+  return Status::NotFound("none of its checkpoints can be resumed from (" + Join(skipped, "; ") + ")");
+}
+
+}  // namespace
+
+bool MayChangeOnResume(const std::string& path) {
+  static const std::set<std::string> kMayChange = {
+      "name",
+      "training.max_steps",
+      "training.valid_every",
+      "training.stop_at_valid_accuracy",
+      "checkpoint",
+      "logging",
+      "fault",
+      "data.src_lang",
+      "data.tgt_lang",
+      "data.max_length",
+      "data.max_length_ratio",
+      "cluster.backend",
+      "cluster.bind_host",
+      "cluster.base_port",
+      "cluster.heartbeat_interval_ms",
+      "cluster.heartbeat_timeout_ms",
+      "cluster.max_restarts",
+      "cluster.restart_backoff_ms",
+      "cluster.threads_per_process",
+      "cluster.frame_bytes",
+      "cluster.retry_ms",
+      "cluster.authenticate",
+  };
+  // A listed section covers every field in it.
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {
+    if (kMayChange.count(path.substr(0, dot))) return true;
+  }
+  return kMayChange.count(path) > 0;
+}
+
+std::vector<std::string> ResumeConflicts(const JobConfig& run, const JobConfig& config) {
+  std::vector<std::string> conflicts;
+  CompareFields(run, config, "", &conflicts);
+  return conflicts;
+}
+
+std::vector<std::string> EarlierRunFiles(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const char* name : kRunFiles) {
+    if (fs::exists(fs::path(dir) / name, ec)) found.push_back(name);
+  }
+  if (!ListCheckpointSteps(dir).empty()) found.push_back("checkpoints/");
+  if (NonEmptyDirectory(fs::path(dir) / "logs")) found.push_back("logs/");
+  return found;
+}
+
+Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
+  const std::string& dir = request.path;
+  if (dir.empty()) return Status::InvalidArgument("--run-dir is empty: name the run directory");
+  std::error_code ec;
+  const bool exists = fs::exists(dir, ec);
+  if (exists && !fs::is_directory(dir, ec)) {
+    return Status::InvalidArgument("--run-dir " + dir + " is a file, not a directory");
+  }
+  const std::vector<std::string> earlier = EarlierRunFiles(dir);
+  if (request.mode == RunDirectoryMode::kFresh) {
+    if (earlier.empty()) return Status::Ok();
+    return Status::InvalidArgument("run directory " + dir + " already holds a run (" + Join(earlier, ", ") +
+                                   "); continue it with --resume, or start over with --overwrite (which deletes "
+                                   "those files), or choose another --run-dir");
+  }
+  if (request.mode == RunDirectoryMode::kOverwrite) return Status::Ok();
+
+  const std::string state = request.local ? "trainer_state.bin" : "checkpoint";
+  if (!exists) {
+    return Status::NotFound("--resume: run directory " + dir +
+                            " does not exist (nothing to resume: no config.pbtxt, no " + state + ")");
+  }
+  const std::string run_config_path = (fs::path(dir) / "config.pbtxt").string();
+  if (!fs::exists(run_config_path, ec)) {
+    return Status::NotFound("--resume: " + dir + " is not a run directory: it has no config.pbtxt (and so no " + state +
+                            " to resume from)");
+  }
+  auto run_config = LoadConfigFile(run_config_path);
+  if (!run_config.ok()) return run_config.status().WithContext("--resume: the run's config");
+  FillDefaults(&*run_config);
+  const std::vector<std::string> conflicts = ResumeConflicts(*run_config, config);
+  if (!conflicts.empty()) {
+    return Status::InvalidArgument("--resume: this config trains another model than the run in " + dir +
+                                   " (fields that may change on resume are listed in README, Stopping and "
+                                   "continuing):\n  " +
+                                   Join(conflicts, "\n  "));
+  }
+  if (request.local) {
+    const std::string path = (fs::path(dir) / "trainer_state.bin").string();
+    if (!fs::exists(path, ec)) return Status::NotFound("--resume: " + dir + " has no trainer_state.bin to resume from");
+    auto loaded = ReadTrainerState(path);
+    if (!loaded.ok()) return loaded.status().WithContext("--resume");
+    return Status::Ok();
+  }
+  auto newest = NewestUsableCheckpoint(dir, config);
+  if (!newest.ok()) {
+    return Status::NotFound("--resume: nothing to continue in " + dir + ": " + newest.status().message() +
+                            "; start over with --overwrite");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> RemoveEarlierRun(const std::string& dir) {
+  std::vector<std::string> removed = EarlierRunFiles(dir);
+  for (const std::string& name : removed) {
+    std::error_code ec;
+    fs::remove_all(fs::path(dir) / name, ec);
+    if (ec)
+      return Status::IoError("--overwrite: cannot remove " + (fs::path(dir) / name).string() + ": " + ec.message());
+  }
+  // An empty checkpoints/ (an earlier run stopped before its first checkpoint) goes too.
+  std::error_code ec;
+  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) fs::remove_all(fs::path(dir) / "checkpoints", ec);
+  return removed;
+}
+
+}  // namespace psformer

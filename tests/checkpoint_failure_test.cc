@@ -1,0 +1,81 @@
+// Checkpoint failures are loud: each one is reported on the console by the supervisor, the job
+// tries the next, a run that ends without the checkpoints it asked for is not a plain success,
+// and checkpoint.max_failures_in_a_row failures in a row stop the job, naming the last good one.
+//
+// A checkpoint is made to fail the way a full or broken disk would: a file stands where its
+// directory has to be created.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::HasText;
+using testing::ReadTextFile;
+using testing::RunPsformer;
+using testing::TempDir;
+
+const char* kJob =
+    "train --config configs/copy.pbtxt --set training.valid_every=0 --set training.stop_at_valid_accuracy=0 "
+    "--set logging.every_steps=5 --set checkpoint.every_steps=10 --set checkpoint.keep_last=0";
+
+// A run directory in which the checkpoints of `steps` cannot be written.
+std::string RunDirBlocking(const TempDir& dir, std::initializer_list<int> steps) {
+  const std::filesystem::path run = dir.File("run");
+  std::filesystem::create_directories(run / "checkpoints");
+  for (int step : steps) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "step-%08d", step);
+    std::ofstream(run / "checkpoints" / name) << "in the way\n";
+  }
+  return run.string();
+}
+
+TEST(CheckpointFailure, IsReportedOnTheConsoleAndTheRunIsNotAPlainSuccess) {
+  TempDir dir;
+  const std::string run = RunDirBlocking(dir, {20});
+  const CommandResult r = RunPsformer(std::string(kJob) + " --set training.max_steps=40 --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "warning: pserver-0: shard 0 could not write its checkpoint of step 20 (1 in a row"))
+      << r.output;
+  EXPECT_TRUE(HasText(r.output, "training finished, but 1 checkpoint(s) could not be written")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "last good checkpoint: " + run + "/checkpoints/step-00000040")) << r.output;
+  EXPECT_FALSE(HasText(r.output, "trained copy")) << r.output;
+  // The job went on after the failure: the next checkpoints were written, and so was the model.
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000030/manifest.pbtxt"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
+}
+
+TEST(CheckpointFailure, TooManyInARowStopTheJobNamingTheLastGoodCheckpoint) {
+  TempDir dir;
+  const std::string run = RunDirBlocking(dir, {20, 30, 40});
+  const CommandResult r = RunPsformer(std::string(kJob) + " --set training.max_steps=100 --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "3 checkpoint(s) in a row could not be written")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "last good checkpoint: " + run + "/checkpoints/step-00000010")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "not restarted")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+  // Stopped at the third failure, not trained on to the end, and never restarted.
+  EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step-00000050"));
+  EXPECT_FALSE(HasText(ReadTextFile(run + "/logs/supervisor.log"), "pserver-0 exited with status 78; restarting"));
+}
+
+TEST(CheckpointFailure, TheLimitIsASetting) {
+  TempDir dir;
+  const std::string run = RunDirBlocking(dir, {10});
+  const CommandResult r = RunPsformer(std::string(kJob) +
+                                      " --set training.max_steps=30 --set checkpoint.max_failures_in_a_row=1 "
+                                      "--run-dir " +
+                                      run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "1 checkpoint(s) in a row could not be written")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "last good checkpoint: none")) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

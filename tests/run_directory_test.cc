@@ -1,0 +1,191 @@
+// A run directory belongs to one run: `train` refuses a directory holding another run unless
+// told --resume or --overwrite, and --resume continues the same model or fails. Every refusal
+// must leave the directory's files byte for byte as they were.
+#include "launcher/run_directory.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::HasText;
+using testing::ReadTextFile;
+using testing::RunPsformer;
+using testing::TempDir;
+
+// 20 steps of the copy task with a checkpoint every 10: a run with model.bin and checkpoints.
+const char* kRun =
+    "train --config configs/copy.pbtxt --set training.max_steps=20 --set training.valid_every=0 "
+    "--set training.stop_at_valid_accuracy=0 --set logging.every_steps=5 --set checkpoint.every_steps=10";
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    const std::string name = std::filesystem::relative(entry.path(), dir).string();
+    files[name] = entry.is_regular_file() ? ReadTextFile(entry.path()) : "<directory>";
+  }
+  return files;
+}
+
+class RunDirectory : public ::testing::Test {
+ protected:
+  // A finished run in `name`, trained once for the suite's tests that need one.
+  std::string TrainedRun(const std::string& name) {
+    const std::string run = dir_.File(name);
+    const CommandResult r = RunPsformer(std::string(kRun) + " --run-dir " + run);
+    EXPECT_EQ(r.exit_status, 0) << r.output;
+    EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000020/manifest.pbtxt")) << r.output;
+    return run;
+  }
+  TempDir dir_;
+};
+
+TEST_F(RunDirectory, TrainRefusesADirectoryHoldingAnotherRunAndLeavesItAlone) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const CommandResult again = RunPsformer(std::string(kRun) + " --set model.d_model=32 --run-dir " + run);
+  EXPECT_EQ(again.exit_status, 1) << again.output;
+  EXPECT_TRUE(HasText(again.output, "already holds a run")) << again.output;
+  EXPECT_TRUE(HasText(again.output, "--resume")) << again.output;
+  EXPECT_TRUE(HasText(again.output, "--overwrite")) << again.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
+  const std::string run = TrainedRun("run");
+  const std::string notes = run + "/notes.txt";
+  std::ofstream(notes) << "mine\n";
+  // Ten steps only: the old run's checkpoint of step 20 must not survive to be mixed in.
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(HasText(r.output, "--overwrite: removed the earlier run's")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "model.bin")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step-00000020"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000010/manifest.pbtxt"));
+  EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 10"));
+  EXPECT_EQ(ReadTextFile(notes), "mine\n");  // not a file of the run: left alone
+}
+
+TEST_F(RunDirectory, ResumeWithAnotherModelNamesEachFieldAndTouchesNothing) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) +
+                                      " --set model.d_model=128 --set optimizer.warmup_steps=100 "
+                                      "--set training.max_steps=30 --resume --run-dir " +
+                                      run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "model.d_model: the run has 64, this config 128")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "optimizer.warmup_steps: the run has 200, this config 100")) << r.output;
+  EXPECT_FALSE(HasText(r.output, "training.max_steps")) << r.output;  // may change
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
+  const std::string run = TrainedRun("run");
+  const CommandResult r = RunPsformer(std::string(kRun) +
+                                      " --set training.max_steps=30 --set checkpoint.every_steps=15 "
+                                      "--set logging.every_steps=3 --resume --run-dir " +
+                                      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(HasText(ReadTextFile(run + "/logs/pserver-0.log"), "resumes from the checkpoint of step 20"));
+  EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
+}
+
+TEST_F(RunDirectory, ResumeOfAMissingDirectoryFailsAndCreatesNothing) {
+  const std::string run = dir_.File("never");
+  const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "does not exist")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run));
+}
+
+TEST_F(RunDirectory, ResumeWithoutAUsableCheckpointFailsAndTouchesNothing) {
+  // A run stopped before its first checkpoint: config.pbtxt and logs, no checkpoint.
+  const std::string run = TrainedRun("run");
+  std::filesystem::remove_all(run + "/checkpoints");
+  std::filesystem::create_directories(run + "/checkpoints/step-00000030");  // incomplete: no manifest
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "nothing to continue")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "step 30")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST_F(RunDirectory, ResumeOfADirectoryThatIsNoRunFails) {
+  const std::string run = dir_.File("other");
+  std::filesystem::create_directories(run);
+  std::ofstream(run + "/data.txt") << "not a run\n";
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "no config.pbtxt")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST_F(RunDirectory, LocalResumeWithAnotherModelIsRefusedToo) {
+  const std::string run = dir_.File("local");
+  const std::string local = std::string(kRun) + " --local --set training.max_steps=5 --run-dir " + run;
+  ASSERT_EQ(RunPsformer(local).exit_status, 0);
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(local + " --set model.layers=3 --resume");
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(HasText(r.output, "model.layers: the run has 2, this config 3")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST(RunDirectoryUsage, EmptyRunDirAndContradictoryFlagsAreUsageErrors) {
+  const CommandResult empty = RunPsformer(std::string(kRun) + " --run-dir ''");
+  EXPECT_EQ(empty.exit_status, 2) << empty.output;
+  EXPECT_TRUE(HasText(empty.output, "--run-dir is empty")) << empty.output;
+  TempDir dir;
+  const CommandResult both = RunPsformer(std::string(kRun) + " --resume --overwrite --run-dir " + dir.File("x"));
+  EXPECT_EQ(both.exit_status, 2) << both.output;
+  EXPECT_TRUE(HasText(both.output, "contradict")) << both.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x")));
+}
+
+TEST(ResumeConflicts, ListsEveryWeightChangingFieldAndNothingElse) {
+  JobConfig run;
+  FillDefaults(&run);
+  run.mutable_model()->set_vocab_size(16);
+  JobConfig now = run;
+  EXPECT_TRUE(ResumeConflicts(run, now).empty());
+  now.mutable_training()->set_max_steps(run.training().max_steps() + 100);
+  now.mutable_checkpoint()->set_every_steps(7);
+  now.mutable_logging()->set_every_steps(3);
+  now.mutable_cluster()->set_base_port(4000);
+  now.mutable_fault()->set_kill("worker:0@3");
+  now.set_name("renamed");
+  now.mutable_model()->set_vocab_size(0);  // resolved from the data at start
+  EXPECT_TRUE(ResumeConflicts(run, now).empty());
+  now.mutable_training()->set_seed(99);
+  now.mutable_cluster()->set_servers(2);
+  now.mutable_schedule()->set_kind(proto::ScheduleConfig::CONSTANT);
+  const std::vector<std::string> conflicts = ResumeConflicts(run, now);
+  ASSERT_EQ(conflicts.size(), 3u);
+  EXPECT_EQ(conflicts[0], "schedule.kind: the run has INVERSE_SQRT, this config CONSTANT");
+  EXPECT_EQ(conflicts[1], "cluster.servers: the run has 1, this config 2");
+  EXPECT_EQ(conflicts[2], "training.seed: the run has 1, this config 99");
+}
+
+TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
+  EXPECT_TRUE(MayChangeOnResume("checkpoint.keep_last"));
+  EXPECT_TRUE(MayChangeOnResume("logging.level"));
+  EXPECT_TRUE(MayChangeOnResume("training.max_steps"));
+  EXPECT_FALSE(MayChangeOnResume("training.seed"));
+  EXPECT_FALSE(MayChangeOnResume("model.d_model"));
+  EXPECT_FALSE(MayChangeOnResume("checkpointing"));
+  EXPECT_FALSE(MayChangeOnResume("cluster.workers"));
+}
+
+}  // namespace
+}  // namespace psformer

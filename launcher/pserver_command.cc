@@ -74,13 +74,15 @@ int RunPserverCommand(const Args& args) {
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
+  // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
+  // timeout on a busy machine, and the supervisor must not take that for a hang.
+  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
   if (!van.ok()) return ReportError("pserver", van.status());
   auto server = ParameterServer::Create(std::move(o), std::move(*van));
   if (!server.ok()) return ReportError("pserver", server.status());
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done.load()) {

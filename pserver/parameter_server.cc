@@ -30,7 +30,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       mode_(options_.config.cluster().consistency()),
       optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
       aggregator_(mode_ == proto::ClusterConfig::BSP ? options_.config.cluster().workers() : 0,
-                  mode_ == proto::ClusterConfig::BSP ? range_.size() : 0),
+                  mode_ == proto::ClusterConfig::BSP ? range_.size() : 0, UpdateThreads(options_)),
       worker_steps_(options_.config.cluster().workers(), 0),
       incarnations_(options_.config.cluster().workers(), 0),
       workers_done_(options_.config.cluster().workers(), false),
@@ -38,6 +38,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
+  scope_.threads = UpdateThreads(options_);
   scope_.shard = options_.shard;
   scope_.begin = range_.begin;
   scope_.end = range_.end;
@@ -334,12 +335,10 @@ void ParameterServer::HandlePush(WireMessage msg) {
 
 void ParameterServer::ApplyStep() {
   const int64_t step = aggregator_.step();
-  if (aggregator_.total_tokens() > 0) {
-    NormalizeGradient(range_.size(), aggregator_.total_tokens(), aggregator_.sum());
-  } else {
+  if (aggregator_.total_tokens() == 0) {
     PSF_LOG(Warning) << "step " << step << " has no target tokens; its gradient is applied unnormalised";
   }
-  optimizer_.Apply(step, aggregator_.sum());
+  optimizer_.Apply(step, aggregator_.sum(), aggregator_.total_tokens());  // normalises on the way
   applied_step_ = step;
   applied_loss_sum_ = aggregator_.loss_sum();
   applied_tokens_ = aggregator_.total_tokens();
@@ -358,9 +357,8 @@ void ParameterServer::ApplyStep() {
 
 void ParameterServer::ApplyOnArrival(WireMessage msg) {
   if (grad_.size() != range_.size()) grad_.resize(range_.size());
-  CopyPayloadAsFloats(msg, grad_.data());
-  if (msg.header.target_tokens() > 0) NormalizeGradient(grad_.size(), msg.header.target_tokens(), grad_.data());
-  optimizer_.Apply(msg.header.step(), grad_.data());
+  CopyPayloadAsFloats(msg, grad_.data(), UpdateThreads(options_));
+  optimizer_.Apply(msg.header.step(), grad_.data(), msg.header.target_tokens());  // normalises on the way
   applied_step_ = std::max(applied_step_, msg.header.step());
   stats_.applied_step.store(applied_step_);
   stats_.updates.store(optimizer_.updates());
@@ -421,6 +419,8 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_end(range_.end);
   std::vector<Frame> payload;
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
+  // The CRC was computed once for the snapshot, not once per reply.
+  const uint32_t crc = bf16 ? optimizer_.Bf16SnapshotCrc32c() : optimizer_.SnapshotCrc32c();
   if (bf16) {
     std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer_.Bf16Snapshot();
     AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
@@ -430,7 +430,7 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
     AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
                      &payload);
   }
-  Status s = van_->Send(EncodeMessage(peer, h, std::move(payload)));
+  Status s = van_->Send(EncodeMessage(peer, h, std::move(payload), crc));
   if (!s.ok()) {
     PSF_LOG(Warning) << "cannot answer a pull: " << s.message();
   }

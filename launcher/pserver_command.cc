@@ -38,7 +38,8 @@ int RunPserverCommand(const Args& args) {
       ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
       ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
       ("threads", po::value<int>()->default_value(0),
-       "threads for the Adam update; 0 = cluster.threads_per_process, else all cores");
+       "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
+       "else all cores");
   ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
   const auto& v = parsed.values;

@@ -38,7 +38,8 @@ int RunPserverCommand(const Args& args) {
       ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
       ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
       ("threads", po::value<int>()->default_value(0),
-       "threads for the Adam update; 0 = cluster.threads_per_process, else all cores");
+       "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
+       "else all cores");
   ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
   const auto& v = parsed.values;
@@ -74,13 +75,15 @@ int RunPserverCommand(const Args& args) {
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
+  // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
+  // timeout on a busy machine, and the supervisor must not take that for a hang.
+  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
   if (!van.ok()) return ReportError("pserver", van.status());
   auto server = ParameterServer::Create(std::move(o), std::move(*van));
   if (!server.ok()) return ReportError("pserver", server.status());
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done.load()) {

@@ -28,7 +28,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
       optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
-      policy_(MakeConsistencyPolicy(options_.config, range_)),
+      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_))),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),
       replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
@@ -36,6 +36,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
+  scope_.threads = UpdateThreads(options_);
   scope_.shard = options_.shard;
   scope_.begin = range_.begin;
   scope_.end = range_.end;
@@ -267,6 +268,8 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_end(range_.end);
   std::vector<Frame> payload;
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
+  // The CRC was computed once for the snapshot, not once per reply.
+  const uint32_t crc = bf16 ? optimizer_.Bf16SnapshotCrc32c() : optimizer_.SnapshotCrc32c();
   if (bf16) {
     std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer_.Bf16Snapshot();
     AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
@@ -276,7 +279,7 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
     AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
                      &payload);
   }
-  replies_.Send(peer, std::move(h), std::move(payload));
+  replies_.Send(peer, std::move(h), std::move(payload), crc);
   stats_.pulls_answered.fetch_add(1);
   if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
 }

@@ -7,6 +7,7 @@
 #ifndef PSFORMER_COMMON_ADAM_H_
 #define PSFORMER_COMMON_ADAM_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -17,6 +18,25 @@ struct AdamHyper {
   float beta2 = 0.98f;
   float epsilon = 1e-9f;
 };
+
+// The per-update constants of step `step` (1-based) with learning rate `lr`.
+struct AdamStepConstants {
+  float step_size;     // lr / (1 - b1^t)
+  float inv_sqrt_bc2;  // 1 / sqrt(1 - b2^t)
+  float b1, b2, c1, c2, eps;
+};
+AdamStepConstants AdamConstants(const AdamHyper& hyper, int64_t step, double lr);
+
+// One element of the update: m and v in place, the new parameter returned. Every Adam loop
+// (AdamUpdate, the servers' fused pass) goes through this, so they agree bit for bit; inline
+// so that those loops vectorise. No reductions, so no order effects.
+inline float AdamElement(const AdamStepConstants& k, float g, float param, float* m, float* v) {
+  const float mi = k.b1 * *m + k.c1 * g;
+  const float vi = k.b2 * *v + k.c2 * (g * g);
+  *m = mi;
+  *v = vi;
+  return param - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+}
 
 // Applies step `step` (1-based) with learning rate `lr` to n elements.
 // `grad` is the already normalised gradient (divided by the step's target tokens).
@@ -31,6 +51,8 @@ void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t 
 // The local trainer and the servers both call this, after summing workers' gradients in worker
 // order, so one worker equals W workers holding the union batch (up to summation order).
 void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad);
+// One element of NormalizeGradient, for loops that fuse it with the update.
+inline float NormalizedGradient(float g, float target_tokens) { return g / target_tokens; }
 
 }  // namespace psformer
 

@@ -293,6 +293,12 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(!(k.compute_dtype() == proto::ClusterConfig::BF16 && k.backend() == proto::ClusterConfig::CPU),
                 "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
 
+  if (k.backend() == proto::ClusterConfig::EMULATED) {
+    check.Require(k.emulated_step_ms() > 0, "cluster.emulated_step_ms", Str(k.emulated_step_ms()), "must be positive");
+    check.Require(vocab > 0, "model.vocab_size", Str(m.vocab_size()),
+                  "emulated workers read no data: set the vocabulary size (cluster.backend = EMULATED)");
+  }
+
   const auto& t = c.training();
   check.Require(t.max_steps() > 0, "training.max_steps", Str(t.max_steps()), "must be positive");
   check.Require(t.valid_every() >= 0, "training.valid_every", Str(t.valid_every()), "must be >= 0");
@@ -354,7 +360,9 @@ Status ValidateConfig(const JobConfig& c) {
 Status CheckConfigFiles(const JobConfig& config) {
   const auto& d = config.data();
   std::error_code ec;
-  if (d.task() == proto::DataConfig::CORPUS && !std::filesystem::is_directory(d.train_dir(), ec)) {
+  // Emulated workers read no data (worker/emulated_gpu.h).
+  const bool emulated = config.cluster().backend() == proto::ClusterConfig::EMULATED;
+  if (d.task() == proto::DataConfig::CORPUS && !emulated && !std::filesystem::is_directory(d.train_dir(), ec)) {
     return Status::NotFound("data.train_dir = \"" + d.train_dir() +
                             "\": directory does not exist (run `psformer prepare` first)");
   }

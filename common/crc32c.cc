@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
+
+#include "common/parallel_for.h"
 
 namespace psformer {
 namespace {
@@ -44,7 +47,54 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const ui
 }
 #endif
 
+// GF(2) linear maps on 32-bit CRC states, as 32 columns: Apply(op, v) = op * v.
+using Gf2Operator = std::array<uint32_t, 32>;
+
+uint32_t Apply(const Gf2Operator& op, uint32_t v) {
+  uint32_t out = 0;
+  for (int i = 0; v != 0; ++i, v >>= 1) {
+    if (v & 1) out ^= op[i];
+  }
+  return out;
+}
+
+Gf2Operator Square(const Gf2Operator& op) {
+  Gf2Operator sq;
+  for (int i = 0; i < 32; ++i) sq[i] = Apply(op, op[i]);
+  return sq;
+}
+
 }  // namespace
+
+// Appending len_b bytes to a maps the (pre- and post-inverted) CRC state linearly, as feeding
+// len_b zero bytes does, then xors in crc_b; the inversions cancel. The map for one zero bit is
+// the shift register's step; squaring it gives 2, 4, 8 ... bits, applied per set bit of len_b.
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b) {
+  if (len_b == 0) return crc_a;
+  Gf2Operator op;  // one zero bit
+  op[0] = kPoly;
+  for (int i = 1; i < 32; ++i) op[i] = 1u << (i - 1);
+  op = Square(Square(Square(op)));  // one zero byte
+  for (; len_b != 0; len_b >>= 1) {
+    if (len_b & 1) crc_a = Apply(op, crc_a);
+    if (len_b > 1) op = Square(op);
+  }
+  return crc_a ^ crc_b;
+}
+
+uint32_t Crc32cParallel(const void* data, size_t n, int threads) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  constexpr size_t kGrain = 1 << 16;  // below this a thread costs more than it saves
+  std::vector<uint32_t> crc(ParallelPieces(threads, n, kGrain), 0);
+  std::vector<size_t> len(crc.size(), 0);
+  ParallelFor(threads, n, kGrain, [&](int piece, size_t begin, size_t end) {
+    crc[piece] = Crc32c(0, bytes + begin, end - begin);
+    len[piece] = end - begin;
+  });
+  uint32_t whole = 0;
+  for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], len[p]);
+  return whole;
+}
 
 uint32_t Crc32c(uint32_t crc, const void* data, size_t n) {
   const uint8_t* p = static_cast<const uint8_t*>(data);

@@ -11,6 +11,14 @@ namespace psformer {
 // Extends `crc` (0 to start) over n bytes: Crc32c(Crc32c(0, a), b) == Crc32c(0, a + b).
 uint32_t Crc32c(uint32_t crc, const void* data, size_t n);
 
+// The CRC of a + b from crc_a = Crc32c(0, a), crc_b = Crc32c(0, b) and b's length, without
+// reading the bytes again: what lets pieces of a buffer be checksummed on separate threads.
+// O(log len_b) small matrix products.
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
+
+// Crc32c(0, data, n) computed in up to `threads` pieces on threads of their own (ParallelFor).
+uint32_t Crc32cParallel(const void* data, size_t n, int threads);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_CRC32C_H_

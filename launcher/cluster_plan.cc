@@ -78,7 +78,7 @@ StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const
 
 StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
                                 const std::vector<std::pair<std::string, int>>& gpus_per_host) {
-  if (backend == proto::ClusterConfig::CPU) return false;
+  if (backend == proto::ClusterConfig::CPU || backend == proto::ClusterConfig::EMULATED) return false;
   const std::pair<std::string, int>* with = nullptr;
   const std::pair<std::string, int>* without = nullptr;
   for (const auto& host : gpus_per_host) (host.second > 0 ? with : without) = &host;

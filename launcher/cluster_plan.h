@@ -60,7 +60,7 @@ class ClusterPlan {
 // CUDA device count): CUDA needs a GPU on every host; AUTO means GPUs when every host has one and
 // CPU when none has. Fails, naming the host, for CUDA on a host without a GPU and for AUTO on a
 // mix of hosts with and without GPUs (workers of one BSP job should not differ by an order of
-// magnitude in speed; the user chooses with cluster.backend).
+// magnitude in speed; the user chooses with cluster.backend). CPU and EMULATED workers use no GPU.
 StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
                                 const std::vector<std::pair<std::string, int>>& gpus_per_host);
 

@@ -75,7 +75,8 @@ int RunPserverCommand(const Args& args) {
       ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
       ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
       ("threads", po::value<int>()->default_value(0),
-       "threads for the Adam update; 0 = cluster.threads_per_process, else all cores");
+       "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
+       "else all cores");
   ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
   const auto& v = parsed.values;
@@ -111,6 +112,9 @@ int RunPserverCommand(const Args& args) {
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
+  // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
+  // timeout on a busy machine, and the supervisor must not take that for a hang.
+  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   CheckpointFailures checkpoint_failures;
   checkpoint_failures.limit = config->checkpoint().max_failures_in_a_row();
   o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
@@ -126,7 +130,6 @@ int RunPserverCommand(const Args& args) {
   ReportToSupervisor(kReportReady);
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done.load()) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace psformer {
 namespace {
@@ -22,6 +23,25 @@ TEST(Crc32c, ExtendsAcrossPieces) {
   for (size_t split = 0; split <= text.size(); ++split) {
     EXPECT_EQ(Crc32c(Crc32c(0, text.data(), split), text.data() + split, text.size() - split), whole);
   }
+}
+
+TEST(Crc32c, CombinesPiecesChecksummedSeparately) {
+  std::string text;
+  for (int i = 0; i < 70000; ++i) text.push_back(static_cast<char>((i * 7919) >> 3));
+  const uint32_t whole = Crc32c(0, text.data(), text.size());
+  for (size_t split : {size_t{0}, size_t{1}, size_t{8}, size_t{4095}, size_t{65536}, text.size() - 3, text.size()}) {
+    const uint32_t a = Crc32c(0, text.data(), split);
+    const uint32_t b = Crc32c(0, text.data() + split, text.size() - split);
+    EXPECT_EQ(Crc32cCombine(a, b, text.size() - split), whole) << "split at " << split;
+  }
+}
+
+TEST(Crc32c, ParallelEqualsSerialForAnyThreadCount) {
+  std::vector<uint8_t> bytes(300001);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  const uint32_t serial = Crc32c(0, bytes.data(), bytes.size());
+  for (int threads : {1, 2, 3, 4, 7}) EXPECT_EQ(Crc32cParallel(bytes.data(), bytes.size(), threads), serial) << threads;
+  EXPECT_EQ(Crc32cParallel(bytes.data(), 0, 4), 0u);
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ inline uint64_t Tokens(int w, int64_t t) { return static_cast<uint64_t>(10 + 3 *
 // Servers of one job, each Run on its own thread.
 class ServerGroup {
  public:
-  ServerGroup(const proto::JobConfig& config, uint64_t total, const std::string& run_dir = "", bool resume = false) {
+  ServerGroup(const proto::JobConfig& config, uint64_t total, const std::string& run_dir = "", bool resume = false,
+              int threads = 2) {
     for (int k = 0; k < config.cluster().servers(); ++k) {
       ParameterServerOptions o;
       o.config = config;
@@ -59,7 +60,7 @@ class ServerGroup {
       o.job_id = kJobId;
       o.run_dir = run_dir;
       o.resume = resume;
-      o.threads = 2;
+      o.threads = threads;
       o.poll_ms = 20;
       o.init = [](uint64_t b, uint64_t e, float* out) {
         for (uint64_t i = b; i < e; ++i) out[i - b] = InitValue(i);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/config_loader.h"
 #include "common/duration_text.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
@@ -22,6 +23,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 #endif
 #include "worker/data/batch_source.h"
+#include "worker/emulated_gpu.h"
 #include "worker/model/transformer.h"
 #include "pserver/client/ps_client.h"
 #include "worker/valid_bleu.h"
@@ -55,14 +57,24 @@ struct Interval {
 
 class WorkerLoop {
  public:
+  // A real worker: trains on `source` with the Transformer on `backend`.
   WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source,
              std::unique_ptr<Backend<float>> backend)
       : options_(options),
         config_(options.config),
         source_(std::move(source)),
         backend_(std::move(backend)),
-        model_(config_.model(), source_->vocab_size(), backend_.get()),
-        n_(model_.parameter_count()),
+        model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())),
+        vocab_(source_->vocab_size()),
+        n_(model_->parameter_count()),
+        faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
+  // An emulated worker (cluster.backend EMULATED): no data, no model, no validation.
+  explicit WorkerLoop(const WorkerOptions& options)
+      : options_(options),
+        config_(options.config),
+        emulated_(std::make_unique<EmulatedGpu>(config_, options.index)),
+        vocab_(ResolvedVocabSize(config_)),
+        n_(emulated_->parameter_count()),
         faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
 
   Status Run();
@@ -72,6 +84,8 @@ class WorkerLoop {
   // Trains from step `first` to the end. Returns Aborted when the job rolls back (the client
   // knows where to), OK at the end or when asked to stop.
   Status Train(int64_t first);
+  // Forward and backward of this worker's batch of `step` from params_ into grad_.
+  StepStats ComputeStep(int64_t step);
   PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   // After the pull of `step`'s weights: adds the step's global loss, and on logging steps writes
@@ -88,7 +102,9 @@ class WorkerLoop {
   const proto::JobConfig& config_;
   std::unique_ptr<BatchSource> source_;
   std::unique_ptr<Backend<float>> backend_;
-  Transformer<float> model_;
+  std::unique_ptr<Transformer<float>> model_;  // null when emulated
+  std::unique_ptr<EmulatedGpu> emulated_;      // null when real
+  int vocab_;
   uint64_t n_;
   FaultPlan faults_;
   std::unique_ptr<PsClient> client_;
@@ -131,13 +147,15 @@ Status WorkerLoop::Run() {
   PSF_RETURN_IF_ERROR(Connect());
   params_.assign(n_, 0.0f);
   grad_.assign(n_, 0.0f);
-  device_params_ = backend_->Allocate<float>(n_);
-  device_grad_ = backend_->Allocate<float>(n_);
+  if (backend_) {
+    device_params_ = backend_->Allocate<float>(n_);
+    device_grad_ = backend_->Allocate<float>(n_);
+  }
   if (coordinator()) {
     PSF_ASSIGN_OR_RETURN(metrics_, RunMetrics::Open(options_.run_dir, config_.logging().tensorboard()));
   }
   const auto& t = config_.training();
-  if (t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
+  if (!emulated_ && t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
     PSF_ASSIGN_OR_RETURN(valid_bleu_,
                          ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
@@ -178,7 +196,6 @@ Status WorkerLoop::Run() {
 
 Status WorkerLoop::Train(int64_t first) {
   const auto& t = config_.training();
-  const int workers = config_.cluster().workers();
   Interval& interval = interval_;
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
@@ -187,7 +204,8 @@ Status WorkerLoop::Train(int64_t first) {
     // the fp32 masters. The choice depends on the step alone: every worker, restarted or not,
     // computes a step from the same values.
     const bool validation_step = t.valid_every() > 0 && (step - 1) % t.valid_every() == 0;
-    const bool validate = validation_step && step - 1 >= started_at_ && step - 1 > validated_through_;
+    const bool validate =
+        !emulated_ && validation_step && step - 1 >= started_at_ && step - 1 > validated_through_;
     const proto::DType dtype = config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step
                                    ? proto::BFLOAT16
                                    : proto::FLOAT32;
@@ -207,11 +225,7 @@ Status WorkerLoop::Train(int64_t first) {
     }
 
     auto compute_start = Clock::now();
-    const Batch batch = source_->TrainBatch(step, options_.index, workers);
-    device_params_.Upload(params_.data(), n_);
-    const DropoutKey key{t.seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
-    const StepStats stats = model_.ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
-    device_grad_.Download(grad_.data(), n_);
+    const StepStats stats = ComputeStep(step);
     interval.compute_s += Seconds(Clock::now() - compute_start);
 
     faults_.At(step);  // injected faults strike between computing and pushing a step
@@ -230,7 +244,7 @@ Status WorkerLoop::Train(int64_t first) {
     }
   }
   const int64_t last_step = std::min<int64_t>(step, t.max_steps());
-  if (step > t.max_steps() && last_step > validated_through_) {
+  if (!emulated_ && step > t.max_steps() && last_step > validated_through_) {
     // The final weights, validated on every worker (early stopping validated already).
     PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
@@ -240,10 +254,20 @@ Status WorkerLoop::Train(int64_t first) {
   return coordinator() ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
 }
 
+StepStats WorkerLoop::ComputeStep(int64_t step) {
+  if (emulated_) return emulated_->Step(step, params_.data(), grad_.data());
+  const Batch batch = source_->TrainBatch(step, options_.index, config_.cluster().workers());
+  device_params_.Upload(params_.data(), n_);
+  const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
+  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+  device_grad_.Download(grad_.data(), n_);
+  return stats;
+}
+
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
-  ValidationResult v = Validate(&model_, device_params_.data(), source_->ValidBatches());
+  ValidationResult v = Validate(model_.get(), device_params_.data(), source_->ValidBatches());
   ValidBleu::Result bleu;
   if (valid_bleu_) {
     PSF_ASSIGN_OR_RETURN(bleu, valid_bleu_->Score(device_params_.data()));
@@ -341,7 +365,7 @@ Status WorkerLoop::Finish(int64_t last_step) {
   PSF_RETURN_IF_ERROR(MaybeLogStep(last_step));
   ModelFile file;
   file.model = config_.model();
-  file.vocab_size = source_->vocab_size();
+  file.vocab_size = vocab_;
   file.params = params_;
   const std::string path = (fs::path(options_.run_dir) / "model.bin").string();
   PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
@@ -381,6 +405,12 @@ void RequestWorkerStop() { g_worker_stop.store(true); }
 bool WorkerStopRequested() { return g_worker_stop.load(); }
 
 Status RunWorker(const WorkerOptions& options) {
+  if (options.config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    PSF_LOG(Info) << "emulated GPU: " << options.config.cluster().emulated_step_ms()
+                  << " ms a step, no arithmetic; gradients are pseudo-random, loss and tokens synthetic";
+    WorkerLoop loop(options);
+    return loop.Run();
+  }
   PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options));
   PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
   WorkerLoop loop(options, std::move(source), std::move(backend));

@@ -14,7 +14,8 @@ namespace psformer {
 
 class AsyncPolicy : public ConsistencyPolicy {
  public:
-  explicit AsyncPolicy(ShardRange range) : range_(range) {}
+  // The copy of each push to fp32 fans out to `threads` threads.
+  explicit AsyncPolicy(ShardRange range, int threads = 1) : range_(range), threads_(threads) {}
 
   void Restart(int64_t) override {}  // nothing is held back.
   bool PushTooEarly(int64_t, const ShardProgress&) const override { return false; }
@@ -27,12 +28,13 @@ class AsyncPolicy : public ConsistencyPolicy {
 
  private:
   ShardRange range_;
+  int threads_;
   std::vector<float> grad_;  // one push as fp32.   (range size)
 };
 
 class SspPolicy : public AsyncPolicy {
  public:
-  SspPolicy(ShardRange range, int staleness) : AsyncPolicy(range), staleness_(staleness) {}
+  SspPolicy(ShardRange range, int staleness, int threads = 1) : AsyncPolicy(range, threads), staleness_(staleness) {}
 
   // A push may not come from further ahead than a pull could have let its worker be.
   bool PushTooEarly(int64_t step, const ShardProgress& p) const override {

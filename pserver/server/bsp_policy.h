@@ -12,7 +12,8 @@ namespace psformer {
 
 class BspPolicy : public ConsistencyPolicy {
  public:
-  BspPolicy(int workers, ShardRange range);
+  // The sums fan out to `threads` threads.
+  BspPolicy(int workers, ShardRange range, int threads = 1);
 
   void Restart(int64_t step) override { aggregator_.Begin(step + 1); }
   // Only the step being collected: later ones need this step's update first.
@@ -32,7 +33,6 @@ class BspPolicy : public ConsistencyPolicy {
   bool AppliesWholeSteps() const override { return true; }
 
  private:
-  ShardRange range_;
   GradientAggregator aggregator_;
 };
 

@@ -9,15 +9,13 @@ namespace psformer {
 
 int64_t ShardProgress::SlowestWorkerStep() const { return *std::min_element(worker_steps.begin(), worker_steps.end()); }
 
-std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range) {
+std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range,
+                                                         int threads) {
   const proto::ClusterConfig& cluster = config.cluster();
   switch (cluster.consistency()) {
-    case proto::ClusterConfig::BSP:
-      return std::make_unique<BspPolicy>(cluster.workers(), range);
-    case proto::ClusterConfig::SSP:
-      return std::make_unique<SspPolicy>(range, cluster.staleness());
-    default:
-      return std::make_unique<AsyncPolicy>(range);
+    case proto::ClusterConfig::BSP: return std::make_unique<BspPolicy>(cluster.workers(), range, threads);
+    case proto::ClusterConfig::SSP: return std::make_unique<SspPolicy>(range, cluster.staleness(), threads);
+    default: return std::make_unique<AsyncPolicy>(range, threads);
   }
 }
 

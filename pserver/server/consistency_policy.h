@@ -67,8 +67,10 @@ class ConsistencyPolicy {
   virtual bool AppliesWholeSteps() const = 0;
 };
 
-// The policy for config.cluster().consistency(), for the shard `range`.
-std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range);
+// The policy for config.cluster().consistency(), for the shard `range`; its passes over pushes
+// fan out to `threads` threads.
+std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range,
+                                                         int threads = 1);
 
 }  // namespace psformer
 

@@ -4,8 +4,8 @@
 
 namespace psformer {
 
-GradientAggregator::GradientAggregator(int workers, size_t n)
-    : received_(workers, false), waiting_(workers), sum_(n) {}
+GradientAggregator::GradientAggregator(int workers, size_t n, int threads)
+    : received_(workers, false), waiting_(workers), sum_(n), threads_(threads) {}
 
 void GradientAggregator::Begin(int64_t step) {
   step_ = step;
@@ -28,9 +28,9 @@ void GradientAggregator::Drain() {
   while (next_ < static_cast<int>(waiting_.size()) && waiting_[next_].has_value()) {
     const WireMessage& push = *waiting_[next_];
     if (next_ == 0) {
-      CopyPayloadAsFloats(push, sum_.data());
+      CopyPayloadAsFloats(push, sum_.data(), threads_);
     } else {
-      AddPayloadAsFloats(push, sum_.data());
+      AddPayloadAsFloats(push, sum_.data(), threads_);
     }
     tokens_ += push.header.target_tokens();
     loss_ += push.header.loss_sum();

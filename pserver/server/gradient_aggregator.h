@@ -2,9 +2,10 @@
 // sum (and the whole run) is bitwise the same whatever order the network delivers them in.
 // A push that arrives before its predecessors waits in its received frames (no copy); the sum
 // advances whenever the next worker in order is present. The sum starts as a copy of worker 0's
-// gradient (not 0 + g0), so one worker's sum is exactly its gradient.
+// gradient (not 0 + g0), so one worker's sum is exactly its gradient. Each fold is split by
+// elements across `threads` threads: every element still gets its additions in worker order.
 //
-// Thread safety: one thread (the server loop).
+// Thread safety: one thread (the server loop); the folds fan out to `threads` threads.
 #ifndef PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
 #define PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
 
@@ -19,7 +20,7 @@ namespace psformer {
 class GradientAggregator {
  public:
   // `n` elements per gradient, from `workers` workers.
-  GradientAggregator(int workers, size_t n);
+  GradientAggregator(int workers, size_t n, int threads = 1);
 
   // Forgets everything and starts collecting `step`.
   void Begin(int64_t step);
@@ -45,6 +46,7 @@ class GradientAggregator {
   std::vector<std::optional<WireMessage>> waiting_;  // arrived ahead of their turn.
   int next_ = 0;                                     // the next worker to fold into sum_.
   std::vector<float> sum_;                           // (n)
+  int threads_;
   uint64_t tokens_ = 0;
   double loss_ = 0;
 };

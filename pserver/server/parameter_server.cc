@@ -27,7 +27,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
       optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
-      policy_(MakeConsistencyPolicy(options_.config, range_)),
+      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_))),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),
       replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
@@ -35,6 +35,7 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
+  scope_.threads = UpdateThreads(options_);
   scope_.shard = options_.shard;
   scope_.begin = range_.begin;
   scope_.end = range_.end;
@@ -268,7 +269,9 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_begin(range_.begin);
   h.set_end(range_.end);
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
-  replies_.Send(peer, std::move(h), ParamsFrames(&optimizer_, bf16, frame_bytes));
+  // The CRC was computed once for the snapshot, not once per reply.
+  const uint32_t crc = bf16 ? optimizer_.Bf16SnapshotCrc32c() : optimizer_.SnapshotCrc32c();
+  replies_.Send(peer, std::move(h), ParamsFrames(&optimizer_, bf16, frame_bytes), crc);
   stats_.pulls_answered.fetch_add(1);
   if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
 }

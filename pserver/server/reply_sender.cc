@@ -25,9 +25,18 @@ proto::Header ReplySender::Header(const proto::Header& request, proto::MessageTy
 
 void ReplySender::Send(const std::string& peer, proto::Header header, std::vector<Frame> payload) {
   const proto::MessageType type = header.type();
-  const Status s = van_->Send(EncodeMessage(peer, std::move(header), std::move(payload)));
-  if (!s.ok())
-    PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
+  SendEncoded(type, EncodeMessage(peer, std::move(header), std::move(payload)));
+}
+
+void ReplySender::Send(const std::string& peer, proto::Header header, std::vector<Frame> payload,
+                       uint32_t payload_crc32c) {
+  const proto::MessageType type = header.type();
+  SendEncoded(type, EncodeMessage(peer, std::move(header), std::move(payload), payload_crc32c));
+}
+
+void ReplySender::SendEncoded(proto::MessageType type, RawMessage message) {
+  const Status s = van_->Send(std::move(message));
+  if (!s.ok()) PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
 }
 
 void ReplySender::Answer(const std::string& peer, const proto::Header& request, proto::MessageType type,

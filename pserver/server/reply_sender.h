@@ -7,6 +7,7 @@
 #ifndef PSFORMER_PSERVER_SERVER_REPLY_SENDER_H_
 #define PSFORMER_PSERVER_SERVER_REPLY_SENDER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ class ReplySender {
   proto::Header Header(const proto::Header& request, proto::MessageType type) const;
   // Sends `header` and `payload` to `peer`; a failure is logged (the client will resend).
   void Send(const std::string& peer, proto::Header header, std::vector<Frame> payload = {});
+  // The same with the payload's CRC-32C already known (REQUIRES: payload_crc32c ==
+  // PayloadCrc32c(payload)), so a large payload is not read once more per reply.
+  void Send(const std::string& peer, proto::Header header, std::vector<Frame> payload, uint32_t payload_crc32c);
   // ACK (or `type`, e.g. HEARTBEAT) to `request`; `duplicate`: a push already held.
   void Answer(const std::string& peer, const proto::Header& request, proto::MessageType type = proto::ACK,
               bool duplicate = false);
@@ -34,6 +38,9 @@ class ReplySender {
   void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
 
  private:
+  // Sends `message` (a reply of `type`); a failure is logged.
+  void SendEncoded(proto::MessageType type, RawMessage message);
+
   Van* van_;
   uint64_t job_id_;
   int shard_;

@@ -10,7 +10,7 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 Verdict Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
 
 // Payload size against dtype and range, element-aligned frames, then the checksum.
-Verdict CheckPayload(const WireMessage& msg, bool carries_elements) {
+Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
   if (got != h.payload_bytes()) {
@@ -34,7 +34,7 @@ Verdict CheckPayload(const WireMessage& msg, bool carries_elements) {
                     "payload frame " + Str(i) + " of " + Str(msg.payload[i].size()) + " bytes splits an element");
     }
   }
-  const uint32_t crc = PayloadCrc32c(msg.payload);
+  const uint32_t crc = PayloadCrc32c(msg.payload, threads);
   if (crc != h.payload_crc32c()) {
     return Reject(RejectReason::kBadChecksum,
                   "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
@@ -102,7 +102,7 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
                     "pull asks for unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
     }
   }
-  return CheckPayload(msg, carries_elements);
+  return CheckPayload(msg, carries_elements, scope.threads);
 }
 
 Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {

@@ -19,6 +19,7 @@ struct ServerScope {
   int shard = 0;     // this server's index.
   uint64_t begin = 0;  // this shard's element range [begin, end).
   uint64_t end = 0;
+  int threads = 1;     // for the checksum pass over a payload (PayloadCrc32c)
 };
 
 // For a message arriving at a server. Accepted types: PUSH and PULL (from workers; PULL also

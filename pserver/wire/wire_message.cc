@@ -1,12 +1,37 @@
 #include "pserver/wire/wire_message.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/crc32c.h"
 #include "common/logging.h"
+#include "common/parallel_for.h"
 #include "pserver/wire/bfloat16.h"
 
 namespace psformer {
+namespace {
+
+// Calls fn(bytes, first, count) for each part of the payload's frames that holds elements
+// [begin, end) (elements of elem bytes; frames hold whole elements), in order: `bytes` points at
+// element `first` of the payload, and the part holds `count` elements.
+template <typename Fn>
+void ForEachPart(const std::vector<Frame>& payload, size_t elem, uint64_t begin, uint64_t end, Fn fn) {
+  uint64_t at = 0;  // the first element of the frame
+  for (const Frame& f : payload) {
+    if (at >= end) break;
+    const uint64_t count = f.size() / elem;
+    const uint64_t b = std::max(begin, at), e = std::min(end, at + count);
+    if (b < e) fn(f.data() + (b - at) * elem, b, e - b);
+    at += count;
+  }
+}
+
+constexpr size_t kElementGrain = 1 << 14;  // elements; a thread per fewer costs more than it saves
+constexpr size_t kByteGrain = 1 << 16;
+
+uint64_t PayloadElements(const WireMessage& msg) { return msg.header.end() - msg.header.begin(); }
+
+}  // namespace
 
 uint64_t WireMessage::PayloadBytes() const {
   uint64_t total = 0;
@@ -22,17 +47,33 @@ size_t DTypeBytes(proto::DType dtype) {
   }
 }
 
-uint32_t PayloadCrc32c(const std::vector<Frame>& payload) {
-  uint32_t crc = 0;
-  for (const Frame& f : payload) crc = Crc32c(crc, f.data(), f.size());
-  return crc;
+uint32_t PayloadCrc32c(const std::vector<Frame>& payload, int threads) {
+  uint64_t bytes = 0;
+  for (const Frame& f : payload) bytes += f.size();
+  std::vector<uint32_t> crc(ParallelPieces(threads, bytes, kByteGrain), 0);
+  std::vector<uint64_t> len(crc.size(), 0);
+  ParallelFor(threads, bytes, kByteGrain, [&](int piece, size_t begin, size_t end) {
+    ForEachPart(payload, 1, begin, end, [&](const uint8_t* p, uint64_t, uint64_t n) {
+      crc[piece] = Crc32c(crc[piece], p, n);
+    });
+    len[piece] = end - begin;
+  });
+  uint32_t whole = 0;
+  for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], len[p]);
+  return whole;
 }
 
 RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload) {
+  const uint32_t crc = PayloadCrc32c(payload);
+  return EncodeMessage(peer, std::move(header), std::move(payload), crc);
+}
+
+RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload,
+                         uint32_t payload_crc32c) {
   uint64_t bytes = 0;
   for (const Frame& f : payload) bytes += f.size();
   header.set_payload_bytes(bytes);
-  header.set_payload_crc32c(PayloadCrc32c(payload));
+  header.set_payload_crc32c(payload_crc32c);
   RawMessage raw;
   raw.peer = peer;
   raw.frames.reserve(payload.size() + 1);
@@ -60,47 +101,44 @@ Verdict ParseMessage(RawMessage raw, WireMessage* out) {
   return std::nullopt;
 }
 
-void CopyPayloadAsFloats(const WireMessage& msg, float* out) {
+void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
   const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
-  size_t at = 0;
-  for (const Frame& f : msg.payload) {
-    if (bf16) {
-      Bf16ToFloats(f.data(), f.size() / 2, out + at);
-      at += f.size() / 2;
-    } else {
-      std::memcpy(out + at, f.data(), f.size());
-      at += f.size() / 4;
-    }
-  }
-  PSF_CHECK(at == msg.header.end() - msg.header.begin());
+  const size_t elem = bf16 ? 2 : 4;
+  PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
+  ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
+    ForEachPart(msg.payload, elem, begin, end, [&](const uint8_t* p, uint64_t first, uint64_t n) {
+      if (bf16) {
+        Bf16ToFloats(p, n, out + first);
+      } else {
+        std::memcpy(out + first, p, n * 4);
+      }
+    });
+  });
 }
 
-void AddPayloadAsFloats(const WireMessage& msg, float* acc) {
+void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads) {
   const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
-  size_t at = 0;
-  for (const Frame& f : msg.payload) {
-    const uint8_t* p = f.data();
-    float* a = acc + at;
-    if (bf16) {
-      const size_t n = f.size() / 2;
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        a[i] += Bf16ToFloat(h);
+  const size_t elem = bf16 ? 2 : 4;
+  PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
+  ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
+    ForEachPart(msg.payload, elem, begin, end, [&](const uint8_t* p, uint64_t first, uint64_t n) {
+      float* a = acc + first;
+      if (bf16) {
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, p + 2 * i, 2);
+          a[i] += Bf16ToFloat(h);
+        }
+      } else {
+        // memcpy per element: frames may be unaligned; compilers turn this into vector loads.
+        for (size_t i = 0; i < n; ++i) {
+          float g;
+          std::memcpy(&g, p + 4 * i, 4);
+          a[i] += g;
+        }
       }
-      at += n;
-    } else {
-      const size_t n = f.size() / 4;
-      // memcpy per element: frames may be unaligned; compilers turn this into vector loads.
-      for (size_t i = 0; i < n; ++i) {
-        float g;
-        std::memcpy(&g, p + 4 * i, 4);
-        a[i] += g;
-      }
-      at += n;
-    }
-  }
-  PSF_CHECK(at == msg.header.end() - msg.header.begin());
+    });
+  });
 }
 
 }  // namespace psformer

@@ -28,12 +28,18 @@ struct WireMessage {
 // Bytes per element of a dtype; 0 for DTYPE_UNSPECIFIED or an unknown value.
 size_t DTypeBytes(proto::DType dtype);
 
-// CRC-32C over all payload frames in order.
-uint32_t PayloadCrc32c(const std::vector<Frame>& payload);
+// CRC-32C over all payload frames in order; with threads > 1 in pieces on threads of their own
+// (Crc32cCombine joins them: the same value).
+uint32_t PayloadCrc32c(const std::vector<Frame>& payload, int threads = 1);
 
 // Sets header.payload_bytes and header.payload_crc32c from `payload` and builds the multipart
 // message [header, payload...] for `peer`. The payload frames are not copied.
 RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload);
+// The same with the payload's CRC-32C already known (a server computes its parameters' CRC once
+// per update, in the pass that writes them, not once per reply). REQUIRES: payload_crc32c ==
+// PayloadCrc32c(payload).
+RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload,
+                         uint32_t payload_crc32c);
 
 // Splits a RawMessage into header and payload. Refuses (kMalformedHeader) a message without
 // frames, a header frame over kMaxHeaderBytes, or one that does not parse.
@@ -41,9 +47,11 @@ Verdict ParseMessage(RawMessage raw, WireMessage* out);
 
 // Writes the payload as fp32 to out[0 .. end-begin), widening bf16. REQUIRES: the message passed
 // validation (payload size matches dtype and range, frames split on element boundaries).
-void CopyPayloadAsFloats(const WireMessage& msg, float* out);
-// acc[i] += payload[i], in element order. Same REQUIRES.
-void AddPayloadAsFloats(const WireMessage& msg, float* acc);
+// threads > 1 splits the elements among threads (elementwise: the same result).
+void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
+// acc[i] += payload[i] for each element (one addition per element, so any split across threads
+// gives the same sums). Same REQUIRES.
+void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads = 1);
 
 }  // namespace psformer
 

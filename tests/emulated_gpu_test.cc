@@ -1,0 +1,88 @@
+// The emulated GPU (worker/emulated_gpu.h): which ranges it releases, in what order, and what its
+// gradients depend on. Not timed.
+#include "worker/emulated_gpu.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "common/config_loader.h"
+#include "common/param_layout.h"
+
+namespace psformer {
+namespace {
+
+proto::JobConfig Config(proto::ModelConfig::NormPosition norm) {
+  auto config = ParseConfigText("", "test");
+  EXPECT_TRUE(config.ok());
+  FillDefaults(&*config);
+  auto& m = *config->mutable_model();
+  m.set_layers(2);
+  m.set_d_model(16);
+  m.set_d_ff(32);
+  m.set_heads(2);
+  m.set_vocab_size(40);
+  m.set_norm_position(norm);
+  config->mutable_cluster()->set_backend(proto::ClusterConfig::EMULATED);
+  config->mutable_cluster()->set_emulated_step_ms(3);
+  config->mutable_cluster()->set_workers(3);
+  config->mutable_batching()->set_tgt_tokens_per_step(100);
+  return *config;
+}
+
+TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
+  for (auto norm : {proto::ModelConfig::POST_LN, proto::ModelConfig::PRE_LN}) {
+    const proto::JobConfig config = Config(norm);
+    const ParamLayout layout(config.model(), 40);
+    EmulatedGpu gpu(config, 0);
+    ASSERT_EQ(gpu.parameter_count(), layout.total_size());
+    // Decoder layers (and final norm) first, the embedding at offset 0 last, and no gaps.
+    const auto& ranges = gpu.ranges();
+    const size_t layers = 2 * 2 + 1 + (norm == proto::ModelConfig::PRE_LN ? 2 : 0);
+    ASSERT_EQ(ranges.size(), layers);
+    EXPECT_EQ(ranges.front().second, layout.total_size());
+    EXPECT_EQ(ranges.back(), std::make_pair(uint64_t{0}, layout.Get("embedding").size()));
+    EXPECT_EQ(ranges[norm == proto::ModelConfig::PRE_LN ? 1 : 0].first, layout.Get("decoder.1.self_attn.w_qkv").offset);
+    for (size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].second, ranges[i - 1].first);
+
+    std::vector<float> params(gpu.parameter_count(), 0.5f), grad(gpu.parameter_count(), 7.0f);
+    std::vector<std::pair<uint64_t, uint64_t>> reported;
+    const StepStats stats =
+        gpu.Step(4, params.data(), grad.data(), [&](uint64_t b, uint64_t e) { reported.push_back({b, e}); });
+    EXPECT_EQ(reported, ranges);
+    EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
+    EXPECT_EQ(EmulatedGpu(config, 2).Step(4, params.data(), grad.data()).target_tokens, 33);
+  }
+}
+
+TEST(EmulatedGpu, GradientIsAFunctionOfStepWorkerRangeAndPulledParameters) {
+  const proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+  const uint64_t n = EmulatedGpu(config, 0).parameter_count();
+  std::vector<float> params(n, 0.25f);
+  auto step = [&](int worker, int64_t t) {
+    std::vector<float> grad(n, 0.0f);
+    EmulatedGpu(config, worker).Step(t, params.data(), grad.data());
+    return grad;
+  };
+  const std::vector<float> a = step(1, 5);
+  EXPECT_EQ(a, step(1, 5));  // deterministic, in a fresh instance
+  for (float g : a) ASSERT_TRUE(g >= -1.0f && g < 1.0f) << g;
+  EXPECT_NE(a, step(0, 5));
+  EXPECT_NE(a, step(1, 6));
+  params[n / 2] += 1.0f;  // one pulled value differs: every layer's gradient does
+  const std::vector<float> b = step(1, 5);
+  EXPECT_NE(std::vector<float>(a.begin(), a.begin() + 100), std::vector<float>(b.begin(), b.begin() + 100));
+  EXPECT_NE(std::vector<float>(a.end() - 100, a.end()), std::vector<float>(b.end() - 100, b.end()));
+
+  // A range's values depend on where the range begins, not only on the element.
+  const EmulatedGradientKey key{1, 5, 1, ParameterDigest(params.data(), n)};
+  std::vector<float> whole(64), split(64);
+  FillEmulatedGradient(key, 0, 64, whole.data());
+  FillEmulatedGradient(key, 0, 30, split.data());
+  FillEmulatedGradient(key, 30, 64, split.data());
+  EXPECT_EQ(std::vector<float>(whole.begin(), whole.begin() + 30), std::vector<float>(split.begin(), split.begin() + 30));
+  EXPECT_NE(std::vector<float>(whole.begin() + 30, whole.end()), std::vector<float>(split.begin() + 30, split.end()));
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,96 @@
+// Whole jobs with emulated GPU workers (cluster.backend EMULATED, label `integration`): the
+// servers' results must be bitwise the same for 1 and 3 servers, single-node and mpirun launches,
+// two runs of one config, and a run whose worker is killed and restarted, compared by
+// `psformer checksum` as real runs are (tests/training_test.cc). Not timed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::CommandResult;
+using testing::ModelDigest;
+using testing::ReadRunLogs;
+using testing::RunPsformer;
+using testing::RunShell;
+using testing::TempDir;
+
+// The copy task's model size, 20 ms emulated steps: short, and no data read.
+const char* kEmulated =
+    "--config configs/copy.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_step_ms=20 "
+    "--set training.max_steps=20 --set logging.every_steps=5 --set checkpoint.every_steps=0 "
+    "--set cluster.workers=2";
+
+std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
+  const std::string run = dir.File(name);
+  const CommandResult r = RunPsformer(std::string("train ") + kEmulated + " --run-dir " + run + " " + extra);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  return ModelDigest(run + "/model.bin");
+}
+
+TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
+  TempDir dir;
+  const std::string one = Train(dir, "s1", "--set cluster.servers=1");
+  const std::string three = Train(dir, "s3", "--set cluster.servers=3");
+  EXPECT_FALSE(one.empty());
+  EXPECT_EQ(one, three);
+  // The run says its numbers are synthetic, and validated nothing.
+  const std::string logs = ReadRunLogs(dir.path() / "s1");
+  EXPECT_NE(logs.find("loss and tokens synthetic"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("valid_accuracy"), std::string::npos) << logs;
+}
+
+TEST(EmulatedTraining, TwoRunsOfTheSameConfigAreBitwiseIdentical) {
+  TempDir dir;
+  const std::string a = Train(dir, "a", "--set cluster.servers=2");
+  const std::string b = Train(dir, "b", "--set cluster.servers=2");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  // The gradients depend on the seed: another seed trains other weights.
+  EXPECT_NE(a, Train(dir, "c", "--set cluster.servers=2 --set training.seed=2"));
+}
+
+TEST(EmulatedTraining, MpirunClusterModeEqualsSingleNodeMode) {
+  TempDir dir;
+  const std::string single = Train(dir, "single", "--set cluster.servers=1");
+  const std::string run = dir.File("mpi");
+  const CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
+                                   " && mpirun --allow-run-as-root --oversubscribe -np 3 " + PSFORMER_BINARY +
+                                   " train " + kEmulated + " --set cluster.servers=1 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
+}
+
+TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
+  TempDir dir;
+  const std::string calm = Train(dir, "calm", "--set cluster.servers=2");
+  const std::string killed = Train(dir, "killed", "--set cluster.servers=2 --set fault.kill=worker:1@10");
+  EXPECT_FALSE(calm.empty());
+  EXPECT_EQ(calm, killed);
+  const std::string logs = ReadRunLogs(dir.path() / "killed");
+  EXPECT_NE(logs.find("worker-1 killed by signal 9"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("rejoining at step 10"), std::string::npos) << logs;
+}
+
+TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
+  // base.pbtxt names a corpus that is not here; emulated workers do not read it.
+  const CommandResult dry =
+      RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --dry-run");
+  EXPECT_EQ(dry.exit_status, 0) << dry.output;
+  EXPECT_EQ(dry.output.find("warning"), std::string::npos) << dry.output;
+  const CommandResult no_vocab =
+      RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --set model.vocab_size=0");
+  EXPECT_NE(no_vocab.exit_status, 0);
+  EXPECT_NE(no_vocab.output.find("model.vocab_size = 0: emulated workers read no data"), std::string::npos)
+      << no_vocab.output;
+  const CommandResult zero =
+      RunPsformer("train --config configs/copy.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_step_ms=0");
+  EXPECT_NE(zero.exit_status, 0);
+  EXPECT_NE(zero.output.find("cluster.emulated_step_ms = 0: must be positive"), std::string::npos) << zero.output;
+}
+
+}  // namespace
+}  // namespace psformer

@@ -17,6 +17,7 @@ uint64_t Clamp(Wide v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<uint64
 // The roles this machine runs and where their memory goes.
 struct Placement {
   bool gpu_workers = false;
+  uint64_t worker_bytes = 0;  // one worker's host memory
   uint64_t servers = 0;
   uint64_t workers = 0;
   uint64_t host_bytes = 0;  // everything in this machine's memory
@@ -31,16 +32,19 @@ Placement Place(const JobConfig& config, const MemoryEstimate& e, JobPlacement w
   }
   p.gpu_workers = cluster.backend() == proto::ClusterConfig::CUDA ||
                   (cluster.backend() == proto::ClusterConfig::AUTO && machine.gpus > 0);
-  const uint64_t worker_host = p.gpu_workers ? e.worker_host_bytes : e.worker_bytes;
+  // A GPU worker keeps its model and activations on the GPU; an emulated one has none at all.
+  // Either holds only the pulled parameters and the gradient in host memory.
+  const bool host_buffers_only = p.gpu_workers || cluster.backend() == proto::ClusterConfig::EMULATED;
+  p.worker_bytes = host_buffers_only ? e.worker_host_bytes : e.worker_bytes;
   if (where == JobPlacement::kClusterRank) {
     // Which role this rank runs is decided once MPI has started; either must fit.
-    p.host_bytes = std::max(e.server_bytes, worker_host);
+    p.host_bytes = std::max(e.server_bytes, p.worker_bytes);
     return p;
   }
   p.servers = static_cast<uint64_t>(cluster.servers());
   p.workers = cluster.workers() > 0 ? static_cast<uint64_t>(cluster.workers())
                                     : static_cast<uint64_t>(p.gpu_workers ? std::max(1, machine.gpus) : 1);
-  p.host_bytes = Clamp(Wide(p.servers) * e.server_bytes + Wide(p.workers) * worker_host);
+  p.host_bytes = Clamp(Wide(p.servers) * e.server_bytes + Wide(p.workers) * p.worker_bytes);
   return p;
 }
 
@@ -92,11 +96,11 @@ Status CheckMemoryFits(const JobConfig& config, const MemoryEstimate& e, JobPlac
       roles = "train --local (parameters, gradient, Adam moments, activations)";
     } else if (where == JobPlacement::kClusterRank) {
       roles = "one rank's role (server shard " + FormatBytes(e.server_bytes) + ", worker " +
-              FormatBytes(p.gpu_workers ? e.worker_host_bytes : e.worker_bytes) + ")";
+              FormatBytes(p.worker_bytes) + ")";
     } else {
       roles = std::to_string(p.servers) + " server(s) of " + FormatBytes(e.server_bytes) + " and " +
               std::to_string(p.workers) + " worker(s) of " +
-              FormatBytes(p.gpu_workers ? e.worker_host_bytes : e.worker_bytes);
+              FormatBytes(p.worker_bytes);
     }
     return Status::InvalidArgument(
         "the job does not fit this machine: " + roles + " need at least " + FormatBytes(p.host_bytes) +

@@ -87,6 +87,22 @@ TEST(MemoryCheck, AGpuWorkerMustFitItsGpu) {
   EXPECT_TRUE(CheckMemoryFits(c, *e, JobPlacement::kSingleNode, machine).ok());
 }
 
+// An emulated worker (a GPU stand-in) holds no model and no activations: only the pulled
+// parameters and the gradient, so the base model's 8 emulated workers fit a machine of tens of GB.
+TEST(MemoryCheck, AnEmulatedWorkerHoldsOnlyItsBuffers) {
+  const JobConfig c = CopyConfig({"cluster.servers=1", "cluster.workers=2", "cluster.backend=EMULATED"});
+  auto e = EstimateMemory(c, 16);
+  ASSERT_TRUE(e.ok());
+  ASSERT_LT(e->worker_host_bytes, e->worker_bytes);
+  MachineMemory machine;
+  machine.host_bytes = e->server_bytes + 2 * e->worker_host_bytes;
+  EXPECT_TRUE(CheckMemoryFits(c, *e, JobPlacement::kSingleNode, machine).ok());
+  machine.host_bytes -= 1;
+  const Status refused = CheckMemoryFits(c, *e, JobPlacement::kSingleNode, machine);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(HasText(refused.message(), "2 worker(s) of " + FormatBytes(e->worker_host_bytes))) << refused.message();
+}
+
 TEST(MemoryEstimate, FormatsBytesForPeople) {
   EXPECT_EQ(FormatBytes(512), "512 bytes");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");

@@ -300,6 +300,13 @@ void ParameterServer::HandlePull(const WireMessage& msg) {
         {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
                                        std::to_string(progress_.applied_step) + " is already applied"});
   }
+  if (h.step() < progress_.applied_step && (!policy_->AppliesWholeSteps() || !optimizer_.has_previous() ||
+                                            h.step() != progress_.applied_step - 1)) {
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
+  }
   if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
   pending_pulls_.Add(msg.peer, h);
 }
@@ -314,6 +321,8 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   const bool bf16 = request.dtype() == proto::BFLOAT16;
   h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
   const bool in_progress = policy_->InProgress(request.step(), progress_);
+  // BSP keeps the state before the last step too (see HandlePull).
+  const bool previous = policy_->AppliesWholeSteps() && request.step() < progress_.applied_step;
   // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
   const uint64_t tokens = in_progress ? next_tokens_ : applied_tokens_;
   if ((in_progress || request.step() == progress_.applied_step) && tokens > 0) {
@@ -325,7 +334,10 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
   // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
   const SnapshotSlice slice =
-      optimizer_.Slice(in_progress, bf16, request.begin() - range_.begin, request.end() - range_.begin);
+      optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
+                       : previous  ? ShardOptimizer::Version::kPrevious
+                                   : ShardOptimizer::Version::kCurrent,
+                       bf16, request.begin() - range_.begin, request.end() - range_.begin);
   std::vector<Frame> payload;
   AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
                    &payload);
@@ -340,7 +352,9 @@ void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
     return replies_.Refuse(msg.peer, &h,
                            {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
   }
-  if (policy_->Overtaken(h.step(), progress_)) {
+  // BSP: only the newest step can be written (the state before it lives on only for pulls).
+  if (policy_->Overtaken(h.step(), progress_) ||
+      (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step)) {
     return replies_.Refuse(
         msg.peer, &h,
         {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) + ", but step " +

@@ -112,11 +112,20 @@ void ParameterServer::PublishProgress() {
   stats_.updates.store(optimizer_.updates());
 }
 
+void ParameterServer::PublishQueues() {
+  stats_.pending_pulls.store(pending_pulls_.size());
+  uint64_t held = 0;  // a worker's pushes past the applied step are held (only BSP holds any)
+  for (int64_t step : progress_.worker_steps)
+    held += static_cast<uint64_t>(std::max<int64_t>(0, step - progress_.applied_step));
+  stats_.pending_pushes.store(held);
+}
+
 Status ParameterServer::Run() {
   while (!stop_.load()) {
     auto received = van_->Recv(options_.poll_ms);
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
+    PublishQueues();
     if (!fatal_.ok()) return fatal_;
     const auto now = ShutdownTracker::Clock::now();
     if (shutdown_.ShouldStop(now)) {
@@ -214,7 +223,11 @@ void ParameterServer::HandlePush(WireMessage msg) {
   progress_.worker_steps[w] = step;
   stats_.pushes_accepted.fetch_add(1);
   replies_.Answer(msg.peer, h);
-  if (std::optional<AppliedUpdate> update = policy_->Accept(w, std::move(msg), &optimizer_)) Applied(*update);
+  const auto accept_start = std::chrono::steady_clock::now();
+  std::optional<AppliedUpdate> update = policy_->Accept(w, std::move(msg), &optimizer_);
+  stats_.update_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - accept_start).count());
+  if (update) Applied(*update);
   ServePendingPulls();
   ServePendingCheckpoints();
 }

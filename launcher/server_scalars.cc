@@ -55,9 +55,9 @@ Status ServerScalars::Sample(Clock::time_point now) {
   const uint64_t rollbacks = stats_->rollbacks.load();
   if (rollbacks != rollbacks_seen_) {
     rollbacks_seen_ = rollbacks;
-    PSF_RETURN_IF_ERROR(
-        writer_->AddText("events", current.step,
-                         options_.name + " rolled back to the checkpoint of step " + std::to_string(current.step)));
+    const int64_t step = stats_->rollback_step.load();
+    PSF_RETURN_IF_ERROR(writer_->AddText(
+        "events", step, options_.name + " rolled back to the checkpoint of step " + std::to_string(step)));
     // The update count is the checkpoint's now: the mean update time starts over from here. The
     // next point is still after the last one (TensorBoard keeps the first value of a step).
     last_.updates = current.updates;

@@ -85,12 +85,13 @@ TEST(ServerScalars, APointAtEachMultipleOfEveryStepsWithTheIntervalsFigures) {
   ASSERT_TRUE(scalars.Sample(t0 + std::chrono::seconds(6)).ok());
 
   // A rollback to step 15 (a checkpoint's update count), then the job ends at step 23.
-  stats.applied_step = 15;
-  stats.updates = 15;
+  stats.applied_step = 16;  // the job has gone on a step since
+  stats.updates = 16;
+  stats.rollback_step = 15;
   stats.rollbacks = 1;
   ASSERT_TRUE(scalars.Sample(t0 + std::chrono::seconds(7)).ok());
   stats.applied_step = 23;
-  stats.updates = 23;
+  stats.updates = 24;
   stats.update_ns += 8 * 2'000'000;
   ASSERT_TRUE(scalars.Finish(t0 + std::chrono::seconds(8)).ok());
 

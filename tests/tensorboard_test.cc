@@ -79,6 +79,9 @@ TEST(RecordFile, ReadsUpToTheLastWholeRecord) {
   ASSERT_TRUE(records.ok());
   EXPECT_EQ(records.value(), (std::vector<std::string>{"first"}));
   EXPECT_FALSE(tensorboard::ReadRecords(dir.File("missing")).ok());
+  const auto directory = tensorboard::ReadRecords(dir.path().string());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("a directory"), std::string::npos) << directory.status().message();
 }
 
 TEST(EventWriter, TensorBoardReadsScalarsAndText) {

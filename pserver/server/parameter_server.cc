@@ -346,6 +346,7 @@ void ParameterServer::HandleRollback(const WireMessage& msg) {
       return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
     }
     epoch_.Enter(h.epoch(), h.step());
+    stats_.rollback_step.store(h.step());
     stats_.rollbacks.fetch_add(1);
     // Requests of the old epoch still waiting learn of the new one.
     const auto refuse_other_epoch = [this](const PendingRequests::Entry& e) {

@@ -68,6 +68,8 @@ struct ParameterServerStats {
   std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
   std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.
   std::atomic<uint64_t> update_ns{0};    // time spent taking accepted pushes in (summing, updating).
+  // The step the last rollback went back to (stored before `rollbacks` counts it).
+  std::atomic<int64_t> rollback_step{0};
   // After each message: pulls waiting for their step, and accepted pushes not applied yet (BSP:
   // their step still lacks other workers' pushes).
   std::atomic<uint64_t> pending_pulls{0};

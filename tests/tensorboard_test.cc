@@ -208,30 +208,41 @@ int64_t TextStep(const std::string& dump, const std::string& tag, const std::str
 TEST(TrainingEvents, RestartsAndRollbacksAreTextEvents) {
   TempDir dir;
   const std::string run = dir.File("run");
-  CommandResult r = RunPsformer(std::string("train ") + kJob +
-                                " --set training.max_steps=30 --set cluster.servers=2 "
-                                "--set fault.kill=worker:0@12,server:0@25,worker:1@17 --run-dir " +
-                                run);
+  CommandResult r =
+      RunPsformer(std::string("train ") + kJob +
+                  " --set training.max_steps=30 --set fault.kill=worker:0@12,server:0@25 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   r = CheckEvents("metrics", run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(MatchedScalars(r.output), 6 * 9 + 3 * 4) << r.output;
   r = CheckEvents("dump", run + "/tensorboard");
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  // The coordinator's own restart and the job's rollback, from the coordinator.
-  EXPECT_NE(r.output.find("text events 11 worker-0 restarted (incarnation 1), rejoining at step 12"), std::string::npos)
+  // The coordinator's own restart and the job's rollback, from the coordinator. The worker is
+  // killed after it pushed step 12; whether the server took that push in before it died decides
+  // where it rejoins.
+  const int64_t rejoin_note = TextStep(r.output, "events", "worker-0 restarted \\(incarnation 1\\), rejoining at step");
+  EXPECT_TRUE(rejoin_note == 11 || rejoin_note == 12) << r.output;
+  EXPECT_NE(r.output.find("worker-0 restarted (incarnation 1), rejoining at step " + std::to_string(rejoin_note + 1)),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("text events 20 rolled back to the checkpoint of step 20"), std::string::npos) << r.output;
   // Every role's restart, from its supervisor, at the newest logged step when it died (logged
   // every 5 steps; a dead server holds the job's metrics back).
   const std::string killed = " killed by signal 9 \\(Killed\\); restarting as incarnation 1";
   const int64_t worker0 = TextStep(r.output, "events", "worker-0" + killed);
-  const int64_t worker1 = TextStep(r.output, "events", "worker-1" + killed);
   const int64_t server0 = TextStep(r.output, "events", "pserver-0" + killed);
   EXPECT_TRUE(worker0 >= 5 && worker0 <= 12) << r.output;
-  EXPECT_TRUE(worker1 >= 10 && worker1 <= 17) << r.output;
   EXPECT_TRUE(server0 >= 20 && server0 <= 25) << r.output;
+}
 
+TEST(ServerEvents, ARolledBackServerSaysSoAndARestartedOneCountsItsRefusals) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob +
+                                " --set training.max_steps=30 --set cluster.servers=2 --set fault.kill=server:0@25 "
+                                "--run-dir " +
+                                run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
   // The server that was not killed rolled back with the job; the restarted one refused the
   // messages of the old recovery epoch until the workers rolled back.
   r = CheckEvents("dump", run + "/tensorboard/server-1");
@@ -264,7 +275,7 @@ TEST(ServerEvents, EachServerIsARunWithItsScalarsEveryLoggingInterval) {
         got.push_back(step);
         EXPECT_GE(value, 0.0) << server << " " << tag << " at step " << step;
         if (tag == "server/pending_pulls" || tag == "server/pending_pushes") {
-          EXPECT_LE(value, 3.0) << server << " " << tag;  // 2 workers and the coordinator's validation pull
+          EXPECT_EQ(value, std::floor(value)) << server << " " << tag << " at step " << step;  // a count
         } else {
           EXPECT_GT(value, 0.0) << server << " " << tag << " at step " << step;
         }

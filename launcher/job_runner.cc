@@ -28,6 +28,7 @@
 #include "launcher/cluster_plan.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/role_process.h"
+#include "launcher/supervisor_events.h"
 #include "worker/backend/cuda/cuda_device.h"
 
 namespace psformer {
@@ -211,13 +212,20 @@ int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
   return failures;
 }
 
+// Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
+void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
+  for (auto& role : roles) {
+    for (const std::string& restart : role.process->TakeRestarts()) events->Note(restart);
+  }
+}
+
 // Polls the roles until every one finished (0, or 1 when checkpoints failed on the way), one
 // failed for good (1), or Ctrl-C / SIGTERM (130): then the workers finish the step they are in
 // and exit, and after them the servers, which write a checkpoint of the step every shard applied
 // (docs/failure-model.md). In cluster mode each rank holds one role; `after_workers_stopped`
 // (if set) waits there until every rank's workers have stopped, so that the servers of the
 // whole job stop after all of them. Checkpoint failures are said on the console as they come.
-int Supervise(std::vector<SupervisedRole>& roles, const std::string& run_dir,
+int Supervise(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
               const std::function<void()>& after_workers_stopped = nullptr) {
   g_interrupts.store(0);
   signal(SIGINT, OnInterrupt);
@@ -232,6 +240,7 @@ int Supervise(std::vector<SupervisedRole>& roles, const std::string& run_dir,
   int checkpoint_failures = 0;
   while (true) {
     checkpoint_failures += ReportCheckpointFailures(roles);
+    NoteRestarts(roles, events);
     if (g_interrupts.load() != 0) {
       PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
       std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
@@ -343,7 +352,8 @@ int RunSingleNode(const JobOptions& options) {
   }
   PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
                 << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
-  const int status = Supervise(roles, job.run_dir);
+  SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
+  const int status = Supervise(roles, job.run_dir, &events);
   if (status == 130) std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
   return status;
 }
@@ -425,7 +435,8 @@ int RunClusterRank(const JobOptions& options) {
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
-  const int status = Supervise(roles, local.run_dir, [&] {
+  SupervisorEvents events(local.run_dir, local.config.logging().tensorboard());
+  const int status = Supervise(roles, local.run_dir, &events, [&] {
     const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
       for (auto& role : roles) role.process->Poll();
     });

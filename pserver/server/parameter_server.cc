@@ -127,11 +127,20 @@ void ParameterServer::PublishProgress() {
   stats_.updates.store(optimizer_.updates());
 }
 
+void ParameterServer::PublishQueues() {
+  stats_.pending_pulls.store(pending_pulls_.size());
+  uint64_t held = 0;  // a worker's pushes past the applied step are held (only BSP holds any)
+  for (int64_t step : progress_.worker_steps)
+    held += static_cast<uint64_t>(std::max<int64_t>(0, step - progress_.applied_step));
+  stats_.pending_pushes.store(held);
+}
+
 Status ParameterServer::Run() {
   while (!stop_.load()) {
     auto received = van_->Recv(options_.poll_ms);
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
+    PublishQueues();
     if (!fatal_.ok()) return fatal_;
     const auto now = ShutdownTracker::Clock::now();
     if (shutdown_.ShouldStop(now)) {
@@ -239,7 +248,10 @@ void ParameterServer::HandlePush(WireMessage msg) {
   }
   stats_.pushes_accepted.fetch_add(1);
   replies_.Answer(msg.peer, h);
+  const auto take_start = std::chrono::steady_clock::now();
   TakePieces(w, first, end, std::move(msg));
+  stats_.update_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - take_start).count());
   ServePendingPulls();
   ServePendingCheckpoints();
 }
@@ -411,6 +423,7 @@ void ParameterServer::HandleRollback(const WireMessage& msg) {
       return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
     }
     epoch_.Enter(h.epoch(), h.step());
+    stats_.rollback_step.store(h.step());
     stats_.rollbacks.fetch_add(1);
     // Requests of the old epoch still waiting learn of the new one.
     const auto refuse_other_epoch = [this](const PendingRequests::Entry& e) {

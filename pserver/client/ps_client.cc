@@ -342,9 +342,9 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
         // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
         const bool unusual = r.type != proto::PULL || r.sends >= 3;
         PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer to " << resent << " part(s) of " << proto::MessageType_Name(r.type)
-            << " of step " << r.step << " (shard " << shard << (resent > 1 ? " and others" : "") << ") after "
-            << interval.count() << " ms; sending it again";
+            << "ps client: no answer from shard " << shard << " to " << proto::MessageType_Name(r.type)
+            << " of step " << r.step << " after " << interval.count() << " ms; sending it again"
+            << (resent > 1 ? " (" + std::to_string(resent) + " parts in all)" : std::string());
       }
       r.sent = now;
       ++r.sends;

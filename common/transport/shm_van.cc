@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -46,6 +47,10 @@ class SlotClaim {
   uint32_t slot_;
   uint64_t generation_;
 };
+
+// Segment numbers are unique per process, not per Van: a process may hold several Vans (a
+// coordinator's worker and control clients), and segment names must not collide.
+std::atomic<uint32_t> g_next_segment{0};  // NOLINT: process-wide by nature.
 
 bool IsIpc(const std::string& endpoint) { return endpoint.rfind("ipc://", 0) == 0; }
 
@@ -147,7 +152,7 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   }
   const uint64_t capacity = std::max<uint64_t>(options_.segment_bytes, frame.size());
   if (cannot_create_ || own_bytes_ + capacity > options_.max_bytes) return std::nullopt;
-  auto seg = ShmSegment::Create(options_.job_id, static_cast<uint32_t>(own_.size()), capacity,
+  auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), capacity,
                                 options_.slots_per_segment);
   if (!seg.ok()) {
     cannot_create_ = true;

@@ -318,6 +318,13 @@ void SweepOrphanSegments() {
   }
 }
 
+// Says where the job's shared memory lives, so that an operator (or a test) can look for it.
+void LogJobSegments(const JobOptions& options, const std::string& job_id) {
+  if (!options.config.cluster().same_host_shm()) return;
+  PSF_LOG(Info) << "same-host payloads travel through shared memory: /dev/shm" << ShmJobPrefix(std::stoull(job_id))
+                << "* (removed when the job ends; cluster.same_host_shm = false turns it off)";
+}
+
 // Removes every segment of the job on this host once its role processes are gone.
 void RemoveJobSegments(const std::string& job_id) {
   const int n = RemoveShmSegments(std::stoull(job_id), std::nullopt);
@@ -398,6 +405,7 @@ int RunSingleNode(const JobOptions& options) {
   std::vector<ServerAddress> addresses;
   for (int s = 0; s < plan->servers(); ++s) addresses.push_back({endpoints[s], ServerIpcEndpoint(job, s), host_identity});
   SweepOrphanSegments();
+  LogJobSegments(job, job_id);
   std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : plan->slots()) {
     roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, addresses, host_identity))});
@@ -495,6 +503,7 @@ int RunClusterRank(const JobOptions& options) {
                 << servers;
 
   SweepOrphanSegments();
+  LogJobSegments(local, job_id);
   std::vector<SupervisedRole> roles;
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, addresses, host_identity))});
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with

@@ -190,6 +190,12 @@ TEST(ShmVan, BadDescriptorsAreRefusedWithTheirReason) {
   (*seg)->Publish(*slot);
   const ShmDescriptor good{1, slot->index, slot->generation, slot->offset, 100, (*seg)->name()};
 
+  // A slot whose owner is still copying into it (or was killed doing so) cannot be claimed.
+  auto writing = (*seg)->Reserve(100);
+  ASSERT_TRUE(writing.has_value());
+  ExpectRefused(f.Deliver({1, writing->index, writing->generation, writing->offset, 100, (*seg)->name()}),
+                "holds no payload of generation");
+
   ShmDescriptor d = good;
   d.segment = "/etc-passwd";
   ExpectRefused(f.Deliver(d), "is not a psformer segment");

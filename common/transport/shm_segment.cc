@@ -80,6 +80,11 @@ std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n) {
   return name;
 }
 
+std::string ShmJobPrefix(uint64_t job_id) {
+  const std::string name = ShmSegmentName(job_id, 0, 0);
+  return name.substr(0, kShmNamePrefix.size() + 17);
+}
+
 std::optional<ShmSegmentNameParts> ParseShmSegmentName(std::string_view name) {
   if (name.substr(0, kShmNamePrefix.size()) != kShmNamePrefix) return std::nullopt;
   std::string rest(name.substr(kShmNamePrefix.size()));
@@ -166,7 +171,7 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   if (!parts) return Status::InvalidArgument("shared-memory segment name \"" + name + "\" is not a psformer segment");
   if (parts->job_id != job_id) {
     return Status::InvalidArgument("shared-memory segment " + name + " belongs to another job (this job's segments are " +
-                                   ShmSegmentName(job_id, 0, 0).substr(0, kShmNamePrefix.size() + 16) + "-*)");
+                                   ShmJobPrefix(job_id) + "*)");
   }
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return Status::InvalidArgument("shared-memory segment " + name + " cannot be opened: " + Errno(errno));

@@ -37,6 +37,8 @@ inline constexpr std::string_view kShmNamePrefix = "/psformer-";
 
 // "/psformer-00000000000000ff-1234-0".
 std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n);
+// What every segment name of the job begins with: "/psformer-00000000000000ff-".
+std::string ShmJobPrefix(uint64_t job_id);
 
 struct ShmSegmentNameParts {
   uint64_t job_id = 0;

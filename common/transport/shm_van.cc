@@ -106,6 +106,11 @@ ShmVan::ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options)
     : inner_(std::move(inner)), options_(std::move(options)) {}
 
 ShmVan::~ShmVan() {
+  if (stats_.frames_sent_shm + stats_.frames_sent_inline + stats_.frames_received_shm > 0) {
+    PSF_LOG(Info) << "transport: " << stats_.frames_sent_shm << " payload frame(s) sent through shared memory, "
+                  << stats_.frames_sent_inline << " inline for want of space, " << stats_.frames_received_shm
+                  << " received through shared memory";
+  }
   // Received frames may outlive this Van (their claims keep their mappings); our own segments are
   // unlinked here, which leaves mappings elsewhere valid.
   own_.clear();

@@ -24,7 +24,7 @@ struct EnvelopeHeader {
   uint32_t reserved;
 };
 
-struct PackedDescriptor {
+struct PackedDescriptor {  // 96 bytes, as docs/wire-protocol.md says
   uint32_t frame;
   uint32_t slot;
   uint64_t generation;
@@ -32,6 +32,8 @@ struct PackedDescriptor {
   uint64_t size;
   char segment[kSegmentNameBytes];  // NUL-terminated
 };
+
+static_assert(sizeof(PackedDescriptor) == 96 && sizeof(EnvelopeHeader) == 16, "the envelope's layout is documented");
 
 // Keeps a claimed slot, and the mapping it lies in, until the last Frame viewing it goes.
 class SlotClaim {

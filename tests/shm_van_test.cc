@@ -3,6 +3,8 @@
 // a descriptor that cannot be honoured (a name not ours, another job's segment, a slot out of
 // range, a size not the slot's, a stale slot, a truncated envelope) makes the message arrive
 // refused by ParseMessage with kBadSharedMemory; segments of dead processes are found and removed.
+#include "common/transport/shm_van.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <numeric>
 
 #include "common/transport/shm_segment.h"
-#include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/test_util.h"
@@ -259,8 +260,9 @@ TEST(ShmSegment, NamesParseBackAndOthersDoNot) {
   EXPECT_EQ(parts->job_id, kJob);
   EXPECT_EQ(parts->pid, 4321);
   EXPECT_EQ(parts->n, 9u);
-  for (const char* bad : {"/psformer-", "/psformer-xyz-1-2", "/other-5eed0000c0ffee01-1-2", "/psformer-5eed0000c0ffee01-1-2/x",
-                          "/psformer-5eed0000c0ffee01--2", "/psformer-5eed0000c0ffee01-1-"}) {
+  for (const char* bad :
+       {"/psformer-", "/psformer-xyz-1-2", "/other-5eed0000c0ffee01-1-2", "/psformer-5eed0000c0ffee01-1-2/x",
+        "/psformer-5eed0000c0ffee01--2", "/psformer-5eed0000c0ffee01-1-"}) {
     EXPECT_FALSE(ParseShmSegmentName(bad).has_value()) << bad;
   }
 }

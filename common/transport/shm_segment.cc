@@ -90,7 +90,9 @@ std::optional<ShmSegmentNameParts> ParseShmSegmentName(std::string_view name) {
   std::string rest(name.substr(kShmNamePrefix.size()));
   // Exactly 16 hex digits, '-', decimal pid, '-', decimal n: nothing else is ours.
   if (rest.size() < 20 || rest[16] != '-') return std::nullopt;
-  auto digits = [](const std::string& s, const char* set) { return !s.empty() && s.find_first_not_of(set) == std::string::npos; };
+  auto digits = [](const std::string& s, const char* set) {
+    return !s.empty() && s.find_first_not_of(set) == std::string::npos;
+  };
   const std::string job = rest.substr(0, 16);
   const size_t dash = rest.find('-', 17);
   if (dash == std::string::npos) return std::nullopt;
@@ -137,7 +139,8 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(uint64_t job_id, uint32
   auto fail = [&](const std::string& what, int err) {
     close(fd);
     shm_unlink(name.c_str());
-    return Status::IoError("shm: cannot " + what + " " + name + " (" + std::to_string(total) + " bytes): " + Errno(err));
+    return Status::IoError("shm: cannot " + what + " " + name + " (" + std::to_string(total) +
+                           " bytes): " + Errno(err));
   };
   if (fchmod(fd, 0600) != 0) return fail("set the mode of", errno);
   // Reserve the memory now: tmpfs allocates pages on first touch, and a full /dev/shm would
@@ -170,8 +173,8 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   auto parts = ParseShmSegmentName(name);
   if (!parts) return Status::InvalidArgument("shared-memory segment name \"" + name + "\" is not a psformer segment");
   if (parts->job_id != job_id) {
-    return Status::InvalidArgument("shared-memory segment " + name + " belongs to another job (this job's segments are " +
-                                   ShmJobPrefix(job_id) + "*)");
+    return Status::InvalidArgument("shared-memory segment " + name +
+                                   " belongs to another job (this job's segments are " + ShmJobPrefix(job_id) + "*)");
   }
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return Status::InvalidArgument("shared-memory segment " + name + " cannot be opened: " + Errno(errno));
@@ -184,7 +187,8 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   }
   void* p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
-  if (p == MAP_FAILED) return Status::InvalidArgument("shared-memory segment " + name + " cannot be mapped: " + Errno(errno));
+  if (p == MAP_FAILED)
+    return Status::InvalidArgument("shared-memory segment " + name + " cannot be mapped: " + Errno(errno));
   std::shared_ptr<ShmSegment> seg(new ShmSegment());
   seg->name_ = name;
   seg->base_ = static_cast<uint8_t*>(p);
@@ -195,7 +199,8 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.version != kVersion || h.job_id != job_id ||
       h.creator_pid != parts->pid || h.slot_count == 0 || h.slot_count > kMaxSlots || h.data_offset < table_end ||
       h.data_offset > seg->mapped_bytes_ || h.capacity > seg->mapped_bytes_ - h.data_offset) {
-    return Status::InvalidArgument("shared-memory segment " + name + " has a header that does not match its name or size");
+    return Status::InvalidArgument("shared-memory segment " + name +
+                                   " has a header that does not match its name or size");
   }
   seg->creator_ = parts->pid;
   seg->data_ = seg->base_ + h.data_offset;
@@ -274,15 +279,15 @@ StatusOr<const uint8_t*> ShmSegment::Claim(uint32_t slot, uint64_t generation, u
   SlotEntry& e = slots()[slot];
   uint64_t expected = State(generation, kSent);
   if (!std::atomic_ref<uint64_t>(e.state).compare_exchange_strong(expected, State(generation, kClaimed),
-                                                                    std::memory_order_acq_rel)) {
+                                                                  std::memory_order_acq_rel)) {
     return Status::InvalidArgument("shared-memory slot " + std::to_string(slot) + " of " + name_ +
                                    " holds no payload of generation " + std::to_string(generation) +
                                    " waiting to be read (a stale, repeated or forged descriptor)");
   }
   if (e.size != size || e.offset != offset || offset > capacity_ || size > capacity_ - offset) {
     const std::string why = "shared-memory descriptor says " + std::to_string(size) + " bytes at offset " +
-                            std::to_string(offset) + " but slot " + std::to_string(slot) + " of " + name_ +
-                            " holds " + std::to_string(e.size) + " bytes at offset " + std::to_string(e.offset);
+                            std::to_string(offset) + " but slot " + std::to_string(slot) + " of " + name_ + " holds " +
+                            std::to_string(e.size) + " bytes at offset " + std::to_string(e.offset);
     // The slot's payload is not what the message claimed: give it back unread.
     Release(slot, generation);
     return Status::InvalidArgument(why);

@@ -67,8 +67,7 @@ class ShmSegment {
   // Creates segment number `n` of this process for `job_id`, with `capacity` data bytes and
   // `slots` slots, its memory reserved up front (so a full /dev/shm is an error here, never a
   // SIGBUS later). The owner unlinks it when destroyed.
-  static StatusOr<std::unique_ptr<ShmSegment>> Create(uint64_t job_id, uint32_t n, uint64_t capacity,
-                                                      uint32_t slots);
+  static StatusOr<std::unique_ptr<ShmSegment>> Create(uint64_t job_id, uint32_t n, uint64_t capacity, uint32_t slots);
   // Maps another process's segment `name` for reading. Refused (InvalidArgument, saying why):
   // a name that is not a psformer segment, one of another job than `job_id`, one not owned by
   // this user or open to others, a header that does not match its name or its size.

@@ -79,7 +79,8 @@ Frame EncodeShmEnvelope(const std::vector<ShmDescriptor>& descriptors) {
 }
 
 bool IsShmEnvelope(const Frame& frame) {
-  return frame.size() >= sizeof(kEnvelopeMagic) && std::memcmp(frame.data(), kEnvelopeMagic, sizeof(kEnvelopeMagic)) == 0;
+  return frame.size() >= sizeof(kEnvelopeMagic) &&
+         std::memcmp(frame.data(), kEnvelopeMagic, sizeof(kEnvelopeMagic)) == 0;
 }
 
 StatusOr<std::vector<ShmDescriptor>> DecodeShmEnvelope(const Frame& frame) {
@@ -89,15 +90,16 @@ StatusOr<std::vector<ShmDescriptor>> DecodeShmEnvelope(const Frame& frame) {
   EnvelopeHeader h;
   std::memcpy(&h, frame.data(), sizeof(h));
   if (frame.size() != sizeof(h) + static_cast<uint64_t>(h.count) * sizeof(PackedDescriptor)) {
-    return Status::InvalidArgument("shared-memory envelope of " + std::to_string(frame.size()) + " bytes does not hold " +
-                                   std::to_string(h.count) + " descriptor(s)");
+    return Status::InvalidArgument("shared-memory envelope of " + std::to_string(frame.size()) +
+                                   " bytes does not hold " + std::to_string(h.count) + " descriptor(s)");
   }
   std::vector<ShmDescriptor> out(h.count);
   for (uint32_t i = 0; i < h.count; ++i) {
     PackedDescriptor p;
     std::memcpy(&p, frame.data() + sizeof(h) + i * sizeof(p), sizeof(p));
     if (std::memchr(p.segment, '\0', sizeof(p.segment)) == nullptr) {
-      return Status::InvalidArgument("shared-memory descriptor " + std::to_string(i) + " has an unterminated segment name");
+      return Status::InvalidArgument("shared-memory descriptor " + std::to_string(i) +
+                                     " has an unterminated segment name");
     }
     out[i] = ShmDescriptor{p.frame, p.slot, p.generation, p.offset, p.size, std::string(p.segment)};
   }
@@ -159,8 +161,7 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   }
   const uint64_t capacity = std::max<uint64_t>(options_.segment_bytes, frame.size());
   if (cannot_create_ || own_bytes_ + capacity > options_.max_bytes) return std::nullopt;
-  auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), capacity,
-                                options_.slots_per_segment);
+  auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), capacity, options_.slots_per_segment);
   if (!seg.ok()) {
     cannot_create_ = true;
     PSF_LOG(Warning) << "transport: " << seg.status().message()
@@ -194,8 +195,8 @@ Status ShmVan::Send(RawMessage message) {
     }
     std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
     p->segment->Publish(p->slot);
-    descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset,
-                           p->slot.size, p->segment->name()});
+    descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
+                           p->segment->name()});
     placed.push_back(*p);
     f = Frame();  // the sender's buffer is free now
     ++stats_.frames_sent_shm;

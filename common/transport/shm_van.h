@@ -40,8 +40,8 @@
 namespace psformer {
 
 struct ShmVanOptions {
-  uint64_t job_id = 0;             // names this process's segments; only this job's are read.
-  std::string ipc_endpoint;        // a server's extra "ipc://PATH" for same-host clients; "" = none.
+  uint64_t job_id = 0;                  // names this process's segments; only this job's are read.
+  std::string ipc_endpoint;             // a server's extra "ipc://PATH" for same-host clients; "" = none.
   uint64_t threshold_bytes = 64 << 10;  // smaller frames travel inline (a copy is cheaper than a slot).
   uint64_t segment_bytes = 256 << 20;   // data bytes of each segment made (larger for a larger frame).
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.

@@ -501,6 +501,13 @@ int RunClusterRank(const JobOptions& options) {
   for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
   PSF_LOG(Info) << "rank " << mpi.rank() << " runs " << me.name() << " on host " << me.host << "; servers at "
                 << servers;
+  if (me.kind == RoleSlot::Kind::kWorker) {
+    std::string reached;
+    for (const std::string& e : WorkerServerEndpoints(addresses, host_identity)) {
+      reached += (reached.empty() ? "" : ",") + e;
+    }
+    if (reached != servers) PSF_LOG(Info) << me.name() << " reaches the servers of its host over ipc: " << reached;
+  }
 
   SweepOrphanSegments();
   LogJobSegments(local, job_id);

@@ -3,7 +3,10 @@
 // reports, per job, how much of a step the parameter servers and the wire add to the emulated
 // compute; beside them, this machine's memcpy rate and one-thread Adam rate, the yardsticks.
 //   build/bench/ps_scaling [--binary build/psformer] [--steps K] [--workers 1,2,4] [--servers 1,2]
-//                          [--step-ms 1000,250] [--curve 0,1] [--overlap 1,0]
+//                          [--step-ms 1000,250] [--curve 0,1] [--overlap 1,0] [--shm 1,0]
+// --overlap 1 pushes each layer during backward (cluster.overlap), 0 the whole gradient after it;
+// --shm 1 runs same-host jobs on ipc:// headers with payloads through shared memory
+// (cluster.same_host_shm), 0 over loopback TCP. Today's path before both: --overlap 0 --shm 0.
 // Run from the source directory. Results go to bench/RESULTS.md ("Data plane scaling").
 #include <unistd.h>
 
@@ -40,7 +43,8 @@ std::vector<int> Ints(const std::string& list) {
 struct Args {
   std::string binary = "build/psformer";
   int steps = 5;  // per job; the first and the last are dropped (start-up; the last has no pull)
-  std::vector<int> workers = {1, 2, 4}, servers = {1, 2}, step_ms = {1000, 250}, curve = {0, 1}, overlap = {1, 0};
+  std::vector<int> workers = {1, 2, 4}, servers = {1, 2}, step_ms = {1000, 250}, curve = {0, 1}, overlap = {1, 0},
+                   shm = {1, 0};
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -58,6 +62,7 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (k == "--step-ms") a->step_ms = Ints(v);
     else if (k == "--curve") a->curve = Ints(v);
     else if (k == "--overlap") a->overlap = Ints(v);
+    else if (k == "--shm") a->shm = Ints(v);
     else {
       std::fprintf(stderr, "ps_scaling: unknown option %s\n", k.c_str());
       return false;
@@ -103,7 +108,7 @@ double AdamRate(uint64_t n) {
 
 struct Job {
   int workers, servers, step_ms;
-  bool curve, overlap;
+  bool curve, overlap, shm;
 };
 
 struct Result {
@@ -120,13 +125,14 @@ double Field(const std::string& line, const std::string& key) {
 Result RunJob(const Args& a, const Job& job, const fs::path& work) {
   std::ostringstream name;  // (a string built with operator+ here trips GCC 12's -Wrestrict)
   name << "w" << job.workers << "s" << job.servers << "e" << job.step_ms << (job.curve ? "c" : "p")
-       << (job.overlap ? "o" : "w");
+       << (job.overlap ? "o" : "w") << (job.shm ? "m" : "t");
   const fs::path run = work / name.str();
   std::ostringstream cmd;
   cmd << a.binary << " train --config configs/base.pbtxt --set cluster.backend=EMULATED"
       << " --set cluster.emulated_step_ms=" << job.step_ms << " --set cluster.workers=" << job.workers
       << " --set cluster.servers=" << job.servers << " --set cluster.authenticate=" << (job.curve ? "true" : "false")
-      << " --set cluster.overlap=" << (job.overlap ? "true" : "false") << " --set training.max_steps=" << a.steps
+      << " --set cluster.overlap=" << (job.overlap ? "true" : "false")
+      << " --set cluster.same_host_shm=" << (job.shm ? "true" : "false") << " --set training.max_steps=" << a.steps
       << " --set training.valid_every=0 --set logging.every_steps=1 --set checkpoint.every_steps=0"
       << " --set checkpoint.every_minutes=0 --run-dir " << run.string() << " > " << run.string() << ".out 2>&1";
   Result r;
@@ -168,11 +174,15 @@ int Run(const Args& a) {
   std::printf("|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::vector<Job> jobs;
-  for (int overlap : a.overlap) {
-    for (int curve : a.curve) {
-      for (int step_ms : a.step_ms) {
-        for (int servers : a.servers) {
-          for (int workers : a.workers) jobs.push_back(Job{workers, servers, step_ms, curve != 0, overlap != 0});
+  for (int shm : a.shm) {
+    for (int overlap : a.overlap) {
+      for (int curve : a.curve) {
+        for (int step_ms : a.step_ms) {
+          for (int servers : a.servers) {
+            for (int workers : a.workers) {
+              jobs.push_back(Job{workers, servers, step_ms, curve != 0, overlap != 0, shm != 0});
+            }
+          }
         }
       }
     }
@@ -180,7 +190,8 @@ int Run(const Args& a) {
   int failed = 0;
   for (const Job& job : jobs) {
     const Result r = RunJob(a, job, work);
-    const std::string path = std::string(job.overlap ? "overlap" : "whole") + (job.curve ? ", TCP, CURVE" : ", TCP, plain");
+    const std::string path = std::string(job.overlap ? "overlap" : "whole") + (job.shm ? ", shm" : ", TCP") +
+                             (job.curve ? ", CURVE" : ", plain");
     if (!r.ok) {
       ++failed;
       std::printf("| %s | %d | %d | %d ms | failed | | | |\n", path.c_str(), job.workers, job.servers, job.step_ms);

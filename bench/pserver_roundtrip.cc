@@ -1,6 +1,10 @@
 // Benchmark: one worker's push + pull round trip of a base-sized parameter vector through 1..4
 // parameter servers on loopback (BSP, one Adam update per step), next to a memcpy of the same
-// bytes; and the server's Adam update in GB/s next to a STREAM-like copy.
+// bytes; and the server's Adam update in GB/s next to a STREAM-like copy. Transports side by
+// side: TCP without and with CURVE, ipc://, and the same-host path (ipc:// headers, payloads
+// through shared memory, common/transport/shm_van.h). Besides the round trip (which includes
+// the server's Adam update), the push alone and a repeated pull of the updated step measure
+// the transport itself.
 //   build/bench/pserver_roundtrip [--params N] [--servers-max S] [--iters K] [--frame-bytes B] [--threads T]
 // Results and the machine go to bench/RESULTS.md ("Parameter server").
 #include <chrono>
@@ -17,6 +21,8 @@
 #include "common/config_loader.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
+#include "common/transport/curve_keys.h"
+#include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/server/parameter_server.h"
 #include "pserver/client/ps_client.h"
@@ -52,12 +58,48 @@ Args Parse(int argc, char** argv) {
 struct Timing {
   double round_trip = 1e30;  // push + pull, best of iters.
   double push = 0;           // of that best: until every shard acknowledged the push.
+  double repull = 1e30;      // best pull of a step already updated: transport and CRC only.
+  double best_push = 1e30;   // best push alone.
 };
+
+enum class Transport { kTcp, kTcpCurve, kIpc, kShm };
+const char* TransportName(Transport t) {
+  switch (t) {
+    case Transport::kTcp: return "tcp";
+    case Transport::kTcpCurve: return "tcp+CURVE";
+    case Transport::kIpc: return "ipc";
+    case Transport::kShm: return "shm";
+  }
+  return "?";
+}
+
+// The server's and the client's Van for `transport` (client nullptr = PsClient makes a plain one).
+std::unique_ptr<Van> ServerVan(Transport t, const CurveKeys& keys) {
+  ZmqVanOptions o;
+  if (t == Transport::kTcpCurve) o.curve = keys.ForServer();
+  auto van = std::make_unique<ZmqVan>(o);
+  if (t != Transport::kShm) return van;
+  ShmVanOptions so;
+  so.job_id = 1;
+  return std::make_unique<ShmVan>(std::move(van), so);
+}
+
+std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys) {
+  ZmqVanOptions o;
+  o.io_threads = 2;
+  if (t == Transport::kTcpCurve) o.curve = keys.ForClient();
+  auto van = std::make_unique<ZmqVan>(o);
+  if (t != Transport::kShm) return van;
+  ShmVanOptions so;
+  so.job_id = 1;
+  return std::make_unique<ShmVan>(std::move(van), so);
+}
 
 // Best-of-iters time of one push + pull of the whole vector with `servers` shards. The push is
 // acknowledged on receipt; the pull waits for the update, so it carries the Adam time. bf16:
 // gradients and parameters travel as bf16 (cluster.gradient_dtype and param_dtype BF16).
-Timing RoundTrip(const Args& a, int servers, const std::string& transport, bool bf16) {
+Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
+  static const CurveKeys keys = *GenerateCurveKeys();
   proto::JobConfig config;
   FillDefaults(&config);
   config.mutable_cluster()->set_servers(servers);
@@ -73,8 +115,9 @@ Timing RoundTrip(const Args& a, int servers, const std::string& transport, bool 
     o.parameter_count = a.params;
     o.job_id = 1;
     o.threads = a.threads;
-    o.endpoint = transport == "tcp" ? "tcp://127.0.0.1:0" : "ipc:///tmp/psformer-bench-" + std::to_string(k);
-    auto s = ParameterServer::Create(o, std::make_unique<ZmqVan>());
+    const bool tcp = transport == Transport::kTcp || transport == Transport::kTcpCurve;
+    o.endpoint = tcp ? "tcp://127.0.0.1:0" : "ipc:///tmp/psformer-bench-" + std::to_string(k);
+    auto s = ParameterServer::Create(o, ServerVan(transport, keys));
     PSF_CHECK(s.ok());
     endpoints.push_back(s.value()->endpoint());
     group.push_back(std::move(s).value());
@@ -88,7 +131,7 @@ Timing RoundTrip(const Args& a, int servers, const std::string& transport, bool 
   co.frame_bytes = static_cast<size_t>(a.frame_bytes);
   co.io_threads = 2;
   co.gradient_dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
-  auto client = PsClient::Create(co);
+  auto client = PsClient::Create(co, ClientVan(transport, keys));
   PSF_CHECK(client.ok());
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
   PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
@@ -102,7 +145,15 @@ Timing RoundTrip(const Args& a, int servers, const std::string& transport, bool 
     const double pushed = Since(start);
     PSF_CHECK((*client)->Wait(*pull).ok());
     const double total = Since(start);
-    if (total < best.round_trip) best = {total, pushed};
+    if (total < best.round_trip) {
+      best.round_trip = total;
+      best.push = pushed;
+    }
+    best.best_push = std::min(best.best_push, pushed);
+    const auto again = Clock::now();
+    auto repull = (*client)->Pull(t, params.data(), bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+    PSF_CHECK(repull.ok() && (*client)->Wait(*repull).ok());
+    best.repull = std::min(best.repull, Since(again));
   }
   for (auto& s : group) s->Stop();
   for (auto& t : threads) t.join();
@@ -167,16 +218,21 @@ int main(int argc, char** argv) {
   std::printf("STREAM-like copy, %d thread(s):   %8.1f ms  %6.2f GB/s\n", a.threads, stream_s * 1e3,
               8.0 * a.params / stream_s / 1e9);
 
-  for (const char* transport : {"tcp", "ipc"}) {
+  for (Transport transport : {Transport::kTcp, Transport::kTcpCurve, Transport::kIpc, Transport::kShm}) {
     for (int servers = 1; servers <= a.servers_max; ++servers) {
       const Timing rt = RoundTrip(a, servers, transport, false);
-      std::printf("push+pull over %s, %d server(s):  %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n",
-                  transport, servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3);
+      const double moved = rt.best_push + rt.repull;
+      std::printf("push+pull over %-9s %d server(s): %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n"
+                  "    transport alone: push %.1f ms + pull of the updated step %.1f ms = %.1f ms, %.2f GB/s, "
+                  "%.0f %% of memcpy\n",
+                  TransportName(transport), servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3,
+                  rt.best_push * 1e3, rt.repull * 1e3, moved * 1e3, 2 * bytes / moved / 1e9,
+                  100.0 * (2 * bytes / moved) / (bytes / copy_s));
     }
   }
   // Both ways in bf16: half the bytes on the wire, plus a conversion at each end.
   for (int servers = 1; servers <= a.servers_max; ++servers) {
-    const Timing rt = RoundTrip(a, servers, "tcp", true);
+    const Timing rt = RoundTrip(a, servers, Transport::kTcp, true);
     std::printf("push+pull over tcp in bf16, %d server(s):  %8.1f ms; push acked after %.1f ms\n", servers,
                 rt.round_trip * 1e3, rt.push * 1e3);
   }

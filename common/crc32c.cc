@@ -27,26 +27,6 @@ uint32_t Crc32cTable(uint32_t crc, const uint8_t* p, size_t n) {
   return crc;
 }
 
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p, size_t n) {
-  uint64_t c = crc;
-  while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    c = __builtin_ia32_crc32di(c, word);
-    p += 8;
-    n -= 8;
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  while (n > 0) {
-    c32 = __builtin_ia32_crc32qi(c32, *p);
-    ++p;
-    --n;
-  }
-  return c32;
-}
-#endif
-
 // GF(2) linear maps on 32-bit CRC states, as 32 columns: Apply(op, v) = op * v.
 using Gf2Operator = std::array<uint32_t, 32>;
 
@@ -63,6 +43,59 @@ Gf2Operator Square(const Gf2Operator& op) {
   for (int i = 0; i < 32; ++i) sq[i] = Apply(op, op[i]);
   return sq;
 }
+
+// The map of the CRC register for `bytes` zero bytes (a power of two).
+Gf2Operator ZeroBytesOperator(size_t bytes) {
+  Gf2Operator op;  // one zero bit
+  op[0] = kPoly;
+  for (int i = 1; i < 32; ++i) op[i] = 1u << (i - 1);
+  for (size_t bits = 1; bits < 8 * bytes; bits *= 2) op = Square(op);
+  return op;
+}
+
+#if defined(__x86_64__)
+// The crc32 instruction has a latency of about 3 cycles and a throughput of 1 a cycle: one chain
+// of it runs at a third of what the core can do. Large buffers are therefore taken kStripe bytes
+// at a time from three places at once, in three independent chains, joined by the register's
+// linear map for kStripe zero bytes (precomputed). Same value as one chain.
+constexpr size_t kStripe = 4096;
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p, size_t n) {
+  static const Gf2Operator kShift = ZeroBytesOperator(kStripe);
+  uint64_t c = crc;
+  while (n >= 3 * kStripe) {
+    uint64_t c1 = 0, c2 = 0;
+    for (size_t i = 0; i < kStripe; i += 8) {
+      uint64_t w0, w1, w2;
+      std::memcpy(&w0, p + i, 8);
+      std::memcpy(&w1, p + kStripe + i, 8);
+      std::memcpy(&w2, p + 2 * kStripe + i, 8);
+      c = __builtin_ia32_crc32di(c, w0);
+      c1 = __builtin_ia32_crc32di(c1, w1);
+      c2 = __builtin_ia32_crc32di(c2, w2);
+    }
+    // The register after the first stripe, fed the second from there (linear: shifted state xor
+    // the second chain's own result), then the third.
+    c = Apply(kShift, Apply(kShift, static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^ static_cast<uint32_t>(c2);
+    p += 3 * kStripe;
+    n -= 3 * kStripe;
+  }
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n > 0) {
+    c32 = __builtin_ia32_crc32qi(c32, *p);
+    ++p;
+    --n;
+  }
+  return c32;
+}
+#endif
 
 }  // namespace
 

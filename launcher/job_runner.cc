@@ -25,6 +25,9 @@
 #include "common/logging.h"
 #include "common/model_file.h"
 #include "common/transport/curve_keys.h"
+#include "common/transport/host_identity.h"
+#include "common/transport/shm_segment.h"
+#include "common/transport/van_factory.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/role_process.h"
@@ -102,8 +105,39 @@ StatusOr<std::string> ServerEndpoint(const proto::ClusterConfig& cluster, int in
   return "tcp://" + host + ":" + std::to_string(port);
 }
 
+// Where a server listens and on which host it runs, as its workers decide how to reach it.
+struct ServerAddress {
+  std::string tcp;   // tcp://HOST:PORT, for workers of other hosts
+  std::string ipc;   // ipc://RUN_DIR/ipc/pserver-S.sock for workers of its host; "" = none
+  std::string host;  // SameHostIdentity() of its host
+};
+
+// A socket path longer than this does not fit a sockaddr_un (108 bytes with its terminator).
+constexpr size_t kMaxIpcPathBytes = 100;
+
+// The ipc:// endpoint of server `index` in the run directory, or "" when same-host shared memory
+// is off or the path would be too long for a Unix socket (then workers use TCP, and a line says so).
+std::string ServerIpcEndpoint(const JobOptions& options, int index) {
+  if (!options.config.cluster().same_host_shm()) return "";
+  std::error_code ec;
+  const fs::path path = fs::absolute(fs::path(options.run_dir) / "ipc" / ("pserver-" + std::to_string(index) + ".sock"), ec);
+  if (ec || path.string().size() > kMaxIpcPathBytes) {
+    PSF_LOG(Warning) << "the run directory's path is too long for a Unix socket (" << path.string()
+                     << "); workers reach server " << index << " over TCP, without shared memory";
+    return "";
+  }
+  return "ipc://" + path.string();
+}
+
+// What a worker on host `my_host` connects to for each server: ipc:// where they share the host.
+std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host) {
+  std::vector<std::string> endpoints;
+  for (const ServerAddress& s : servers) endpoints.push_back(!s.ipc.empty() && SameHost(s.host, my_host) ? s.ipc : s.tcp);
+  return endpoints;
+}
+
 RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, const std::string& job_id,
-                               const std::vector<std::string>& server_endpoints) {
+                               const std::vector<ServerAddress>& server_addresses, const std::string& my_host) {
   const auto& cluster = options.config.cluster();
   const std::string config_path = (fs::path(options.run_dir) / "config.pbtxt").string();
   RoleProcessOptions role;
@@ -115,8 +149,11 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   role.restart_backoff_ms = cluster.restart_backoff_ms();
   role.reports_ready = true;
   std::string servers;
-  for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
+  for (const std::string& e : WorkerServerEndpoints(server_addresses, my_host)) {
+    servers += (servers.empty() ? "" : ",") + e;
+  }
   if (slot.kind == RoleSlot::Kind::kServer) {
+    const ServerAddress& me = server_addresses[slot.index];
     role.args = {"pserver",
                  "--config",
                  config_path,
@@ -125,9 +162,13 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
                  "--index",
                  std::to_string(slot.index),
                  "--endpoint",
-                 server_endpoints[slot.index],
+                 me.tcp,
                  "--job-id",
                  job_id};
+    if (!me.ipc.empty()) {
+      role.args.push_back("--ipc-endpoint");
+      role.args.push_back(me.ipc);
+    }
   } else {
     role.args = {
         "worker",    "--config", config_path, "--run-dir", options.run_dir, "--index", std::to_string(slot.index),
@@ -141,6 +182,7 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   auto restart_environment = RestartEnvironment(options.config.fault());
   PSF_CHECK(restart_environment.ok());  // validated with the config
   role.restart_environment = std::move(*restart_environment);
+  if (cluster.same_host_shm()) role.environment.push_back(std::string(kShmJobVariable) + "=" + job_id);
   if (!options.curve_keys.empty()) {
     // Each role gets only its side's secret, in its environment (never on its command line).
     auto keys = DecodeCurveKeys(options.curve_keys);
@@ -277,6 +319,27 @@ int Supervise(std::vector<SupervisedRole>& roles, const std::string& run_dir, Su
   }
 }
 
+// Removes this user's shared-memory segments whose creators are gone: what a job killed together
+// with its supervisor left in /dev/shm.
+void SweepOrphanSegments() {
+  if (const int n = RemoveOrphanShmSegments(); n > 0) {
+    PSF_LOG(Info) << "removed " << n << " shared-memory segment(s) left in /dev/shm by processes that no longer exist";
+  }
+}
+
+// Says where the job's shared memory lives, so that an operator (or a test) can look for it.
+void LogJobSegments(const JobOptions& options, const std::string& job_id) {
+  if (!options.config.cluster().same_host_shm()) return;
+  PSF_LOG(Info) << "same-host payloads travel through shared memory: /dev/shm" << ShmJobPrefix(std::stoull(job_id))
+                << "* (removed when the job ends; cluster.same_host_shm = false turns it off)";
+}
+
+// Removes every segment of the job on this host once its role processes are gone.
+void RemoveJobSegments(const std::string& job_id) {
+  const int n = RemoveShmSegments(std::stoull(job_id), std::nullopt);
+  if (n > 0) PSF_LOG(Info) << "removed " << n << " shared-memory segment(s) the job's processes left";
+}
+
 int Fail(const std::string& message) {
   std::cerr << "psformer train: error: " << message << "\n";
   return 1;
@@ -346,14 +409,22 @@ int RunSingleNode(const JobOptions& options) {
   auto keys = NewJobKeys(job.config);
   if (!keys.ok()) return Fail(keys.status().message());
   job.curve_keys = *keys;
+  // Every role runs here: each worker reaches each server over ipc:// and shared memory.
+  const std::string host_identity = SameHostIdentity();
+  std::vector<ServerAddress> addresses;
+  for (int s = 0; s < plan->servers(); ++s) addresses.push_back({endpoints[s], ServerIpcEndpoint(job, s), host_identity});
+  SweepOrphanSegments();
+  LogJobSegments(job, job_id);
   std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : plan->slots()) {
-    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, endpoints))});
+    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, addresses, host_identity))});
   }
   PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
                 << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
   SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
   const int status = Supervise(roles, job.run_dir, &events);
+  roles.clear();  // every role process is gone
+  RemoveJobSegments(job_id);
   if (status == 130) std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
   return status;
 }
@@ -421,8 +492,18 @@ int RunClusterRank(const JobOptions& options) {
   if (mpi.AllReduceMax(endpoint_status.ok() ? 0 : 1) != 0) return 1;
   auto all_endpoints = mpi.AllGather(my_endpoint);
   if (!all_endpoints.ok()) return 1;
+  // Which ranks share a kernel and a network namespace (not just a host name: the cluster
+  // simulator's hosts are namespaces of one kernel, and they talk TCP).
+  const std::string host_identity = SameHostIdentity();
+  auto identities = mpi.AllGather(host_identity);
+  if (!identities.ok()) return 1;
   std::vector<std::string> server_endpoints;
-  for (int s = 0; s < plan->servers(); ++s) server_endpoints.push_back((*all_endpoints)[plan->server(s).slot]);
+  std::vector<ServerAddress> addresses;
+  for (int s = 0; s < plan->servers(); ++s) {
+    const int slot = plan->server(s).slot;
+    server_endpoints.push_back((*all_endpoints)[slot]);
+    addresses.push_back({(*all_endpoints)[slot], ServerIpcEndpoint(local, s), (*identities)[slot]});
+  }
   const std::string log_file =
       (fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
   if (Status s = SetLogFile(log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
@@ -430,9 +511,18 @@ int RunClusterRank(const JobOptions& options) {
   for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
   PSF_LOG(Info) << "rank " << mpi.rank() << " runs " << me.name() << " on host " << me.host << "; servers at "
                 << servers;
+  if (me.kind == RoleSlot::Kind::kWorker) {
+    std::string reached;
+    for (const std::string& e : WorkerServerEndpoints(addresses, host_identity)) {
+      reached += (reached.empty() ? "" : ",") + e;
+    }
+    if (reached != servers) PSF_LOG(Info) << me.name() << " reaches the servers of its host over ipc: " << reached;
+  }
 
+  SweepOrphanSegments();
+  LogJobSegments(local, job_id);
   std::vector<SupervisedRole> roles;
-  roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
+  roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, addresses, host_identity))});
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
   SupervisorEvents events(local.run_dir, local.config.logging().tensorboard());
@@ -448,6 +538,8 @@ int RunClusterRank(const JobOptions& options) {
               << "aborting the job\n";
     mpi.Abort(status);
   }
+  roles.clear();
+  RemoveJobSegments(job_id);
   const int job_status = mpi.AllReduceMax(status);
   if (job_status == 130 && mpi.rank() == 0) {
     std::cerr << "psformer train: interrupted; continue with: mpirun ... " << ResumeCommand(local.run_dir) << "\n";

@@ -102,6 +102,9 @@ int RunPserverCommand(const Args& args) {
       ("index", po::value<int>()->required(), "this shard's index, 0 .. cluster.servers-1")
       ("endpoint", po::value<std::string>()->required(),
        "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH")
+      ("ipc-endpoint", po::value<std::string>()->default_value(""),
+       "also listen on ipc://PATH for workers of this host, whose payloads then travel through shared "
+       "memory (set by psformer train with cluster.same_host_shm)")
       ("job-id", po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
       ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
       ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
@@ -154,7 +157,11 @@ int RunPserverCommand(const Args& args) {
   };
   const CheckpointIdentity identity{config->cluster().servers(), o.parameter_count, o.config_digest};
 
-  auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
+  const std::string ipc_endpoint = v["ipc-endpoint"].as<std::string>();
+  if (!ipc_endpoint.empty() && ipc_endpoint.rfind("ipc://", 0) != 0) {
+    return ReportError("pserver", "--ipc-endpoint " + ipc_endpoint + " is not ipc://PATH", 2);
+  }
+  auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), ipc_endpoint);
   if (!van.ok()) return ReportError("pserver", van.status());
   // Bytes in and out are counted at the Van, so that the server's own code stays out of it.
   auto traffic = std::make_shared<VanTraffic>();

@@ -13,6 +13,7 @@
 
 #include "common/logging.h"
 #include "common/supervisor_report.h"
+#include "common/transport/shm_segment.h"
 
 extern char** environ;
 
@@ -181,6 +182,8 @@ std::vector<std::string> RoleProcess::TakeCheckpointFailures() {
 }
 
 void RoleProcess::HandleExit(int wait_status) {
+  // A killed child never unlinked its shared memory; nothing else of this pid can use it now.
+  RemoveShmSegments(std::nullopt, pid_);
   pid_ = -1;
   ReadHeartbeats();  // what the child said last is still in the pipe
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
@@ -270,6 +273,7 @@ void RoleProcess::Kill() {
     kill(pid_, SIGKILL);
     int wait_status = 0;
     waitpid(pid_, &wait_status, 0);
+    RemoveShmSegments(std::nullopt, pid_);
     pid_ = -1;
   }
   if (state_ != State::kSucceeded) state_ = State::kFailed;

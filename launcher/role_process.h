@@ -10,6 +10,8 @@
 // terminal reaches only the supervisor, which then stops its roles in order (workers first).
 // It still dies with the supervisor (PR_SET_PDEATHSIG), so killing the supervisor's process group
 // ends the whole job.
+//
+// When a child exits, however it ended, its shared-memory segments (shm_segment.h) are removed.
 #ifndef PSFORMER_LAUNCHER_ROLE_PROCESS_H_
 #define PSFORMER_LAUNCHER_ROLE_PROCESS_H_
 

@@ -36,6 +36,29 @@ TEST(Crc32c, CombinesPiecesChecksummedSeparately) {
   }
 }
 
+// Bit by bit, straight from the definition: the reference for buffers long enough to take the
+// three-chain path of the hardware implementation (12 KiB and more).
+uint32_t Crc32cBitwise(const uint8_t* p, size_t n) {
+  uint32_t c = ~0u;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return ~c;
+}
+
+TEST(Crc32c, LongBuffersMatchTheDefinitionAtAnyLengthAndAlignment) {
+  std::vector<uint8_t> bytes(3 * 4096 * 3 + 1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
+  for (size_t offset : {size_t{0}, size_t{1}, size_t{7}}) {
+    for (size_t n : {size_t{3 * 4096 - 1}, size_t{3 * 4096}, size_t{3 * 4096 + 5}, size_t{6 * 4096 + 8},
+                     bytes.size() - 7}) {
+      EXPECT_EQ(Crc32c(0, bytes.data() + offset, n), Crc32cBitwise(bytes.data() + offset, n))
+          << "offset " << offset << ", " << n << " bytes";
+    }
+  }
+}
+
 TEST(Crc32c, ParallelEqualsSerialForAnyThreadCount) {
   std::vector<uint8_t> bytes(300001);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);

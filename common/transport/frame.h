@@ -46,9 +46,12 @@ class Frame {
 // A multipart message as the transport sees it: who it is from or for, and its frames.
 // `peer` names the other side: on receipt, the peer to answer (Send it back unchanged); on send,
 // a name given to Van::Connect or a peer id taken from a received message.
+// `transport_error`, when set on receipt, says why a Van below could not deliver the message as
+// sent (a shared-memory descriptor it could not honour, shm_van.h); ParseMessage refuses it.
 struct RawMessage {
   std::string peer;
   std::vector<Frame> frames;
+  std::string transport_error;
 };
 
 // Splits `n` bytes at `data` (kept alive by `owner`) into views of at most `frame_bytes` bytes

@@ -21,7 +21,8 @@ class Van {
   virtual ~Van() = default;
 
   // Listens on `endpoint` ("tcp://HOST:PORT", port 0 or "*" = any free port; "ipc://PATH").
-  // Returns the endpoint peers should connect to (with the chosen port filled in).
+  // Returns the endpoint peers should connect to (with the chosen port filled in). A Van may
+  // listen on several endpoints (Bind again); messages from all of them arrive through Recv.
   virtual StatusOr<std::string> Bind(const std::string& endpoint) = 0;
 
   // Opens a connection to `endpoint` under the local name `peer` (non-empty, not starting with

@@ -1,6 +1,10 @@
 #include "common/transport/van_factory.h"
 
+#include <cerrno>
+#include <cstdlib>
+
 #include "common/logging.h"
+#include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 
 namespace psformer {
@@ -11,7 +15,7 @@ enum class Side { kServer, kClient };
 constexpr int kRefusedSendTimeoutMs = 30000;
 
 StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t fault_stream, const CurveKeys* keys,
-                                       int io_threads, Side side) {
+                                       int io_threads, Side side, const ShmVanOptions* shm = nullptr) {
   const FaultyVanOptions faults = FaultyVanOptions::FromConfig(config.fault(), fault_stream);
   PSF_RETURN_IF_ERROR(faults.Validate());
   ZmqVanOptions zo;
@@ -35,6 +39,7 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
                                             : "talking only to the job's servers");
   }
   std::unique_ptr<Van> van = std::make_unique<ZmqVan>(zo);
+  if (shm != nullptr) van = std::make_unique<ShmVan>(std::move(van), *shm);
   if (!faults.Any()) return van;
   PSF_LOG(Warning) << "transport faults injected into what this process sends: drop " << faults.drop_fraction
                    << ", duplicate " << faults.duplicate_fraction << ", delay " << faults.delay_fraction << " ("
@@ -43,13 +48,39 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   return std::unique_ptr<Van>(std::make_unique<FaultyVan>(std::move(van), faults));
 }
 
+// The ShmVan's options from the config and PSFORMER_SHM_JOB; nullopt when shared memory is off
+// or the launcher did not ask for it.
+StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::JobConfig& config,
+                                                                 const std::string& ipc_endpoint) {
+  const char* job = std::getenv(kShmJobVariable);
+  if (job == nullptr || !config.cluster().same_host_shm()) {
+    if (!ipc_endpoint.empty()) {
+      return Status::InvalidArgument("an ipc endpoint (" + ipc_endpoint + ") needs cluster.same_host_shm and the job id in " +
+                                     kShmJobVariable + " (set by psformer train)");
+    }
+    return std::optional<ShmVanOptions>();
+  }
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long id = std::strtoull(job, &end, 10);
+  if (*job == '\0' || *end != '\0' || errno != 0) {
+    return Status::InvalidArgument(std::string(kShmJobVariable) + " = \"" + job + "\" is not a job id (a decimal number)");
+  }
+  ShmVanOptions o;
+  o.job_id = id;
+  o.ipc_endpoint = ipc_endpoint;
+  o.max_bytes = static_cast<uint64_t>(config.cluster().shm_mib_per_process()) << 20;
+  return std::optional<ShmVanOptions>(o);
+}
+
 StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
-                                                   int io_threads, Side side) {
+                                                   int io_threads, Side side, const std::string& ipc_endpoint = "") {
   std::optional<CurveKeys> keys;
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
   }
-  return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side);
+  PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm, ShmOptionsFromEnvironment(config, ipc_endpoint));
+  return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr);
 }
 
 bool IsWildcardHost(const std::string& host) { return host.empty() || host == "*" || host == "0.0.0.0"; }
@@ -73,8 +104,9 @@ std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string
   return std::string(kTcp) + "*" + endpoint.substr(colon);
 }
 
-StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream) {
-  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer);
+StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
+                                             const std::string& ipc_endpoint) {
+  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint);
 }
 
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads) {

@@ -2,6 +2,10 @@
 // CURVE keys (curve_keys.h) when cluster.authenticate is on and the keys are in the environment,
 // and wrapped in a FaultyVan (faulty_van.h) when the fault section asks for transport faults.
 //
+// Same-host shared memory (shm_van.h): with cluster.same_host_shm on and the job id in
+// PSFORMER_SHM_JOB (the launcher sets it), the ZeroMQ Van is wrapped in a ShmVan, under any
+// FaultyVan (so an injected duplicate is a second copy, never a second claim of one slot).
+//
 // Without keys in the environment (tests, embedded use) the Van is plain ZeroMQ and a warning
 // says so; with cluster.authenticate = false keys are ignored and an info line says so. Malformed
 // keys or fault fractions are errors that name the variable or field.
@@ -10,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/proto/config.pb.h"
 #include "common/transport/curve_keys.h"
@@ -18,9 +23,15 @@
 
 namespace psformer {
 
+// The environment variable that carries the job id (decimal) to role processes whose payloads
+// may travel through shared memory.
+inline constexpr char kShmJobVariable[] = "PSFORMER_SHM_JOB";
+
 // A server's Van (Bind it): CURVE server admitting only the job's client key.
-// fault_stream: FaultStream(FaultRole::kServer, shard).
-StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream);
+// fault_stream: FaultStream(FaultRole::kServer, shard). ipc_endpoint: "ipc://PATH" where same-host
+// clients reach it besides the endpoint it binds ("" = none; needs PSFORMER_SHM_JOB).
+StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
+                                             const std::string& ipc_endpoint = "");
 
 // A client's Van (Connect it to the servers): CURVE client trusting only the job's server key.
 // fault_stream: FaultStream(FaultRole::kWorker, worker) or FaultStream(FaultRole::kControl, id).

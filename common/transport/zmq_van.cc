@@ -55,8 +55,13 @@ void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
 }
 
 StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
-  if (router_) return Status::InvalidArgument("van: already bound; cannot bind " + endpoint);
   try {
+    if (router_) {
+      // One ROUTER listens on every endpoint bound (a server's tcp:// and ipc://), with the
+      // security it was made with.
+      router_->bind(WildcardPort(endpoint));
+      return router_->get(zmq::sockopt::last_endpoint);
+    }
     auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     ConfigureSocket(*socket);
     socket->set(zmq::sockopt::router_mandatory, 1);

@@ -1,6 +1,6 @@
 // ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
 //
-// Sockets: Bind opens a ROUTER (many peers, each answered by the routing id its messages came
+// Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id its messages came
 // with); Connect opens one DEALER per named peer. Recv polls all of them. High-water marks are
 // off (a ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an
 // unknown peer an error instead of a silent drop.

@@ -20,6 +20,7 @@ const char* RejectReasonName(RejectReason reason) {
     case RejectReason::kJobFinished: return "job finished";
     case RejectReason::kNoRunDirectory: return "no run directory";
     case RejectReason::kRestoreFailed: return "restore failed";
+    case RejectReason::kBadSharedMemory: return "bad shared memory";
     case RejectReason::kCount: break;
   }
   return "unknown reason";

@@ -29,7 +29,10 @@ enum class RejectReason : uint32_t {
   kJobFinished = 13,       // the coordinator has ended the job: the worker stops.
   kNoRunDirectory = 14,    // a CHECKPOINT to a server that has no run directory to write it to.
   kRestoreFailed = 15,     // a ROLLBACK whose checkpoint this server cannot load.
-  kCount = 16,
+  // a payload in shared memory that cannot be read as described: a segment name not ours or of
+  // another job, a slot out of range, a size not the slot's, a stale slot (shm_van.h).
+  kBadSharedMemory = 16,
+  kCount = 17,
 };
 
 // "malformed header", "wrong job", ...

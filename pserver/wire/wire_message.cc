@@ -83,6 +83,7 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
 }
 
 Verdict ParseMessage(RawMessage raw, WireMessage* out) {
+  if (!raw.transport_error.empty()) return Rejection{RejectReason::kBadSharedMemory, raw.transport_error};
   if (raw.frames.empty()) return Rejection{RejectReason::kMalformedHeader, "message has no frames"};
   const Frame& head = raw.frames.front();
   if (head.size() > kMaxHeaderBytes) {

@@ -42,7 +42,8 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
                          uint32_t payload_crc32c);
 
 // Splits a RawMessage into header and payload. Refuses (kMalformedHeader) a message without
-// frames, a header frame over kMaxHeaderBytes, or one that does not parse.
+// frames, a header frame over kMaxHeaderBytes, or one that does not parse, and (kBadSharedMemory)
+// one the transport marked as undeliverable (RawMessage::transport_error).
 Verdict ParseMessage(RawMessage raw, WireMessage* out);
 
 // Elements [begin, end) (absolute, inside the message's range) of a validated message with a

@@ -1,0 +1,121 @@
+// ShmSegment: one POSIX shared-memory segment through which a process hands payload bytes to
+// receivers on its own host (shm_van.h). The creating process (the owner) writes payloads into
+// slots; a receiver maps the segment, claims a slot named by a descriptor, reads the bytes in
+// place and releases the slot, which the owner may then reuse.
+//
+// Names: "/psformer-<job id, 16 hex digits>-<creator pid>-<n>", so that a job's segments, and
+// those of one process, can be found and removed after the fact (RemoveShmSegments), also when
+// their creator was killed. Mode 0600: only processes of the same user can open one; file
+// permissions are the authentication of this path.
+//
+// Layout: a header (magic, version, job id, creator pid, slot count, data offset and capacity),
+// a table of slots, then the data area. Each slot has a state word, atomically updated by both
+// sides: generation << 2 | status, where status is free, writing (the owner is copying into
+// it), sent (a descriptor for it may be in flight) or claimed (a receiver holds it, and its pid
+// is recorded). The generation grows each time the owner reuses the slot, so a stale or repeated
+// descriptor cannot claim the slot's next payload. A descriptor leaves the owner only after
+// the copy is complete (writing -> sent), so no receiver ever sees a half-written payload.
+//
+// Thread safety: the owner's side (Reserve, Publish, Unpublish, ReclaimFromDeadReaders) is used
+// by one thread at a time; Claim and Release may be called from any thread of any process.
+#ifndef PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
+#define PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace psformer {
+
+inline constexpr std::string_view kShmNamePrefix = "/psformer-";
+
+// "/psformer-00000000000000ff-1234-0".
+std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n);
+// What every segment name of the job begins with: "/psformer-00000000000000ff-".
+std::string ShmJobPrefix(uint64_t job_id);
+
+struct ShmSegmentNameParts {
+  uint64_t job_id = 0;
+  pid_t pid = 0;
+  uint32_t n = 0;
+};
+// The parts of a name ShmSegmentName made; nullopt for anything else.
+std::optional<ShmSegmentNameParts> ParseShmSegmentName(std::string_view name);
+
+// Unlinks this user's segments of `job_id` (nullopt = any job) made by `pid` (nullopt = any
+// process). Returns how many were removed.
+int RemoveShmSegments(std::optional<uint64_t> job_id, std::optional<pid_t> pid);
+// Unlinks this user's segments whose creating process no longer exists (left by a job that was
+// killed with its supervisor). Returns how many were removed.
+int RemoveOrphanShmSegments();
+
+class ShmSegment {
+ public:
+  struct Slot {
+    uint32_t index = 0;
+    uint64_t generation = 0;
+    uint64_t offset = 0;  // into the data area
+    uint64_t size = 0;
+  };
+
+  // Creates segment number `n` of this process for `job_id`, with `capacity` data bytes and
+  // `slots` slots, its memory reserved up front (so a full /dev/shm is an error here, never a
+  // SIGBUS later). The owner unlinks it when destroyed.
+  static StatusOr<std::unique_ptr<ShmSegment>> Create(uint64_t job_id, uint32_t n, uint64_t capacity, uint32_t slots);
+  // Maps another process's segment `name` for reading. Refused (InvalidArgument, saying why):
+  // a name that is not a psformer segment, one of another job than `job_id`, one not owned by
+  // this user or open to others, a header that does not match its name or its size.
+  static StatusOr<std::shared_ptr<ShmSegment>> Open(const std::string& name, uint64_t job_id);
+
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  const std::string& name() const { return name_; }
+  pid_t creator() const { return creator_; }
+  uint64_t capacity() const { return capacity_; }
+  uint32_t slot_count() const { return slot_count_; }
+
+  // Owner: a free slot of `size` bytes (64-byte aligned), now "writing"; nullopt when no slot or
+  // no contiguous space is free.
+  std::optional<Slot> Reserve(uint64_t size);
+  uint8_t* SlotData(const Slot& slot) { return data_ + slot.offset; }
+  // Owner: the slot's bytes are complete; a descriptor for it may leave ("sent").
+  void Publish(const Slot& slot);
+  // Owner: the descriptor was never sent; the slot is free again.
+  void Unpublish(const Slot& slot);
+  // Owner: frees slots claimed by receivers that died before releasing them. Returns how many.
+  int ReclaimFromDeadReaders();
+
+  // Receiver: claims the slot a descriptor names, checking it against the slot table; returns
+  // the slot's bytes, valid until Release. Refused (InvalidArgument, saying why): a slot out of
+  // range, an offset or size that differs from the slot's, a slot not in state "sent" with that
+  // generation (stale, repeated or forged).
+  StatusOr<const uint8_t*> Claim(uint32_t slot, uint64_t generation, uint64_t offset, uint64_t size);
+  void Release(uint32_t slot, uint64_t generation);
+
+ private:
+  struct Header;
+  struct SlotEntry;
+  ShmSegment() = default;
+  SlotEntry* slots() const;
+
+  std::string name_;
+  bool owner_ = false;
+  pid_t creator_ = 0;
+  uint8_t* base_ = nullptr;  // the whole mapping
+  size_t mapped_bytes_ = 0;
+  uint8_t* data_ = nullptr;  // the data area
+  uint64_t capacity_ = 0;
+  uint32_t slot_count_ = 0;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_

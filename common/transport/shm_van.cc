@@ -1,0 +1,275 @@
+#include "common/transport/shm_van.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/logging.h"
+
+namespace psformer {
+namespace {
+
+// The envelope: a fixed header, then `count` fixed-size descriptors. Native byte order: only
+// processes of one host read it.
+constexpr char kEnvelopeMagic[8] = {'\0', 'P', 'S', 'F', 'S', 'H', 'M', '1'};
+constexpr size_t kSegmentNameBytes = 64;
+
+struct EnvelopeHeader {
+  char magic[8];
+  uint32_t count;
+  uint32_t reserved;
+};
+
+struct PackedDescriptor {  // 96 bytes, as docs/wire-protocol.md says
+  uint32_t frame;
+  uint32_t slot;
+  uint64_t generation;
+  uint64_t offset;
+  uint64_t size;
+  char segment[kSegmentNameBytes];  // NUL-terminated
+};
+
+static_assert(sizeof(PackedDescriptor) == 96 && sizeof(EnvelopeHeader) == 16, "the envelope's layout is documented");
+
+// Keeps a claimed slot, and the mapping it lies in, until the last Frame viewing it goes.
+class SlotClaim {
+ public:
+  SlotClaim(std::shared_ptr<ShmSegment> segment, uint32_t slot, uint64_t generation)
+      : segment_(std::move(segment)), slot_(slot), generation_(generation) {}
+  ~SlotClaim() { segment_->Release(slot_, generation_); }
+  SlotClaim(const SlotClaim&) = delete;
+  SlotClaim& operator=(const SlotClaim&) = delete;
+
+ private:
+  std::shared_ptr<ShmSegment> segment_;
+  uint32_t slot_;
+  uint64_t generation_;
+};
+
+// Segment numbers are unique per process, not per Van: a process may hold several Vans (a
+// coordinator's worker and control clients), and segment names must not collide.
+std::atomic<uint32_t> g_next_segment{0};  // NOLINT: process-wide by nature.
+
+bool IsIpc(const std::string& endpoint) { return endpoint.rfind("ipc://", 0) == 0; }
+
+}  // namespace
+
+Frame EncodeShmEnvelope(const std::vector<ShmDescriptor>& descriptors) {
+  std::string bytes(sizeof(EnvelopeHeader) + descriptors.size() * sizeof(PackedDescriptor), '\0');
+  EnvelopeHeader h{};
+  std::memcpy(h.magic, kEnvelopeMagic, sizeof(h.magic));
+  h.count = static_cast<uint32_t>(descriptors.size());
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    const ShmDescriptor& d = descriptors[i];
+    PackedDescriptor p{};
+    p.frame = d.frame;
+    p.slot = d.slot;
+    p.generation = d.generation;
+    p.offset = d.offset;
+    p.size = d.size;
+    std::memcpy(p.segment, d.segment.data(), std::min(d.segment.size(), kSegmentNameBytes - 1));
+    std::memcpy(bytes.data() + sizeof(h) + i * sizeof(p), &p, sizeof(p));
+  }
+  return Frame::Own(std::move(bytes));
+}
+
+bool IsShmEnvelope(const Frame& frame) {
+  return frame.size() >= sizeof(kEnvelopeMagic) &&
+         std::memcmp(frame.data(), kEnvelopeMagic, sizeof(kEnvelopeMagic)) == 0;
+}
+
+StatusOr<std::vector<ShmDescriptor>> DecodeShmEnvelope(const Frame& frame) {
+  if (!IsShmEnvelope(frame) || frame.size() < sizeof(EnvelopeHeader)) {
+    return Status::InvalidArgument("shared-memory envelope of " + std::to_string(frame.size()) + " bytes is truncated");
+  }
+  EnvelopeHeader h;
+  std::memcpy(&h, frame.data(), sizeof(h));
+  if (frame.size() != sizeof(h) + static_cast<uint64_t>(h.count) * sizeof(PackedDescriptor)) {
+    return Status::InvalidArgument("shared-memory envelope of " + std::to_string(frame.size()) +
+                                   " bytes does not hold " + std::to_string(h.count) + " descriptor(s)");
+  }
+  std::vector<ShmDescriptor> out(h.count);
+  for (uint32_t i = 0; i < h.count; ++i) {
+    PackedDescriptor p;
+    std::memcpy(&p, frame.data() + sizeof(h) + i * sizeof(p), sizeof(p));
+    if (std::memchr(p.segment, '\0', sizeof(p.segment)) == nullptr) {
+      return Status::InvalidArgument("shared-memory descriptor " + std::to_string(i) +
+                                     " has an unterminated segment name");
+    }
+    out[i] = ShmDescriptor{p.frame, p.slot, p.generation, p.offset, p.size, std::string(p.segment)};
+  }
+  return out;
+}
+
+ShmVan::ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options)
+    : inner_(std::move(inner)), options_(std::move(options)) {}
+
+ShmVan::~ShmVan() {
+  if (stats_.frames_sent_shm + stats_.frames_sent_inline + stats_.frames_received_shm > 0) {
+    PSF_LOG(Info) << "transport: " << stats_.frames_sent_shm << " payload frame(s) sent through shared memory, "
+                  << stats_.frames_sent_inline << " inline for want of space, " << stats_.frames_received_shm
+                  << " received through shared memory";
+  }
+  // Received frames may outlive this Van (their claims keep their mappings); our own segments are
+  // unlinked here, which leaves mappings elsewhere valid.
+  own_.clear();
+}
+
+StatusOr<std::string> ShmVan::Bind(const std::string& endpoint) {
+  PSF_ASSIGN_OR_RETURN(std::string bound, inner_->Bind(endpoint));
+  if (!ipc_bound_ && !options_.ipc_endpoint.empty()) {
+    namespace fs = std::filesystem;
+    const fs::path path = options_.ipc_endpoint.substr(std::strlen("ipc://"));
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    // 0700: the directory is what keeps other users off the socket.
+    if (ec || chmod(path.parent_path().c_str(), 0700) != 0) {
+      return Status::IoError("cannot make the ipc directory " + path.parent_path().string() + " (mode 0700)" +
+                             (ec ? ": " + ec.message() : ""));
+    }
+    fs::remove(path, ec);  // a socket left by an earlier incarnation of this server
+    PSF_RETURN_IF_ERROR(inner_->Bind(options_.ipc_endpoint).status());
+    ipc_bound_ = true;
+    PSF_LOG(Info) << "transport: same-host clients reach this server at " << options_.ipc_endpoint
+                  << "; their payloads travel through shared memory";
+  }
+  return bound;
+}
+
+Status ShmVan::Connect(const std::string& peer, const std::string& endpoint) {
+  PSF_RETURN_IF_ERROR(inner_->Connect(peer, endpoint));
+  if (IsIpc(endpoint)) shm_peers_.insert(peer);
+  return Status::Ok();
+}
+
+std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
+  for (auto& seg : own_) {
+    if (auto slot = seg->Reserve(frame.size())) return Placed{seg.get(), *slot};
+  }
+  // Slots held by receivers that died are never released by them.
+  bool reclaimed = false;
+  for (auto& seg : own_) reclaimed = seg->ReclaimFromDeadReaders() > 0 || reclaimed;
+  if (reclaimed) {
+    for (auto& seg : own_) {
+      if (auto slot = seg->Reserve(frame.size())) return Placed{seg.get(), *slot};
+    }
+  }
+  const uint64_t capacity = std::max<uint64_t>(options_.segment_bytes, frame.size());
+  if (cannot_create_ || own_bytes_ + capacity > options_.max_bytes) return std::nullopt;
+  auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), capacity, options_.slots_per_segment);
+  if (!seg.ok()) {
+    cannot_create_ = true;
+    PSF_LOG(Warning) << "transport: " << seg.status().message()
+                     << "; payloads that find no free shared memory travel inline over the socket from now on";
+    return std::nullopt;
+  }
+  own_bytes_ += capacity;
+  ++stats_.segments_created;
+  own_.push_back(std::move(*seg));
+  auto slot = own_.back()->Reserve(frame.size());
+  if (!slot) return std::nullopt;
+  return Placed{own_.back().get(), *slot};
+}
+
+Status ShmVan::Send(RawMessage message) {
+  if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
+  std::vector<ShmDescriptor> descriptors;
+  std::vector<Placed> placed;
+  for (size_t i = 0; i < message.frames.size(); ++i) {
+    Frame& f = message.frames[i];
+    if (f.size() < options_.threshold_bytes) continue;
+    auto p = Place(f);
+    if (!p) {
+      ++stats_.frames_sent_inline;
+      if (!warned_inline_) {
+        warned_inline_ = true;
+        PSF_LOG(Warning) << "transport: no free shared memory for a frame of " << f.size()
+                         << " bytes; it travels inline (said once; shared memory in use: " << own_bytes_ << " bytes)";
+      }
+      continue;
+    }
+    std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
+    p->segment->Publish(p->slot);
+    descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
+                           p->segment->name()});
+    placed.push_back(*p);
+    f = Frame();  // the sender's buffer is free now
+    ++stats_.frames_sent_shm;
+  }
+  message.frames.insert(message.frames.begin(), EncodeShmEnvelope(descriptors));
+  const Status sent = inner_->Send(std::move(message));
+  if (!sent.ok()) {
+    for (const Placed& p : placed) p.segment->Unpublish(p.slot);
+  }
+  return sent;
+}
+
+StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& name) {
+  auto it = mapped_.find(name);
+  if (it != mapped_.end()) return it->second;
+  // A new segment: forget those whose creators are gone (frames still viewing them keep them mapped).
+  for (auto m = mapped_.begin(); m != mapped_.end();) {
+    if (kill(m->second->creator(), 0) != 0 && errno == ESRCH) {
+      m = mapped_.erase(m);
+    } else {
+      ++m;
+    }
+  }
+  PSF_ASSIGN_OR_RETURN(std::shared_ptr<ShmSegment> seg, ShmSegment::Open(name, options_.job_id));
+  mapped_.emplace(name, seg);
+  return seg;
+}
+
+void ShmVan::Unpack(RawMessage& message) {
+  auto decoded = DecodeShmEnvelope(message.frames.front());
+  message.frames.erase(message.frames.begin());
+  if (!decoded.ok()) {
+    message.transport_error = decoded.status().message();
+    return;
+  }
+  shm_peers_.insert(message.peer);
+  auto refuse = [&](const std::string& why) {
+    if (message.transport_error.empty()) message.transport_error = why;
+  };
+  int64_t previous = -1;
+  for (const ShmDescriptor& d : *decoded) {
+    // Each descriptor is checked, and a valid one claimed even when another is bad, so that
+    // its slot goes back to the sender when the refused message is dropped.
+    if (d.frame >= message.frames.size() || static_cast<int64_t>(d.frame) <= previous) {
+      refuse("shared-memory descriptor names frame " + std::to_string(d.frame) + " of a message of " +
+             std::to_string(message.frames.size()) + " frame(s), or names frames out of order");
+      continue;
+    }
+    previous = d.frame;
+    if (message.frames[d.frame].size() != 0) {
+      refuse("frame " + std::to_string(d.frame) + " is both inline and in shared memory");
+      continue;
+    }
+    auto seg = PeerSegment(d.segment);
+    if (!seg.ok()) {
+      refuse(seg.status().message());
+      continue;
+    }
+    auto bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
+    if (!bytes.ok()) {
+      refuse(bytes.status().message());
+      continue;
+    }
+    auto claim = std::make_shared<SlotClaim>(*seg, d.slot, d.generation);
+    message.frames[d.frame] = Frame::View(*bytes, d.size, std::move(claim));
+    ++stats_.frames_received_shm;
+  }
+}
+
+StatusOr<std::optional<RawMessage>> ShmVan::Recv(int timeout_ms) {
+  PSF_ASSIGN_OR_RETURN(std::optional<RawMessage> message, inner_->Recv(timeout_ms));
+  if (message && !message->frames.empty() && IsShmEnvelope(message->frames.front())) Unpack(*message);
+  return message;
+}
+
+}  // namespace psformer

@@ -1,0 +1,115 @@
+// ShmVan: a Van that moves large payload frames through POSIX shared memory between processes
+// of one host, wrapped around the Van that carries everything else (ZeroMQ over ipc:// there).
+// Neither the parameter server nor its clients know about it: they send and receive frames as
+// over any Van.
+//
+// Which peers: a peer this Van connected to over ipc:// (the launcher hands a worker ipc://
+// endpoints for the servers of its own host, host_identity.h), and a routed peer whose messages
+// came with an envelope (so a server answers its same-host clients the same way). Every message
+// to such a peer starts with an envelope frame; other peers get their messages unchanged.
+//
+// Send: each frame of at least threshold_bytes is copied into a slot of this process's own
+// segment (shm_segment.h) and replaced by an empty frame; the envelope lists, per replaced
+// frame, the segment, slot, generation, offset and size. The descriptor leaves only after the
+// copy is complete. When no slot is free and no segment can be made (a small /dev/shm in a
+// container, max_bytes reached), the frame travels inline as over any Van, with one warning:
+// correctness never depends on shared memory.
+//
+// Recv: the receiver maps the sender's segment (once; cached), claims each slot and hands up a
+// Frame viewing it in place, whose owner releases the slot when the last copy of the Frame
+// goes. A descriptor that cannot be honoured (a name that is not a psformer segment, a segment
+// of another job, a slot out of range, a size that does not match the slot, a stale slot) makes
+// the message arrive with RawMessage::transport_error set, which ParseMessage refuses with its
+// reason. The envelope is recognised by its first byte, zero, which no wire header can begin
+// with (a protobuf field tag is never zero).
+//
+// Thread safety: as any Van, one thread at a time; received frames may be released on any thread.
+#ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
+#define PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/transport/shm_segment.h"
+#include "common/transport/van.h"
+
+namespace psformer {
+
+struct ShmVanOptions {
+  uint64_t job_id = 0;                  // names this process's segments; only this job's are read.
+  std::string ipc_endpoint;             // a server's extra "ipc://PATH" for same-host clients; "" = none.
+  uint64_t threshold_bytes = 64 << 10;  // smaller frames travel inline (a copy is cheaper than a slot).
+  uint64_t segment_bytes = 256 << 20;   // data bytes of each segment made (larger for a larger frame).
+  uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
+  uint32_t slots_per_segment = 1024;
+};
+
+// What a ShmVan did so far (this thread's view; for tests and benchmarks).
+struct ShmVanStats {
+  uint64_t frames_sent_shm = 0;     // payload frames copied into a slot
+  uint64_t frames_sent_inline = 0;  // frames over the threshold that found no space
+  uint64_t frames_received_shm = 0;
+  uint64_t segments_created = 0;
+};
+
+class ShmVan : public Van {
+ public:
+  ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options);
+  ~ShmVan() override;  // unlinks this process's segments (mappings held by received frames stay valid).
+
+  // Binds `endpoint` on the inner Van and, the first time, options.ipc_endpoint beside it (its
+  // directory made mode 0700). Returns what the inner Van returned for `endpoint`.
+  StatusOr<std::string> Bind(const std::string& endpoint) override;
+  Status Connect(const std::string& peer, const std::string& endpoint) override;
+  Status Send(RawMessage message) override;
+  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
+
+  const ShmVanStats& stats() const { return stats_; }
+
+ private:
+  struct Placed {
+    ShmSegment* segment;
+    ShmSegment::Slot slot;
+  };
+  std::optional<Placed> Place(const Frame& frame);
+  // Replaces the envelope and placeholders of `message` by frames viewing the slots; the first
+  // refusal, if any, goes to message.transport_error.
+  void Unpack(RawMessage& message);
+  StatusOr<std::shared_ptr<ShmSegment>> PeerSegment(const std::string& name);
+
+  std::unique_ptr<Van> inner_;
+  ShmVanOptions options_;
+  bool ipc_bound_ = false;
+  std::set<std::string> shm_peers_;  // peers that get envelopes
+  std::vector<std::unique_ptr<ShmSegment>> own_;
+  uint64_t own_bytes_ = 0;
+  bool cannot_create_ = false;  // a segment could not be made: stop trying
+  bool warned_inline_ = false;
+  std::map<std::string, std::shared_ptr<ShmSegment>> mapped_;  // other processes' segments, by name
+  ShmVanStats stats_;
+};
+
+// One payload frame in shared memory, as the envelope lists it.
+struct ShmDescriptor {
+  uint32_t frame = 0;  // which frame of the message (after the envelope) it replaces
+  uint32_t slot = 0;
+  uint64_t generation = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string segment;  // the segment's name, at most 63 bytes
+};
+
+// The envelope frame listing `descriptors` (exposed for tests that forge bad ones).
+Frame EncodeShmEnvelope(const std::vector<ShmDescriptor>& descriptors);
+// Whether a frame is an envelope (begins with the envelope's magic).
+bool IsShmEnvelope(const Frame& frame);
+// The descriptors of an envelope, or why it is malformed (InvalidArgument).
+StatusOr<std::vector<ShmDescriptor>> DecodeShmEnvelope(const Frame& frame);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_

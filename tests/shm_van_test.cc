@@ -1,0 +1,296 @@
+// ShmVan between two Vans of this process over ipc://: large frames arrive through shared memory
+// with their bytes intact and their slots reused once released; without space they travel inline;
+// a descriptor that cannot be honoured (a name not ours, another job's segment, a slot out of
+// range, a size not the slot's, a stale slot, a truncated envelope) makes the message arrive
+// refused by ParseMessage with kBadSharedMemory; segments of dead processes are found and removed.
+#include "common/transport/shm_van.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "common/transport/shm_segment.h"
+#include "common/transport/zmq_van.h"
+#include "pserver/wire/wire_message.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+constexpr uint64_t kJob = 0x5eed0000c0ffee01;
+
+bool SegmentExists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
+
+RawMessage RecvOne(Van& van) {
+  for (int i = 0; i < 100; ++i) {
+    auto r = van.Recv(100);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok() && r->has_value()) return std::move(**r);
+  }
+  ADD_FAILURE() << "no message within 10 s";
+  return {};
+}
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7) >> 3);
+  return s;
+}
+
+RawMessage Message(const std::string& peer, const std::vector<std::string>& frames) {
+  RawMessage m;
+  m.peer = peer;
+  for (const std::string& f : frames) m.frames.push_back(Frame::Copy(f));
+  return m;
+}
+
+// A server ShmVan bound on ipc:// and a client ShmVan connected to it as "srv".
+struct Pair {
+  testing::TempDir dir;
+  ShmVan* server = nullptr;
+  ShmVan* client = nullptr;
+  std::unique_ptr<ShmVan> server_van, client_van;
+
+  explicit Pair(ShmVanOptions client_options = {}, ShmVanOptions server_options = {}) {
+    server_options.job_id = client_options.job_id = kJob;
+    server_options.ipc_endpoint = "ipc://" + dir.File("ipc/server.sock");
+    server_van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), server_options);
+    client_van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), client_options);
+    server = server_van.get();
+    client = client_van.get();
+    EXPECT_TRUE(server->Bind("tcp://127.0.0.1:0").ok());
+    EXPECT_TRUE(client->Connect("srv", server_options.ipc_endpoint).ok());
+  }
+};
+
+TEST(ShmVan, LargeFramesTravelThroughSharedMemoryBothWays) {
+  Pair p;
+  const std::string big = Pattern(3 << 20, 1), small = "header";
+  ASSERT_TRUE(p.client->Send(Message("srv", {small, big, "tail"})).ok());
+  RawMessage got = RecvOne(*p.server);
+  EXPECT_TRUE(got.transport_error.empty()) << got.transport_error;
+  ASSERT_EQ(got.frames.size(), 3u);
+  EXPECT_EQ(got.frames[0].bytes(), small);
+  EXPECT_EQ(got.frames[1].bytes(), big);
+  EXPECT_EQ(got.frames[2].bytes(), "tail");
+  EXPECT_EQ(p.client->stats().frames_sent_shm, 1u);
+  EXPECT_EQ(p.server->stats().frames_received_shm, 1u);
+  // The ipc directory keeps other users off the socket.
+  EXPECT_EQ(std::filesystem::status(p.dir.File("ipc")).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+
+  // The server learned that this peer shares its host: the reply comes through its own segment.
+  const std::string reply = Pattern(2 << 20, 2);
+  ASSERT_TRUE(p.server->Send(Message(got.peer, {small, reply})).ok());
+  RawMessage back = RecvOne(*p.client);
+  ASSERT_EQ(back.frames.size(), 2u);
+  EXPECT_EQ(back.frames[1].bytes(), reply);
+  EXPECT_EQ(p.server->stats().frames_sent_shm, 1u);
+  EXPECT_EQ(p.client->stats().frames_received_shm, 1u);
+}
+
+TEST(ShmVan, ReleasedSlotsAreReusedAndHeldOnesAreNot) {
+  ShmVanOptions o;
+  o.segment_bytes = 4 << 20;
+  o.max_bytes = 4 << 20;
+  Pair p(o);
+  const std::string frame = Pattern(1 << 20, 3);
+  // Twenty frames through a segment that holds four: each is dropped before the next is sent.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", frame})).ok());
+    RawMessage got = RecvOne(*p.server);
+    ASSERT_EQ(got.frames.size(), 2u);
+    ASSERT_EQ(got.frames[1].bytes(), frame);
+  }
+  EXPECT_EQ(p.client->stats().segments_created, 1u);
+  EXPECT_EQ(p.client->stats().frames_sent_shm, 20u);
+  EXPECT_EQ(p.client->stats().frames_sent_inline, 0u);
+  // Held frames keep their slots: the fifth of these finds no space and travels inline, intact.
+  std::vector<RawMessage> held;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", Pattern(1 << 20, 10 + i)})).ok());
+    held.push_back(RecvOne(*p.server));
+  }
+  EXPECT_EQ(p.client->stats().frames_sent_inline, 1u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(held[i].frames[1].bytes(), Pattern(1 << 20, 10 + i)) << i;
+}
+
+TEST(ShmVan, WithoutSharedMemoryFramesTravelInline) {
+  ShmVanOptions no_space;
+  no_space.max_bytes = 0;  // as a /dev/shm too small for one segment
+  ShmVanOptions cannot_create;
+  cannot_create.slots_per_segment = 0;  // Create fails
+  for (const ShmVanOptions& o : {no_space, cannot_create}) {
+    Pair p(o);
+    const std::string big = Pattern(1 << 20, 4);
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", big})).ok());
+    RawMessage got = RecvOne(*p.server);
+    EXPECT_TRUE(got.transport_error.empty());
+    ASSERT_EQ(got.frames.size(), 2u);
+    EXPECT_EQ(got.frames[1].bytes(), big);
+    EXPECT_EQ(p.client->stats().frames_sent_inline, 1u);
+    EXPECT_EQ(p.client->stats().segments_created, 0u);
+  }
+}
+
+TEST(ShmVan, OwnSegmentsAreUnlinkedWhenTheVanGoes) {
+  std::string name;
+  {
+    Pair p;
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", Pattern(1 << 20, 5)})).ok());
+    RawMessage got = RecvOne(*p.server);
+    for (uint32_t n = 0; n < 100 && name.empty(); ++n) {
+      if (SegmentExists(ShmSegmentName(kJob, getpid(), n))) name = ShmSegmentName(kJob, getpid(), n);
+    }
+    EXPECT_FALSE(name.empty());
+  }
+  EXPECT_FALSE(SegmentExists(name));
+}
+
+// A plain ZmqVan that forges envelopes, and the ShmVan receiving them.
+struct Forger {
+  testing::TempDir dir;
+  ShmVan receiver{std::make_unique<ZmqVan>(), ShmVanOptions{kJob}};
+  ZmqVan sender;
+  Forger() {
+    auto bound = receiver.Bind("ipc://" + dir.File("r.sock"));
+    EXPECT_TRUE(bound.ok());
+    EXPECT_TRUE(sender.Connect("r", *bound).ok());
+  }
+  // Sends [envelope, header, placeholder] and returns ParseMessage's verdict on what arrives.
+  Verdict Deliver(const ShmDescriptor& d) {
+    RawMessage m;
+    m.peer = "r";
+    m.frames.push_back(EncodeShmEnvelope({d}));
+    proto::Header h;
+    h.set_job_id(kJob);
+    m.frames.push_back(Frame::Own(h.SerializeAsString()));
+    m.frames.push_back(Frame());
+    EXPECT_TRUE(sender.Send(std::move(m)).ok());
+    WireMessage msg;
+    return ParseMessage(RecvOne(receiver), &msg);
+  }
+};
+
+void ExpectRefused(const Verdict& v, const std::string& why) {
+  ASSERT_TRUE(v.has_value()) << "accepted; expected: " << why;
+  EXPECT_EQ(v->reason, RejectReason::kBadSharedMemory) << v->ToString();
+  EXPECT_NE(v->detail.find(why), std::string::npos) << v->detail;
+}
+
+TEST(ShmVan, BadDescriptorsAreRefusedWithTheirReason) {
+  Forger f;
+  auto seg = ShmSegment::Create(kJob, 77, 1 << 20, 8);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  auto slot = (*seg)->Reserve(100);
+  ASSERT_TRUE(slot.has_value());
+  std::memset((*seg)->SlotData(*slot), 'x', 100);
+  (*seg)->Publish(*slot);
+  const ShmDescriptor good{1, slot->index, slot->generation, slot->offset, 100, (*seg)->name()};
+
+  // A slot whose owner is still copying into it (or was killed doing so) cannot be claimed.
+  auto writing = (*seg)->Reserve(100);
+  ASSERT_TRUE(writing.has_value());
+  ExpectRefused(f.Deliver({1, writing->index, writing->generation, writing->offset, 100, (*seg)->name()}),
+                "holds no payload of generation");
+
+  ShmDescriptor d = good;
+  d.segment = "/etc-passwd";
+  ExpectRefused(f.Deliver(d), "is not a psformer segment");
+  d.segment = ShmSegmentName(kJob + 1, getpid(), 77);
+  ExpectRefused(f.Deliver(d), "belongs to another job");
+  d = good;
+  d.slot = 5000;
+  ExpectRefused(f.Deliver(d), "slot 5000 is out of range");
+  d = good;
+  d.generation = good.generation + 1;
+  ExpectRefused(f.Deliver(d), "stale, repeated or forged");
+  d = good;
+  d.frame = 7;
+  ExpectRefused(f.Deliver(d), "names frame 7");
+
+  // The good descriptor is honoured once; the same again is stale.
+  {
+    WireMessage msg;
+    RawMessage m;
+    m.peer = "r";
+    m.frames.push_back(EncodeShmEnvelope({good}));
+    proto::Header h;
+    m.frames.push_back(Frame::Own(h.SerializeAsString()));
+    m.frames.push_back(Frame());
+    ASSERT_TRUE(f.sender.Send(std::move(m)).ok());
+    RawMessage got = RecvOne(f.receiver);
+    EXPECT_TRUE(got.transport_error.empty()) << got.transport_error;
+    ASSERT_EQ(got.frames.size(), 2u);
+    EXPECT_EQ(got.frames[1].bytes(), std::string(100, 'x'));
+    EXPECT_FALSE(ParseMessage(std::move(got), &msg).has_value());
+    ExpectRefused(f.Deliver(good), "stale, repeated or forged");
+  }  // released: the slot is free and can be reserved again
+
+  auto again = (*seg)->Reserve(200);
+  ASSERT_TRUE(again.has_value());
+  (*seg)->Publish(*again);
+  d = ShmDescriptor{1, again->index, again->generation, again->offset, 300, (*seg)->name()};
+  ExpectRefused(f.Deliver(d), "says 300 bytes");
+
+  RawMessage truncated;
+  truncated.peer = "r";
+  truncated.frames.push_back(Frame::Copy(EncodeShmEnvelope({good}).bytes().substr(0, 30)));
+  truncated.frames.push_back(Frame::Copy("h"));
+  ASSERT_TRUE(f.sender.Send(std::move(truncated)).ok());
+  WireMessage msg;
+  ExpectRefused(ParseMessage(RecvOne(f.receiver), &msg), "does not hold 1 descriptor");
+}
+
+TEST(ShmVan, NoWireHeaderLooksLikeAnEnvelope) {
+  proto::Header h;
+  h.set_job_id(kJob);
+  h.set_type(proto::PUSH);
+  const RawMessage raw = EncodeMessage("p", h, {});
+  EXPECT_FALSE(IsShmEnvelope(raw.frames[0]));
+  EXPECT_TRUE(IsShmEnvelope(EncodeShmEnvelope({})));
+}
+
+TEST(ShmSegment, NamesParseBackAndOthersDoNot) {
+  auto parts = ParseShmSegmentName(ShmSegmentName(kJob, 4321, 9));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->job_id, kJob);
+  EXPECT_EQ(parts->pid, 4321);
+  EXPECT_EQ(parts->n, 9u);
+  for (const char* bad :
+       {"/psformer-", "/psformer-xyz-1-2", "/other-5eed0000c0ffee01-1-2", "/psformer-5eed0000c0ffee01-1-2/x",
+        "/psformer-5eed0000c0ffee01--2", "/psformer-5eed0000c0ffee01-1-"}) {
+    EXPECT_FALSE(ParseShmSegmentName(bad).has_value()) << bad;
+  }
+}
+
+TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
+  // A child makes a segment and dies without unlinking it, as a killed role would.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto seg = ShmSegment::Create(kJob, 0, 1 << 16, 4);
+    if (!seg.ok()) _exit(1);
+    (void)seg->release();  // never unlinked
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string name = ShmSegmentName(kJob, child, 0);
+  ASSERT_TRUE(SegmentExists(name));
+  auto mine = ShmSegment::Create(kJob, 1, 1 << 16, 4);  // alive: must stay
+  ASSERT_TRUE(mine.ok());
+  EXPECT_GE(RemoveOrphanShmSegments(), 1);
+  EXPECT_FALSE(SegmentExists(name));
+  EXPECT_TRUE(SegmentExists((*mine)->name()));
+  EXPECT_EQ(RemoveShmSegments(kJob + 1, std::nullopt), 0);
+  EXPECT_EQ(RemoveShmSegments(kJob, getpid()), 1);
+  EXPECT_FALSE(SegmentExists((*mine)->name()));
+}
+
+}  // namespace
+}  // namespace psformer

@@ -312,8 +312,10 @@ void ParameterServer::HandlePull(const WireMessage& msg) {
         {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
                                        std::to_string(progress_.applied_step) + " is already applied"});
   }
-  if (h.step() < progress_.applied_step && (!policy_->AppliesWholeSteps() || !optimizer_.has_previous() ||
-                                            h.step() != progress_.applied_step - 1)) {
+  // BSP serves the last step and, while it still has it, the one before (a restarted worker's);
+  // SSP and ASYNC serve the current state to a pull of any step.
+  if (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step &&
+      (!optimizer_.has_previous() || h.step() != progress_.applied_step - 1)) {
     return replies_.Refuse(
         msg.peer, &h,
         {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +

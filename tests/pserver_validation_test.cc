@@ -148,7 +148,14 @@ TEST_F(PserverValidation, RefusesBadMessagesCountsThemAndKeepsServing) {
   ReferenceTrainer ref(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal);
   ref.Step(1);
   EXPECT_TRUE(BitwiseEqual(params, ref.params()));
-  // A stale pull (step 0 after step 1 was applied) is refused and reported to the client.
+  // The state before the last step is kept for a restarted worker: a pull of step 0 still gets it.
+  ASSERT_TRUE(w0->Wait(*w0->Pull(0, params.data())).ok());
+  EXPECT_TRUE(BitwiseEqual(params, init));
+  // Once step 2 is applied, step 0 is stale: refused and reported to the client.
+  const auto h0 = Gradient(0, 2, kTotal), h1 = Gradient(1, 2, kTotal);
+  ASSERT_TRUE(w0->Wait(*w0->Push(2, h0.data(), Tokens(0, 2), 0)).ok());
+  ASSERT_TRUE(w1->Wait(*w1->Push(2, h1.data(), Tokens(1, 2), 0)).ok());
+  ASSERT_TRUE(w0->Wait(*w0->Pull(2, params.data())).ok());
   Status stale = w0->Wait(*w0->Pull(0, params.data()));
   EXPECT_FALSE(stale.ok());
   EXPECT_NE(stale.message().find("stale step"), std::string::npos) << stale.message();

@@ -331,21 +331,21 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     // Resend to the shards that have not answered, backing off (pserver/timing.h).
     const auto interval = RetryInterval(options_.retry_ms, r.sends);
     if (options_.retry_ms > 0 && now - r.sent >= interval) {
-      int resent = 0, shard = 0;
+      std::vector<int> resend;  // a push's piece is sent once its gradient is ready
       for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
-        Part& p = r.parts[part];
-        if (p.answered || !p.sent) continue;  // a push's piece is sent once its gradient is ready
-        PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-        if (resent++ == 0) shard = p.shard;
+        if (!r.parts[part].answered && r.parts[part].sent) resend.push_back(part);
       }
-      if (resent > 0) {
+      if (!resend.empty()) {
+        // Said before sending: a send to a peer that never connected blocks.
         // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
         const bool unusual = r.type != proto::PULL || r.sends >= 3;
         PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer from shard " << shard << " to " << proto::MessageType_Name(r.type)
-            << " of step " << r.step << " after " << interval.count() << " ms; sending it again"
-            << (resent > 1 ? " (" + std::to_string(resent) + " parts in all)" : std::string());
+            << "ps client: no answer from shard " << r.parts[resend[0]].shard << " to "
+            << proto::MessageType_Name(r.type) << " of step " << r.step << " after " << interval.count()
+            << " ms; sending it again"
+            << (resend.size() > 1 ? " (" + std::to_string(resend.size()) + " parts in all)" : std::string());
       }
+      for (int part : resend) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
       r.sent = now;
       ++r.sends;
     }

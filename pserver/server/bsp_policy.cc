@@ -15,14 +15,12 @@ BspPolicy::BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>&
   if (starts_.empty()) starts_.push_back(0);
   starts_.push_back(range.size());
   for (size_t p = 0; p + 1 < starts_.size(); ++p) pieces_.emplace_back(workers, starts_[p + 1] - starts_[p], threads);
-  done_.assign(pieces_.size(), false);
   Restart(0);
 }
 
 void BspPolicy::Restart(int64_t step) {
   step_ = step + 1;
   for (GradientAggregator& piece : pieces_) piece.Begin(step_);
-  std::fill(done_.begin(), done_.end(), false);
   done_count_ = 0;
   std::fill(heard_.begin(), heard_.end(), 0);
 }
@@ -58,7 +56,6 @@ std::optional<AppliedUpdate> BspPolicy::Accept(int worker, WireMessage push, Sha
     PSF_LOG(Warning) << "step " << step << " has no target tokens; its gradient is applied unnormalised";
   }
   optimizer->ApplyPiece(step, p, piece.sum(), piece.total_tokens());  // normalises on the way
-  done_[p] = true;
   AppliedUpdate update;
   update.step = step;
   update.whole_step = ++done_count_ == static_cast<int>(pieces_.size());
@@ -80,7 +77,7 @@ bool BspPolicy::PullReady(const proto::Header& pull, const ShardProgress& p) con
   const uint64_t end = ranged ? pull.end() - range_.begin : range_.size();
   if (pull.step() != step_ || first < 0) return false;
   for (int q = first; q < static_cast<int>(pieces_.size()) && starts_[q] < end; ++q) {
-    if (!done_[q]) return false;
+    if (!pieces_[q].Complete()) return false;  // a piece is applied as soon as it is complete
   }
   return true;
 }

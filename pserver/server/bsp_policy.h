@@ -50,8 +50,7 @@ class BspPolicy : public ConsistencyPolicy {
   std::vector<uint64_t> starts_;  // piece starts, shard offsets, then the shard's size
   std::vector<GradientAggregator> pieces_;
   int64_t step_ = 1;                // the step being collected
-  std::vector<bool> done_;          // per piece: applied in step_
-  int done_count_ = 0;
+  int done_count_ = 0;              // pieces of step_ applied (each when its aggregator completes)
   std::vector<int> heard_;          // per worker: pieces of step_ taken
   std::vector<uint64_t> tokens_;    // per worker: target tokens its pieces of step_ carry
   std::vector<double> loss_;        // ...and summed loss

@@ -26,7 +26,7 @@ int RunBleuCommand(const Args& args) {
   if (!values.count("ref")) {
     std::cerr << "psformer bleu: error: no reference given: add --ref FILE (repeatable)\n"
               << "usage: psformer bleu " << usage << "  (see --help)\n";
-    return 2;
+    return kExitUsage;
   }
 
   const std::string hyp_path = values["hyp"].as<std::string>();

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "launcher/exit_codes.h"
+
 namespace psformer {
 namespace {
 
@@ -34,7 +36,7 @@ pid_t StartProbe(const std::string& host, const HostProbeOptions& options) {
       dup2(null, STDERR_FILENO);
     }
     execvp(argv[0], argv.data());
-    _exit(127);
+    _exit(kExitExecFailed);
   }
   if (pid > 0) setpgid(pid, pid);
   return pid;

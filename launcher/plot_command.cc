@@ -130,7 +130,7 @@ int RunPlotCommand(const Args& args) {
   const std::string size = parsed.values["size"].as<std::string>();
   std::smatch m;
   if (!std::regex_match(size, m, std::regex("([0-9]{2,5})x([0-9]{2,5})"))) {
-    return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", 2);
+    return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", kExitUsage);
   }
   const int width = std::stoi(m[1].str()), height = std::stoi(m[2].str());
 

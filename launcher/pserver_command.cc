@@ -15,7 +15,7 @@
 #include "common/param_layout.h"
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
-#include "launcher/command_line.h"
+#include "launcher/role_arguments.h"
 #include "pserver/server/parameter_server.h"
 
 namespace psformer {
@@ -65,34 +65,27 @@ std::string NewestGoodCheckpoint(const std::string& run_dir, const CheckpointIde
 
 int RunPserverCommand(const Args& args) {
   po::options_description options("pserver options");
-  options.add_options()
-      ("config", po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
-      ("run-dir", po::value<std::string>()->required(), "run directory; checkpoints go to RUN_DIR/checkpoints")
-      ("index", po::value<int>()->required(), "this shard's index, 0 .. cluster.servers-1")
-      ("endpoint", po::value<std::string>()->required(),
-       "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH")
-      ("job-id", po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
-      ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
-      ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
-      ("threads", po::value<int>()->default_value(0),
-       "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
-       "else all cores");
-  ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
+  AddRoleOptions(RoleSlot::Kind::kServer, options);
+  ParsedOptions parsed = ParseOptions("pserver", RoleUsage(RoleSlot::Kind::kServer), args, options);
   if (parsed.exit_status) return *parsed.exit_status;
-  const auto& v = parsed.values;
+  const RoleArguments role = ReadRoleArguments(RoleSlot::Kind::kServer, parsed.values);
 
-  auto config = ResolveConfig(v["config"].as<std::string>(), {});
+  auto config = ResolveConfig(role.config, {});
   if (!config.ok()) return ReportError("pserver", config.status());
-  const int index = v["index"].as<int>();
+  const int index = role.index;
   if (index < 0 || index >= config->cluster().servers()) {
-    return ReportError("pserver", "--index " + std::to_string(index) + " is outside 0.." +
-                                      std::to_string(config->cluster().servers() - 1) + " (cluster.servers)", 2);
+    return ReportError("pserver",
+                       "--index " + std::to_string(index) + " is outside 0.." +
+                           std::to_string(config->cluster().servers() - 1) + " (cluster.servers)",
+                       kExitUsage);
   }
-  if (v["threads"].as<int>() < 0) return ReportError("pserver", "--threads must be >= 0", 2);
+  if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
   const int vocab = ResolvedVocabSize(*config);
   if (vocab <= 0) {
-    return ReportError("pserver", "model.vocab_size is 0 in " + v["config"].as<std::string>() +
-                                      ": a server needs the resolved vocabulary size to know the parameter count", 2);
+    return ReportError("pserver",
+                       "model.vocab_size is 0 in " + role.config +
+                           ": a server needs the resolved vocabulary size to know the parameter count",
+                       kExitUsage);
   }
   SetLogTag("pserver-" + std::to_string(index));
   SetLogLevel(static_cast<LogLevel>(config->logging().level()));
@@ -103,12 +96,12 @@ int RunPserverCommand(const Args& args) {
   o.shard = index;
   o.parameter_count = layout->total_size();
   o.config_digest = ModelConfigDigest(*config, vocab);
-  o.job_id = v["job-id"].as<uint64_t>();
-  o.endpoint = ServerBindEndpoint(*config, v["endpoint"].as<std::string>());
-  o.run_dir = v["run-dir"].as<std::string>();
-  o.resume = v["resume"].as<bool>();
-  o.threads = v["threads"].as<int>();
-  o.incarnation = v["incarnation"].as<uint32_t>();
+  o.job_id = role.job_id;
+  o.endpoint = ServerBindEndpoint(*config, role.endpoint);
+  o.run_dir = role.run_dir;
+  o.resume = role.resume;
+  o.threads = role.threads;
+  o.incarnation = role.incarnation;
   const uint64_t seed = config->training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
@@ -146,7 +139,7 @@ int RunPserverCommand(const Args& args) {
     // would meet the same disk. The job stops here.
     const std::string why = std::to_string(checkpoint_failures.limit) +
                             " checkpoint(s) in a row could not be written; last good checkpoint: " +
-                            NewestGoodCheckpoint(v["run-dir"].as<std::string>(), identity) +
+                            NewestGoodCheckpoint(role.run_dir, identity) +
                             "; stopping the job (checkpoint.max_failures_in_a_row; last error: " +
                             checkpoint_failures.last_error + ")";
     ReportToSupervisor(kReportFatal, why);

@@ -51,7 +51,7 @@ int RunTranslateCommand(const Args& args) {
   if (!valid.ok()) {
     std::cerr << "psformer translate: error: " << valid.message() << "\nusage: psformer translate " << usage
               << "  (see --help)\n";
-    return 2;
+    return kExitUsage;
   }
 
   const std::string model_path = parsed.values["model"].as<std::string>();

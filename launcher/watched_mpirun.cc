@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include "launcher/exit_codes.h"
+
 namespace psformer {
 namespace {
 
@@ -46,7 +48,7 @@ pid_t StartMpirun(const std::vector<std::string>& command) {
     signal(SIGTERM, SIG_DFL);
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "psformer launch: error: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
+    _exit(kExitExecFailed);
   }
   if (pid > 0) setpgid(pid, pid);
   return pid;
@@ -80,7 +82,7 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
 
   const pid_t pid = StartMpirun(options.command);
   if (pid < 0) {
-    result.exit_status = 1;
+    result.exit_status = kExitFailure;
     result.cause = std::string("cannot start mpirun: ") + strerror(errno);
   } else {
     g_mpirun_pid.store(pid);

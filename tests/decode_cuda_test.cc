@@ -8,8 +8,8 @@
 
 #include "tests/cuda_test_util.h"
 #include "tests/decode_test_util.h"
-#include "worker/decode/beam_search.h"
-#include "worker/decode/incremental_decoder.h"
+#include "translate/beam_search.h"
+#include "translate/incremental_decoder.h"
 
 namespace psformer {
 namespace {

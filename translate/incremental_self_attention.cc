@@ -1,4 +1,4 @@
-#include "worker/decode/incremental_self_attention.h"
+#include "translate/incremental_self_attention.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "worker/decode/cached_cross_attention.h"
+#include "translate/cached_cross_attention.h"
 
 #include <cmath>
 #include <utility>

@@ -64,23 +64,13 @@ std::string NewestGoodCheckpoint(const std::string& run_dir, const CheckpointIde
 }  // namespace
 
 int RunPserverCommand(const Args& args) {
-  po::options_description options("pserver options");
-  AddRoleOptions(RoleSlot::Kind::kServer, options);
-  ParsedOptions parsed = ParseOptions("pserver", RoleUsage(RoleSlot::Kind::kServer), args, options);
-  if (parsed.exit_status) return *parsed.exit_status;
-  const RoleArguments role = ReadRoleArguments(RoleSlot::Kind::kServer, parsed.values);
-
-  auto config = ResolveConfig(role.config, {});
-  if (!config.ok()) return ReportError("pserver", config.status());
+  RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kServer, args);
+  if (line.exit_status) return *line.exit_status;
+  const RoleArguments& role = line.arguments;
+  const JobConfig& config = line.config;
   const int index = role.index;
-  if (index < 0 || index >= config->cluster().servers()) {
-    return ReportError("pserver",
-                       "--index " + std::to_string(index) + " is outside 0.." +
-                           std::to_string(config->cluster().servers() - 1) + " (cluster.servers)",
-                       kExitUsage);
-  }
   if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
-  const int vocab = ResolvedVocabSize(*config);
+  const int vocab = ResolvedVocabSize(config);
   if (vocab <= 0) {
     return ReportError("pserver",
                        "model.vocab_size is 0 in " + role.config +
@@ -88,34 +78,34 @@ int RunPserverCommand(const Args& args) {
                        kExitUsage);
   }
   SetLogTag("pserver-" + std::to_string(index));
-  SetLogLevel(static_cast<LogLevel>(config->logging().level()));
+  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
 
-  auto layout = std::make_shared<ParamLayout>(config->model(), vocab);
+  auto layout = std::make_shared<ParamLayout>(config.model(), vocab);
   ParameterServerOptions o;
-  o.config = *config;
+  o.config = config;
   o.shard = index;
   o.parameter_count = layout->total_size();
-  o.config_digest = ModelConfigDigest(*config, vocab);
+  o.config_digest = ModelConfigDigest(config, vocab);
   o.job_id = role.job_id;
-  o.endpoint = ServerBindEndpoint(*config, role.endpoint);
+  o.endpoint = ServerBindEndpoint(config, role.endpoint);
   o.run_dir = role.run_dir;
   o.resume = role.resume;
   o.threads = role.threads;
   o.incarnation = role.incarnation;
-  const uint64_t seed = config->training().seed();
+  const uint64_t seed = config.training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
   // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
   // timeout on a busy machine, and the supervisor must not take that for a hang.
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
+  HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
   CheckpointFailures checkpoint_failures;
-  checkpoint_failures.limit = config->checkpoint().max_failures_in_a_row();
+  checkpoint_failures.limit = config.checkpoint().max_failures_in_a_row();
   o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
     checkpoint_failures.Record(index, step, result);
   };
-  const CheckpointIdentity identity{config->cluster().servers(), o.parameter_count, o.config_digest};
+  const CheckpointIdentity identity{config.cluster().servers(), o.parameter_count, o.config_digest};
 
-  auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
+  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
   if (!van.ok()) return ReportError("pserver", van.status());
   auto server = ParameterServer::Create(std::move(o), std::move(*van));
   if (!server.ok()) return ReportError("pserver", server.status());

@@ -41,8 +41,8 @@ std::string JoinCommas(const std::vector<std::string>& parts) {
 
 std::vector<std::string> RoleArguments::ToArgs() const {
   const bool server = kind == Kind::kServer;
-  std::vector<std::string> args = {server ? "pserver" : "worker",
-                                   Flag(kConfig), config, Flag(kRunDir), run_dir, Flag(kIndex), std::to_string(index)};
+  std::vector<std::string> args = {server ? "pserver" : "worker", Flag(kConfig), config, Flag(kRunDir), run_dir};
+  args.insert(args.end(), {Flag(kIndex), std::to_string(index)});
   if (server) {
     args.insert(args.end(), {Flag(kEndpoint), endpoint});
   } else {
@@ -62,6 +62,7 @@ std::string RoleUsage(Kind kind) {
 
 void AddRoleOptions(Kind kind, po::options_description& options) {
   const bool server = kind == Kind::kServer;
+  // clang-format off
   options.add_options()
       (kConfig, po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
       (kRunDir, po::value<std::string>()->required(),
@@ -89,6 +90,7 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
         (kGpu, po::value<int>()->default_value(-1), "CUDA device ordinal; -1 = CPU backend")
         (kResume, po::bool_switch(), "accepted for symmetry with pserver: workers resume from the servers' step");
   }
+  // clang-format on
 }
 
 RoleArguments ReadRoleArguments(Kind kind, const po::variables_map& values) {
@@ -108,6 +110,35 @@ RoleArguments ReadRoleArguments(Kind kind, const po::variables_map& values) {
     role.gpu = values[kGpu].as<int>();
   }
   return role;
+}
+
+RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
+  const bool server = kind == Kind::kServer;
+  const std::string command = server ? "pserver" : "worker";
+  RoleCommandLine line;
+  po::options_description options(command + " options");
+  AddRoleOptions(kind, options);
+  ParsedOptions parsed = ParseOptions(command, RoleUsage(kind), args, options);
+  if (parsed.exit_status) {
+    line.exit_status = parsed.exit_status;
+    return line;
+  }
+  line.arguments = ReadRoleArguments(kind, parsed.values);
+  auto config = ResolveConfig(line.arguments.config, {});
+  if (!config.ok()) {
+    line.exit_status = ReportError(command, config.status());
+    return line;
+  }
+  line.config = std::move(*config);
+  const int roles = server ? line.config.cluster().servers() : line.config.cluster().workers();
+  if (line.arguments.index < 0 || line.arguments.index >= roles) {
+    line.exit_status =
+        ReportError(command,
+                    "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) +
+                        (server ? " (cluster.servers)" : " (cluster.workers)"),
+                    kExitUsage);
+  }
+  return line;
 }
 
 }  // namespace psformer

@@ -6,9 +6,11 @@
 #define PSFORMER_LAUNCHER_ROLE_ARGUMENTS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/config_loader.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/command_line.h"
 
@@ -43,6 +45,16 @@ void AddRoleOptions(RoleSlot::Kind kind, po::options_description& options);
 // The arguments parsed with the options of AddRoleOptions. REQUIRES: `values` was parsed (and
 // notified) with them; Boost has then checked that the required ones are there.
 RoleArguments ReadRoleArguments(RoleSlot::Kind kind, const po::variables_map& values);
+
+// What a role command starts from: its arguments and the job's config, or the exit status to
+// return at once (after --help, or after saying what was wrong: a usage error, a config that
+// cannot be read, an --index outside the config's cluster.servers or cluster.workers).
+struct RoleCommandLine {
+  RoleArguments arguments;
+  JobConfig config;
+  std::optional<int> exit_status;
+};
+RoleCommandLine ParseRoleCommandLine(RoleSlot::Kind kind, const Args& args);
 
 }  // namespace psformer
 

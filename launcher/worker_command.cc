@@ -11,37 +11,27 @@
 namespace psformer {
 
 int RunWorkerCommand(const Args& args) {
-  po::options_description options("worker options");
-  AddRoleOptions(RoleSlot::Kind::kWorker, options);
-  ParsedOptions parsed = ParseOptions("worker", RoleUsage(RoleSlot::Kind::kWorker), args, options);
-  if (parsed.exit_status) return *parsed.exit_status;
-  const RoleArguments role = ReadRoleArguments(RoleSlot::Kind::kWorker, parsed.values);
-
-  auto config = ResolveConfig(role.config, {});
-  if (!config.ok()) return ReportError("worker", config.status());
+  RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kWorker, args);
+  if (line.exit_status) return *line.exit_status;
+  const RoleArguments& role = line.arguments;
+  const JobConfig& config = line.config;
   WorkerOptions worker;
-  worker.config = *config;
+  worker.config = config;
   worker.index = role.index;
   worker.servers = role.servers;
   worker.job_id = role.job_id;
   worker.incarnation = role.incarnation;
   worker.run_dir = role.run_dir;
   worker.gpu = role.gpu;
-  if (worker.index < 0 || worker.index >= config->cluster().workers()) {
-    return ReportError("worker",
-                       "--index " + std::to_string(worker.index) + " is outside 0.." +
-                           std::to_string(config->cluster().workers() - 1) + " (cluster.workers)",
-                       kExitUsage);
-  }
-  if (static_cast<int>(worker.servers.size()) != config->cluster().servers()) {
+  if (static_cast<int>(worker.servers.size()) != config.cluster().servers()) {
     return ReportError("worker",
                        "--servers names " + std::to_string(worker.servers.size()) +
-                           " endpoint(s) but cluster.servers is " + std::to_string(config->cluster().servers()),
+                           " endpoint(s) but cluster.servers is " + std::to_string(config.cluster().servers()),
                        kExitUsage);
   }
   SetLogTag("worker-" + std::to_string(worker.index));
-  SetLogLevel(static_cast<LogLevel>(config->logging().level()));
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
+  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
+  HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
   // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.
   signal(SIGTERM, [](int) { RequestWorkerStop(); });
   const Status status = RunWorker(worker);

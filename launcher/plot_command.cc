@@ -103,7 +103,7 @@ Status RunGnuplot(const fs::path& dir, const fs::path& script) {
   waitpid(pid, &wait_status, 0);
   std::ifstream in(messages);
   const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitExecFailed) {  // the shell found no gnuplot
     return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) return Status::Internal("gnuplot failed: " + said);

@@ -78,8 +78,7 @@ TEST_F(BeamSearchTest, BeamOneIsGreedy) {
   const BeamSearchOptions options{1, 0.6, 1.0, 4};
   BeamSearch<double> search(config_, vocab_, &backend_, options);
   const std::vector<double> params = testing::RandomParams<double>(search.layout(), 21, 0.3);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<double> device_params = testing::ToDevice(&backend_, params);
   const std::vector<std::vector<int32_t>> sources = {{4, 5, 6}, {11, 3, 7, 8, 9, 10}, {6}, {8, 8, 8, 8}};
   auto result = search.Translate(device_params.data(), sources);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
@@ -115,8 +114,7 @@ TEST_F(BeamSearchTest, WideBeamEqualsExhaustiveSearch) {
     BeamSearch<double> search(config_, vocab_, &backend_, options);
     // Larger weights give peaked distributions, where length matters and ties are unlikely.
     const std::vector<double> params = testing::RandomParams<double>(search.layout(), 5, 0.5);
-    DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-    device_params.Upload(params.data(), params.size());
+    const DeviceBuffer<double> device_params = testing::ToDevice(&backend_, params);
     auto result = search.Translate(device_params.data(), sources);
     ASSERT_TRUE(result.ok()) << result.status().ToString();
     for (size_t s = 0; s < sources.size(); ++s) {
@@ -148,8 +146,7 @@ TEST_F(BeamSearchTest, BatchPreservesOrderAndMatchesSingleSentences) {
   const BeamSearchOptions options{3, 0.6, 1.0, 3};
   BeamSearch<double> search(config_, vocab_, &backend_, options);
   const std::vector<double> params = testing::RandomParams<double>(search.layout(), 9, 0.3);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<double> device_params = testing::ToDevice(&backend_, params);
   const std::vector<std::vector<int32_t>> sources = {{4, 5, 6, 7}, {11}, {9, 3, 9, 3, 9, 3, 9}, {}, {10, 10}};
   auto batch = search.Translate(device_params.data(), sources);
   ASSERT_TRUE(batch.ok());
@@ -165,8 +162,7 @@ TEST_F(BeamSearchTest, RejectsBadSources) {
   vocab_ = 12;
   BeamSearch<double> search(config_, vocab_, &backend_, BeamSearchOptions{});
   const std::vector<double> params = testing::RandomParams<double>(search.layout(), 1);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<double> device_params = testing::ToDevice(&backend_, params);
   EXPECT_FALSE(search.Translate(device_params.data(), {{4}, {12}}).ok());                    // id >= vocab
   EXPECT_FALSE(search.Translate(device_params.data(), {{4, kEosId}}).ok());                  // reserved id
   EXPECT_FALSE(search.Translate(device_params.data(), {std::vector<int32_t>(32, 4)}).ok());  // > max_positions - 1

@@ -20,6 +20,7 @@ namespace {
 
 using testing::BackgroundJob;
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::ModelDigest;
 using testing::RunPsformer;
 using testing::RunShell;
@@ -299,11 +300,9 @@ TEST(Launch, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
   const std::string hostfile = dir.Write("hosts", "nodeA slots=2\nnodeB\n");
   const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 3 --rsh-agent /bin/false -- train " +
                                       kJob + " --run-dir " + dir.File("run"));
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_NE(r.output.find("psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
-                          "(no answer from nodeA, nodeB)"),
-            std::string::npos)
-      << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
+                         "(no answer from nodeA, nodeB)"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
@@ -311,8 +310,7 @@ TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;
   const CommandResult help = RunPsformer("launch --help");
-  EXPECT_EQ(help.exit_status, 0) << help.output;
-  EXPECT_NE(help.output.find("usage: psformer launch --hostfile FILE --np N"), std::string::npos) << help.output;
+  EXPECT_TRUE(EndsSaying(help, 0, "usage: psformer launch --hostfile FILE --np N"));
   EXPECT_NE(help.output.find("--max-restarts"), std::string::npos) << help.output;
 }
 
@@ -320,20 +318,16 @@ TEST(Launch, UsageErrorsSayWhatIsMissing) {
   TempDir dir;
   const std::string hostfile = dir.Write("hosts", "nodeA\n");
   const CommandResult no_train = RunPsformer("launch --hostfile " + hostfile + " -np 1");
-  EXPECT_EQ(no_train.exit_status, 2) << no_train.output;
-  EXPECT_NE(no_train.output.find("after -- comes the train command"), std::string::npos) << no_train.output;
+  EXPECT_TRUE(EndsSaying(no_train, 2, "after -- comes the train command"));
   const CommandResult no_run_dir =
       RunPsformer("launch --hostfile " + hostfile + " -np 1 -- train --config configs/copy.pbtxt");
-  EXPECT_EQ(no_run_dir.exit_status, 2) << no_run_dir.output;
-  EXPECT_NE(no_run_dir.output.find("the train arguments need --run-dir"), std::string::npos) << no_run_dir.output;
+  EXPECT_TRUE(EndsSaying(no_run_dir, 2, "the train arguments need --run-dir"));
   const CommandResult bad_hostfile =
       RunPsformer("launch --hostfile " + dir.Write("bad", "nodeA cores=2\n") + " -np 1 -- train --config " +
                   "configs/copy.pbtxt --run-dir " + dir.File("run"));
-  EXPECT_EQ(bad_hostfile.exit_status, 1) << bad_hostfile.output;
-  EXPECT_NE(bad_hostfile.output.find("psformer launch: error: " + dir.File("bad") +
-                                     ":1: \"cores=2\": expected slots=N after the host name"),
-            std::string::npos)
-      << bad_hostfile.output;
+  EXPECT_TRUE(EndsSaying(
+      bad_hostfile, 1,
+      "psformer launch: error: " + dir.File("bad") + ":1: \"cores=2\": expected slots=N after the host name"));
 }
 
 }  // namespace

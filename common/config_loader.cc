@@ -290,6 +290,7 @@ Status ValidateConfig(const JobConfig& c) {
                 "must be >= 0");
   check.Require(k.frame_bytes() >= 0, "cluster.frame_bytes", Str(k.frame_bytes()), "must be >= 0");
   check.Require(k.retry_ms() > 0, "cluster.retry_ms", Str(k.retry_ms()), "must be > 0");
+  check.Require(k.piece_elements() >= 0, "cluster.piece_elements", Str(k.piece_elements()), "must be >= 0");
   check.Require(!(k.compute_dtype() == proto::ClusterConfig::BF16 && k.backend() == proto::ClusterConfig::CPU),
                 "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
 

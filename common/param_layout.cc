@@ -77,6 +77,25 @@ const ParamTensor& ParamLayout::Get(const std::string& name) const {
   return tensors_.front();
 }
 
+std::vector<uint64_t> ParamLayout::LayerStarts() const {
+  const auto layer_of = [](const std::string& tensor) {
+    const size_t first = tensor.find('.');
+    if (first == std::string::npos) return tensor;
+    const size_t second = tensor.find('.', first + 1);
+    return second == std::string::npos ? tensor : tensor.substr(0, second + 1);
+  };
+  std::vector<uint64_t> starts;
+  std::string layer;
+  for (const ParamTensor& t : tensors_) {
+    std::string of = layer_of(t.name);
+    if (starts.empty() || of != layer) {
+      starts.push_back(t.offset);
+      layer = std::move(of);
+    }
+  }
+  return starts;
+}
+
 ShardRange ShardOf(uint64_t total, int shards, int index) {
   PSF_CHECK(shards > 0 && index >= 0 && index < shards && static_cast<uint64_t>(shards) <= total);
   const uint64_t base = total / shards;

@@ -51,6 +51,10 @@ class ParamLayout {
   uint64_t total_size() const { return total_; }
   // The tensor with this name; aborts if there is none (names are fixed by this file).
   const ParamTensor& Get(const std::string& name) const;
+  // Where each layer begins, ascending, from 0: the embedding, each encoder and decoder layer, each
+  // final norm (PRE_LN). A layer is the run of tensors whose names share the part up to the second
+  // dot ("decoder.3.", "encoder.final_ln."): the ranges backward finishes one at a time.
+  std::vector<uint64_t> LayerStarts() const;
 
  private:
   void Add(const std::string& name, int64_t rows, int64_t cols, ParamInit init);

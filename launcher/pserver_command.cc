@@ -85,6 +85,7 @@ int RunPserverCommand(const Args& args) {
   o.config = config;
   o.shard = index;
   o.parameter_count = layout->total_size();
+  o.layer_starts = layout->LayerStarts();  // the pieces of overlap (workers cut the same)
   o.config_digest = ModelConfigDigest(config, vocab);
   o.job_id = role.job_id;
   o.endpoint = ServerBindEndpoint(config, role.endpoint);

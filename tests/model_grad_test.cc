@@ -260,7 +260,7 @@ TEST_P(GradTransformer, GradientReadyReportsEachLayerOnceItsGradientIsFinal) {
   Vec grad(params.size(), 0.0), seen(params.size(), 0.0);
   std::vector<int> reports(params.size(), 0);
   std::vector<std::pair<uint64_t, uint64_t>> order;
-  model.ForwardBackward(params.data(), b, kKey, grad.data(), [&](uint64_t begin, uint64_t end) {
+  model.ForwardBackward(params.data(), b, kKey, grad.data(), [&](uint64_t begin, uint64_t end, const StepStats&) {
     order.emplace_back(begin, end);
     for (uint64_t i = begin; i < end; ++i) {
       seen[i] = grad[i];

@@ -8,7 +8,9 @@
 #include <mutex>
 
 #include "pserver/wire/bfloat16.h"
+#include "common/crc32c.h"
 #include "pserver/server/shard_optimizer.h"
+#include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {
@@ -50,6 +52,57 @@ std::vector<float> RunBsp(int workers, int servers, int steps, const std::vector
   return params[0];
 }
 
+// The same job with overlap: the vector cut into pieces at `cuts` and every `max_piece` elements.
+// Each worker pushes its gradient in parts as a backward pass would report layers (the last
+// first), the workers' reports interleaved, then pulls the step piece by piece.
+std::vector<float> RunBspInPieces(int workers, int servers, int steps, const std::vector<uint64_t>& cuts,
+                                  int max_piece) {
+  proto::JobConfig config = PsConfig(workers, servers, proto::ClusterConfig::BSP);
+  config.mutable_cluster()->set_piece_elements(max_piece);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, cuts));
+  EXPECT_GT(pieces->pieces().size(), static_cast<size_t>(servers) + 2);  // really cut
+  ServerGroup group(config, kTotal, "", false, 2, cuts);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < workers; ++w) clients.push_back(MakeClient(group, kTotal, w, proto::FLOAT32, 0, proto::WORKER, pieces));
+  std::vector<std::vector<float>> params(workers, std::vector<float>(kTotal));
+  std::vector<PsClient::Ticket> pulls(workers);
+  for (int w = 0; w < workers; ++w) pulls[w] = *clients[w]->Pull(0, params[w].data());
+  // The layers as backward reports them: the last first.
+  std::vector<uint64_t> bounds = cuts;
+  bounds.push_back(0);
+  bounds.push_back(kTotal);
+  std::sort(bounds.begin(), bounds.end());
+  for (int64_t t = 1; t <= steps; ++t) {
+    std::vector<std::vector<float>> grads(workers);
+    std::vector<PsClient::Ticket> pushes(workers);
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_TRUE(clients[w]->Wait(pulls[w]).ok());
+      grads[w] = Gradient(w, t, kTotal);
+      pushes[w] = *clients[w]->BeginPush(t, grads[w].data(), Tokens(w, t), 1.0);
+    }
+    for (size_t layer = bounds.size() - 1; layer > 0; --layer) {
+      for (int w = 0; w < workers; ++w) {
+        EXPECT_TRUE(clients[w]->PushReady(pushes[w], bounds[layer - 1], bounds[layer]).ok());
+      }
+    }
+    for (int w = 0; w < workers; ++w) pulls[w] = *clients[w]->Pull(t, params[w].data());
+    for (int w = 0; w < workers; ++w) {
+      Status s = clients[w]->Wait(pushes[w]);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  for (int w = 0; w < workers; ++w) {
+    Status s = clients[w]->Wait(pulls[w]);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
+  for (int k = 0; k < servers; ++k) {
+    const int shard_pieces = pieces->EndOf(k) - pieces->FirstOf(k);
+    EXPECT_EQ(group.server(k).stats().pieces_applied.load(), static_cast<uint64_t>(shard_pieces * steps));
+  }
+  return params[0];
+}
+
 std::vector<float> Reference(int workers, int steps, bool bf16 = false) {
   ReferenceTrainer ref(PsConfig(workers, 1, proto::ClusterConfig::BSP), kTotal, bf16);
   for (int64_t t = 1; t <= steps; ++t) ref.Step(t);
@@ -73,6 +126,50 @@ TEST(PserverBsp, BitwiseIndependentOfArrivalOrderAndServerCount) {
   size_t differ = 0;
   for (size_t i = 0; i < kTotal; ++i) differ += ((a[i] + b[i]) + c[i]) != ((c[i] + b[i]) + a[i]);
   EXPECT_GT(differ, 0u);
+}
+
+// Overlap: per-piece pushes, updates and pulls give bitwise the weights of whole ones, with one
+// server or several, whether the layers cut the vector or the piece size does.
+TEST(PserverBsp, PiecewisePushesAndPullsGiveTheWeightsOfWholeOnes) {
+  const std::vector<float> expected = Reference(3, 3);
+  const std::vector<uint64_t> layers = {4000, 4001, 9000, 15000, 19990};
+  for (int servers : {1, 3}) {
+    SCOPED_TRACE("servers = " + std::to_string(servers));
+    EXPECT_TRUE(BitwiseEqual(RunBspInPieces(3, servers, 3, layers, 0), expected));
+    EXPECT_TRUE(BitwiseEqual(RunBspInPieces(3, servers, 3, layers, 1500), expected));
+  }
+}
+
+// A pull of the step being applied is answered piece by piece as each piece is updated, before
+// the whole step is; a whole-shard pull of it waits for every piece.
+TEST(PserverBsp, APieceIsServedOnceItsUpdateIsIn) {
+  proto::JobConfig config = PsConfig(2, 1, proto::ClusterConfig::BSP);
+  const std::vector<uint64_t> cuts = {10000};
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, cuts));
+  ASSERT_EQ(pieces->pieces().size(), 2u);
+  ServerGroup group(config, kTotal, "", false, 2, cuts);
+  auto w0 = MakeClient(group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, pieces);
+  auto w1 = MakeClient(group, kTotal, 1, proto::FLOAT32, 0, proto::WORKER, pieces);
+  std::vector<float> p0(kTotal), p1(kTotal);
+  ASSERT_TRUE(w0->Wait(*w0->Pull(0, p0.data())).ok());
+  ASSERT_TRUE(w1->Wait(*w1->Pull(0, p1.data())).ok());
+  const std::vector<float> g0 = Gradient(0, 1, kTotal), g1 = Gradient(1, 1, kTotal);
+  const auto push0 = *w0->BeginPush(1, g0.data(), Tokens(0, 1), 1.0);
+  const auto push1 = *w1->BeginPush(1, g1.data(), Tokens(1, 1), 1.0);
+  // Both workers' upper piece: that piece of step 1 is applied, the lower one is not.
+  ASSERT_TRUE(w0->PushReady(push0, 10000, kTotal).ok());
+  ASSERT_TRUE(w1->PushReady(push1, 10000, kTotal).ok());
+  for (int i = 0; i < 100 && group.server(0).stats().pieces_applied.load() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(group.server(0).stats().pieces_applied.load(), 1u);
+  EXPECT_EQ(group.server(0).stats().applied_step.load(), 0);
+  ASSERT_TRUE(w0->PushReady(push0, 0, 10000).ok());
+  ASSERT_TRUE(w1->PushReady(push1, 0, 10000).ok());
+  ASSERT_TRUE(w0->Wait(push0).ok());
+  ASSERT_TRUE(w1->Wait(push1).ok());
+  ASSERT_TRUE(w0->Wait(*w0->Pull(1, p0.data())).ok());
+  EXPECT_TRUE(BitwiseEqual(p0, Reference(2, 1)));
 }
 
 TEST(PserverBsp, Bf16GradientsMatchTheRoundedReference) {
@@ -112,20 +209,26 @@ TEST(PserverBsp, Bf16PullBringsTheMastersRoundedAndFp32PullTheMastersThemselves)
 // values, while a reply still sending the old one keeps it alive.
 TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
   const proto::JobConfig config = PsConfig(1, 1, proto::ClusterConfig::BSP);
-  ShardOptimizer optimizer(config, 0, 1000, 1);
+  ShardOptimizer optimizer(config, 0, 1000, 1, {0, 300});
   optimizer.Initialize([](uint64_t begin, uint64_t end, float* out) {
     for (uint64_t i = begin; i < end; ++i) out[i - begin] = 0.001f * static_cast<float>(i) + 0.1234567f;
   });
-  const auto first = optimizer.Bf16Snapshot();
-  EXPECT_EQ(optimizer.Bf16Snapshot(), first);  // the same object, not a second rounding
-  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ((*first)[i], FloatToBf16(optimizer.params()[i]));
-  const std::vector<uint16_t> before = *first;
+  const auto view = [](const SnapshotSlice& s) { return static_cast<const uint16_t*>(s.data); };
+  const SnapshotSlice first = optimizer.Slice(false, true, 0, 1000);
+  EXPECT_EQ(view(optimizer.Slice(false, true, 0, 1000)), view(first));  // the same bytes, not a second rounding
+  EXPECT_EQ(view(optimizer.Slice(false, true, 300, 1000)), view(first) + 300);  // a piece of them
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(first)[i], FloatToBf16(optimizer.params()[i]));
+  EXPECT_EQ(first.crc32c, Crc32c(0, first.data, first.bytes));
+  EXPECT_EQ(optimizer.Slice(false, true, 300, 1000).crc32c, Crc32c(0, view(first) + 300, 700 * 2));
+  const std::vector<uint16_t> before(view(first), view(first) + 1000);
   const std::vector<float> grad = Gradient(0, 1, 1000);
   optimizer.Apply(1, grad.data());
-  const auto second = optimizer.Bf16Snapshot();
-  EXPECT_NE(second, first);
-  EXPECT_EQ(*first, before);  // still what it was for whoever holds it
-  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ((*second)[i], FloatToBf16(optimizer.params()[i]));
+  const SnapshotSlice second = optimizer.Slice(false, true, 0, 1000);
+  EXPECT_NE(view(second), view(first));
+  EXPECT_EQ(std::vector<uint16_t>(view(first), view(first) + 1000), before);  // still what it was for its holder
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(second)[i], FloatToBf16(optimizer.params()[i]));
+  const SnapshotSlice exact = optimizer.Slice(false, false, 0, 1000);
+  EXPECT_EQ(exact.crc32c, Crc32c(0, optimizer.params(), 1000 * sizeof(float)));
 }
 
 TEST(PserverBsp, ReplayedPushIsAcknowledgedAsDuplicateAndAppliedOnce) {

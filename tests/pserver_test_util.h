@@ -50,8 +50,9 @@ inline uint64_t Tokens(int w, int64_t t) { return static_cast<uint64_t>(10 + 3 *
 // Servers of one job, each Run on its own thread.
 class ServerGroup {
  public:
+  // `layer_starts`: cuts of the pieces (JobPieceTable), as the pserver command passes the layout's.
   ServerGroup(const proto::JobConfig& config, uint64_t total, const std::string& run_dir = "", bool resume = false,
-              int threads = 2) {
+              int threads = 2, const std::vector<uint64_t>& layer_starts = {}) {
     for (int k = 0; k < config.cluster().servers(); ++k) {
       ParameterServerOptions o;
       o.config = config;
@@ -62,6 +63,7 @@ class ServerGroup {
       o.resume = resume;
       o.threads = threads;
       o.poll_ms = 20;
+      o.layer_starts = layer_starts;
       o.init = [](uint64_t b, uint64_t e, float* out) {
         for (uint64_t i = b; i < e; ++i) out[i - b] = InitValue(i);
       };
@@ -90,8 +92,10 @@ class ServerGroup {
 
 inline std::unique_ptr<PsClient> MakeClient(const ServerGroup& group, uint64_t total, int worker,
                                             proto::DType dtype = proto::FLOAT32, uint32_t incarnation = 0,
-                                            proto::Role role = proto::WORKER) {
+                                            proto::Role role = proto::WORKER,
+                                            std::shared_ptr<const PieceTable> pieces = nullptr) {
   PsClientOptions o;
+  o.pieces = std::move(pieces);
   o.job_id = kJobId;
   o.role = role;
   o.id = static_cast<uint32_t>(worker);

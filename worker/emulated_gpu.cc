@@ -21,15 +21,6 @@ using Clock = std::chrono::steady_clock;
 // as much as writing the values.
 constexpr uint64_t kBlock = 1024;
 
-// The layer a tensor belongs to: its name up to the second dot ("decoder.3.", "encoder.final_ln."),
-// or the whole name ("embedding").
-std::string LayerOf(const std::string& tensor) {
-  const size_t first = tensor.find('.');
-  if (first == std::string::npos) return tensor;
-  const size_t second = tensor.find('.', first + 1);
-  return second == std::string::npos ? tensor : tensor.substr(0, second + 1);
-}
-
 }  // namespace
 
 uint32_t ParameterDigest(const float* params, uint64_t n) { return Crc32c(0, params, n * sizeof(float)); }
@@ -64,17 +55,8 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   PSF_CHECK(vocab > 0);
   const ParamLayout layout(config.model(), vocab);
   n_ = layout.total_size();
-  // The layout adds a layer's tensors one after another, so a layer is a run of tensors.
-  std::string layer;
-  for (const ParamTensor& t : layout.tensors()) {
-    const std::string of = LayerOf(t.name);
-    if (ranges_.empty() || of != layer) {
-      ranges_.push_back({t.offset, t.offset});
-      layer = of;
-    }
-    PSF_CHECK(ranges_.back().second == t.offset);
-    ranges_.back().second = t.offset + t.size();
-  }
+  const std::vector<uint64_t> starts = layout.LayerStarts();
+  for (size_t l = 0; l < starts.size(); ++l) ranges_.push_back({starts[l], l + 1 < starts.size() ? starts[l + 1] : n_});
   std::reverse(ranges_.begin(), ranges_.end());
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
@@ -95,7 +77,7 @@ StepStats EmulatedGpu::Step(int64_t step, const float* params, float* grad, cons
     done += range.second - range.first;
     const auto share = std::chrono::duration_cast<Clock::duration>(backward * (static_cast<double>(done) / n_));
     std::this_thread::sleep_until(start + forward + share);
-    if (ready) ready(range.first, range.second);
+    if (ready) ready(range.first, range.second, stats_);
   }
   return stats_;
 }

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "common/config_loader.h"
 #include "common/duration_text.h"
@@ -26,6 +28,7 @@
 #include "worker/emulated_gpu.h"
 #include "worker/model/transformer.h"
 #include "pserver/client/ps_client.h"
+#include "pserver/wire/piece_table.h"
 #include "worker/valid_bleu.h"
 #include "worker/validation.h"
 
@@ -84,8 +87,13 @@ class WorkerLoop {
   // Trains from step `first` to the end. Returns Aborted when the job rolls back (the client
   // knows where to), OK at the end or when asked to stop.
   Status Train(int64_t first);
-  // Forward and backward of this worker's batch of `step` from params_ into grad_.
-  StepStats ComputeStep(int64_t step);
+  // Forward and backward of this worker's batch of `step` from params_ into grad_. With `ready`,
+  // each layer's gradient is handed over as backward finishes it (already in grad_).
+  StepStats ComputeStep(int64_t step, const GradientReady& ready = nullptr);
+  // The element type of the pull of the parameters after `step` (see Train).
+  proto::DType PullDtype(int64_t step) const;
+  // A pull of the parameters after `step`: the one already in flight if it asks for the same.
+  StatusOr<PsClient::Ticket> PullAfter(int64_t step, proto::DType dtype);
   PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   // After the pull of `step`'s weights: adds the step's global loss, and on logging steps writes
@@ -108,6 +116,11 @@ class WorkerLoop {
   uint64_t n_;
   FaultPlan faults_;
   std::unique_ptr<PsClient> client_;
+  // Overlap (cluster.overlap, BSP): pieces pushed during backward, the next pull sent at once.
+  bool overlap_ = false;
+  std::optional<PsClient::Ticket> pull_;  // sent, not yet waited for...
+  int64_t pull_step_ = -1;                // ...of the parameters after this step,
+  proto::DType pull_dtype_ = proto::FLOAT32;
   std::unique_ptr<RunMetrics> metrics_;  // coordinator: metrics.jsonl and TensorBoard
   // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
   std::unique_ptr<ValidBleu> valid_bleu_;
@@ -140,11 +153,14 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.retry_ms = config_.cluster().retry_ms();
   o.gradient_dtype = config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16
                                                                                         : proto::FLOAT32;
+  o.pieces = std::make_shared<const PieceTable>(
+      JobPieceTable(config_, n_, ParamLayout(config_.model(), vocab_).LayerStarts()));
   return o;
 }
 
 Status WorkerLoop::Run() {
   PSF_RETURN_IF_ERROR(Connect());
+  overlap_ = client_->pieces().pieces().size() > static_cast<size_t>(client_->shards());
   params_.assign(n_, 0.0f);
   grad_.assign(n_, 0.0f);
   if (backend_) {
@@ -184,6 +200,7 @@ Status WorkerLoop::Run() {
       return client_->Goodbye();
     }
     PSF_LOG(Warning) << trained.message();
+    pull_.reset();  // the rollback forgets every request in flight
     PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
     PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
     if (coordinator()) {
@@ -194,23 +211,39 @@ Status WorkerLoop::Run() {
   }
 }
 
+proto::DType WorkerLoop::PullDtype(int64_t step) const {
+  // In bf16 when the config says so, except after the steps that are validated, so that the
+  // metrics describe the fp32 masters. The choice depends on the step alone: every worker,
+  // restarted or not, computes a step from the same values.
+  const auto& t = config_.training();
+  const bool validation_step = t.valid_every() > 0 && step % t.valid_every() == 0;
+  return config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step ? proto::BFLOAT16
+                                                                                          : proto::FLOAT32;
+}
+
+StatusOr<PsClient::Ticket> WorkerLoop::PullAfter(int64_t step, proto::DType dtype) {
+  std::optional<PsClient::Ticket> in_flight = std::exchange(pull_, std::nullopt);
+  if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
+  if (in_flight) {
+    // Asked for something else (a final fp32 pull after a bf16 one): let it finish first, so
+    // that its replies cannot land in params_ later.
+    PSF_RETURN_IF_ERROR(client_->Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
+  }
+  return client_->Pull(step, params_.data(), dtype);
+}
+
 Status WorkerLoop::Train(int64_t first) {
   const auto& t = config_.training();
   Interval& interval = interval_;
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
-    // Parameters after the previous step (BSP: once every worker pushed it). In bf16 when the
-    // config says so, except after the steps that are validated, so that the metrics describe
-    // the fp32 masters. The choice depends on the step alone: every worker, restarted or not,
-    // computes a step from the same values.
-    const bool validation_step = t.valid_every() > 0 && (step - 1) % t.valid_every() == 0;
-    const bool validate =
-        !emulated_ && validation_step && step - 1 >= started_at_ && step - 1 > validated_through_;
-    const proto::DType dtype = config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step
-                                   ? proto::BFLOAT16
-                                   : proto::FLOAT32;
+    // Parameters after the previous step (BSP: once every worker pushed it; with overlap this
+    // pull went out right after the previous step's backward, and its pieces have been arriving
+    // as the servers updated them).
+    const bool validate = !emulated_ && t.valid_every() > 0 && (step - 1) % t.valid_every() == 0 &&
+                          step - 1 >= started_at_ && step - 1 > validated_through_;
     auto pull_start = Clock::now();
-    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(step - 1, params_.data(), dtype));
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(step - 1, PullDtype(step - 1)));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
     interval.wait_s += client_->last_wait_first_reply_s();
     interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
@@ -224,15 +257,40 @@ Status WorkerLoop::Train(int64_t first) {
       if (stop) break;
     }
 
+    // With overlap each layer's gradient is pushed as backward finishes it.
+    std::optional<PsClient::Ticket> push;
+    Status pushing;
+    const GradientReady push_ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
+      if (!pushing.ok()) return;
+      if (!push) {
+        auto begun = client_->BeginPush(step, grad_.data(), static_cast<uint64_t>(s.target_tokens), s.loss_sum);
+        if (!begun.ok()) {
+          pushing = begun.status();
+          return;
+        }
+        push = *begun;
+      }
+      if (backend_) device_grad_.DownloadRange(grad_.data(), begin, end - begin);
+      pushing = client_->PushReady(*push, begin, end);
+    };
     auto compute_start = Clock::now();
-    const StepStats stats = ComputeStep(step);
+    const StepStats stats = ComputeStep(step, overlap_ ? push_ready : nullptr);
     interval.compute_s += Seconds(Clock::now() - compute_start);
+    PSF_RETURN_IF_ERROR(pushing.WithContext("push of step " + std::to_string(step)));
 
-    faults_.At(step);  // injected faults strike between computing and pushing a step
+    faults_.At(step);  // injected faults strike after computing a step, before its push is acknowledged
     auto push_start = Clock::now();
-    PSF_ASSIGN_OR_RETURN(auto push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
-                                                  stats.loss_sum));
-    PSF_RETURN_IF_ERROR(client_->Wait(push).WithContext("push of step " + std::to_string(step)));
+    if (!push) {
+      PSF_ASSIGN_OR_RETURN(push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
+                                               stats.loss_sum));
+    }
+    if (overlap_ && step < t.max_steps()) {
+      // The next step's parameters: each piece is answered as soon as its server has it.
+      PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, params_.data(), PullDtype(step)));
+      pull_step_ = step;
+      pull_dtype_ = PullDtype(step);
+    }
+    PSF_RETURN_IF_ERROR(client_->Wait(*push).WithContext("push of step " + std::to_string(step)));
     interval.push_s += Seconds(Clock::now() - push_start);
 
     interval.loss_sum += stats.loss_sum;
@@ -246,7 +304,7 @@ Status WorkerLoop::Train(int64_t first) {
   const int64_t last_step = std::min<int64_t>(step, t.max_steps());
   if (!emulated_ && step > t.max_steps() && last_step > validated_through_) {
     // The final weights, validated on every worker (early stopping validated already).
-    PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
@@ -254,13 +312,13 @@ Status WorkerLoop::Train(int64_t first) {
   return coordinator() ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
 }
 
-StepStats WorkerLoop::ComputeStep(int64_t step) {
-  if (emulated_) return emulated_->Step(step, params_.data(), grad_.data());
+StepStats WorkerLoop::ComputeStep(int64_t step, const GradientReady& ready) {
+  if (emulated_) return emulated_->Step(step, params_.data(), grad_.data(), ready);
   const Batch batch = source_->TrainBatch(step, options_.index, config_.cluster().workers());
   device_params_.Upload(params_.data(), n_);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
-  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
-  device_grad_.Download(grad_.data(), n_);
+  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
+  if (!ready) device_grad_.Download(grad_.data(), n_);  // else each range was fetched as it was reported
   return stats;
 }
 
@@ -360,7 +418,7 @@ Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
-  PSF_ASSIGN_OR_RETURN(auto pull, client_->Pull(last_step, params_.data()));
+  PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
   PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
   PSF_RETURN_IF_ERROR(MaybeLogStep(last_step));
   ModelFile file;

@@ -14,6 +14,10 @@ namespace {
 
 std::string PeerName(int shard) { return "server-" + std::to_string(shard); }
 
+// A message's sequence names its request and the part of it: replies echo it.
+constexpr uint64_t kMaxParts = uint64_t{1} << 16;
+uint64_t SequenceOf(uint64_t ticket, int part) { return ticket * kMaxParts + static_cast<uint64_t>(part); }
+
 // Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
 struct PushPayload {
   std::vector<uint16_t> bf16;  // (parameter_count) when gradient_dtype is BFLOAT16
@@ -29,7 +33,8 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
   scope_.job_id = options_.job_id;
   scope_.shards = static_cast<int>(options_.servers.size());
   scope_.total = options_.parameter_count;
-  for (int k = 0; k < scope_.shards; ++k) ranges_.push_back(ShardOf(options_.parameter_count, scope_.shards, k));
+  pieces_ = options_.pieces ? options_.pieces
+                            : std::make_shared<const PieceTable>(options_.parameter_count, scope_.shards);
 }
 
 PsClient::~PsClient() = default;
@@ -40,6 +45,14 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, st
     return Status::InvalidArgument("ps client: " + std::to_string(options.parameter_count) +
                                    " parameters cannot be split over " + std::to_string(options.servers.size()) +
                                    " servers");
+  }
+  if (options.pieces && (options.pieces->total() != options.parameter_count ||
+                         options.pieces->shards() != static_cast<int>(options.servers.size()))) {
+    return Status::InvalidArgument("ps client: the piece table is of another vector or server count");
+  }
+  if (options.pieces && options.pieces->pieces().size() >= kMaxParts) {
+    return Status::InvalidArgument("ps client: " + std::to_string(options.pieces->pieces().size()) +
+                                   " pieces; at most " + std::to_string(kMaxParts - 1));
   }
   if (options.gradient_dtype != proto::FLOAT32 && options.gradient_dtype != proto::BFLOAT16) {
     return Status::InvalidArgument("ps client: gradients travel as FLOAT32 or BFLOAT16");
@@ -56,7 +69,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, st
   return client;
 }
 
-proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const {
+proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_t step, uint64_t sequence) const {
   proto::Header h;
   h.set_type(type);
   h.set_job_id(options_.job_id);
@@ -65,28 +78,53 @@ proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_
   h.set_incarnation(options_.incarnation);
   h.set_shard(static_cast<uint32_t>(shard));
   h.set_step(step);
-  h.set_sequence(ticket);
+  h.set_sequence(sequence);
   h.set_epoch(epoch_);
   return h;
 }
 
-StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum) {
-  const Ticket ticket = next_ticket_++;
+std::vector<PsClient::Part> PsClient::PieceParts() const {
+  std::vector<Part> parts;
+  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end});
+  return parts;
+}
+
+std::vector<PsClient::Part> PsClient::ShardParts() const {
+  std::vector<Part> parts;
+  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end});
+  return parts;
+}
+
+PsClient::Request& PsClient::NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts) {
   Request& r = requests_[ticket];
-  r.type = proto::PUSH;
+  r.type = type;
   r.step = step;
-  r.epoch = epoch_;
-  r.answered.assign(shards(), false);
-  r.remaining = shards();
+  r.epoch = type == proto::ROLLBACK ? rollback_epoch_ : epoch_;
+  r.parts = std::move(parts);
+  r.remaining = static_cast<int>(r.parts.size());
+  r.sent = std::chrono::steady_clock::now();
+  r.sends = 1;
+  return r;
+}
+
+StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum) {
+  PSF_ASSIGN_OR_RETURN(Ticket ticket, BeginPush(step, grad, target_tokens, loss_sum));
+  PSF_RETURN_IF_ERROR(PushReady(ticket, 0, options_.parameter_count));
+  return ticket;
+}
+
+StatusOr<PsClient::Ticket> PsClient::BeginPush(int64_t step, const float* grad, uint64_t target_tokens,
+                                               double loss_sum) {
+  const Ticket ticket = next_ticket_++;
+  Request& r = NewRequest(ticket, proto::PUSH, step, PieceParts());
+  r.grad = grad;
   r.target_tokens = target_tokens;
   r.loss_sum = loss_sum;
   auto holder = std::make_unique<PushPayload>();
-  const bool bf16 = options_.gradient_dtype == proto::BFLOAT16;
-  if (bf16) {
+  if (options_.gradient_dtype == proto::BFLOAT16) {
     holder->bf16.resize(options_.parameter_count);
-    FloatsToBf16(grad, options_.parameter_count, holder->bf16.data());
+    r.bf16 = holder->bf16.data();
   }
-  r.payload = bf16 ? static_cast<const void*>(holder->bf16.data()) : static_cast<const void*>(grad);
   // The deleter runs when the last frame referring to the payload is released (on a ZeroMQ
   // thread); it tells Wait that `grad` may be reused.
   r.payload_released = std::make_shared<bool>(false);
@@ -99,56 +137,78 @@ StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint6
         }
         cv->notify_all();
       });
-  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
-  r.sent = std::chrono::steady_clock::now();
-  r.sends = 1;
   return ticket;
 }
 
-Status PsClient::SendTo(Ticket ticket, const Request& r, int k) {
-  proto::Header h = RequestHeader(r.type, k, r.step, ticket);
+Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
+  auto it = requests_.find(ticket);
+  if (it == requests_.end() || it->second.type != proto::PUSH) {
+    return Status::InvalidArgument("ps client: PushReady for " + std::to_string(ticket) + ", not a push in flight");
+  }
+  Request& r = it->second;
+  if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
+  std::vector<Part>& parts = r.parts;
+  // The first part ending after `begin`; parts are sorted and disjoint.
+  auto p = std::upper_bound(parts.begin(), parts.end(), begin, [](uint64_t b, const Part& q) { return b < q.end; });
+  for (; p != parts.end() && p->begin < end; ++p) {
+    p->reported += std::min(end, p->end) - std::max(begin, p->begin);
+    if (p->reported > p->end - p->begin) {
+      return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p->begin) + ", " +
+                                     std::to_string(p->end) + ") reported final more than once");
+    }
+    if (p->reported == p->end - p->begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, static_cast<int>(p - parts.begin())));
+  }
+  r.sent = std::chrono::steady_clock::now();
+  return Status::Ok();
+}
+
+Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
+  Part& p = r.parts[part];
+  proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
   if (r.type == proto::PUSH) {
-    const bool bf16 = options_.gradient_dtype == proto::BFLOAT16;
-    const size_t elem = bf16 ? 2 : 4;
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
-    const char* base = static_cast<const char*>(r.payload) + ranges_[k].begin * elem;
-    AppendViewFrames(base, ranges_[k].size() * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
+    const void* base = r.grad + p.begin;
+    size_t elem = sizeof(float);
+    if (r.bf16 != nullptr) {
+      if (!p.sent) FloatsToBf16(r.grad + p.begin, p.end - p.begin, r.bf16 + p.begin);
+      base = r.bf16 + p.begin;
+      elem = sizeof(uint16_t);
+    }
+    AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
   }
   if (r.type == proto::PULL) h.set_dtype(r.dtype);  // no payload: the type wanted in the answer
   if (r.type == proto::PUSH || r.type == proto::PULL) {
-    h.set_begin(ranges_[k].begin);
-    h.set_end(ranges_[k].end);
+    h.set_begin(p.begin);
+    h.set_end(p.end);
   }
   h.set_epoch(r.epoch);
-  return van_->Send(EncodeMessage(PeerName(k), std::move(h), std::move(payload)));
+  p.sent = true;
+  return van_->Send(EncodeMessage(PeerName(p.shard), std::move(h), std::move(payload)));
 }
 
 StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DType dtype) {
   if (dtype != proto::FLOAT32 && dtype != proto::BFLOAT16) {
     return Status::InvalidArgument("ps client: parameters travel as FLOAT32 or BFLOAT16");
   }
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::PULL, step, dtype));
-  requests_[ticket].params = params;
+  const Ticket ticket = next_ticket_++;
+  Request& r = NewRequest(ticket, proto::PULL, step, PieceParts());
+  r.dtype = dtype;
+  r.params = params;
+  // The pieces the next forward pass needs first go first: the flat vector is in forward order.
+  for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   return ticket;
 }
 
 StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t step, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
-  Request& r = requests_[ticket];
-  r.type = type;
-  r.step = step;
+  Request& r = NewRequest(ticket, type, step, ShardParts());
   r.dtype = dtype;
-  r.epoch = type == proto::ROLLBACK ? rollback_epoch_ : epoch_;
-  r.answered.assign(shards(), false);
-  r.remaining = shards();
   r.epochs.assign(shards(), 0);
   r.epoch_starts.assign(shards(), 0);
-  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
-  r.sent = std::chrono::steady_clock::now();
-  r.sends = 1;
+  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendPart(ticket, r, k));
   return ticket;
 }
 
@@ -163,10 +223,18 @@ void PsClient::HandleReply(RawMessage raw) {
   }
   const proto::Header& h = msg.header;
   if (h.type() == proto::HEARTBEAT) return;
-  auto it = requests_.find(h.sequence());
+  auto it = requests_.find(h.sequence() / kMaxParts);
   const int shard = static_cast<int>(h.shard());
-  if (it == requests_.end() || it->second.answered[shard]) return;  // late or repeated answer.
+  const uint64_t part = h.sequence() % kMaxParts;
+  if (it == requests_.end() || part >= it->second.parts.size()) return;  // late or unknown answer.
   Request& r = it->second;
+  Part& p = r.parts[part];
+  if (p.answered) return;  // a repeated answer
+  if (p.shard != shard) {
+    rejected_.Count(RejectReason::kUnknownSender);
+    PSF_LOG(Warning) << "ps client: ignoring a reply from shard " << shard << " to a request sent to shard " << p.shard;
+    return;
+  }
   if (h.type() == proto::ERROR && h.reject_reason() == static_cast<uint32_t>(RejectReason::kOtherEpoch)) {
     // The job is recovering. A newer epoch is followed; a shard behind ours (it missed our
     // ROLLBACK, or was restarted from an older state) is moved into ours again.
@@ -194,6 +262,12 @@ void PsClient::HandleReply(RawMessage raw) {
                                     proto::MessageType_Name(r.type) + ": " + h.error());
     }
   } else if (r.type == proto::PULL && h.type() == proto::PARAMS) {
+    if (h.begin() != p.begin || h.end() != p.end) {
+      rejected_.Count(RejectReason::kBadRange);
+      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
+                       << shard << ", asked for [" << p.begin << ", " << p.end << ")";
+      return;
+    }
     if (h.dtype() != r.dtype) {
       if (r.error.ok()) {
         r.error = Status::Unavailable("shard " + std::to_string(shard) + " answered a pull for " +
@@ -202,7 +276,7 @@ void PsClient::HandleReply(RawMessage raw) {
     } else {
       CopyPayloadAsFloats(msg, r.params + h.begin());
     }
-    if (shard == 0) {
+    if (h.target_tokens() > 0) {  // every piece of a whole step says the same
       last_pull_loss_sum_ = h.loss_sum();
       last_pull_tokens_ = h.target_tokens();
     }
@@ -216,7 +290,7 @@ void PsClient::HandleReply(RawMessage raw) {
   } else {
     return;  // an answer of the wrong kind does not complete the request.
   }
-  r.answered[shard] = true;
+  p.answered = true;
   --r.remaining;
 }
 
@@ -240,9 +314,11 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     Request& r = it->second;
     const auto now = Clock::now();
     if (now >= deadline) {
+      std::vector<bool> silent(shards(), false);
+      for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
       std::string missing;
       for (int k = 0; k < shards(); ++k) {
-        if (!r.answered[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
       }
       if (grace_ms > 0) {
         PSF_LOG(Warning) << "ps client: no answer to " << proto::MessageType_Name(r.type) << " from shard(s) "
@@ -255,14 +331,20 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     // Resend to the shards that have not answered, backing off (pserver/timing.h).
     const auto interval = RetryInterval(options_.retry_ms, r.sends);
     if (options_.retry_ms > 0 && now - r.sent >= interval) {
-      for (int k = 0; k < shards(); ++k) {
-        if (r.answered[k]) continue;
+      int resent = 0, shard = 0;
+      for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
+        Part& p = r.parts[part];
+        if (p.answered || !p.sent) continue;  // a push's piece is sent once its gradient is ready
+        PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
+        if (resent++ == 0) shard = p.shard;
+      }
+      if (resent > 0) {
         // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
         const bool unusual = r.type != proto::PULL || r.sends >= 3;
         PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer from shard " << k << " to " << proto::MessageType_Name(r.type) << " of step "
-            << r.step << " after " << interval.count() << " ms; sending it again";
-        PSF_RETURN_IF_ERROR(SendTo(ticket, r, k));
+            << "ps client: no answer to " << resent << " part(s) of " << proto::MessageType_Name(r.type)
+            << " of step " << r.step << " (shard " << shard << (resent > 1 ? " and others" : "") << ") after "
+            << interval.count() << " ms; sending again";
       }
       r.sent = now;
       ++r.sends;

@@ -12,6 +12,15 @@
 //
 // Push and Pull return at once with a ticket; the messages of all shards are in flight together,
 // each payload in frames of frame_bytes that ZeroMQ streams while the next is queued.
+//
+// Pieces (pserver/wire/piece_table.h). With a piece table, the vector travels in pieces: a push
+// may be started before backward (BeginPush) and each piece sent as soon as backward reports its
+// gradient final (PushReady), and a pull asks for every piece on its own, so each is answered as
+// soon as its server has updated it:
+//   PSF_ASSIGN_OR_RETURN(auto push, client->BeginPush(t, grad.data(), tokens, loss));
+//   model.ForwardBackward(..., [&](uint64_t b, uint64_t e, const StepStats&) { client->PushReady(push, b, e); });
+//   PSF_ASSIGN_OR_RETURN(auto pull, client->Pull(t, params.data()));  // pieces answered as updated
+//   PSF_RETURN_IF_ERROR(client->Wait(push)); PSF_RETURN_IF_ERROR(client->Wait(pull));
 // Ownership: Push sends fp32 gradients straight from `grad` (no copy), so `grad` must stay alive
 // and unchanged until Wait(ticket) returns; with BF16 it is converted into the client's own buffer
 // and may be reused at once. Pull writes into `params` during Wait; keep it alive until then.
@@ -40,6 +49,7 @@
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
 #include "pserver/wire/message_validator.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 
@@ -55,6 +65,8 @@ struct PsClientOptions {
   int timeout_ms = 600000;           // Wait gives up (Unavailable) after this long without completion.
   int retry_ms = 1000;               // first resend of an unanswered request (cluster.retry_ms).
   int io_threads = 2;                // ZeroMQ I/O threads (when the client makes its own Van).
+  // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
+  std::shared_ptr<const PieceTable> pieces;
 };
 
 class PsClient {
@@ -71,6 +83,10 @@ class PsClient {
   // Sends the gradient of `step` (summed over the worker's batch, not yet divided by tokens) to
   // every shard, with the batch's target tokens and summed loss.   grad: (parameter_count)
   StatusOr<Ticket> Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
+  // The same in parts: BeginPush sends nothing; PushReady says grad[begin, end) is final and
+  // sends every piece whose elements have all been reported. Reports must not overlap.
+  StatusOr<Ticket> BeginPush(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
+  Status PushReady(Ticket ticket, uint64_t begin, uint64_t end);
   // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
   // params: (parameter_count)
   // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into
@@ -114,16 +130,25 @@ class PsClient {
   uint64_t duplicate_acks() const { return duplicate_acks_; }
   // Replies refused by validation (counted by reason).
   const RejectCounters& rejected_replies() const { return rejected_; }
-  int shards() const { return static_cast<int>(ranges_.size()); }
-  ShardRange range(int shard) const { return ranges_[shard]; }
+  int shards() const { return pieces_->shards(); }
+  ShardRange range(int shard) const { return pieces_->shard_range(shard); }
+  const PieceTable& pieces() const { return *pieces_; }
 
  private:
+  // What a request is sent to: a shard, and for PUSH and PULL a run of its pieces.
+  struct Part {
+    int shard = 0;
+    uint64_t begin = 0, end = 0;
+    uint64_t reported = 0;  // PUSH: elements PushReady has reported final
+    bool sent = false;      // PUSH parts go out when their gradient is ready; the others at once
+    bool answered = false;
+  };
   struct Request {
     proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
     int64_t step = 0;
     uint64_t epoch = 0;          // the epoch it is sent in (ROLLBACK: the one it enters).
-    std::vector<bool> answered;  // per shard.
-    int remaining = 0;
+    std::vector<Part> parts;     // Broadcast: one per shard, part k = shard k.
+    int remaining = 0;           // parts not answered
     float* params = nullptr;     // PULL destination.
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;  // HELLO: smallest step reported.
@@ -132,7 +157,8 @@ class PsClient {
     Status error;
     // PUSH: what a resend needs. The payload bytes (the caller's grad, or the bf16 copy that
     // payload_owner keeps) stay valid until Finish.
-    const void* payload = nullptr;
+    const float* grad = nullptr;
+    uint16_t* bf16 = nullptr;    // the bf16 copy, filled part by part as they are sent
     uint64_t target_tokens = 0;
     double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
@@ -140,9 +166,14 @@ class PsClient {
     std::chrono::steady_clock::time_point sent;  // last (re)send.
     int sends = 0;
   };
-  proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, Ticket ticket) const;
+  // A request's parts per piece run: every piece (PUSH, PULL) or one per shard (the rest).
+  std::vector<Part> PieceParts() const;
+  std::vector<Part> ShardParts() const;
+  Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
+  proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, uint64_t sequence) const;
   StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step, proto::DType dtype = proto::FLOAT32);
-  Status SendTo(Ticket ticket, const Request& r, int shard);
+  // Sends part `part` of the request; its sequence names both (SequenceOf).
+  Status SendPart(Ticket ticket, Request& r, int part);
   void HandleReply(RawMessage raw);
   // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:
   // give up after that long and report success (a SHUTDOWN whose ACK is lost with its server).
@@ -154,7 +185,7 @@ class PsClient {
   PsClientOptions options_;
   std::unique_ptr<Van> van_;
   ClientScope scope_;
-  std::vector<ShardRange> ranges_;
+  std::shared_ptr<const PieceTable> pieces_;
   std::map<Ticket, Request> requests_;
   std::vector<Request> retired_;  // aborted pushes whose frames may still be in the transport.
   Ticket next_ticket_ = 1;

@@ -2,8 +2,15 @@
 // until every worker's is in, summed in worker order (GradientAggregator), divided by their total
 // target tokens, and applied as one Adam update at LearningRate(config, t). Since the order of
 // arrival never matters, every run of the same job computes the same bits.
+//
+// With overlap the shard is collected piece by piece (PieceTable): each piece is summed and
+// updated as soon as every worker's share of it is in, and a pull of step t for a piece is
+// answered once that piece of t is applied. The elementwise update makes this bitwise the same
+// as one update of the whole shard.
 #ifndef PSFORMER_PSERVER_SERVER_BSP_POLICY_H_
 #define PSFORMER_PSERVER_SERVER_BSP_POLICY_H_
+
+#include <vector>
 
 #include "pserver/server/consistency_policy.h"
 #include "pserver/server/gradient_aggregator.h"
@@ -12,19 +19,22 @@ namespace psformer {
 
 class BspPolicy : public ConsistencyPolicy {
  public:
-  // The sums fan out to `threads` threads.
-  BspPolicy(int workers, ShardRange range, int threads = 1);
+  // `piece_starts`: where the shard's pieces begin, relative to range.begin (one entry: whole
+  // shard). The sums fan out to `threads` threads.
+  BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts, int threads = 1);
 
-  void Restart(int64_t step) override { aggregator_.Begin(step + 1); }
+  void Restart(int64_t step) override;
   // Only the step being collected: later ones need this step's update first.
-  bool PushTooEarly(int64_t step, const ShardProgress&) const override { return step != aggregator_.step(); }
+  bool PushTooEarly(int64_t step, const ShardProgress&) const override { return step != step_; }
+  std::string Inconsistent(int worker, const proto::Header& push) const override;
   std::optional<AppliedUpdate> Accept(int worker, WireMessage push, ShardOptimizer* optimizer) override;
   // Only the newest applied state is kept.
   bool Overtaken(int64_t step, const ShardProgress& p) const override { return step < p.applied_step; }
-  bool PullReady(const proto::Header& pull, const ShardProgress& p) const override {
-    return p.applied_step >= pull.step();
+  bool PullReady(const proto::Header& pull, const ShardProgress& p) const override;
+  bool InProgress(int64_t step, const ShardProgress& p) const override { return step > p.applied_step; }
+  bool CheckpointReady(int64_t step, const ShardProgress& p) const override {
+    return p.applied_step >= step && done_count_ == 0;
   }
-  bool CheckpointReady(int64_t step, const ShardProgress& p) const override { return p.applied_step >= step; }
   // The cut is "after step": pushes of step + 1 already held are not in it, and a resumed
   // server expects them again.
   std::vector<int64_t> CheckpointWorkerSteps(int64_t step, const ShardProgress& p) const override {
@@ -33,7 +43,17 @@ class BspPolicy : public ConsistencyPolicy {
   bool AppliesWholeSteps() const override { return true; }
 
  private:
-  GradientAggregator aggregator_;
+  int PieceAt(uint64_t begin) const;  // index of the piece starting at shard offset `begin`, or -1
+
+  ShardRange range_;
+  std::vector<uint64_t> starts_;  // piece starts, shard offsets, then the shard's size
+  std::vector<GradientAggregator> pieces_;
+  int64_t step_ = 1;                // the step being collected
+  std::vector<bool> done_;          // per piece: applied in step_
+  int done_count_ = 0;
+  std::vector<int> heard_;          // per worker: pieces of step_ taken
+  std::vector<uint64_t> tokens_;    // per worker: target tokens its pieces of step_ carry
+  std::vector<double> loss_;        // ...and summed loss
 };
 
 }  // namespace psformer

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/param_layout.h"
@@ -37,8 +38,10 @@ struct ShardProgress {
 struct AppliedUpdate {
   int64_t step = 0;
   // Every worker's push of `step` is in (BSP): the shard now stands "after step", the same on
-  // every shard, with the step's summed loss and target tokens.
+  // every shard. Otherwise (BSP with overlap) one more piece of `step` is applied. Either way,
+  // with the step's summed loss and target tokens.
   bool whole_step = false;
+  bool partial = false;  // one piece of `step` applied, not yet all (the shard is between steps)
   double loss_sum = 0;
   uint64_t target_tokens = 0;
 };
@@ -52,12 +55,18 @@ class ConsistencyPolicy {
   // Whether a push of `step` (the sender's next) comes before the parameters it was computed
   // from can exist here: a worker that skipped its pull. Such a push is refused.
   virtual bool PushTooEarly(int64_t step, const ShardProgress& progress) const = 0;
+  // Why worker `worker`'s push (of a piece) contradicts what it pushed before in the same step;
+  // empty when it does not. Such a push is refused.
+  virtual std::string Inconsistent(int /*worker*/, const proto::Header& /*push*/) const { return ""; }
   // Takes worker `worker`'s accepted push and applies what it completes to `optimizer`.
   virtual std::optional<AppliedUpdate> Accept(int worker, WireMessage push, ShardOptimizer* optimizer) = 0;
   // Whether a pull or checkpoint of `step` asks for a state this shard has moved past for good.
   virtual bool Overtaken(int64_t step, const ShardProgress& progress) const = 0;
   // Whether a pull (from a worker or the coordinator) may be answered now; else it waits.
   virtual bool PullReady(const proto::Header& pull, const ShardProgress& progress) const = 0;
+  // Whether a ready pull of `step` reads the update still in progress (BSP with overlap: its
+  // applied pieces) rather than the last finished one.
+  virtual bool InProgress(int64_t /*step*/, const ShardProgress& /*progress*/) const { return false; }
   // Whether the checkpoint of `step` may be written now; else it waits.
   virtual bool CheckpointReady(int64_t step, const ShardProgress& progress) const = 0;
   // The per-worker steps a checkpoint labelled `step` records (what a resumed shard expects next).
@@ -67,10 +76,12 @@ class ConsistencyPolicy {
   virtual bool AppliesWholeSteps() const = 0;
 };
 
-// The policy for config.cluster().consistency(), for the shard `range`; its passes over pushes
-// fan out to `threads` threads.
+// The policy for config.cluster().consistency(), for the shard `range` cut into pieces at
+// `piece_starts` (offsets in the shard; empty = one piece, the only choice outside BSP); its
+// passes over pushes fan out to `threads` threads.
 std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range,
-                                                         int threads = 1);
+                                                         int threads = 1,
+                                                         const std::vector<uint64_t>& piece_starts = {});
 
 }  // namespace psformer
 

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "pserver/timing.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 namespace {
@@ -14,6 +15,15 @@ int UpdateThreads(const ParameterServerOptions& o) {
   if (o.threads > 0) return o.threads;
   if (o.config.cluster().threads_per_process() > 0) return o.config.cluster().threads_per_process();
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Where the shard's pieces begin, as offsets in the shard.
+std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
+  const PieceTable table = JobPieceTable(o.config, o.parameter_count, o.layer_starts);
+  const uint64_t base = table.shard_range(o.shard).begin;
+  std::vector<uint64_t> starts;
+  for (int p = table.FirstOf(o.shard); p < table.EndOf(o.shard); ++p) starts.push_back(table.pieces()[p].begin - base);
+  return starts;
 }
 
 CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
@@ -26,8 +36,9 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
     : options_(std::move(options)),
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
-      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_)),
-      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_))),
+      piece_starts_(ShardPieceStarts(options_)),
+      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_), piece_starts_),
+      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_), piece_starts_)),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),
       replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
@@ -39,7 +50,11 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
   scope_.shard = options_.shard;
   scope_.begin = range_.begin;
   scope_.end = range_.end;
+  for (uint64_t start : piece_starts_) scope_.piece_bounds.push_back(range_.begin + start);
+  scope_.piece_bounds.push_back(range_.end);
   progress_.worker_steps.assign(options_.config.cluster().workers(), 0);
+  heard_.assign(progress_.worker_steps.size(), std::vector<bool>(piece_starts_.size(), false));
+  heard_count_.assign(progress_.worker_steps.size(), 0);
 }
 
 ParameterServer::~ParameterServer() = default;
@@ -194,7 +209,15 @@ void ParameterServer::HandlePush(WireMessage msg) {
   const int w = static_cast<int>(h.sender_id());
   const int64_t step = h.step();
   const int64_t last = progress_.worker_steps[w];
-  if (step <= last) {
+  // The pieces the push covers (the validator checked it names whole pieces of this shard).
+  const auto piece_at = [this](uint64_t x) {
+    return static_cast<int>(std::lower_bound(scope_.piece_bounds.begin(), scope_.piece_bounds.end(), x) -
+                            scope_.piece_bounds.begin());
+  };
+  const int first = piece_at(h.begin()), end = piece_at(h.end());
+  const bool all_heard = step == last + 1 && std::all_of(heard_[w].begin() + first, heard_[w].begin() + end,
+                                                         [](bool heard) { return heard; });
+  if (step <= last || all_heard) {
     // Exactly once: a retry or replay of a push already applied or held.
     stats_.duplicates.fetch_add(1);
     return replies_.Answer(msg.peer, h, proto::ACK, /*duplicate=*/true);
@@ -211,15 +234,43 @@ void ParameterServer::HandlePush(WireMessage msg) {
                                                            " before the parameters it needs exist (last applied step " +
                                                            std::to_string(progress_.applied_step) + ")"});
   }
-  progress_.worker_steps[w] = step;
+  if (const std::string why = policy_->Inconsistent(w, h); !why.empty()) {
+    return replies_.Refuse(msg.peer, &h, {RejectReason::kBadPayload, why});
+  }
   stats_.pushes_accepted.fetch_add(1);
   replies_.Answer(msg.peer, h);
-  if (std::optional<AppliedUpdate> update = policy_->Accept(w, std::move(msg), &optimizer_)) Applied(*update);
+  TakePieces(w, first, end, std::move(msg));
   ServePendingPulls();
   ServePendingCheckpoints();
 }
 
+int ParameterServer::TakePieces(int w, int first, int last, WireMessage msg) {
+  int taken = 0;
+  const int64_t step = msg.header.step();
+  for (int p = first; p < last; ++p) {
+    if (heard_[w][p]) continue;  // a retry covering pieces held already
+    heard_[w][p] = true;
+    ++taken;
+    const uint64_t begin = scope_.piece_bounds[p], end = scope_.piece_bounds[p + 1];
+    WireMessage piece = first + 1 == last ? std::move(msg) : SliceMessage(msg, begin, end);
+    if (++heard_count_[w] == static_cast<int>(heard_[w].size())) {
+      // Every piece of this worker's step is in: the step counts as pushed.
+      progress_.worker_steps[w] = step;
+      std::fill(heard_[w].begin(), heard_[w].end(), false);
+      heard_count_[w] = 0;
+    }
+    if (std::optional<AppliedUpdate> update = policy_->Accept(w, std::move(piece), &optimizer_)) Applied(*update);
+  }
+  return taken;
+}
+
 void ParameterServer::Applied(const AppliedUpdate& update) {
+  stats_.pieces_applied.fetch_add(1);
+  if (update.partial) {
+    next_loss_sum_ = update.loss_sum;
+    next_tokens_ = update.target_tokens;
+    return;
+  }
   progress_.applied_step = std::max(progress_.applied_step, update.step);
   PublishProgress();
   if (!update.whole_step) return;
@@ -235,7 +286,8 @@ void ParameterServer::Applied(const AppliedUpdate& update) {
 
 void ParameterServer::HandlePull(const WireMessage& msg) {
   const proto::Header& h = msg.header;
-  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()]) {
+  // A pull may follow the pieces of its step's push on the wire before all of them are in.
+  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()] + 1) {
     return replies_.Refuse(
         msg.peer, &h,
         {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
@@ -261,17 +313,23 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   proto::Header h = replies_.Header(request, proto::PARAMS);
   const bool bf16 = request.dtype() == proto::BFLOAT16;
   h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+  const bool in_progress = policy_->InProgress(request.step(), progress_);
   // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
-  if (request.step() == progress_.applied_step && applied_tokens_ > 0) {
-    h.set_loss_sum(applied_loss_sum_);
-    h.set_target_tokens(applied_tokens_);
+  const uint64_t tokens = in_progress ? next_tokens_ : applied_tokens_;
+  if ((in_progress || request.step() == progress_.applied_step) && tokens > 0) {
+    h.set_loss_sum(in_progress ? next_loss_sum_ : applied_loss_sum_);
+    h.set_target_tokens(tokens);
   }
-  h.set_begin(range_.begin);
-  h.set_end(range_.end);
+  h.set_begin(request.begin());
+  h.set_end(request.end());
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
-  // The CRC was computed once for the snapshot, not once per reply.
-  const uint32_t crc = bf16 ? optimizer_.Bf16SnapshotCrc32c() : optimizer_.SnapshotCrc32c();
-  replies_.Send(peer, std::move(h), ParamsFrames(&optimizer_, bf16, frame_bytes), crc);
+  // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
+  const SnapshotSlice slice =
+      optimizer_.Slice(in_progress, bf16, request.begin() - range_.begin, request.end() - range_.begin);
+  std::vector<Frame> payload;
+  AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
+                   &payload);
+  replies_.Send(peer, std::move(h), std::move(payload), slice.crc32c);
   stats_.pulls_answered.fetch_add(1);
   if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
 }
@@ -318,6 +376,12 @@ Status ParameterServer::CheckpointLastStep() {
   const int64_t step = progress_.applied_step;
   if (!checkpointer_.enabled() || !policy_->AppliesWholeSteps() || step == 0) return Status::Ok();
   if (checkpointer_.Complete(step)) return Status::Ok();
+  if (optimizer_.pieces_in_progress() > 0) {
+    // Some pieces of the next step are applied: neither step's state is whole here.
+    return Status::Unavailable("shard " + std::to_string(options_.shard) + " stopped halfway through step " +
+                                      std::to_string(step + 1) + "; the checkpoint of step " + std::to_string(step) +
+                                      " cannot be written from it");
+  }
   return WriteCheckpoint(step);
 }
 
@@ -360,7 +424,10 @@ Status ParameterServer::RestoreTo(int64_t step) {
     optimizer_.Restore(std::move(loaded));
   }
   progress_.applied_step = step;
+  for (auto& heard : heard_) std::fill(heard.begin(), heard.end(), false);
+  std::fill(heard_count_.begin(), heard_count_.end(), 0);
   applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.
+  next_tokens_ = 0;
   PublishProgress();
   policy_->Restart(step);
   return Status::Ok();

@@ -55,6 +55,9 @@ struct ParameterServerOptions {
   // Called on the serving thread after each attempt to write this shard's checkpoint, with its
   // result: how the command hears of a failure, which does not stop the server by itself.
   std::function<void(int64_t step, const Status& result)> on_checkpoint;
+  // Where the model's layers begin (ParamLayout::LayerStarts): with cluster.overlap under BSP the
+  // shard is collected and updated in pieces cut there (JobPieceTable). Empty: whole shards.
+  std::vector<uint64_t> layer_starts;
 };
 
 // Counters, readable from any thread while Run works.
@@ -62,6 +65,7 @@ struct ParameterServerStats {
   std::atomic<uint64_t> pushes_accepted{0};
   std::atomic<uint64_t> duplicates{0};
   std::atomic<uint64_t> updates{0};
+  std::atomic<uint64_t> pieces_applied{0};  // piece updates (BSP with overlap; else one per update)
   std::atomic<uint64_t> pulls_answered{0};
   std::atomic<uint64_t> bf16_pulls_answered{0};  // of pulls_answered: in bf16 (cluster.param_dtype)
   std::atomic<uint64_t> checkpoints_written{0};
@@ -99,6 +103,9 @@ class ParameterServer {
   Verdict CheckIncarnation(const proto::Header& h);
   void HandleHello(const WireMessage& msg);
   void HandlePush(WireMessage msg);
+  // Takes the pieces [first, last) of an accepted push (or its retry) not yet heard from worker `w`.
+  // Returns how many were new.
+  int TakePieces(int w, int first, int last, WireMessage msg);
   void HandlePull(const WireMessage& msg);
   void HandleCheckpoint(const WireMessage& msg);
   void HandleRollback(const WireMessage& msg);
@@ -118,6 +125,7 @@ class ParameterServer {
   std::unique_ptr<Van> van_;
   std::string endpoint_;
   ShardRange range_;
+  std::vector<uint64_t> piece_starts_;  // the shard's pieces, offsets in the shard
   ServerScope scope_;
   ShardOptimizer optimizer_;
   std::unique_ptr<ConsistencyPolicy> policy_;
@@ -127,8 +135,14 @@ class ParameterServer {
   ReplySender replies_;
   ShardProgress progress_;
   std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker.
+  // Per worker, the pieces of its next step (worker_steps + 1) already taken; once all are in,
+  // that step counts as pushed.
+  std::vector<std::vector<bool>> heard_;
+  std::vector<int> heard_count_;
   double applied_loss_sum_ = 0;         // summed loss and target tokens of every worker's batch of
-  uint64_t applied_tokens_ = 0;         // the last whole step applied (sent with its PARAMS).
+  uint64_t applied_tokens_ = 0;         // the last whole step applied (sent with its PARAMS)...
+  double next_loss_sum_ = 0;            // ...and of the step whose pieces are being applied.
+  uint64_t next_tokens_ = 0;
   PendingRequests pending_pulls_;
   PendingRequests pending_checkpoints_;
   Status fatal_;  // a rollback that could not load its checkpoint.

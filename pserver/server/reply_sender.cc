@@ -57,18 +57,4 @@ void ReplySender::Refuse(const std::string& peer, const proto::Header* request, 
   Send(peer, std::move(h));
 }
 
-std::vector<Frame> ParamsFrames(ShardOptimizer* optimizer, bool bf16, size_t frame_bytes) {
-  std::vector<Frame> payload;
-  if (bf16) {
-    std::shared_ptr<const std::vector<uint16_t>> rounded = optimizer->Bf16Snapshot();
-    AppendViewFrames(rounded->data(), rounded->size() * sizeof(uint16_t), frame_bytes, sizeof(uint16_t), rounded,
-                     &payload);
-  } else {
-    std::shared_ptr<const std::vector<float>> snapshot = optimizer->Snapshot();
-    AppendViewFrames(snapshot->data(), snapshot->size() * sizeof(float), frame_bytes, sizeof(float), snapshot,
-                     &payload);
-  }
-  return payload;
-}
-
 }  // namespace psformer

@@ -1,7 +1,6 @@
 // ReplySender: how a parameter shard answers. Every reply carries the shard's identity, the
 // request's step and sequence (so the client matches it to its request) and the shard's
-// recovery epoch; a refusal is an ERROR with its reason, counted and logged. PARAMS payloads
-// are framed straight from the optimizer's snapshot.
+// recovery epoch; a refusal is an ERROR with its reason, counted and logged.
 //
 // Thread safety: one thread (the server loop).
 #ifndef PSFORMER_PSERVER_SERVER_REPLY_SENDER_H_
@@ -14,7 +13,6 @@
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
 #include "pserver/recovery/recovery_epoch.h"
-#include "pserver/server/shard_optimizer.h"
 #include "pserver/wire/reject_reason.h"
 
 namespace psformer {
@@ -47,10 +45,6 @@ class ReplySender {
   const RecoveryEpoch* epoch_;
   RejectCounters* rejected_;
 };
-
-// The payload of a PARAMS reply: the shard's parameters as they are now, fp32 or (`bf16`)
-// rounded to bf16, in frames of `frame_bytes` that share the optimizer's snapshot (no copy).
-std::vector<Frame> ParamsFrames(ShardOptimizer* optimizer, bool bf16, size_t frame_bytes);
 
 }  // namespace psformer
 

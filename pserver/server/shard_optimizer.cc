@@ -16,9 +16,9 @@ namespace {
 // the L2 cache between the update and the checksums that read it back.
 constexpr size_t kBlock = 8192;
 
-// Per-piece CRC-32Cs of a pass, combined in piece order.
-struct PieceCrcs {
-  explicit PieceCrcs(int pieces) : crc(pieces, 0), bytes(pieces, 0) {}
+// Per-thread CRC-32Cs of a pass, combined in order.
+struct PartCrcs {
+  explicit PartCrcs(int parts) : crc(parts, 0), bytes(parts, 0) {}
   uint32_t Combined() const {
     uint32_t whole = 0;
     for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], bytes[p]);
@@ -30,25 +30,30 @@ struct PieceCrcs {
 
 }  // namespace
 
-ShardOptimizer::ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads)
+ShardOptimizer::ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads,
+                               std::vector<uint64_t> piece_starts)
     : config_(config),
       threads_(threads),
       bf16_pulls_(config.cluster().param_dtype() == proto::ClusterConfig::BF16),
+      piece_starts_(std::move(piece_starts)),
       params_(end - begin),
       m_(end - begin),
       v_(end - begin) {
   hyper_.beta1 = config.optimizer().beta1();
   hyper_.beta2 = config.optimizer().beta2();
   hyper_.epsilon = config.optimizer().epsilon();
+  if (piece_starts_.empty()) piece_starts_.push_back(0);
+  PSF_CHECK(piece_starts_.front() == 0 && std::is_sorted(piece_starts_.begin(), piece_starts_.end()) &&
+            piece_starts_.back() < std::max<uint64_t>(1, end - begin));
 }
 
 void ShardOptimizer::Initialize(const std::function<void(uint64_t, uint64_t, float*)>& init) {
   std::fill(m_.begin(), m_.end(), 0.0f);
   std::fill(v_.begin(), v_.end(), 0.0f);
   updates_ = 0;
-  snapshot_.reset();
-  bf16_snapshot_.reset();
-  snapshot_updates_ = ~0ull;
+  pieces_applied_ = 0;
+  current_.reset();
+  next_.reset();
   init(0, params_.size(), params_.data());
 }
 
@@ -58,35 +63,46 @@ void ShardOptimizer::Restore(ShardCheckpoint checkpoint) {
   m_ = std::move(checkpoint.m);
   v_ = std::move(checkpoint.v);
   updates_ = checkpoint.updates;
-  snapshot_.reset();
-  bf16_snapshot_.reset();
-  snapshot_updates_ = ~0ull;
+  pieces_applied_ = 0;
+  current_.reset();
+  next_.reset();
 }
 
-template <typename T>
-std::shared_ptr<std::vector<T>> ShardOptimizer::Recycle(std::shared_ptr<const std::vector<T>>* old, size_t n) {
-  std::shared_ptr<std::vector<T>> fresh;
-  if (*old && old->use_count() == 1) fresh = std::const_pointer_cast<std::vector<T>>(*old);
-  old->reset();
-  return fresh ? fresh : std::make_shared<std::vector<T>>(n);
+std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
+  std::shared_ptr<Snapshot> fresh;
+  if (spare_ && spare_.use_count() == 1) fresh = std::move(spare_);
+  spare_.reset();
+  if (!fresh) {
+    fresh = std::make_shared<Snapshot>();
+    fresh->values.resize(params_.size());
+  }
+  fresh->has_rounded = bf16_pulls_;
+  if (bf16_pulls_) fresh->rounded.resize(params_.size());
+  fresh->crc.assign(piece_count(), 0);
+  fresh->crc16.assign(piece_count(), 0);
+  return fresh;
 }
 
 void ShardOptimizer::Apply(int64_t step, const float* grad, uint64_t target_tokens) {
-  ++updates_;
-  const AdamStepConstants k = AdamConstants(hyper_, static_cast<int64_t>(updates_), LearningRate(config_, step));
-  const size_t n = params_.size();
-  const std::shared_ptr<std::vector<float>> exact = Recycle(&snapshot_, n);
-  const std::shared_ptr<std::vector<uint16_t>> rounded = bf16_pulls_ ? Recycle(&bf16_snapshot_, n) : nullptr;
-  bf16_snapshot_.reset();
-  const int pieces = ParallelPieces(threads_, n, kBlock);
-  PieceCrcs exact_crc(pieces), rounded_crc(pieces);
+  for (int p = 0; p < piece_count(); ++p) ApplyPiece(step, p, grad + piece_starts_[p], target_tokens);
+  FinishStep();
+}
+
+void ShardOptimizer::ApplyPiece(int64_t step, int piece, const float* grad, uint64_t target_tokens) {
+  const AdamStepConstants k = AdamConstants(hyper_, static_cast<int64_t>(updates_ + 1), LearningRate(config_, step));
+  if (!next_) next_ = FreshSnapshot();
+  Snapshot& snap = *next_;
+  const size_t offset = piece_starts_[piece];
+  const size_t n = PieceEnd(piece) - offset;
+  const int parts = ParallelPieces(threads_, n, kBlock);
+  PartCrcs exact_crc(parts), rounded_crc(parts);
   const float tokens = static_cast<float>(target_tokens);
-  float* param = params_.data();
-  float* m = m_.data();
-  float* v = v_.data();
-  float* out = exact->data();
-  uint16_t* out16 = rounded ? rounded->data() : nullptr;
-  ParallelFor(threads_, n, kBlock, [&](int piece, size_t begin, size_t end) {
+  float* param = params_.data() + offset;
+  float* m = m_.data() + offset;
+  float* v = v_.data() + offset;
+  float* out = snap.values.data() + offset;
+  uint16_t* out16 = bf16_pulls_ ? snap.rounded.data() + offset : nullptr;
+  ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t e = std::min(end, b + kBlock);
       if (target_tokens > 0) {
@@ -96,66 +112,95 @@ void ShardOptimizer::Apply(int64_t step, const float* grad, uint64_t target_toke
       } else {
         for (size_t i = b; i < e; ++i) out[i] = param[i] = AdamElement(k, grad[i], param[i], &m[i], &v[i]);
       }
-      exact_crc.crc[piece] = Crc32c(exact_crc.crc[piece], out + b, (e - b) * sizeof(float));
+      exact_crc.crc[part] = Crc32c(exact_crc.crc[part], out + b, (e - b) * sizeof(float));
       if (out16 != nullptr) {
         FloatsToBf16(out + b, e - b, out16 + b);
-        rounded_crc.crc[piece] = Crc32c(rounded_crc.crc[piece], out16 + b, (e - b) * sizeof(uint16_t));
+        rounded_crc.crc[part] = Crc32c(rounded_crc.crc[part], out16 + b, (e - b) * sizeof(uint16_t));
       }
     }
-    exact_crc.bytes[piece] = (end - begin) * sizeof(float);
-    rounded_crc.bytes[piece] = (end - begin) * sizeof(uint16_t);
+    exact_crc.bytes[part] = (end - begin) * sizeof(float);
+    rounded_crc.bytes[part] = (end - begin) * sizeof(uint16_t);
   });
-  snapshot_ = exact;
-  snapshot_crc_ = exact_crc.Combined();
-  snapshot_updates_ = updates_;
-  if (rounded) {
-    bf16_snapshot_ = rounded;
-    bf16_crc_ = rounded_crc.Combined();
+  snap.crc[piece] = exact_crc.Combined();
+  snap.crc16[piece] = rounded_crc.Combined();
+  ++pieces_applied_;
+}
+
+void ShardOptimizer::FinishStep() {
+  PSF_CHECK(next_ && pieces_applied_ == piece_count());
+  ++updates_;
+  pieces_applied_ = 0;
+  spare_ = std::move(current_);
+  current_ = std::move(next_);
+}
+
+const std::shared_ptr<ShardOptimizer::Snapshot>& ShardOptimizer::Current() {
+  if (current_) return current_;
+  // Only before the first update after Initialize or Restore: updates make the others.
+  std::shared_ptr<Snapshot> fresh = FreshSnapshot();
+  fresh->has_rounded = false;
+  for (int p = 0; p < piece_count(); ++p) {
+    const size_t offset = piece_starts_[p], n = PieceEnd(p) - offset;
+    PartCrcs crc(ParallelPieces(threads_, n, kBlock));
+    ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
+      std::memcpy(fresh->values.data() + offset + begin, params_.data() + offset + begin, (end - begin) * sizeof(float));
+      crc.crc[part] = Crc32c(0, fresh->values.data() + offset + begin, (end - begin) * sizeof(float));
+      crc.bytes[part] = (end - begin) * sizeof(float);
+    });
+    fresh->crc[p] = crc.Combined();
   }
+  current_ = std::move(fresh);
+  return current_;
 }
 
-std::shared_ptr<const std::vector<float>> ShardOptimizer::Snapshot() {
-  if (snapshot_ && snapshot_updates_ == updates_) return snapshot_;
-  // Only before the first update after Initialize or Restore: Apply makes the others.
-  const size_t n = params_.size();
-  const std::shared_ptr<std::vector<float>> fresh = Recycle(&snapshot_, n);
-  bf16_snapshot_.reset();  // rounded from the old values
-  PieceCrcs crc(ParallelPieces(threads_, n, kBlock));
-  ParallelFor(threads_, n, kBlock, [&](int piece, size_t begin, size_t end) {
-    std::memcpy(fresh->data() + begin, params_.data() + begin, (end - begin) * sizeof(float));
-    crc.crc[piece] = Crc32c(0, fresh->data() + begin, (end - begin) * sizeof(float));
-    crc.bytes[piece] = (end - begin) * sizeof(float);
-  });
-  snapshot_ = fresh;
-  snapshot_crc_ = crc.Combined();
-  snapshot_updates_ = updates_;
-  return snapshot_;
+void ShardOptimizer::Round(Snapshot* s) {
+  s->rounded.resize(params_.size());
+  for (int p = 0; p < piece_count(); ++p) {
+    const size_t offset = piece_starts_[p], n = PieceEnd(p) - offset;
+    PartCrcs crc(ParallelPieces(threads_, n, kBlock));
+    ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
+      FloatsToBf16(s->values.data() + offset + begin, end - begin, s->rounded.data() + offset + begin);
+      crc.crc[part] = Crc32c(0, s->rounded.data() + offset + begin, (end - begin) * sizeof(uint16_t));
+      crc.bytes[part] = (end - begin) * sizeof(uint16_t);
+    });
+    s->crc16[p] = crc.Combined();
+  }
+  s->has_rounded = true;
 }
 
-std::shared_ptr<const std::vector<uint16_t>> ShardOptimizer::Bf16Snapshot() {
-  const std::shared_ptr<const std::vector<float>> exact = Snapshot();  // drops a stale bf16 copy
-  if (bf16_snapshot_) return bf16_snapshot_;
-  const size_t n = exact->size();
-  auto rounded = std::make_shared<std::vector<uint16_t>>(n);
-  PieceCrcs crc(ParallelPieces(threads_, n, kBlock));
-  ParallelFor(threads_, n, kBlock, [&](int piece, size_t begin, size_t end) {
-    FloatsToBf16(exact->data() + begin, end - begin, rounded->data() + begin);
-    crc.crc[piece] = Crc32c(0, rounded->data() + begin, (end - begin) * sizeof(uint16_t));
-    crc.bytes[piece] = (end - begin) * sizeof(uint16_t);
-  });
-  bf16_snapshot_ = std::move(rounded);
-  bf16_crc_ = crc.Combined();
-  return bf16_snapshot_;
-}
-
-uint32_t ShardOptimizer::SnapshotCrc32c() {
-  Snapshot();
-  return snapshot_crc_;
-}
-
-uint32_t ShardOptimizer::Bf16SnapshotCrc32c() {
-  Bf16Snapshot();
-  return bf16_crc_;
+SnapshotSlice ShardOptimizer::Slice(bool in_progress, bool bf16, uint64_t begin, uint64_t end) {
+  PSF_CHECK(begin < end && end <= params_.size());
+  std::shared_ptr<Snapshot> snap = in_progress ? next_ : Current();
+  PSF_CHECK(snap != nullptr);
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  const auto first = std::lower_bound(piece_starts_.begin(), piece_starts_.end(), begin);
+  const auto last = std::lower_bound(piece_starts_.begin(), piece_starts_.end(), end);
+  const bool whole_pieces = first != piece_starts_.end() && *first == begin &&
+                            (end == params_.size() || (last != piece_starts_.end() && *last == end));
+  if (bf16 && !snap->has_rounded) {
+    if (!in_progress && whole_pieces) {
+      Round(snap.get());  // once per update: every later bf16 pull of it shares the rounding
+    } else {
+      // A piece of an update in progress in a job that pulls fp32: round just this range.
+      auto copy = std::make_shared<std::vector<uint16_t>>(end - begin);
+      FloatsToBf16(snap->values.data() + begin, end - begin, copy->data());
+      const uint32_t crc = Crc32c(0, copy->data(), copy->size() * elem);
+      return SnapshotSlice{copy, copy->data(), copy->size() * elem, crc};
+    }
+  }
+  const void* data = bf16 ? static_cast<const void*>(snap->rounded.data() + begin)
+                          : static_cast<const void*>(snap->values.data() + begin);
+  const size_t bytes = (end - begin) * elem;
+  uint32_t crc = 0;
+  if (whole_pieces) {
+    const std::vector<uint32_t>& crcs = bf16 ? snap->crc16 : snap->crc;
+    for (auto p = first - piece_starts_.begin(); p < last - piece_starts_.begin(); ++p) {
+      crc = Crc32cCombine(crc, crcs[p], (PieceEnd(static_cast<int>(p)) - piece_starts_[p]) * elem);
+    }
+  } else {
+    crc = Crc32c(0, data, bytes);
+  }
+  return SnapshotSlice{std::shared_ptr<const void>(snap, data), data, bytes, crc};
 }
 
 }  // namespace psformer

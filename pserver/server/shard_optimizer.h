@@ -1,13 +1,19 @@
 // ShardOptimizer: one shard's fp32 parameters and Adam moments, and the update applied to them.
 // The learning rate comes from the paper's schedule at the step the gradient belongs to; Adam's
 // bias correction counts updates applied (in BSP one per step, so the two agree; in SSP and async
-// every push is an update). Replies to pulls are served from a snapshot taken after an update,
-// so a reply still being sent never sees a later update half-applied.
+// every push is an update).
 //
-// Each update is one pass over the shard, split across `threads` threads (ParallelFor): the
-// gradient's normalisation, Adam, the snapshot for pulls (and its bf16 rounding when the job
-// pulls bf16) and their CRC-32Cs, block by block while a block is in cache. Every float is
-// computed elementwise, so the split changes no result; the CRCs of the pieces are combined.
+// An update may be applied piece by piece (BSP with overlap: each piece as soon as every worker's
+// share of it is in): ApplyPiece for each piece of the shard, in any order, then FinishStep.
+// Pulls are served from snapshots, never from the live parameters: the snapshot of the last
+// finished update (complete), and the one the update in progress is filling piece by piece
+// (each piece readable once applied), so a reply still being sent never sees a later update.
+//
+// Each piece's update is one pass, split across `threads` threads (ParallelFor): the gradient's
+// normalisation, Adam, the snapshot copy (and its bf16 rounding when the job pulls bf16) and
+// their CRC-32Cs, block by block while a block is in cache. Every float is computed elementwise,
+// so neither the split into pieces nor into threads changes a result; CRCs are kept per piece
+// and combined for a run of pieces.
 //
 // Thread safety: one thread (the server loop); the passes fan out to `threads` threads.
 #ifndef PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_
@@ -24,10 +30,20 @@
 
 namespace psformer {
 
+// Read-only bytes of a snapshot, kept alive by `owner`, with their CRC-32C.
+struct SnapshotSlice {
+  std::shared_ptr<const void> owner;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
 class ShardOptimizer {
  public:
   // Elements [begin, end) of the flat vector; `config` supplies optimizer and schedule.
-  ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads);
+  // `piece_starts`: where the shard's pieces begin, relative to `begin` (empty: one piece).
+  ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads,
+                 std::vector<uint64_t> piece_starts = {});
 
   // Fills the parameters with init(begin, end, out); moments to zero.
   void Initialize(const std::function<void(uint64_t, uint64_t, float*)>& init);
@@ -35,42 +51,57 @@ class ShardOptimizer {
   void Restore(ShardCheckpoint checkpoint);
 
   // One Adam update for step `step` with gradient `grad` (size()), divided on the way by
-  // target_tokens when that is > 0 (exactly NormalizeGradient's division; 0 = already normalised).
-  // Also makes the snapshots pulls are served from, in the same pass.
+  // target_tokens when that is > 0 (exactly NormalizeGradient's division; 0 = already normalised):
+  // ApplyPiece over the whole shard, then FinishStep.
   void Apply(int64_t step, const float* grad, uint64_t target_tokens = 0);
+  // Applies step `step`'s update to piece `piece` (an index into piece_starts) with its gradient
+  // `grad` (the piece's elements). REQUIRES: each piece at most once between FinishSteps.
+  void ApplyPiece(int64_t step, int piece, const float* grad, uint64_t target_tokens);
+  // Every piece has been applied: counts the update and makes its snapshot the complete one.
+  void FinishStep();
+  // Pieces applied since the last FinishStep (checkpoints wait for 0: the moments are live).
+  int pieces_in_progress() const { return pieces_applied_; }
 
   uint64_t size() const { return params_.size(); }
+  int piece_count() const { return static_cast<int>(piece_starts_.size()); }
   uint64_t updates() const { return updates_; }
   const float* params() const { return params_.data(); }  // (size())
   const float* m() const { return m_.data(); }            // (size())
   const float* v() const { return v_.data(); }            // (size())
 
-  // The parameters as they are now, shared read-only; copied at most once per update.
-  std::shared_ptr<const std::vector<float>> Snapshot();
-  // The same rounded to bf16 (pulls for BFLOAT16), also made at most once per update: under BSP
-  // every worker pulls the same step, and one rounding serves them all.
-  std::shared_ptr<const std::vector<uint16_t>> Bf16Snapshot();
-  // CRC-32C of the bytes of Snapshot() and Bf16Snapshot() (the payload CRC of a pull's reply),
-  // computed once per snapshot.
-  uint32_t SnapshotCrc32c();
-  uint32_t Bf16SnapshotCrc32c();
+  // Elements [begin, end) (shard offsets) of the parameters after the last finished update
+  // (`in_progress` false) or as the update in progress has made them (true; REQUIRES: those
+  // pieces applied), in fp32 or rounded to bf16. A run of whole pieces is served without a copy
+  // and with its CRC known (bf16: rounded once per update, in the update's pass when the job
+  // pulls bf16); any other range is copied.
+  SnapshotSlice Slice(bool in_progress, bool bf16, uint64_t begin, uint64_t end);
 
  private:
-  // An empty buffer of size() for a new snapshot: the old one's memory when no reply holds it.
-  template <typename T>
-  static std::shared_ptr<std::vector<T>> Recycle(std::shared_ptr<const std::vector<T>>* old, size_t n);
+  struct Snapshot {
+    std::vector<float> values;       // (size())
+    std::vector<uint16_t> rounded;   // (size()) when bf16 was made
+    bool has_rounded = false;
+    std::vector<uint32_t> crc, crc16;  // per piece
+  };
+  std::shared_ptr<Snapshot> FreshSnapshot();
+  // The complete snapshot, made from the parameters if there is none yet (after Initialize or
+  // Restore).
+  const std::shared_ptr<Snapshot>& Current();
+  void Round(Snapshot* s);  // fills rounded and crc16 of a complete snapshot
+  uint64_t PieceEnd(int piece) const {
+    return piece + 1 < piece_count() ? piece_starts_[piece + 1] : params_.size();
+  }
 
   const proto::JobConfig& config_;
   AdamHyper hyper_;
   int threads_;
   bool bf16_pulls_;  // cluster.param_dtype BF16: the update pass rounds too
+  std::vector<uint64_t> piece_starts_;
   uint64_t updates_ = 0;
+  int pieces_applied_ = 0;
   std::vector<float> params_, m_, v_;  // (end - begin) each
-  std::shared_ptr<const std::vector<float>> snapshot_;
-  uint32_t snapshot_crc_ = 0;
-  uint64_t snapshot_updates_ = ~0ull;
-  std::shared_ptr<const std::vector<uint16_t>> bf16_snapshot_;  // of snapshot_, when made
-  uint32_t bf16_crc_ = 0;
+  std::shared_ptr<Snapshot> current_, next_;
+  std::shared_ptr<Snapshot> spare_;  // the one before current_, reused when no reply holds it
 };
 
 }  // namespace psformer

@@ -1,5 +1,7 @@
 #include "pserver/wire/message_validator.h"
 
+#include <algorithm>
+
 #include "common/param_layout.h"
 
 namespace psformer {
@@ -88,10 +90,15 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
                                                  Str(static_cast<uint64_t>(scope.shard)));
   }
   if (type == proto::PUSH || type == proto::PULL) {
-    if (h.begin() != scope.begin || h.end() != scope.end) {
+    const std::vector<uint64_t>& bounds = scope.piece_bounds;
+    const auto is_bound = [&](uint64_t x) {
+      return bounds.empty() ? x == scope.begin || x == scope.end : std::binary_search(bounds.begin(), bounds.end(), x);
+    };
+    if (h.begin() < scope.begin || h.end() > scope.end || h.begin() >= h.end() || !is_bound(h.begin()) ||
+        !is_bound(h.end())) {
       return Reject(RejectReason::kBadRange, "range [" + Str(h.begin()) + ", " + Str(h.end()) +
-                                                 ") is not this shard's [" + Str(scope.begin) + ", " +
-                                                 Str(scope.end) + ")");
+                                                 ") is not a run of whole pieces of this shard's [" +
+                                                 Str(scope.begin) + ", " + Str(scope.end) + ")");
     }
     if (h.step() < (type == proto::PUSH ? 1 : 0)) {
       return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
@@ -122,7 +129,7 @@ Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {
   }
   if (type == proto::PARAMS) {
     const ShardRange r = ShardOf(scope.total, scope.shards, static_cast<int>(h.shard()));
-    if (h.begin() != r.begin || h.end() != r.end) {
+    if (h.begin() < r.begin || h.end() > r.end || h.begin() >= h.end()) {
       return Reject(RejectReason::kBadRange, "parameters for [" + Str(h.begin()) + ", " + Str(h.end()) +
                                                  ") from shard " + Str(h.shard()) + ", whose range is [" +
                                                  Str(r.begin) + ", " + Str(r.end) + ")");

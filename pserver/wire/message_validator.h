@@ -7,6 +7,7 @@
 #define PSFORMER_PSERVER_WIRE_MESSAGE_VALIDATOR_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "pserver/wire/wire_message.h"
 
@@ -20,11 +21,15 @@ struct ServerScope {
   uint64_t begin = 0;  // this shard's element range [begin, end).
   uint64_t end = 0;
   int threads = 1;     // for the checksum pass over a payload (PayloadCrc32c)
+  // Where the shard's pieces begin (absolute), then `end` (PieceTable): a PUSH or PULL names a
+  // run of whole pieces. Empty: the whole shard only.
+  std::vector<uint64_t> piece_bounds;
 };
 
 // For a message arriving at a server. Accepted types: PUSH and PULL (from workers; PULL also
 // from the coordinator), HELLO and HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator
-// or supervisor). PUSH covers exactly the shard's range in FLOAT32 or BFLOAT16 with step >= 1;
+// or supervisor). PUSH and PULL name a run of whole pieces of the shard (piece_bounds); PUSH
+// carries it in FLOAT32 or BFLOAT16 with step >= 1;
 // other types carry no payload.
 Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope);
 
@@ -35,7 +40,7 @@ struct ClientScope {
   uint64_t total = 0;  // elements of the flat parameter vector.
 };
 
-// For a reply arriving at a client: PARAMS (FLOAT32 over the sender shard's whole range), ACK,
+// For a reply arriving at a client: PARAMS (over part of the sender shard's range), ACK,
 // ERROR, HEARTBEAT, from SERVER `shard` < shards of this job.
 Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope);
 

@@ -101,6 +101,28 @@ Verdict ParseMessage(RawMessage raw, WireMessage* out) {
   return std::nullopt;
 }
 
+WireMessage SliceMessage(const WireMessage& msg, uint64_t begin, uint64_t end) {
+  const size_t elem = DTypeBytes(msg.header.dtype());
+  WireMessage out;
+  out.peer = msg.peer;
+  out.header = msg.header;
+  out.header.set_begin(begin);
+  out.header.set_end(end);
+  size_t skip = (begin - msg.header.begin()) * elem, want = (end - begin) * elem;
+  for (const Frame& f : msg.payload) {
+    if (want == 0) break;
+    if (skip >= f.size()) {
+      skip -= f.size();
+      continue;
+    }
+    const size_t n = std::min(f.size() - skip, want);
+    out.payload.push_back(Frame::View(f.data() + skip, n, f.owner()));
+    want -= n;
+    skip = 0;
+  }
+  return out;
+}
+
 void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
   const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
   const size_t elem = bf16 ? 2 : 4;

@@ -45,6 +45,11 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
 // frames, a header frame over kMaxHeaderBytes, or one that does not parse.
 Verdict ParseMessage(RawMessage raw, WireMessage* out);
 
+// Elements [begin, end) (absolute, inside the message's range) of a validated message with a
+// payload: the header with that range, and views of the payload frames (no copy). The header's
+// payload size and CRC still describe the whole message.
+WireMessage SliceMessage(const WireMessage& msg, uint64_t begin, uint64_t end);
+
 // Writes the payload as fp32 to out[0 .. end-begin), widening bf16. REQUIRES: the message passed
 // validation (payload size matches dtype and range, frames split on element boundaries).
 // threads > 1 splits the elements among threads (elementwise: the same result).

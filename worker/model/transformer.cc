@@ -117,10 +117,10 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
                                           const GradientReady& ready) {
   Backend<T>* be = be_;
   be->Fill(layout_.total_size(), T(0), grad);
-  auto report = [&](const Range& range) {
-    if (ready && range.second > range.first) ready(range.first, range.second);
-  };
   const StepStats stats = Forward(params, batch, &key, true);
+  auto report = [&](const Range& range) {
+    if (ready && range.second > range.first) ready(range.first, range.second, stats);
+  };
   if (batch_ == 0 || src_len_ == 0 || tgt_len_ == 0) {
     report({0, layout_.total_size()});  // all zeros, and final
     return stats;

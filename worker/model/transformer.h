@@ -37,8 +37,9 @@ struct StepStats {
 // encoder's, the shared embedding last). The ranges are disjoint and together cover the vector.
 // "Final" is in the backend's stream order: on a device the values may still be in flight, so a
 // consumer reading them from the host or another stream synchronises first (an event, or
-// Backend::Synchronize). This is where a push of the gradient can start before backward ends.
-using GradientReady = std::function<void(uint64_t begin, uint64_t end)>;
+// Backend::Synchronize). This is where a push of the gradient can start before backward ends;
+// `stats` are the batch's (the forward pass is over), which a push carries.
+using GradientReady = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
 
 template <typename T>
 class Transformer {

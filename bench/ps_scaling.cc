@@ -3,7 +3,7 @@
 // reports, per job, how much of a step the parameter servers and the wire add to the emulated
 // compute; beside them, this machine's memcpy rate and one-thread Adam rate, the yardsticks.
 //   build/bench/ps_scaling [--binary build/psformer] [--steps K] [--workers 1,2,4] [--servers 1,2]
-//                          [--step-ms 1000,250] [--curve 0,1]
+//                          [--step-ms 1000,250] [--curve 0,1] [--overlap 1,0]
 // Run from the source directory. Results go to bench/RESULTS.md ("Data plane scaling").
 #include <unistd.h>
 
@@ -40,7 +40,7 @@ std::vector<int> Ints(const std::string& list) {
 struct Args {
   std::string binary = "build/psformer";
   int steps = 5;  // per job; the first and the last are dropped (start-up; the last has no pull)
-  std::vector<int> workers = {1, 2, 4}, servers = {1, 2}, step_ms = {1000, 250}, curve = {0, 1};
+  std::vector<int> workers = {1, 2, 4}, servers = {1, 2}, step_ms = {1000, 250}, curve = {0, 1}, overlap = {1, 0};
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -57,6 +57,7 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (k == "--servers") a->servers = Ints(v);
     else if (k == "--step-ms") a->step_ms = Ints(v);
     else if (k == "--curve") a->curve = Ints(v);
+    else if (k == "--overlap") a->overlap = Ints(v);
     else {
       std::fprintf(stderr, "ps_scaling: unknown option %s\n", k.c_str());
       return false;
@@ -102,7 +103,7 @@ double AdamRate(uint64_t n) {
 
 struct Job {
   int workers, servers, step_ms;
-  bool curve;
+  bool curve, overlap;
 };
 
 struct Result {
@@ -118,13 +119,14 @@ double Field(const std::string& line, const std::string& key) {
 
 Result RunJob(const Args& a, const Job& job, const fs::path& work) {
   std::ostringstream name;  // (a string built with operator+ here trips GCC 12's -Wrestrict)
-  name << "w" << job.workers << "s" << job.servers << "e" << job.step_ms << (job.curve ? "c" : "p");
+  name << "w" << job.workers << "s" << job.servers << "e" << job.step_ms << (job.curve ? "c" : "p")
+       << (job.overlap ? "o" : "w");
   const fs::path run = work / name.str();
   std::ostringstream cmd;
   cmd << a.binary << " train --config configs/base.pbtxt --set cluster.backend=EMULATED"
       << " --set cluster.emulated_step_ms=" << job.step_ms << " --set cluster.workers=" << job.workers
       << " --set cluster.servers=" << job.servers << " --set cluster.authenticate=" << (job.curve ? "true" : "false")
-      << " --set training.max_steps=" << a.steps
+      << " --set cluster.overlap=" << (job.overlap ? "true" : "false") << " --set training.max_steps=" << a.steps
       << " --set training.valid_every=0 --set logging.every_steps=1 --set checkpoint.every_steps=0"
       << " --set checkpoint.every_minutes=0 --run-dir " << run.string() << " > " << run.string() << ".out 2>&1";
   Result r;
@@ -165,28 +167,32 @@ int Run(const Args& a) {
   std::printf("\n| path | W | S | emulated | median step | exposed comm | efficiency | GB/s moved |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
-  int failed = 0;
-  for (int curve : a.curve) {
-    for (int step_ms : a.step_ms) {
-      for (int servers : a.servers) {
-        for (int workers : a.workers) {
-          const Job job{workers, servers, step_ms, curve != 0};
-          const Result r = RunJob(a, job, work);
-          const char* path = curve ? "TCP, CURVE" : "TCP, plain";
-          if (!r.ok) {
-            ++failed;
-            std::printf("| %s | %d | %d | %d ms | failed | | | |\n", path, workers, servers, step_ms);
-            continue;
-          }
-          const double emulated = step_ms / 1e3;
-          // Every worker pushes its gradient and pulls the parameters once a step, fp32.
-          const double moved = 2.0 * bytes * workers;
-          std::printf("| %s | %d | %d | %d ms | %.0f ms | %.0f ms | %.2f | %.2f |\n", path, workers, servers, step_ms,
-                      r.step_s * 1e3, (r.step_s - emulated) * 1e3, emulated / r.step_s, moved / r.step_s / 1e9);
-          std::fflush(stdout);
+  std::vector<Job> jobs;
+  for (int overlap : a.overlap) {
+    for (int curve : a.curve) {
+      for (int step_ms : a.step_ms) {
+        for (int servers : a.servers) {
+          for (int workers : a.workers) jobs.push_back(Job{workers, servers, step_ms, curve != 0, overlap != 0});
         }
       }
     }
+  }
+  int failed = 0;
+  for (const Job& job : jobs) {
+    const Result r = RunJob(a, job, work);
+    const std::string path = std::string(job.overlap ? "overlap" : "whole") + (job.curve ? ", TCP, CURVE" : ", TCP, plain");
+    if (!r.ok) {
+      ++failed;
+      std::printf("| %s | %d | %d | %d ms | failed | | | |\n", path.c_str(), job.workers, job.servers, job.step_ms);
+      continue;
+    }
+    const double emulated = job.step_ms / 1e3;
+    // Every worker pushes its gradient and pulls the parameters once a step, fp32.
+    const double moved = 2.0 * bytes * job.workers;
+    std::printf("| %s | %d | %d | %d ms | %.0f ms | %.0f ms | %.2f | %.2f |\n", path.c_str(), job.workers,
+                job.servers, job.step_ms, r.step_s * 1e3, (r.step_s - emulated) * 1e3, emulated / r.step_s,
+                moved / r.step_s / 1e9);
+    std::fflush(stdout);
   }
   fs::remove_all(work);
   return failed == 0 ? 0 : 1;

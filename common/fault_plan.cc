@@ -73,13 +73,15 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
         e.set_action(FaultEvent::KILL);
       } else if (action == "checkpoint") {
         e.set_action(FaultEvent::KILL_IN_CHECKPOINT);
+      } else if (action == "push") {
+        e.set_action(FaultEvent::KILL_IN_PUSH);
       } else if (action.rfind("stall=", 0) == 0) {
         e.set_action(FaultEvent::STALL);
         const std::string ms = action.substr(6);
         e.set_stall_ms(std::stoi(ms, &used));
         if (used != ms.size() || e.stall_ms() <= 0) throw std::invalid_argument(ms);
       } else {
-        return Status::InvalidArgument(bad + "names action '" + action + "'; expected kill, checkpoint or stall=MS");
+        return Status::InvalidArgument(bad + "names action '" + action + "'; expected kill, checkpoint, push or stall=MS");
       }
     } catch (const std::exception&) {
       return Status::InvalidArgument(bad + "has a malformed index, step or stall time");
@@ -129,6 +131,21 @@ void FaultPlan::At(int64_t step) const {
         waitpid(waker, nullptr, 0);
       }
       PSF_LOG(Warning) << "fault injection: continuing after the stall";
+    }
+  }
+}
+
+bool FaultPlan::StrikesAt(int64_t step) const {
+  return std::any_of(mine_.begin(), mine_.end(), [&](const FaultEvent& e) {
+    return e.at_step() == step && (e.action() == FaultEvent::KILL || e.action() == FaultEvent::STALL);
+  });
+}
+
+void FaultPlan::DuringPush(int64_t step) const {
+  for (const FaultEvent& e : mine_) {
+    if (e.at_step() == step && e.action() == FaultEvent::KILL_IN_PUSH) {
+      PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through the push of step " << step;
+      kill(getpid(), SIGKILL);
     }
   }
 }

@@ -30,6 +30,10 @@ class FaultPlan {
   // Acts on the events due at `step` for this process: SIGKILLs itself, or SIGSTOPs itself for
   // stall_ms (a forked waker sends SIGCONT).
   void At(int64_t step) const;
+  // Whether At(step) will kill or stall this process (a worker then holds its push until after).
+  bool StrikesAt(int64_t step) const;
+  // Workers, once half of `step`'s gradient is handed over: SIGKILLs itself for a KILL_IN_PUSH.
+  void DuringPush(int64_t step) const;
   // Servers, while writing the checkpoint of `step`: SIGKILLs itself for a KILL_IN_CHECKPOINT.
   void DuringCheckpoint(int64_t step) const;
 

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,13 +45,16 @@ MetricsLine& MetricsLine::Add(const std::string& key, int64_t value) {
 
 MetricsLine& MetricsLine::Add(const std::string& key, double value) {
   Key(key);
-  numbers_.emplace_back(key, value);
   if (!std::isfinite(value)) {
+    numbers_.emplace_back(key, value);
     body_ += "null";
   } else {
     char buf[40];
     std::snprintf(buf, sizeof(buf), "%.9g", value);
     body_ += buf;
+    // The value as written: TensorBoard's float32 copy must be that of the line's number, which
+    // the full double, rounded to float32 on its own, is not always (10119.96337 -> "10119.9634").
+    numbers_.emplace_back(key, std::strtod(buf, nullptr));
   }
   return *this;
 }

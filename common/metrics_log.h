@@ -29,7 +29,7 @@ class MetricsLine {
   MetricsLine& Add(const std::string& key, const std::string& value);
   // The object, without a newline.
   std::string ToJson() const { return "{" + body_ + "}"; }
-  // The numeric fields, in the order added (integers as doubles).
+  // The numeric fields, in the order added (integers as doubles), with the values ToJson writes.
   const std::vector<std::pair<std::string, double>>& numbers() const { return numbers_; }
 
  private:

@@ -12,6 +12,7 @@
 #include "common/model_file.h"
 #include "common/param_layout.h"
 #include "launcher/command_line.h"
+#include "launcher/terminal_progress.h"
 
 namespace psformer {
 namespace fs = std::filesystem;
@@ -72,7 +73,10 @@ int RunAverageCommand(const Args& args) {
     }
     std::cerr << "psformer average: " << found << "; averaging those (--allow-fewer)\n";
   }
-  auto averaged = AverageCheckpoints(run_dir, id, *steps);
+  TerminalProgress progress("average", count, "checkpoints");
+  auto averaged = AverageCheckpoints(run_dir, id, *steps,
+                                     [&progress](size_t done) { progress.Update(static_cast<int64_t>(done)); });
+  progress.Finish();
   if (!averaged.ok()) return ReportError("average", averaged.status());
 
   ModelFile model;

@@ -17,6 +17,7 @@
 #include "launcher/port_reservation.h"
 #include "launcher/role_arguments.h"
 #include "launcher/role_supervisor.h"
+#include "launcher/supervisor_events.h"
 #include "worker/backend/cuda/cuda_device.h"
 
 namespace psformer {
@@ -147,9 +148,11 @@ int RunSingleNode(const JobOptions& options) {
   }
   PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
                 << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
-  const int status = SuperviseRoles(roles, job.run_dir);
-  if (status == kExitInterrupted)
+  SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
+  const int status = SuperviseRoles(roles, job.run_dir, &events);
+  if (status == kExitInterrupted) {
     std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
+  }
   return status;
 }
 
@@ -230,7 +233,8 @@ int RunClusterRank(const JobOptions& options) {
   roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, server_endpoints))});
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
-  const int status = SuperviseRoles(roles, local.run_dir, [&] {
+  SupervisorEvents events(local.run_dir, local.config.logging().tensorboard());
+  const int status = SuperviseRoles(roles, local.run_dir, &events, [&] {
     const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
       for (auto& role : roles) role.process->Poll();
     });

@@ -19,6 +19,7 @@
 #include "launcher/host_probe.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpirun_command.h"
+#include "launcher/supervisor_events.h"
 #include "launcher/watched_mpirun.h"
 
 extern char** environ;
@@ -168,8 +169,13 @@ int Launch(const LaunchOptions& options) {
           " are used up; giving up. Continue it with --resume");
       return result.exit_status;
     }
-    Say("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) + ": " + result.cause +
-        "; starting again with --resume from the newest complete checkpoint");
+    const std::string restart = "restart " + std::to_string(attempt + 1) + " of " +
+                                std::to_string(options.max_restarts) + ": " + result.cause +
+                                "; starting again with --resume from the newest complete checkpoint";
+    Say(restart);
+    // Beside the roles' restarts in TensorBoard, where the job writes its event files.
+    SupervisorEvents(options.run_dir, fs::is_directory(fs::path(options.run_dir) / "tensorboard"))
+        .Note("psformer launch: " + restart);
   }
 }
 

@@ -1,9 +1,11 @@
 // `psformer prepare`: learn the joint SentencePiece BPE vocabulary and binarize a parallel
 // corpus for training (worker/data/corpus_preparer.h does the work).
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "launcher/command_line.h"
+#include "launcher/terminal_progress.h"
 #include "worker/data/corpus_preparer.h"
 
 namespace psformer {
@@ -49,7 +51,19 @@ int RunPrepareCommand(const Args& args) {
                        kExitUsage);
   }
 
+  // One meter per split, on a terminal only; learning the vocabulary has none (SentencePiece's
+  // trainer reports nothing as it goes).
+  std::unique_ptr<TerminalProgress> progress;
+  std::string progress_split;
+  prepare.progress = [&](const std::string& split, int64_t done, int64_t total) {
+    if (split != progress_split) {
+      progress = std::make_unique<TerminalProgress>("prepare", total, split);
+      progress_split = split;
+    }
+    progress->Update(done);
+  };
   auto report = PrepareCorpus(prepare);
+  progress.reset();
   if (!report.ok()) return ReportError("prepare", report.status());
   std::cout << FormatPrepareReport(*report, prepare) << "wrote " << prepare.out_dir << "\n";
   return 0;

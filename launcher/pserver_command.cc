@@ -3,8 +3,10 @@
 // until a SHUTDOWN message, SIGTERM or SIGINT.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "common/checkpoint/checkpoint_store.h"
@@ -14,8 +16,10 @@
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "common/supervisor_report.h"
+#include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
+#include "launcher/server_scalars.h"
 #include "pserver/server/parameter_server.h"
 
 namespace psformer {
@@ -59,6 +63,33 @@ std::string NewestGoodCheckpoint(const std::string& run_dir, const CheckpointIde
     if (VerifyCheckpoint(run_dir, step, id).ok()) return CheckpointDir(run_dir, step);
   }
   return "none";
+}
+
+// The server's TensorBoard scalars (launcher/server_scalars.h), or null when logging.tensorboard
+// is off or they cannot be written: they are for watching, and the shard serves without them.
+std::unique_ptr<ServerScalars> OpenServerScalars(const JobConfig& config, const std::string& run_dir, int index,
+                                                 const ParameterServerStats* stats,
+                                                 std::shared_ptr<const VanTraffic> traffic) {
+  if (!config.logging().tensorboard()) return nullptr;
+  ServerScalarsOptions options;
+  options.dir = (std::filesystem::path(run_dir) / "tensorboard" / ("server-" + std::to_string(index))).string();
+  options.name = "pserver-" + std::to_string(index);
+  options.every_steps = std::max(1, config.logging().every_steps());
+  auto scalars = ServerScalars::Open(std::move(options), stats, std::move(traffic));
+  if (!scalars.ok()) {
+    PSF_LOG(Warning) << "no TensorBoard scalars for this server: " << scalars.status().message();
+    return nullptr;
+  }
+  return std::move(*scalars);
+}
+
+// Samples `scalars` (if any); after a failed write, warns once and drops them.
+void SampleServerScalars(std::unique_ptr<ServerScalars>& scalars, bool finish) {
+  if (!scalars) return;
+  const Status s = finish ? scalars->Finish() : scalars->Sample();
+  if (s.ok()) return;
+  PSF_LOG(Warning) << "TensorBoard scalars of this server stop here: " << s.message();
+  scalars.reset();
 }
 
 }  // namespace
@@ -108,9 +139,13 @@ int RunPserverCommand(const Args& args) {
 
   auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)));
   if (!van.ok()) return ReportError("pserver", van.status());
-  auto server = ParameterServer::Create(std::move(o), std::move(*van));
+  // Bytes in and out are counted at the Van, so that the server's own code stays out of it.
+  auto traffic = std::make_shared<VanTraffic>();
+  auto server = ParameterServer::Create(std::move(o), std::make_unique<CountingVan>(std::move(*van), traffic));
   if (!server.ok()) return ReportError("pserver", server.status());
   checkpoint_failures.server = server->get();
+  std::unique_ptr<ServerScalars> scalars =
+      OpenServerScalars(config, role.run_dir, index, &(*server)->stats(), traffic);
   ReportToSupervisor(kReportReady);
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
@@ -118,12 +153,14 @@ int RunPserverCommand(const Args& args) {
   std::thread watcher([&] {
     while (!done.load()) {
       if (g_stop_requested.load()) (*server)->Stop();
+      SampleServerScalars(scalars, /*finish=*/false);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
   const Status status = (*server)->Run();
   done.store(true);
   watcher.join();
+  SampleServerScalars(scalars, /*finish=*/true);
   if (!status.ok()) return ReportError("pserver", status);
   if (checkpoint_failures.give_up) {
     // Training on without checkpoints would risk every step since the last one; a restart

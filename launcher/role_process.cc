@@ -223,6 +223,7 @@ void RoleProcess::HandleExit(int wait_status) {
   restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
   PSF_LOG(Warning) << options_.name << " " << how << "; restarting in " << backoff << " ms as incarnation "
                    << incarnation_;
+  restarts_.push_back(options_.name + " " + how + "; restarting as incarnation " + std::to_string(incarnation_));
 }
 
 RoleProcess::State RoleProcess::Poll() {

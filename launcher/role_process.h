@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -77,6 +78,9 @@ class RoleProcess {
   const std::string& failure() const { return failure_; }
   // The checkpoint failures the role reported since the last call, oldest first.
   std::vector<std::string> TakeCheckpointFailures();
+  // The restarts decided since the last call, oldest first, each as a sentence: "worker-1 killed
+  // by signal 9 (Killed); restarting as incarnation 1".
+  std::vector<std::string> TakeRestarts() { return std::exchange(restarts_, {}); }
   const std::string& name() const { return options_.name; }
 
  private:
@@ -96,6 +100,7 @@ class RoleProcess {
   std::string failure_;
   std::string partial_report_;  // bytes of a report line not yet complete
   std::vector<std::string> checkpoint_failures_;
+  std::vector<std::string> restarts_;
   std::string fatal_;                 // the role's last kReportFatal text
   bool ready_ = false;                // this incarnation reported kReportReady
   std::string last_startup_failure_;  // how the previous incarnation failed before ready, if it did

@@ -76,9 +76,16 @@ int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
   return failures;
 }
 
+// Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
+void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
+  for (auto& role : roles) {
+    for (const std::string& restart : role.process->TakeRestarts()) events->Note(restart);
+  }
+}
+
 }  // namespace
 
-int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir,
+int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const std::function<void()>& after_workers_stopped) {
   g_interrupts.store(0);
   signal(SIGINT, OnInterrupt);
@@ -93,6 +100,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   int checkpoint_failures = 0;
   while (true) {
     checkpoint_failures += ReportCheckpointFailures(roles);
+    NoteRestarts(roles, events);
     if (g_interrupts.load() != 0) {
       PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
       std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "

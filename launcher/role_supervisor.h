@@ -13,6 +13,7 @@
 
 #include "launcher/cluster_plan.h"
 #include "launcher/role_process.h"
+#include "launcher/supervisor_events.h"
 
 namespace psformer {
 
@@ -33,8 +34,9 @@ struct SupervisedRole {
 // stop (a second one kills what is still running). In cluster mode each rank holds one role;
 // `after_workers_stopped` (if set) waits there until every rank's workers have stopped, so that
 // the servers of the whole job stop after all of them.
+// Each restart a role's supervisor decides is noted in `events` (TensorBoard).
 // REQUIRES: one call at a time in a process (it installs SIGINT and SIGTERM handlers).
-int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir,
+int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const std::function<void()>& after_workers_stopped = nullptr);
 
 }  // namespace psformer

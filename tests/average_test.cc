@@ -106,6 +106,20 @@ TEST_F(AverageTest, OneCheckpointGivesItsWeights) {
   EXPECT_EQ(checksum.exit_status, 0) << checksum.output;
 }
 
+TEST_F(AverageTest, ProgressOnATerminalOnly) {
+  const std::string arguments = "average --run-dir " + run_ + " --last 3 --output " + dir_.File("three.bin");
+  const auto terminal = testing::RunPsformerInTerminal(arguments);
+  ASSERT_EQ(terminal.exit_status, 0) << terminal.output;
+  // The meter's last drawing, then cleared (\033[K) before the result line.
+  EXPECT_NE(terminal.output.find("\raverage: 3/3 checkpoints (100%)"), std::string::npos) << terminal.output;
+  EXPECT_NE(terminal.output.find("averaged 3 checkpoint(s)"), std::string::npos) << terminal.output;
+  const auto piped = RunPsformer(arguments);
+  ASSERT_EQ(piped.exit_status, 0) << piped.output;
+  EXPECT_EQ(piped.output.find("checkpoints ("), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find('\033'), std::string::npos) << piped.output;
+}
+
 TEST_F(AverageTest, ThreeCheckpointsGiveTheExactMean) {
   const std::string out = dir_.File("three.bin");
   const auto result = RunPsformer("average --run-dir " + run_ + " --last 3 --output " + out);

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/proto/tensorboard_event.pb.h"
+#include "common/tensorboard/record_file.h"
 #include "tests/background_job.h"
 #include "tests/test_util.h"
 
@@ -31,6 +33,25 @@ using testing::TempDir;
 const char* kJob =
     "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
     "--set logging.every_steps=2 --set checkpoint.every_steps=8 --set cluster.workers=2 --set cluster.servers=1";
+
+// The text events of a run's TensorBoard files (RUN_DIR/tensorboard), one a line.
+std::string TextEvents(const std::string& run) {
+  std::string texts;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run + "/tensorboard", ec)) {
+    if (!entry.is_regular_file()) continue;  // a server's own run
+    auto records = tensorboard::ReadRecords(entry.path().string());
+    if (!records.ok()) continue;
+    for (const std::string& record : *records) {
+      tensorboard::Event event;
+      if (!event.ParseFromString(record)) continue;
+      for (const auto& value : event.summary().value()) {
+        if (value.has_tensor() && value.tensor().string_val_size() > 0) texts += value.tensor().string_val(0) + "\n";
+      }
+    }
+  }
+  return texts;
+}
 
 std::string ClusterSim(const std::string& arguments) {
   return testing::SourceDir() + "/scripts/cluster-sim " + arguments;
@@ -201,6 +222,7 @@ TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("restart 2 of 2"), std::string::npos) << out;
+    EXPECT_NE(TextEvents(run).find("psformer launch: restart 1 of 2: "), std::string::npos) << TextEvents(run);
   }
   EXPECT_FALSE(UndisturbedDigest().empty());
   EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());

@@ -67,6 +67,11 @@ const FaultCase kFaultCases[] = {
     {"KilledWorkerIsRestartedWithTheSameWeights",
      "--set fault.kill=worker:1@15",
      {"worker-1 killed by signal 9", "rejoining at step 15"}},
+    // With overlap, some pieces of step 15 reached the servers and others did not: the restarted
+    // worker recomputes the step, and the pieces already held are acknowledged as duplicates.
+    {"WorkerKilledHalfwayThroughItsPush",
+     "--set fault.kill=worker:1@15:push",
+     {"halfway through the push of step 15", "worker-1 killed by signal 9"}},
     {"KilledServerMakesTheJobRollBackAndReplay",
      "--set fault.kill=server:0@25",
      {"pserver-0 killed by signal 9", "the job rolls back to step 20",
@@ -139,7 +144,7 @@ TEST_F(Fault, MalformedFaultSpecIsAClearError) {
   const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + dir_.File("bad") +
                                       " --set fault.kill=server:0@20:explode");
   EXPECT_NE(r.exit_status, 0);
-  EXPECT_TRUE(Has(r.output, "names action 'explode'; expected kill, checkpoint or stall=MS")) << r.output;
+  EXPECT_TRUE(Has(r.output, "names action 'explode'; expected kill, checkpoint, push or stall=MS")) << r.output;
 }
 
 }  // namespace

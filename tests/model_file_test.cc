@@ -135,5 +135,16 @@ TEST(MetricsLine, WritesOneJsonObjectPerLine) {
   EXPECT_EQ(ReadAll(dir.File("metrics.jsonl")), line.ToJson() + "\n{\"step\": 8}\n");
 }
 
+TEST(MetricsLine, NumbersAreTheValuesAsWritten) {
+  // Rounded to float32 on its own, this double is not the float32 of the number the line says
+  // (10259.3544921875 against 10259.353515625): TensorBoard's copy must be the latter.
+  MetricsLine line;
+  line.Add("tokens_per_s", 10259.354014328008);
+  EXPECT_EQ(line.ToJson(), "{\"tokens_per_s\": 10259.354}");
+  ASSERT_EQ(line.numbers().size(), 1u);
+  EXPECT_EQ(line.numbers()[0].second, 10259.354);
+  EXPECT_EQ(static_cast<float>(line.numbers()[0].second), 10259.353515625f);
+}
+
 }  // namespace
 }  // namespace psformer

@@ -139,6 +139,30 @@ TEST(Prepare, WritesReadableCorpusAndReportsEveryDropReason) {
   EXPECT_EQ(bytes(dir.File("out/train.bin")), bytes(dir.File("out2/train.bin")));
 }
 
+TEST(Prepare, ProgressOnATerminalOnly) {
+  TempDir dir;
+  const TextCorpus train = MakeText(300, 3);
+  const TextCorpus valid = MakeText(20, 4);
+  dir.Write("train.en", train.src);
+  dir.Write("train.es", train.tgt);
+  dir.Write("valid.en", valid.src);
+  dir.Write("valid.es", valid.tgt);
+  const std::string arguments = "prepare --src " + Quote(dir.File("train.en")) + " --tgt " +
+                                Quote(dir.File("train.es")) + " --valid-src " + Quote(dir.File("valid.en")) +
+                                " --valid-tgt " + Quote(dir.File("valid.es")) + " --vocab-size 60 --out ";
+  // Each split's meter ends fully drawn, then is cleared before the report.
+  const auto terminal = testing::RunPsformerInTerminal(arguments + Quote(dir.File("out1")));
+  ASSERT_EQ(terminal.exit_status, 0) << terminal.output;
+  EXPECT_NE(terminal.output.find("\rprepare: 300/300 training pairs (100%)"), std::string::npos) << terminal.output;
+  EXPECT_NE(terminal.output.find("\rprepare: 20/20 validation pairs (100%)"), std::string::npos) << terminal.output;
+  EXPECT_NE(terminal.output.find("pairs kept     300"), std::string::npos) << terminal.output;
+  const auto piped = RunPsformer(arguments + Quote(dir.File("out2")));
+  ASSERT_EQ(piped.exit_status, 0) << piped.output;
+  EXPECT_EQ(piped.output.find("pairs ("), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find('\033'), std::string::npos) << piped.output;
+}
+
 class PrepareRefuses : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -214,20 +214,20 @@ TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
     for (uint64_t i = begin; i < end; ++i) out[i - begin] = 0.001f * static_cast<float>(i) + 0.1234567f;
   });
   const auto view = [](const SnapshotSlice& s) { return static_cast<const uint16_t*>(s.data); };
-  const SnapshotSlice first = optimizer.Slice(false, true, 0, 1000);
-  EXPECT_EQ(view(optimizer.Slice(false, true, 0, 1000)), view(first));  // the same bytes, not a second rounding
-  EXPECT_EQ(view(optimizer.Slice(false, true, 300, 1000)), view(first) + 300);  // a piece of them
+  const SnapshotSlice first = optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000);
+  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000)), view(first));  // the same bytes, not a second rounding
+  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000)), view(first) + 300);  // a piece of them
   for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(first)[i], FloatToBf16(optimizer.params()[i]));
   EXPECT_EQ(first.crc32c, Crc32c(0, first.data, first.bytes));
-  EXPECT_EQ(optimizer.Slice(false, true, 300, 1000).crc32c, Crc32c(0, view(first) + 300, 700 * 2));
+  EXPECT_EQ(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000).crc32c, Crc32c(0, view(first) + 300, 700 * 2));
   const std::vector<uint16_t> before(view(first), view(first) + 1000);
   const std::vector<float> grad = Gradient(0, 1, 1000);
   optimizer.Apply(1, grad.data());
-  const SnapshotSlice second = optimizer.Slice(false, true, 0, 1000);
+  const SnapshotSlice second = optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000);
   EXPECT_NE(view(second), view(first));
   EXPECT_EQ(std::vector<uint16_t>(view(first), view(first) + 1000), before);  // still what it was for its holder
   for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(second)[i], FloatToBf16(optimizer.params()[i]));
-  const SnapshotSlice exact = optimizer.Slice(false, false, 0, 1000);
+  const SnapshotSlice exact = optimizer.Slice(ShardOptimizer::Version::kCurrent, false, 0, 1000);
   EXPECT_EQ(exact.crc32c, Crc32c(0, optimizer.params(), 1000 * sizeof(float)));
 }
 

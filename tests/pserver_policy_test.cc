@@ -43,7 +43,8 @@ TEST(ConsistencyPolicy, BspTakesOnlyTheStepItCollectsAndAnswersOnlyAppliedSteps)
   EXPECT_TRUE(bsp->PushTooEarly(6, progress));
   EXPECT_TRUE(bsp->PullReady(Pull(proto::WORKER, 4), progress));
   EXPECT_FALSE(bsp->PullReady(Pull(proto::WORKER, 5), progress));
-  EXPECT_TRUE(bsp->Overtaken(3, progress));
+  EXPECT_TRUE(bsp->Overtaken(2, progress));
+  EXPECT_FALSE(bsp->Overtaken(3, progress));  // kept for a restarted worker, while the server still has it
   EXPECT_FALSE(bsp->Overtaken(4, progress));
   EXPECT_FALSE(bsp->CheckpointReady(5, progress));
   EXPECT_EQ(bsp->CheckpointWorkerSteps(4, progress), (std::vector<int64_t>{4, 4}));  // the cut is "after 4".

@@ -1,7 +1,8 @@
 // TensorBoard event files (common/tensorboard/, common/run_metrics.h), read back with TensorBoard's
 // own Python reader (tests/tensorboard/check_events.py, in the venv the `tensorboard_venv` fixture
 // makes): the record format, a file cut short by a killed writer, no step written twice by a
-// restarted writer or a resumed run, and every number of metrics.jsonl present as a scalar.
+// restarted writer or a resumed run, every number of metrics.jsonl present as a scalar, every
+// role's restart as a text event, and each server's scalars in a run of its own.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +79,9 @@ TEST(RecordFile, ReadsUpToTheLastWholeRecord) {
   ASSERT_TRUE(records.ok());
   EXPECT_EQ(records.value(), (std::vector<std::string>{"first"}));
   EXPECT_FALSE(tensorboard::ReadRecords(dir.File("missing")).ok());
+  const auto directory = tensorboard::ReadRecords(dir.path().string());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("a directory"), std::string::npos) << directory.status().message();
 }
 
 TEST(EventWriter, TensorBoardReadsScalarsAndText) {
@@ -195,6 +199,12 @@ TEST(TrainingEvents, EveryMetricIsAScalarAndAResumedRunRepeatsNoStep) {
   EXPECT_EQ(MatchedScalars(r.output), 8 * 9 + 4 * 4) << r.output;
 }
 
+// The step of the first text event of `tag` matching `text` (a regex) in a dump; -1 if none.
+int64_t TextStep(const std::string& dump, const std::string& tag, const std::string& text) {
+  std::smatch m;
+  return std::regex_search(dump, m, std::regex("text " + tag + " ([0-9]+) " + text)) ? std::stoll(m[1].str()) : -1;
+}
+
 TEST(TrainingEvents, RestartsAndRollbacksAreTextEvents) {
   TempDir dir;
   const std::string run = dir.File("run");
@@ -207,9 +217,77 @@ TEST(TrainingEvents, RestartsAndRollbacksAreTextEvents) {
   EXPECT_EQ(MatchedScalars(r.output), 6 * 9 + 3 * 4) << r.output;
   r = CheckEvents("dump", run + "/tensorboard");
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("text events 11 worker-0 restarted (incarnation 1), rejoining at step 12"), std::string::npos)
+  // The coordinator's own restart and the job's rollback, from the coordinator. The worker is
+  // killed after it pushed step 12; whether the server took that push in before it died decides
+  // where it rejoins.
+  const int64_t rejoin_note = TextStep(r.output, "events", "worker-0 restarted \\(incarnation 1\\), rejoining at step");
+  EXPECT_TRUE(rejoin_note == 11 || rejoin_note == 12) << r.output;
+  EXPECT_NE(r.output.find("worker-0 restarted (incarnation 1), rejoining at step " + std::to_string(rejoin_note + 1)),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("text events 20 rolled back to the checkpoint of step 20"), std::string::npos) << r.output;
+  // Every role's restart, from its supervisor, at the newest logged step when it died (logged
+  // every 5 steps; a dead server holds the job's metrics back).
+  const std::string killed = " killed by signal 9 \\(Killed\\); restarting as incarnation 1";
+  const int64_t worker0 = TextStep(r.output, "events", "worker-0" + killed);
+  const int64_t server0 = TextStep(r.output, "events", "pserver-0" + killed);
+  EXPECT_TRUE(worker0 >= 5 && worker0 <= 12) << r.output;
+  EXPECT_TRUE(server0 >= 20 && server0 <= 25) << r.output;
+}
+
+TEST(ServerEvents, ARolledBackServerSaysSoAndARestartedOneCountsItsRefusals) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob +
+                                " --set training.max_steps=30 --set cluster.servers=2 --set fault.kill=server:0@25 "
+                                "--run-dir " +
+                                run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  // The server that was not killed rolled back with the job; the restarted one refused the
+  // messages of the old recovery epoch until the workers rolled back.
+  r = CheckEvents("dump", run + "/tensorboard/server-1");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("text events 20 pserver-1 rolled back to the checkpoint of step 20"), std::string::npos)
+      << r.output;
+  r = CheckEvents("dump", run + "/tensorboard/server-0");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const auto refused = DumpedScalars(r.output, "refused/other_epoch");
+  ASSERT_FALSE(refused.empty()) << r.output;
+  EXPECT_GE(refused.back().second, 1.0);
+}
+
+TEST(ServerEvents, EachServerIsARunWithItsScalarsEveryLoggingInterval) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob +
+                                " --set training.max_steps=22 --set cluster.servers=2 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  for (const std::string server : {"server-0", "server-1"}) {
+    r = CheckEvents("dump", run + "/tensorboard/" + server);
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    // logging.every_steps = 5, and a last point at the job's last step.
+    const std::vector<int64_t> steps = {5, 10, 15, 20, 22};
+    for (const std::string tag : {"server/update_ms", "server/bytes_in_per_s", "server/bytes_out_per_s",
+                                  "server/pending_pulls", "server/pending_pushes"}) {
+      const auto points = DumpedScalars(r.output, tag);
+      std::vector<int64_t> got;
+      for (const auto& [step, value] : points) {
+        got.push_back(step);
+        EXPECT_GE(value, 0.0) << server << " " << tag << " at step " << step;
+        if (tag == "server/pending_pulls" || tag == "server/pending_pushes") {
+          EXPECT_EQ(value, std::floor(value)) << server << " " << tag << " at step " << step;  // a count
+        } else {
+          EXPECT_GT(value, 0.0) << server << " " << tag << " at step " << step;
+        }
+      }
+      EXPECT_EQ(got, steps) << server << " " << tag << "\n" << r.output;
+    }
+    // A job without faults refuses nothing.
+    EXPECT_EQ(r.output.find("scalar refused/"), std::string::npos) << r.output;
+  }
+  // The servers' runs leave the job's scalars as they were.
+  r = CheckEvents("metrics", run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
 }
 
 TEST(TrainingEvents, OffWhenTheConfigSaysSo) {

@@ -80,6 +80,18 @@ inline CommandResult RunPsformer(const std::string& arguments) {
   return RunShell("cd " + SourceDir() + " && " + PsformerBinary() + " " + arguments);
 }
 
+// RunShell and RunPsformer with stdout and stderr on a pseudo-terminal (util-linux `script`), as a person at a
+// terminal would run it: what only a terminal gets (progress meters) is in the output, with the
+// terminal's \r\n line ends.
+inline CommandResult RunShellInTerminal(const std::string& command) {
+  std::string quoted;  // as one single-quoted argument of `script -c`
+  for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return RunShell("script -qec '" + quoted + "' /dev/null </dev/null");
+}
+inline CommandResult RunPsformerInTerminal(const std::string& arguments) {
+  return RunShellInTerminal("cd " + SourceDir() + " && " + PsformerBinary() + " " + arguments);
+}
+
 // The 64-hex-digit parameter digest `psformer checksum` prints for a model file; "" (and a test
 // failure) when there is none.
 inline std::string ModelDigest(const std::string& model) {

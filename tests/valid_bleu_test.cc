@@ -1,6 +1,6 @@
 // Validation BLEU during training (worker/valid_bleu.h): the score in metrics.jsonl is the one
 // `psformer bleu` gives for the hypotheses and references the run wrote, and
-// training.stop_at_valid_bleu ends the job on every worker.
+// training.stop_at_valid_bleu ends the job on every worker; the local trainer does the same.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -36,6 +36,28 @@ int LineCount(const std::string& path) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
+// `psformer bleu` on the 25 hypotheses a run wrote at `step` gives `bleu`, as metrics.jsonl has it.
+void ExpectPsformerBleuSays(const std::string& run, int step, double bleu) {
+  EXPECT_EQ(LineCount(HypFile(run, step)), 25);
+  const CommandResult r =
+      RunPsformer("bleu --hyp " + HypFile(run, step) + " --ref " + run + "/valid_bleu/reference.txt");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  char expected[32];
+  std::snprintf(expected, sizeof(expected), "BLEU = %.2f ", bleu);
+  EXPECT_EQ(r.output.rfind(expected, 0), 0u)
+      << "step " << step << ": metrics say " << bleu << ", bleu says " << r.output;
+}
+
+// A run with training.stop_at_valid_bleu=60 stopped at its first score of 60 or more, early.
+void ExpectStoppedAtBleu60(const std::string& run) {
+  const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
+  ASSERT_FALSE(bleu.empty());
+  EXPECT_GE(bleu.back(), 60.0);
+  for (size_t i = 0; i + 1 < bleu.size(); ++i) EXPECT_LT(bleu[i], 60.0);
+  EXPECT_LT(bleu.size(), 30u);  // stopped before max_steps
+  EXPECT_NE(testing::ReadRunLogs(run).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+}
+
 TEST(ValidBleu, EqualsPsformerBleuOnTheSameHypotheses) {
   TempDir dir;
   const std::string run = dir.File("run");
@@ -45,18 +67,26 @@ TEST(ValidBleu, EqualsPsformerBleuOnTheSameHypotheses) {
   const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
   ASSERT_EQ(bleu.size(), 3u);
   EXPECT_EQ(LineCount(run + "/valid_bleu/reference.txt"), 25);
-  for (int i = 0; i < 3; ++i) {
-    const int step = 20 * (i + 1);
-    EXPECT_EQ(LineCount(HypFile(run, step)), 25);
-    r = RunPsformer("bleu --hyp " + HypFile(run, step) + " --ref " + run + "/valid_bleu/reference.txt");
-    ASSERT_EQ(r.exit_status, 0) << r.output;
-    char expected[32];
-    std::snprintf(expected, sizeof(expected), "BLEU = %.2f ", bleu[i]);
-    EXPECT_EQ(r.output.rfind(expected, 0), 0u)
-        << "step " << step << ": metrics say " << bleu[i] << ", bleu says " << r.output;
-  }
+  for (int i = 0; i < 3; ++i) ExpectPsformerBleuSays(run, 20 * (i + 1), bleu[i]);
   // Training on the copy task makes the translations better.
   EXPECT_GT(bleu[2], bleu[0]);
+}
+
+TEST(ValidBleu, TheLocalTrainerMeasuresItTooAndStopsAtIt) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(
+      "train --local --config configs/copy.pbtxt --set training.max_steps=1500 --set training.valid_every=50 "
+      "--set training.stop_at_valid_accuracy=0 --set training.valid_bleu_sentences=25 "
+      "--set training.stop_at_valid_bleu=60 --set logging.every_steps=50 --run-dir " +
+      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  ExpectStoppedAtBleu60(run);
+  const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
+  ASSERT_GE(bleu.size(), 2u);
+  // The first and the last score are what `psformer bleu` says of the hypotheses written.
+  ExpectPsformerBleuSays(run, 50, bleu.front());
+  ExpectPsformerBleuSays(run, 50 * static_cast<int>(bleu.size()), bleu.back());
 }
 
 TEST(ValidBleu, StopAtValidBleuEndsTheJob) {
@@ -65,12 +95,7 @@ TEST(ValidBleu, StopAtValidBleuEndsTheJob) {
   const CommandResult r = TrainWithValidBleu(
       run, "--set training.max_steps=1500 --set training.valid_every=50 --set training.stop_at_valid_bleu=60");
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
-  ASSERT_FALSE(bleu.empty());
-  EXPECT_GE(bleu.back(), 60.0);
-  for (size_t i = 0; i + 1 < bleu.size(); ++i) EXPECT_LT(bleu[i], 60.0);
-  EXPECT_LT(bleu.size(), 30u);  // stopped before max_steps
-  EXPECT_NE(testing::ReadRunLogs(run).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+  ExpectStoppedAtBleu60(run);
 }
 
 TEST(ValidBleu, StopAtValidBleuNeedsSentences) {

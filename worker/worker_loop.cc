@@ -257,11 +257,14 @@ Status WorkerLoop::Train(int64_t first) {
       if (stop) break;
     }
 
-    // With overlap each layer's gradient is pushed as backward finishes it.
+    // With overlap each layer's gradient is pushed as backward finishes it (not in a step where
+    // an injected kill or stall strikes before the push: it must find nothing sent).
     std::optional<PsClient::Ticket> push;
     Status pushing;
+    uint64_t handed_over = 0;
     const GradientReady push_ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
       if (!pushing.ok()) return;
+      if (handed_over < n_ / 2 && (handed_over += end - begin) >= n_ / 2) faults_.DuringPush(step);
       if (!push) {
         auto begun = client_->BeginPush(step, grad_.data(), static_cast<uint64_t>(s.target_tokens), s.loss_sum);
         if (!begun.ok()) {
@@ -274,7 +277,7 @@ Status WorkerLoop::Train(int64_t first) {
       pushing = client_->PushReady(*push, begin, end);
     };
     auto compute_start = Clock::now();
-    const StepStats stats = ComputeStep(step, overlap_ ? push_ready : nullptr);
+    const StepStats stats = ComputeStep(step, overlap_ && !faults_.StrikesAt(step) ? push_ready : nullptr);
     interval.compute_s += Seconds(Clock::now() - compute_start);
     PSF_RETURN_IF_ERROR(pushing.WithContext("push of step " + std::to_string(step)));
 

@@ -51,10 +51,14 @@ StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_
 }
 
 StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
-                                                const std::vector<int64_t>& steps) {
+                                                const std::vector<int64_t>& steps,
+                                                const std::function<void(size_t done)>& read) {
   PSF_CHECK(!steps.empty());
   std::vector<double> sum(id.parameter_count, 0.0);
-  for (int64_t step : steps) PSF_RETURN_IF_ERROR(AccumulateCheckpoint(run_dir, step, id, &sum));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    PSF_RETURN_IF_ERROR(AccumulateCheckpoint(run_dir, steps[i], id, &sum));
+    if (read) read(i + 1);
+  }
   const double count = static_cast<double>(steps.size());
   std::vector<float> mean(sum.size());
   for (size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / count);

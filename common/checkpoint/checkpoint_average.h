@@ -7,6 +7,7 @@
 #define PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_AVERAGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,11 @@ StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_
 // checkpoint by checkpoint in the order given, and is divided once, so the result depends only
 // on the checkpoints' contents (averaging one checkpoint gives its parameters bit for bit).
 // Corruption/IoError when a shard file cannot be read or does not hold what its name says.
+// `read(done)` (if set) is called after each checkpoint is read, with how many are: for progress.
 // REQUIRES: steps is not empty.
 StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
-                                                const std::vector<int64_t>& steps);
+                                                const std::vector<int64_t>& steps,
+                                                const std::function<void(size_t done)>& read = nullptr);
 
 }  // namespace psformer
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -38,6 +39,9 @@ std::string FrameRecord(const std::string& data) {
 }
 
 StatusOr<std::vector<std::string>> ReadRecords(const std::string& path, bool* complete) {
+  // A directory opens as a stream but throws on reading.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::IoError("cannot read " + path + ": a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -344,7 +344,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
         PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
             << "ps client: no answer to " << resent << " part(s) of " << proto::MessageType_Name(r.type)
             << " of step " << r.step << " (shard " << shard << (resent > 1 ? " and others" : "") << ") after "
-            << interval.count() << " ms; sending again";
+            << interval.count() << " ms; sending it again";
       }
       r.sent = now;
       ++r.sends;

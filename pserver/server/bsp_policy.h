@@ -28,8 +28,9 @@ class BspPolicy : public ConsistencyPolicy {
   bool PushTooEarly(int64_t step, const ShardProgress&) const override { return step != step_; }
   std::string Inconsistent(int worker, const proto::Header& push) const override;
   std::optional<AppliedUpdate> Accept(int worker, WireMessage push, ShardOptimizer* optimizer) override;
-  // Only the newest applied state is kept.
-  bool Overtaken(int64_t step, const ShardProgress& p) const override { return step < p.applied_step; }
+  // The newest applied state is kept, and the one before it until the next update begins (a
+  // restarted worker may need it; the server checks it is still there).
+  bool Overtaken(int64_t step, const ShardProgress& p) const override { return step < p.applied_step - 1; }
   bool PullReady(const proto::Header& pull, const ShardProgress& p) const override;
   bool InProgress(int64_t step, const ShardProgress& p) const override { return step > p.applied_step; }
   bool CheckpointReady(int64_t step, const ShardProgress& p) const override {

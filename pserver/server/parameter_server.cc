@@ -127,11 +127,20 @@ void ParameterServer::PublishProgress() {
   stats_.updates.store(optimizer_.updates());
 }
 
+void ParameterServer::PublishQueues() {
+  stats_.pending_pulls.store(pending_pulls_.size());
+  uint64_t held = 0;  // a worker's pushes past the applied step are held (only BSP holds any)
+  for (int64_t step : progress_.worker_steps)
+    held += static_cast<uint64_t>(std::max<int64_t>(0, step - progress_.applied_step));
+  stats_.pending_pushes.store(held);
+}
+
 Status ParameterServer::Run() {
   while (!stop_.load()) {
     auto received = van_->Recv(options_.poll_ms);
     if (!received.ok()) return received.status().WithContext("shard " + std::to_string(options_.shard));
     if (received->has_value()) Handle(std::move(**received));
+    PublishQueues();
     if (!fatal_.ok()) return fatal_;
     const auto now = ShutdownTracker::Clock::now();
     if (shutdown_.ShouldStop(now)) {
@@ -239,7 +248,10 @@ void ParameterServer::HandlePush(WireMessage msg) {
   }
   stats_.pushes_accepted.fetch_add(1);
   replies_.Answer(msg.peer, h);
+  const auto take_start = std::chrono::steady_clock::now();
   TakePieces(w, first, end, std::move(msg));
+  stats_.update_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - take_start).count());
   ServePendingPulls();
   ServePendingCheckpoints();
 }
@@ -300,6 +312,13 @@ void ParameterServer::HandlePull(const WireMessage& msg) {
         {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
                                        std::to_string(progress_.applied_step) + " is already applied"});
   }
+  if (h.step() < progress_.applied_step && (!policy_->AppliesWholeSteps() || !optimizer_.has_previous() ||
+                                            h.step() != progress_.applied_step - 1)) {
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
+  }
   if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
   pending_pulls_.Add(msg.peer, h);
 }
@@ -314,6 +333,8 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   const bool bf16 = request.dtype() == proto::BFLOAT16;
   h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
   const bool in_progress = policy_->InProgress(request.step(), progress_);
+  // BSP keeps the state before the last step too (see HandlePull).
+  const bool previous = policy_->AppliesWholeSteps() && request.step() < progress_.applied_step;
   // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
   const uint64_t tokens = in_progress ? next_tokens_ : applied_tokens_;
   if ((in_progress || request.step() == progress_.applied_step) && tokens > 0) {
@@ -325,7 +346,10 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
   // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
   const SnapshotSlice slice =
-      optimizer_.Slice(in_progress, bf16, request.begin() - range_.begin, request.end() - range_.begin);
+      optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
+                       : previous  ? ShardOptimizer::Version::kPrevious
+                                   : ShardOptimizer::Version::kCurrent,
+                       bf16, request.begin() - range_.begin, request.end() - range_.begin);
   std::vector<Frame> payload;
   AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
                    &payload);
@@ -340,7 +364,9 @@ void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
     return replies_.Refuse(msg.peer, &h,
                            {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
   }
-  if (policy_->Overtaken(h.step(), progress_)) {
+  // BSP: only the newest step can be written (the state before it lives on only for pulls).
+  if (policy_->Overtaken(h.step(), progress_) ||
+      (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step)) {
     return replies_.Refuse(
         msg.peer, &h,
         {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) + ", but step " +
@@ -397,6 +423,7 @@ void ParameterServer::HandleRollback(const WireMessage& msg) {
       return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
     }
     epoch_.Enter(h.epoch(), h.step());
+    stats_.rollback_step.store(h.step());
     stats_.rollbacks.fetch_add(1);
     // Requests of the old epoch still waiting learn of the new one.
     const auto refuse_other_epoch = [this](const PendingRequests::Entry& e) {

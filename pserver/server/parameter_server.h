@@ -71,6 +71,13 @@ struct ParameterServerStats {
   std::atomic<uint64_t> checkpoints_written{0};
   std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
   std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.
+  std::atomic<uint64_t> update_ns{0};    // time spent taking accepted pushes in (summing, updating).
+  // The step the last rollback went back to (stored before `rollbacks` counts it).
+  std::atomic<int64_t> rollback_step{0};
+  // After each message: pulls waiting for their step, and accepted pushes not applied yet (BSP:
+  // their step still lacks other workers' pushes).
+  std::atomic<uint64_t> pending_pulls{0};
+  std::atomic<uint64_t> pending_pushes{0};
   RejectCounters rejected;
 };
 
@@ -120,6 +127,7 @@ class ParameterServer {
   Status WriteCheckpoint(int64_t step);
   void ServePendingCheckpoints();
   void PublishProgress();
+  void PublishQueues();
 
   ParameterServerOptions options_;
   std::unique_ptr<Van> van_;

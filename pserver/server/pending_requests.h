@@ -21,6 +21,7 @@ class PendingRequests {
   };
 
   void Add(std::string peer, proto::Header request) { entries_.push_back({std::move(peer), std::move(request)}); }
+  size_t size() const { return entries_.size(); }
 
   // Hands each request that `ready(header)` accepts to `serve(entry)`, in arrival order, and
   // keeps the others waiting.

@@ -54,6 +54,7 @@ void ShardOptimizer::Initialize(const std::function<void(uint64_t, uint64_t, flo
   pieces_applied_ = 0;
   current_.reset();
   next_.reset();
+  previous_.reset();
   init(0, params_.size(), params_.data());
 }
 
@@ -66,12 +67,13 @@ void ShardOptimizer::Restore(ShardCheckpoint checkpoint) {
   pieces_applied_ = 0;
   current_.reset();
   next_.reset();
+  previous_.reset();
 }
 
 std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
   std::shared_ptr<Snapshot> fresh;
-  if (spare_ && spare_.use_count() == 1) fresh = std::move(spare_);
-  spare_.reset();
+  if (previous_ && previous_.use_count() == 1) fresh = std::move(previous_);
+  previous_.reset();
   if (!fresh) {
     fresh = std::make_shared<Snapshot>();
     fresh->values.resize(params_.size());
@@ -130,7 +132,7 @@ void ShardOptimizer::FinishStep() {
   PSF_CHECK(next_ && pieces_applied_ == piece_count());
   ++updates_;
   pieces_applied_ = 0;
-  spare_ = std::move(current_);
+  previous_ = std::move(current_);
   current_ = std::move(next_);
 }
 
@@ -168,9 +170,10 @@ void ShardOptimizer::Round(Snapshot* s) {
   s->has_rounded = true;
 }
 
-SnapshotSlice ShardOptimizer::Slice(bool in_progress, bool bf16, uint64_t begin, uint64_t end) {
+SnapshotSlice ShardOptimizer::Slice(Version version, bool bf16, uint64_t begin, uint64_t end) {
   PSF_CHECK(begin < end && end <= params_.size());
-  std::shared_ptr<Snapshot> snap = in_progress ? next_ : Current();
+  const bool in_progress = version == Version::kInProgress;
+  std::shared_ptr<Snapshot> snap = in_progress ? next_ : version == Version::kPrevious ? previous_ : Current();
   PSF_CHECK(snap != nullptr);
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   const auto first = std::lower_bound(piece_starts_.begin(), piece_starts_.end(), begin);

@@ -69,12 +69,20 @@ class ShardOptimizer {
   const float* m() const { return m_.data(); }            // (size())
   const float* v() const { return v_.data(); }            // (size())
 
-  // Elements [begin, end) (shard offsets) of the parameters after the last finished update
-  // (`in_progress` false) or as the update in progress has made them (true; REQUIRES: those
-  // pieces applied), in fp32 or rounded to bf16. A run of whole pieces is served without a copy
-  // and with its CRC known (bf16: rounded once per update, in the update's pass when the job
-  // pulls bf16); any other range is copied.
-  SnapshotSlice Slice(bool in_progress, bool bf16, uint64_t begin, uint64_t end);
+  // Which state a pull reads.
+  enum class Version {
+    kPrevious,    // after the update before the last finished one (REQUIRES: has_previous())
+    kCurrent,     // after the last finished update
+    kInProgress,  // as the update in progress has made it (REQUIRES: those pieces applied)
+  };
+  // Elements [begin, end) (shard offsets) of the parameters of `version`, in fp32 or rounded to
+  // bf16. A run of whole pieces is served without a copy and with its CRC known (bf16: rounded
+  // once per update, in the update's pass when the job pulls bf16); any other range is copied.
+  SnapshotSlice Slice(Version version, bool bf16, uint64_t begin, uint64_t end);
+  // Whether the state before the last finished update is still kept: until the next update
+  // starts, for a restarted worker that must recompute that update's step (BSP servers may stand
+  // one step apart while a dead worker's push had reached only some of them).
+  bool has_previous() const { return previous_ != nullptr; }
 
  private:
   struct Snapshot {
@@ -101,7 +109,7 @@ class ShardOptimizer {
   int pieces_applied_ = 0;
   std::vector<float> params_, m_, v_;  // (end - begin) each
   std::shared_ptr<Snapshot> current_, next_;
-  std::shared_ptr<Snapshot> spare_;  // the one before current_, reused when no reply holds it
+  std::shared_ptr<Snapshot> previous_;  // the one before current_; reused by the next update
 };
 
 }  // namespace psformer

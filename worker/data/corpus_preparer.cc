@@ -63,12 +63,14 @@ StatusOr<ParallelText> ReadParallelText(const std::string& src_path, const std::
   return text;
 }
 
-// Encodes every pair and keeps those the filters let through.
-Status EncodeAndFilter(const ParallelText& text, const SubwordVocabulary& vocabulary, const PrepareOptions& o,
-                       InMemoryCorpus* corpus, SplitReport* report) {
+// Encodes every pair of `split` and keeps those the filters let through.
+Status EncodeAndFilter(const std::string& split, const ParallelText& text, const SubwordVocabulary& vocabulary,
+                       const PrepareOptions& o, InMemoryCorpus* corpus, SplitReport* report) {
   std::vector<int> src, tgt;  // (pieces of one sentence)
   report->pairs_read = static_cast<int64_t>(text.src.size());
+  constexpr size_t kProgressEvery = 256;  // pairs between two progress calls
   for (size_t i = 0; i < text.src.size(); ++i) {
+    if (o.progress && i % kProgressEvery == 0) o.progress(split, static_cast<int64_t>(i), report->pairs_read);
     PSF_RETURN_IF_ERROR(vocabulary.Encode(text.src[i], &src));
     PSF_RETURN_IF_ERROR(vocabulary.Encode(text.tgt[i], &tgt));
     const size_t shorter = std::min(src.size(), tgt.size());
@@ -86,6 +88,7 @@ Status EncodeAndFilter(const ParallelText& text, const SubwordVocabulary& vocabu
       report->tgt_tokens += static_cast<int64_t>(tgt.size());
     }
   }
+  if (o.progress) o.progress(split, report->pairs_read, report->pairs_read);
   return Status::Ok();
 }
 
@@ -164,7 +167,7 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
   report.vocab_size = vocabulary.size();
 
   InMemoryCorpus train_corpus;
-  PSF_RETURN_IF_ERROR(EncodeAndFilter(train, vocabulary, options, &train_corpus, &report.train));
+  PSF_RETURN_IF_ERROR(EncodeAndFilter("training pairs", train, vocabulary, options, &train_corpus, &report.train));
   if (report.train.pairs_kept == 0) {
     return Status::InvalidArgument("no pair of " + options.src_path + " / " + options.tgt_path + " is left: of " +
                                    std::to_string(report.train.pairs_read) + " read, " +
@@ -173,7 +176,8 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
   InMemoryCorpus valid_corpus;
   if (valid) {
     report.valid.emplace();
-    PSF_RETURN_IF_ERROR(EncodeAndFilter(*valid, vocabulary, options, &valid_corpus, &*report.valid));
+    PSF_RETURN_IF_ERROR(
+        EncodeAndFilter("validation pairs", *valid, vocabulary, options, &valid_corpus, &*report.valid));
   }
 
   // Write beside the target, so that the final rename stays within one file system.

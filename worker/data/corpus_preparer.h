@@ -10,6 +10,7 @@
 #define PSFORMER_WORKER_DATA_CORPUS_PREPARER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,10 @@ struct PrepareOptions {
   int max_length = 250;           // drop pairs with a side longer than this many pieces
   double max_length_ratio = 3.0;  // drop pairs whose longer side exceeds this x the shorter
   int threads = 2;                // SentencePiece trainer threads
+  // Called now and then while pairs are encoded (and at the end of each split), with the split
+  // ("training pairs", "validation pairs"), how many of its pairs are done and how many it has:
+  // for a progress meter. Unset = none.
+  std::function<void(const std::string& split, int64_t done, int64_t total)> progress;
 };
 
 // Figures for one split.

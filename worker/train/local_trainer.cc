@@ -77,12 +77,24 @@ StatusOr<StepReport> LocalTrainer::Step() {
   return report;
 }
 
-StatusOr<ValidReport> LocalTrainer::Validate() {
+StatusOr<ValidReport> LocalTrainer::Validate(std::vector<std::string>* bleu_hypotheses) {
   for (const Batch& batch : source_->ValidBatches()) {
     PSF_RETURN_IF_ERROR(CheckBatchFits(batch, config_.model(), "a validation batch"));
   }
   device_params_.Upload(params_.data(), params_.size());
-  return psformer::Validate(&model_, device_params_.data(), source_->ValidBatches());
+  ValidReport report = psformer::Validate(&model_, device_params_.data(), source_->ValidBatches());
+  if (valid_bleu_) {
+    PSF_ASSIGN_OR_RETURN(ValidBleu::Result bleu, valid_bleu_->Score(device_params_.data()));
+    report.bleu = bleu.bleu;
+    if (bleu_hypotheses != nullptr) *bleu_hypotheses = std::move(bleu.hypotheses);
+  }
+  return report;
+}
+
+Status LocalTrainer::EnableValidBleu() {
+  if (config_.training().valid_bleu_sentences() <= 0) return Status::Ok();
+  PSF_ASSIGN_OR_RETURN(valid_bleu_, ValidBleu::Create(config_, vocab_, source_->ValidBatches(), &backend_));
+  return Status::Ok();
 }
 
 TrainerState LocalTrainer::State() const {
@@ -121,9 +133,13 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-Status Validate(LocalTrainer* trainer, RunMetrics* metrics, ValidReport* report) {
-  PSF_ASSIGN_OR_RETURN(*report, trainer->Validate());
+Status Validate(LocalTrainer* trainer, const std::string& run_dir, RunMetrics* metrics, ValidReport* report) {
+  std::vector<std::string> hypotheses;
+  PSF_ASSIGN_OR_RETURN(*report, trainer->Validate(&hypotheses));
   PSF_LOG(Info) << "step " << trainer->step() << " " << ValidationSummary(*report);
+  if (trainer->has_valid_bleu()) {
+    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(run_dir, trainer->step(), trainer->bleu_references(), hypotheses));
+  }
   return metrics->Write(ValidationMetrics(trainer->step(), *report));
 }
 
@@ -143,6 +159,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
   LocalTrainer trainer(config, source.get());
+  PSF_RETURN_IF_ERROR(trainer.EnableValidBleu());
   const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
   if (options.resume) {
     PSF_ASSIGN_OR_RETURN(TrainerState state, ReadTrainerState(state_path));
@@ -184,16 +201,22 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     const int64_t ckpt = config.checkpoint().every_steps();
     if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
     if (t.valid_every() > 0 && r.step % t.valid_every() == 0) {
-      PSF_RETURN_IF_ERROR(Validate(&trainer, metrics.get(), &valid));
+      PSF_RETURN_IF_ERROR(Validate(&trainer, dir, metrics.get(), &valid));
       last_validated = r.step;
       if (t.stop_at_valid_accuracy() > 0 && valid.accuracy >= t.stop_at_valid_accuracy()) {
         PSF_LOG(Info) << "valid_accuracy " << valid.accuracy << " reached training.stop_at_valid_accuracy "
                       << t.stop_at_valid_accuracy() << ": stopping";
         break;
       }
+      if (t.stop_at_valid_bleu() > 0 && valid.bleu >= t.stop_at_valid_bleu()) {
+        const std::string why = "valid_bleu reached training.stop_at_valid_bleu " + std::to_string(t.stop_at_valid_bleu());
+        PSF_LOG(Info) << why << ": stopping";
+        PSF_RETURN_IF_ERROR(metrics->Note(r.step, why + ": stopping"));
+        break;
+      }
     }
   }
-  if (last_validated != trainer.step()) PSF_RETURN_IF_ERROR(Validate(&trainer, metrics.get(), &valid));
+  if (last_validated != trainer.step()) PSF_RETURN_IF_ERROR(Validate(&trainer, dir, metrics.get(), &valid));
   PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
   ModelFile model;
   model.model = config.model();

@@ -18,6 +18,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 #include "worker/train/trainer_state.h"
+#include "worker/valid_bleu.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -39,8 +40,17 @@ class LocalTrainer {
   // Trains step() + 1. Fails (changing nothing) when the batch is longer than
   // model.max_positions: a corpus prepared with a larger data.max_length than the model accepts.
   StatusOr<StepReport> Step();
-  // Evaluates the validation batches (no dropout); fails like Step on a too-long batch.
-  StatusOr<ValidReport> Validate();
+  // Evaluates the validation batches (no dropout); fails like Step on a too-long batch. With
+  // validation BLEU enabled, report.bleu is set too and `bleu_hypotheses` (if given) receives the
+  // detokenized translations it scored.
+  StatusOr<ValidReport> Validate(std::vector<std::string>* bleu_hypotheses = nullptr);
+  // Validation BLEU at each Validate when training.valid_bleu_sentences > 0 (worker/valid_bleu.h,
+  // as the coordinator of a job measures it); nothing otherwise. Fails as ValidBleu::Create
+  // does when the corpus's spm.model cannot be read.
+  Status EnableValidBleu();
+  // The references of validation BLEU; REQUIRES: EnableValidBleu enabled it.
+  const std::vector<std::string>& bleu_references() const { return valid_bleu_->references(); }
+  bool has_valid_bleu() const { return valid_bleu_ != nullptr; }
 
   int64_t step() const { return step_; }
   const std::vector<float>& params() const { return params_; }
@@ -58,6 +68,7 @@ class LocalTrainer {
   int64_t step_ = 0;
   std::vector<float> params_, adam_m_, adam_v_, grad_;  // host copies, (parameter count)
   DeviceBuffer<float> device_params_, device_grad_;     // (parameter count)
+  std::unique_ptr<ValidBleu> valid_bleu_;               // null: no validation BLEU
 };
 
 struct TrainOptions {
@@ -68,9 +79,11 @@ struct TrainOptions {
 // Trains as the config says and writes the run directory: config.pbtxt, metrics.jsonl (train
 // lines: step, loss (per target token, mean over the logging interval), ppl, lr, tokens (target
 // tokens so far), tokens_per_s (target tokens per second over the interval); validation lines:
-// step, valid_loss, valid_ppl, valid_accuracy), logs/trainer.log, trainer_state.bin (every
-// checkpoint.every_steps steps and at the end) and model.bin (at the end).
-// Stops after training.max_steps, or once valid_accuracy >= training.stop_at_valid_accuracy (> 0).
+// step, valid_loss, valid_nll_loss, valid_ppl, valid_accuracy, and valid_bleu with
+// training.valid_bleu_sentences, whose translations go to RUN_DIR/valid_bleu/ as a job's do),
+// logs/trainer.log, trainer_state.bin (every checkpoint.every_steps steps and at the end) and
+// model.bin (at the end). Stops after training.max_steps, or once valid_accuracy >=
+// training.stop_at_valid_accuracy (> 0) or valid_bleu >= training.stop_at_valid_bleu (> 0).
 Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options);
 
 }  // namespace psformer

@@ -222,7 +222,7 @@ TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("restart 2 of 2"), std::string::npos) << out;
-    EXPECT_NE(TextEvents(run).find("psformer launch: restart 1 of 2: "), std::string::npos) << TextEvents(run);
+    EXPECT_NE(TextEvents(run_).find("psformer launch: restart 1 of 2: "), std::string::npos) << TextEvents(run_);
   }
   EXPECT_FALSE(UndisturbedDigest().empty());
   EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());

@@ -19,8 +19,8 @@
 #ifdef PSFORMER_HAVE_CUDA
 #include "worker/backend/cuda/cuda_backend.h"
 #endif
+#include "translate/beam_search.h"
 #include "worker/data/batch.h"
-#include "worker/decode/beam_search.h"
 
 namespace po = boost::program_options;
 

@@ -10,15 +10,19 @@ ParamLayout::ParamLayout(const proto::ModelConfig& model, int vocab_size) {
   const int64_t d = model.d_model();
   const int64_t f = model.d_ff();
   const bool pre_ln = model.norm_position() == proto::ModelConfig::PRE_LN;
+  // The position-wise feed-forward sublayer, the same in encoder and decoder layers.
+  auto add_feed_forward = [&](const std::string& prefix) {
+    Add(prefix + "w1", d, f, ParamInit::kXavierUniform);
+    Add(prefix + "b1", 1, f, ParamInit::kZeros);
+    Add(prefix + "w2", f, d, ParamInit::kXavierUniform);
+    Add(prefix + "b2", 1, d, ParamInit::kZeros);
+  };
   Add("embedding", vocab_size, d, ParamInit::kEmbeddingNormal);
   for (int l = 0; l < model.layers(); ++l) {
     const std::string p = "encoder." + std::to_string(l) + ".";
     AddAttention(p + "self_attn.", d, /*fused_qkv=*/true);
     AddNorm(p + "ln1.", d);
-    Add(p + "ffn.w1", d, f, ParamInit::kXavierUniform);
-    Add(p + "ffn.b1", 1, f, ParamInit::kZeros);
-    Add(p + "ffn.w2", f, d, ParamInit::kXavierUniform);
-    Add(p + "ffn.b2", 1, d, ParamInit::kZeros);
+    add_feed_forward(p + "ffn.");
     AddNorm(p + "ln2.", d);
   }
   if (pre_ln) AddNorm("encoder.final_ln.", d);
@@ -28,10 +32,7 @@ ParamLayout::ParamLayout(const proto::ModelConfig& model, int vocab_size) {
     AddNorm(p + "ln1.", d);
     AddAttention(p + "cross_attn.", d, /*fused_qkv=*/false);
     AddNorm(p + "ln2.", d);
-    Add(p + "ffn.w1", d, f, ParamInit::kXavierUniform);
-    Add(p + "ffn.b1", 1, f, ParamInit::kZeros);
-    Add(p + "ffn.w2", f, d, ParamInit::kXavierUniform);
-    Add(p + "ffn.b2", 1, d, ParamInit::kZeros);
+    add_feed_forward(p + "ffn.");
     AddNorm(p + "ln3.", d);
   }
   if (pre_ln) AddNorm("decoder.final_ln.", d);

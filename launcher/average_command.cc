@@ -33,7 +33,7 @@ int RunAverageCommand(const Args& args) {
   if (parsed.exit_status) return *parsed.exit_status;
   const auto& v = parsed.values;
   if (v.count("last") && v["last"].as<int>() < 1) {
-    return ReportError("average", "--last must be at least 1, got " + std::to_string(v["last"].as<int>()), 2);
+    return ReportError("average", "--last must be at least 1, got " + std::to_string(v["last"].as<int>()), kExitUsage);
   }
 
   const std::string run_dir = v["run-dir"].as<std::string>();

@@ -1,11 +1,11 @@
 // `psformer bleu`: corpus BLEU of a hypothesis file against one or more reference files, printed
-// as sacreBLEU's text line (worker/eval/bleu.h). Nothing is printed to stdout unless every file
+// as sacreBLEU's text line (translate/bleu.h). Nothing is printed to stdout unless every file
 // reads and lines up.
 #include <iostream>
 
 #include "launcher/command_line.h"
-#include "worker/eval/bleu.h"
-#include "worker/eval/text_lines.h"
+#include "translate/bleu.h"
+#include "translate/text_lines.h"
 
 namespace psformer {
 
@@ -26,7 +26,7 @@ int RunBleuCommand(const Args& args) {
   if (!values.count("ref")) {
     std::cerr << "psformer bleu: error: no reference given: add --ref FILE (repeatable)\n"
               << "usage: psformer bleu " << usage << "  (see --help)\n";
-    return 2;
+    return kExitUsage;
   }
 
   const std::string hyp_path = values["hyp"].as<std::string>();

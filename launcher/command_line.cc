@@ -25,14 +25,14 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
     po::store(parser.run(), parsed.values);
     if (parsed.values.count("help")) {
       std::cout << "usage: psformer " << command << " " << usage << "\n\n" << all << "\n";
-      parsed.exit_status = 0;
+      parsed.exit_status = kExitSuccess;
       return parsed;
     }
     po::notify(parsed.values);
   } catch (const po::error& e) {
     std::cerr << "psformer " << command << ": error: " << e.what() << "\n"
               << "usage: psformer " << command << " " << usage << "  (see --help)\n";
-    parsed.exit_status = 2;
+    parsed.exit_status = kExitUsage;
   }
   return parsed;
 }
@@ -52,7 +52,7 @@ int CheckStandardOutput(const std::string& command, int exit_status) {
   const int error = errno;
   std::cerr << "psformer " << command << ": error: cannot write to standard output"
             << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << "; the result is lost\n";
-  return exit_status != 0 ? exit_status : 1;
+  return exit_status != kExitSuccess ? exit_status : kExitFailure;
 }
 
 int ReportError(const std::string& command, const std::string& message, int exit_status) {

@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "launcher/commands.h"
+#include "launcher/exit_codes.h"
 
 namespace psformer {
 
@@ -34,8 +35,8 @@ std::string ShortestText(double value);
 int CheckStandardOutput(const std::string& command, int exit_status);
 
 // Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`.
-int ReportError(const std::string& command, const std::string& message, int exit_status = 1);
-int ReportError(const std::string& command, const Status& status, int exit_status = 1);
+int ReportError(const std::string& command, const std::string& message, int exit_status = kExitFailure);
+int ReportError(const std::string& command, const Status& status, int exit_status = kExitFailure);
 
 }  // namespace psformer
 

@@ -41,7 +41,7 @@ const std::vector<Subcommand>& Subcommands() {
 int RunCommandLine(int argc, char** argv) {
   if (argc < 2) {
     PrintUsage(std::cerr);
-    return 2;
+    return kExitUsage;
   }
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
@@ -58,13 +58,13 @@ int RunCommandLine(int argc, char** argv) {
         return CheckStandardOutput(name, c.run(args));
       } catch (const std::exception& e) {
         std::cerr << "psformer " << name << ": error: " << e.what() << "\n";
-        return 1;
+        return kExitFailure;
       }
     }
   }
   std::cerr << "psformer: error: unknown command '" << name << "'\n\n";
   PrintUsage(std::cerr);
-  return 2;
+  return kExitUsage;
 }
 
 }  // namespace psformer

@@ -1,12 +1,13 @@
 #include "launcher/host_probe.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <thread>
+
+#include "launcher/child_process.h"
 
 namespace psformer {
 namespace {
@@ -21,23 +22,10 @@ pid_t StartProbe(const std::string& host, const HostProbeOptions& options) {
   } else {
     args = {options.rsh_agent, host, "true"};
   }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, STDIN_FILENO);
-      dup2(null, STDOUT_FILENO);
-      dup2(null, STDERR_FILENO);
-    }
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  if (pid > 0) setpgid(pid, pid);
-  return pid;
+  ChildProcessOptions child;
+  child.args = std::move(args);
+  child.silence_output = true;
+  return StartChildProcess(child);
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ int Launch(const LaunchOptions& options) {
     if (result.interrupted) {
       Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
           "the train arguments");
-      return result.exit_status == 0 ? 130 : result.exit_status;
+      return result.exit_status == kExitSuccess ? kExitInterrupted : result.exit_status;
     }
     if (result.exit_status == 0) return 0;
     if (!JobStarted(options.run_dir, started)) {
@@ -216,16 +216,17 @@ int RunLaunchCommand(const Args& all_args) {
   ParsedOptions parsed = ParseOptions("launch", usage, normalized, options);
   if (parsed.exit_status) return *parsed.exit_status;
   if (launch.processes < 1)
-    return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", 2);
-  if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", 2);
-  if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", 2);
+    return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", kExitUsage);
+  if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", kExitUsage);
+  if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", kExitUsage);
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
   if (launch.train_args.empty() || launch.train_args.front() != "train") {
-    return ReportError("launch", "after -- comes the train command: -- train --config FILE --run-dir DIR ...", 2);
+    return ReportError("launch", "after -- comes the train command: -- train --config FILE --run-dir DIR ...",
+                       kExitUsage);
   }
   const std::vector<std::string> run_dirs = OptionValues(launch.train_args, "--run-dir");
   if (run_dirs.empty()) {
-    return ReportError("launch", "the train arguments need --run-dir: a restart continues the run in it", 2);
+    return ReportError("launch", "the train arguments need --run-dir: a restart continues the run in it", kExitUsage);
   }
   launch.run_dir = run_dirs.back();
   return Launch(launch);

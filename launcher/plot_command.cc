@@ -103,7 +103,7 @@ Status RunGnuplot(const fs::path& dir, const fs::path& script) {
   waitpid(pid, &wait_status, 0);
   std::ifstream in(messages);
   const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitExecFailed) {  // the shell found no gnuplot
     return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) return Status::Internal("gnuplot failed: " + said);
@@ -130,7 +130,7 @@ int RunPlotCommand(const Args& args) {
   const std::string size = parsed.values["size"].as<std::string>();
   std::smatch m;
   if (!std::regex_match(size, m, std::regex("([0-9]{2,5})x([0-9]{2,5})"))) {
-    return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", 2);
+    return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", kExitUsage);
   }
   const int width = std::stoi(m[1].str()), height = std::stoi(m[2].str());
 

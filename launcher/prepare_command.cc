@@ -47,7 +47,8 @@ int RunPrepareCommand(const Args& args) {
   prepare.max_length_ratio = values["max-length-ratio"].as<double>();
   prepare.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (values.count("spm") && !values["vocab-size"].defaulted()) {
-    return ReportError("prepare", "--vocab-size and --spm exclude each other: the model fixes the vocabulary", 2);
+    return ReportError("prepare", "--vocab-size and --spm exclude each other: the model fixes the vocabulary",
+                       kExitUsage);
   }
 
   // One meter per split, on a terminal only; learning the vocabulary has none (SentencePiece's

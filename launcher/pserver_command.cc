@@ -18,7 +18,7 @@
 #include "common/supervisor_report.h"
 #include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
-#include "launcher/command_line.h"
+#include "launcher/role_arguments.h"
 #include "launcher/server_scalars.h"
 #include "pserver/server/parameter_server.h"
 
@@ -95,73 +95,52 @@ void SampleServerScalars(std::unique_ptr<ServerScalars>& scalars, bool finish) {
 }  // namespace
 
 int RunPserverCommand(const Args& args) {
-  po::options_description options("pserver options");
-  options.add_options()
-      ("config", po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
-      ("run-dir", po::value<std::string>()->required(), "run directory; checkpoints go to RUN_DIR/checkpoints")
-      ("index", po::value<int>()->required(), "this shard's index, 0 .. cluster.servers-1")
-      ("endpoint", po::value<std::string>()->required(),
-       "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH")
-      ("ipc-endpoint", po::value<std::string>()->default_value(""),
-       "also listen on ipc://PATH for workers of this host, whose payloads then travel through shared "
-       "memory (set by psformer train with cluster.same_host_shm)")
-      ("job-id", po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
-      ("incarnation", po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
-      ("resume", po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
-      ("threads", po::value<int>()->default_value(0),
-       "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
-       "else all cores");
-  ParsedOptions parsed = ParseOptions("pserver", "--config FILE --run-dir DIR --index I --endpoint E", args, options);
-  if (parsed.exit_status) return *parsed.exit_status;
-  const auto& v = parsed.values;
-
-  auto config = ResolveConfig(v["config"].as<std::string>(), {});
-  if (!config.ok()) return ReportError("pserver", config.status());
-  const int index = v["index"].as<int>();
-  if (index < 0 || index >= config->cluster().servers()) {
-    return ReportError("pserver", "--index " + std::to_string(index) + " is outside 0.." +
-                                      std::to_string(config->cluster().servers() - 1) + " (cluster.servers)", 2);
-  }
-  if (v["threads"].as<int>() < 0) return ReportError("pserver", "--threads must be >= 0", 2);
-  const int vocab = ResolvedVocabSize(*config);
+  RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kServer, args);
+  if (line.exit_status) return *line.exit_status;
+  const RoleArguments& role = line.arguments;
+  const JobConfig& config = line.config;
+  const int index = role.index;
+  if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
+  const int vocab = ResolvedVocabSize(config);
   if (vocab <= 0) {
-    return ReportError("pserver", "model.vocab_size is 0 in " + v["config"].as<std::string>() +
-                                      ": a server needs the resolved vocabulary size to know the parameter count", 2);
+    return ReportError("pserver",
+                       "model.vocab_size is 0 in " + role.config +
+                           ": a server needs the resolved vocabulary size to know the parameter count",
+                       kExitUsage);
   }
   SetLogTag("pserver-" + std::to_string(index));
-  SetLogLevel(static_cast<LogLevel>(config->logging().level()));
+  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
 
-  auto layout = std::make_shared<ParamLayout>(config->model(), vocab);
+  auto layout = std::make_shared<ParamLayout>(config.model(), vocab);
   ParameterServerOptions o;
-  o.config = *config;
+  o.config = config;
   o.shard = index;
   o.parameter_count = layout->total_size();
   o.layer_starts = layout->LayerStarts();  // the pieces of overlap (workers cut the same)
-  o.config_digest = ModelConfigDigest(*config, vocab);
-  o.job_id = v["job-id"].as<uint64_t>();
-  o.endpoint = ServerBindEndpoint(*config, v["endpoint"].as<std::string>());
-  o.run_dir = v["run-dir"].as<std::string>();
-  o.resume = v["resume"].as<bool>();
-  o.threads = v["threads"].as<int>();
-  o.incarnation = v["incarnation"].as<uint32_t>();
-  const uint64_t seed = config->training().seed();
+  o.config_digest = ModelConfigDigest(config, vocab);
+  o.job_id = role.job_id;
+  o.endpoint = ServerBindEndpoint(config, role.endpoint);
+  o.run_dir = role.run_dir;
+  o.resume = role.resume;
+  o.threads = role.threads;
+  o.incarnation = role.incarnation;
+  const uint64_t seed = config.training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
 
   // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
   // timeout on a busy machine, and the supervisor must not take that for a hang.
-  HeartbeatSender heartbeat(config->cluster().heartbeat_interval_ms());
+  HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
   CheckpointFailures checkpoint_failures;
-  checkpoint_failures.limit = config->checkpoint().max_failures_in_a_row();
+  checkpoint_failures.limit = config.checkpoint().max_failures_in_a_row();
   o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
     checkpoint_failures.Record(index, step, result);
   };
-  const CheckpointIdentity identity{config->cluster().servers(), o.parameter_count, o.config_digest};
+  const CheckpointIdentity identity{config.cluster().servers(), o.parameter_count, o.config_digest};
 
-  const std::string ipc_endpoint = v["ipc-endpoint"].as<std::string>();
-  if (!ipc_endpoint.empty() && ipc_endpoint.rfind("ipc://", 0) != 0) {
-    return ReportError("pserver", "--ipc-endpoint " + ipc_endpoint + " is not ipc://PATH", 2);
+  if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
+    return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
   }
-  auto van = MakeServerVan(*config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), ipc_endpoint);
+  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), role.ipc_endpoint);
   if (!van.ok()) return ReportError("pserver", van.status());
   // Bytes in and out are counted at the Van, so that the server's own code stays out of it.
   auto traffic = std::make_shared<VanTraffic>();
@@ -169,7 +148,7 @@ int RunPserverCommand(const Args& args) {
   if (!server.ok()) return ReportError("pserver", server.status());
   checkpoint_failures.server = server->get();
   std::unique_ptr<ServerScalars> scalars =
-      OpenServerScalars(*config, v["run-dir"].as<std::string>(), index, &(*server)->stats(), traffic);
+      OpenServerScalars(config, role.run_dir, index, &(*server)->stats(), traffic);
   ReportToSupervisor(kReportReady);
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
@@ -191,7 +170,7 @@ int RunPserverCommand(const Args& args) {
     // would meet the same disk. The job stops here.
     const std::string why = std::to_string(checkpoint_failures.limit) +
                             " checkpoint(s) in a row could not be written; last good checkpoint: " +
-                            NewestGoodCheckpoint(v["run-dir"].as<std::string>(), identity) +
+                            NewestGoodCheckpoint(role.run_dir, identity) +
                             "; stopping the job (checkpoint.max_failures_in_a_row; last error: " +
                             checkpoint_failures.last_error + ")";
     ReportToSupervisor(kReportFatal, why);

@@ -14,6 +14,8 @@
 #include "common/logging.h"
 #include "common/supervisor_report.h"
 #include "common/transport/shm_segment.h"
+#include "launcher/exit_codes.h"
+#include "launcher/role_arguments.h"
 
 extern char** environ;
 
@@ -71,7 +73,7 @@ Status RoleProcess::Spawn() {
     return Status::IoError("cannot open log file " + options_.log_file + ": " + strerror(errno));
   }
   std::vector<std::string> args = options_.args;
-  args.push_back("--incarnation");
+  args.push_back(kIncarnationOption);
   args.push_back(std::to_string(incarnation_));
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(options_.executable.c_str()));
@@ -109,7 +111,7 @@ Status RoleProcess::Spawn() {
   if (pid == 0) {
     // A role process never outlives the supervisor that watches it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    if (getppid() != parent) _exit(kExitExecFailed);
     setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the supervisor's to handle.
     const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
@@ -121,7 +123,7 @@ Status RoleProcess::Spawn() {
       dup2(pipe_fds[1], kChildHeartbeatFd);  // dup2 clears close-on-exec on the copy.
     }
     execve(options_.executable.c_str(), argv.data(), envp.data());
-    _exit(127);
+    _exit(kExitExecFailed);
   }
   close(pipe_fds[1]);
   close(log_fd);

@@ -26,7 +26,8 @@ int RunStatusCommand(const Args& args) {
   const std::string run_dir = parsed.values["run-dir"].as<std::string>();
   const bool watch = parsed.values.count("watch") > 0;
   const double every = watch ? parsed.values["watch"].as<double>() : 0.0;
-  if (watch && !(every > 0)) return ReportError("status", "--watch " + std::to_string(every) + ": must be > 0", 2);
+  if (watch && !(every > 0))
+    return ReportError("status", "--watch " + std::to_string(every) + ": must be > 0", kExitUsage);
   const bool terminal = isatty(STDOUT_FILENO);
   while (true) {
     auto status = ReadRunStatus(run_dir);

@@ -87,13 +87,14 @@ int RunTrainCommand(const Args& args) {
   if (!files.ok()) return ReportError("train", files);
   const bool resume = values["resume"].as<bool>();
   if (resume && !values.count("run-dir")) {
-    return ReportError("train", "--resume needs --run-dir: the run directory to continue", 2);
+    return ReportError("train", "--resume needs --run-dir: the run directory to continue", kExitUsage);
   }
   if (resume && values["overwrite"].as<bool>()) {
-    return ReportError("train", "--resume and --overwrite contradict each other: continue the run, or start over", 2);
+    return ReportError("train", "--resume and --overwrite contradict each other: continue the run, or start over",
+                       kExitUsage);
   }
   const std::string run_dir = values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
-  if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", 2);
+  if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", kExitUsage);
   // Role processes get the vocabulary size in their config, so servers need not read the data;
   // it is resolved before anything is checked against it (the memory, the run's checkpoints).
   if (!local && config->model().vocab_size() == 0) {

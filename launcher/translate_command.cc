@@ -1,6 +1,6 @@
 // `psformer translate`: reads sentences from stdin, one a line, and writes their translations to
 // stdout in the same order. SentencePiece turns text into the model's ids and back; sentences are
-// batched by length (--batch-tokens) and decoded with batched beam search (worker/decode). Output
+// batched by length (--batch-tokens) and decoded with batched beam search (translate/). Output
 // is written only once every line has translated, so a failure leaves none behind. --gpu N
 // decodes on a CUDA device (fp32 GEMMs) in a build with the CUDA backend.
 #include <algorithm>
@@ -16,9 +16,9 @@
 #ifdef PSFORMER_HAVE_CUDA
 #include "worker/backend/cuda/cuda_backend.h"
 #endif
+#include "translate/beam_search.h"
+#include "translate/length_batches.h"
 #include "worker/data/subword_vocabulary.h"
-#include "worker/decode/beam_search.h"
-#include "worker/decode/length_batches.h"
 
 namespace psformer {
 
@@ -51,7 +51,7 @@ int RunTranslateCommand(const Args& args) {
   if (!valid.ok()) {
     std::cerr << "psformer translate: error: " << valid.message() << "\nusage: psformer translate " << usage
               << "  (see --help)\n";
-    return 2;
+    return kExitUsage;
   }
 
   const std::string model_path = parsed.values["model"].as<std::string>();

@@ -1,6 +1,5 @@
 #include "launcher/watched_mpirun.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+
+#include "launcher/child_process.h"
+#include "launcher/exit_codes.h"
 
 namespace psformer {
 namespace {
@@ -33,23 +35,10 @@ std::string DescribeWaitStatus(int status) {
 int ExitStatus(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 pid_t StartMpirun(const std::vector<std::string>& command) {
-  std::vector<std::string> args = command;
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) dup2(null, STDIN_FILENO);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "psformer launch: error: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  if (pid > 0) setpgid(pid, pid);
-  return pid;
+  ChildProcessOptions child;
+  child.args = command;
+  child.command = "psformer launch";
+  return StartChildProcess(child);
 }
 
 // Ends mpirun after its job lost a host: SIGTERM (mpirun kills its ranks on the hosts it still
@@ -80,7 +69,7 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
 
   const pid_t pid = StartMpirun(options.command);
   if (pid < 0) {
-    result.exit_status = 1;
+    result.exit_status = kExitFailure;
     result.cause = std::string("cannot start mpirun: ") + strerror(errno);
   } else {
     g_mpirun_pid.store(pid);

@@ -13,12 +13,14 @@
 #include "common/config_loader.h"
 #include "common/model_file.h"
 #include "common/param_layout.h"
+#include "tests/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
 namespace psformer {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::EndsSaying;
 using testing::RunPsformer;
 
 constexpr int kShards = 2;
@@ -56,17 +58,8 @@ class AverageTest : public ::testing::Test {
       if (only_shard >= 0 && k != only_shard) continue;
       const ShardRange r = ShardOf(id_.parameter_count, kShards, k);
       std::vector<float> m(r.size(), 0.5f), v(r.size(), 0.25f);
-      ShardCheckpointView view;
-      view.shard = k;
-      view.shards = kShards;
-      view.step = step;
-      view.updates = static_cast<uint64_t>(step);
-      view.begin = r.begin;
-      view.end = r.end;
-      view.worker_steps = {step};
-      view.params = p.data() + r.begin;
-      view.m = m.data();
-      view.v = v.data();
+      const ShardCheckpointView view = testing::ShardViewAtStep(id_.parameter_count, k, kShards, step, /*workers=*/1,
+                                                                p.data() + r.begin, m.data(), v.data());
       ASSERT_TRUE(SaveShardCheckpoint(run_, id_, view, 0).ok());
     }
   }
@@ -176,9 +169,7 @@ TEST_F(AverageTest, CorruptAndIncompleteNewestCheckpointsAreSkipped) {
 TEST_F(AverageTest, FewerCheckpointsThanAskedFailUnlessAllowed) {
   const std::string out = dir_.File("fewer.bin");
   const auto refused = RunPsformer("average --run-dir " + run_ + " --last 5 --output " + out);
-  EXPECT_EQ(refused.exit_status, 1) << refused.output;
-  EXPECT_NE(refused.output.find("has 3 complete checkpoint(s) (steps 10, 20, 30), fewer than the 5"), std::string::npos)
-      << refused.output;
+  EXPECT_TRUE(EndsSaying(refused, 1, "has 3 complete checkpoint(s) (steps 10, 20, 30), fewer than the 5"));
   EXPECT_FALSE(fs::exists(out));
 
   const auto allowed = RunPsformer("average --run-dir " + run_ + " --last 5 --allow-fewer --output " + out);
@@ -220,8 +211,7 @@ TEST_F(AverageTest, UnwritableOutputLeavesNoFile) {
   const std::string out = dir_.File("taken");
   fs::create_directories(out);
   const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + out);
-  EXPECT_EQ(result.exit_status, 1) << result.output;
-  EXPECT_NE(result.output.find(out), std::string::npos) << result.output;
+  EXPECT_TRUE(EndsSaying(result, 1, out));
   for (const auto& entry : fs::directory_iterator(dir_.path())) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }

@@ -1,7 +1,7 @@
 // Beam search against independent references that score with full recomputation
 // (Transformer<T>::Evaluate): a plain greedy decoder for beam 1, and exhaustive search over every
 // output sequence on a tiny vocabulary for a beam wide enough to be exact.
-#include "worker/decode/beam_search.h"
+#include "translate/beam_search.h"
 
 #include <gtest/gtest.h>
 
@@ -47,6 +47,15 @@ class BeamSearchTest : public ::testing::Test {
     return sum;
   }
 
+  // Random weights for `search`'s model (testing::RandomParams with `seed` and `noise`), on the
+  // host and on the backend.
+  std::pair<std::vector<double>, DeviceBuffer<double>> RandomWeights(const BeamSearch<double>& search, uint64_t seed,
+                                                                     double noise) {
+    std::vector<double> params = testing::RandomParams<double>(search.layout(), seed, noise);
+    DeviceBuffer<double> device_params = testing::ToDevice(&backend_, params);
+    return {std::move(params), std::move(device_params)};
+  }
+
   CpuBackend<double> backend_{1};
   proto::ModelConfig config_ = testing::SmallModelConfig(false);
   int vocab_ = 0;
@@ -77,9 +86,7 @@ TEST_F(BeamSearchTest, BeamOneIsGreedy) {
   vocab_ = 12;
   const BeamSearchOptions options{1, 0.6, 1.0, 4};
   BeamSearch<double> search(config_, vocab_, &backend_, options);
-  const std::vector<double> params = testing::RandomParams<double>(search.layout(), 21, 0.3);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const auto [params, device_params] = RandomWeights(search, 21, 0.3);
   const std::vector<std::vector<int32_t>> sources = {{4, 5, 6}, {11, 3, 7, 8, 9, 10}, {6}, {8, 8, 8, 8}};
   auto result = search.Translate(device_params.data(), sources);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
@@ -114,9 +121,7 @@ TEST_F(BeamSearchTest, WideBeamEqualsExhaustiveSearch) {
     const BeamSearchOptions options{40, alpha, 0.0, max_len};
     BeamSearch<double> search(config_, vocab_, &backend_, options);
     // Larger weights give peaked distributions, where length matters and ties are unlikely.
-    const std::vector<double> params = testing::RandomParams<double>(search.layout(), 5, 0.5);
-    DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-    device_params.Upload(params.data(), params.size());
+    const auto [params, device_params] = RandomWeights(search, 5, 0.5);
     auto result = search.Translate(device_params.data(), sources);
     ASSERT_TRUE(result.ok()) << result.status().ToString();
     for (size_t s = 0; s < sources.size(); ++s) {
@@ -147,9 +152,7 @@ TEST_F(BeamSearchTest, BatchPreservesOrderAndMatchesSingleSentences) {
   vocab_ = 12;
   const BeamSearchOptions options{3, 0.6, 1.0, 3};
   BeamSearch<double> search(config_, vocab_, &backend_, options);
-  const std::vector<double> params = testing::RandomParams<double>(search.layout(), 9, 0.3);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const auto [params, device_params] = RandomWeights(search, 9, 0.3);
   const std::vector<std::vector<int32_t>> sources = {{4, 5, 6, 7}, {11}, {9, 3, 9, 3, 9, 3, 9}, {}, {10, 10}};
   auto batch = search.Translate(device_params.data(), sources);
   ASSERT_TRUE(batch.ok());
@@ -164,9 +167,7 @@ TEST_F(BeamSearchTest, BatchPreservesOrderAndMatchesSingleSentences) {
 TEST_F(BeamSearchTest, RejectsBadSources) {
   vocab_ = 12;
   BeamSearch<double> search(config_, vocab_, &backend_, BeamSearchOptions{});
-  const std::vector<double> params = testing::RandomParams<double>(search.layout(), 1);
-  DeviceBuffer<double> device_params = backend_.Allocate<double>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const auto [params, device_params] = RandomWeights(search, 1, 0.1);
   EXPECT_FALSE(search.Translate(device_params.data(), {{4}, {12}}).ok());                    // id >= vocab
   EXPECT_FALSE(search.Translate(device_params.data(), {{4, kEosId}}).ok());                  // reserved id
   EXPECT_FALSE(search.Translate(device_params.data(), {std::vector<int32_t>(32, 4)}).ok());  // > max_positions - 1

@@ -15,6 +15,7 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::HasText;
 using testing::ReadTextFile;
 using testing::RunPsformer;
@@ -40,9 +41,7 @@ TEST(CheckpointFailure, IsReportedOnTheConsoleAndTheRunIsNotAPlainSuccess) {
   TempDir dir;
   const std::string run = RunDirBlocking(dir, {20});
   const CommandResult r = RunPsformer(std::string(kJob) + " --set training.max_steps=40 --run-dir " + run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "warning: pserver-0: shard 0 could not write its checkpoint of step 20 (1 in a row"))
-      << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "warning: pserver-0: shard 0 could not write its checkpoint of step 20 (1 in a row"));
   EXPECT_TRUE(HasText(r.output, "training finished, but 1 checkpoint(s) could not be written")) << r.output;
   EXPECT_TRUE(HasText(r.output, "last good checkpoint: " + run + "/checkpoints/step-00000040")) << r.output;
   EXPECT_FALSE(HasText(r.output, "trained copy")) << r.output;
@@ -55,8 +54,7 @@ TEST(CheckpointFailure, TooManyInARowStopTheJobNamingTheLastGoodCheckpoint) {
   TempDir dir;
   const std::string run = RunDirBlocking(dir, {20, 30, 40});
   const CommandResult r = RunPsformer(std::string(kJob) + " --set training.max_steps=100 --run-dir " + run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "3 checkpoint(s) in a row could not be written")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "3 checkpoint(s) in a row could not be written"));
   EXPECT_TRUE(HasText(r.output, "last good checkpoint: " + run + "/checkpoints/step-00000010")) << r.output;
   EXPECT_TRUE(HasText(r.output, "not restarted")) << r.output;
   EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
@@ -72,8 +70,7 @@ TEST(CheckpointFailure, TheLimitIsASetting) {
                                       " --set training.max_steps=30 --set checkpoint.max_failures_in_a_row=1 "
                                       "--run-dir " +
                                       run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "1 checkpoint(s) in a row could not be written")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "1 checkpoint(s) in a row could not be written"));
   EXPECT_TRUE(HasText(r.output, "last good checkpoint: none")) << r.output;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/param_layout.h"
+#include "tests/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -34,18 +35,7 @@ struct ShardData {
       m[i] = -p[i];
       v[i] = p[i] * 0.5f;
     }
-    ShardCheckpointView view;
-    view.shard = shard;
-    view.shards = kShards;
-    view.step = step;
-    view.updates = static_cast<uint64_t>(step);
-    view.begin = r.begin;
-    view.end = r.end;
-    view.worker_steps = {step, step};
-    view.params = p.data();
-    view.m = m.data();
-    view.v = v.data();
-    return view;
+    return testing::ShardViewAtStep(kTotal, shard, kShards, step, /*workers=*/2, p.data(), m.data(), v.data());
   }
 };
 

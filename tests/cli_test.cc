@@ -6,6 +6,7 @@
 namespace psformer {
 namespace {
 
+using testing::EndsSaying;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -13,6 +14,13 @@ void ExpectNoStackTrace(const testing::CommandResult& r) {
   EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("Aborted"), std::string::npos) << r.output;
   EXPECT_LT(r.exit_status, 128) << "killed by a signal: " << r.output;
+}
+
+// `psformer ARGUMENTS` ends with `exit_status` and says `text`, without a stack trace.
+void ExpectEndsSaying(const std::string& arguments, int exit_status, const std::string& text) {
+  const testing::CommandResult r = RunPsformer(arguments);
+  EXPECT_TRUE(EndsSaying(r, exit_status, text));
+  ExpectNoStackTrace(r);
 }
 
 TEST(Cli, HelpListsEverySubcommand) {
@@ -31,16 +39,11 @@ TEST(Cli, EverySubcommandHasHelp) {
   }
 }
 
-TEST(Cli, UnknownSubcommandIsAUsageError) {
-  auto r = RunPsformer("trian");
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_NE(r.output.find("unknown command 'trian'"), std::string::npos) << r.output;
-}
+TEST(Cli, UnknownSubcommandIsAUsageError) { ExpectEndsSaying("trian", 2, "unknown command 'trian'"); }
 
 TEST(Cli, DryRunPrintsTheResolvedBaseConfig) {
   auto r = RunPsformer("train --config configs/base.pbtxt --dry-run");
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("d_model: 512"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 0, "d_model: 512"));
   EXPECT_NE(r.output.find("warmup_steps: 4000"), std::string::npos) << r.output;
   // Defaults the file does not name are printed too.
   EXPECT_NE(r.output.find("max_positions: 1024"), std::string::npos) << r.output;
@@ -48,8 +51,7 @@ TEST(Cli, DryRunPrintsTheResolvedBaseConfig) {
 
 TEST(Cli, DryRunAppliesOverrides) {
   auto r = RunPsformer("train --config configs/base.pbtxt --set model.d_model=1024 --set model.heads=16 --dry-run");
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("d_model: 1024"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 0, "d_model: 1024"));
   EXPECT_NE(r.output.find("heads: 16"), std::string::npos) << r.output;
 }
 
@@ -66,28 +68,16 @@ TEST(Cli, BadHeadsOverrideFailsWithAMessageAboutHeads) {
   auto r = RunPsformer("train --config configs/base.pbtxt --set model.heads=7 --dry-run");
   EXPECT_NE(r.exit_status, 0);
   ExpectNoStackTrace(r);
-  EXPECT_NE(r.output.find("model.heads = 7: d_model (512) must be divisible by heads"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("model.heads = 7: d_model (512) must be divisible by heads"), std::string::npos) << r.output;
 }
 
-TEST(Cli, MissingConfigOptionIsAUsageError) {
-  auto r = RunPsformer("train --dry-run");
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
-}
+TEST(Cli, MissingConfigOptionIsAUsageError) { ExpectEndsSaying("train --dry-run", 2, "--config"); }
 
 TEST(Cli, MissingConfigFileSaysSo) {
-  auto r = RunPsformer("train --config /nonexistent.pbtxt");
-  EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("/nonexistent.pbtxt does not exist"), std::string::npos) << r.output;
+  ExpectEndsSaying("train --config /nonexistent.pbtxt", 1, "/nonexistent.pbtxt does not exist");
 }
 
-TEST(Cli, UnknownOptionIsAUsageError) {
-  auto r = RunPsformer("train --config configs/base.pbtxt --bogus");
-  EXPECT_EQ(r.exit_status, 2);
-  ExpectNoStackTrace(r);
-  EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
-}
+TEST(Cli, UnknownOptionIsAUsageError) { ExpectEndsSaying("train --config configs/base.pbtxt --bogus", 2, "bogus"); }
 
 }  // namespace
 }  // namespace psformer
@@ -103,8 +93,9 @@ TEST(Cli, StrayArgumentIsAUsageError) {
 TEST(Cli, AResultThatCannotBeWrittenToStandardOutputIsAFailure) {
   TempDir dir;
   const std::string text = dir.Write("text.txt", "the cat sat on the mat\n");
-  for (const std::string& command : {"bleu --hyp " + text + " --ref " + text, std::string("train --config configs/copy.pbtxt --dry-run"),
-                                     std::string("--help"), std::string("translate --help")}) {
+  for (const std::string& command :
+       {"bleu --hyp " + text + " --ref " + text, std::string("train --config configs/copy.pbtxt --dry-run"),
+        std::string("--help"), std::string("translate --help")}) {
     auto ok = RunPsformer(command + " > /dev/null");
     EXPECT_EQ(ok.exit_status, 0) << command << "\n" << ok.output;
     // Standard error stays on the captured pipe; only standard output goes to the full device.
@@ -112,7 +103,8 @@ TEST(Cli, AResultThatCannotBeWrittenToStandardOutputIsAFailure) {
                                   " > /dev/full; }");
     EXPECT_EQ(full.exit_status, 1) << command << "\n" << full.output;
     EXPECT_NE(full.output.find("cannot write to standard output: No space left on device"), std::string::npos)
-        << command << "\n" << full.output;
+        << command << "\n"
+        << full.output;
   }
 }
 
@@ -127,14 +119,12 @@ TEST(Cli, AnEmptyConfigFileIsRefusedUnlessEveryFieldComesFromSet) {
   }
   const std::string path = dir.Write("empty.pbtxt", "");
   auto set_only = RunPsformer("train --config " + path + " --set model.d_model=64 --set model.layers=1 --dry-run");
-  EXPECT_EQ(set_only.exit_status, 0) << set_only.output;
-  EXPECT_NE(set_only.output.find("d_model: 64"), std::string::npos) << set_only.output;
+  EXPECT_TRUE(EndsSaying(set_only, 0, "d_model: 64"));
 }
 
 TEST(Cli, HelpShowsDefaultsAsAPersonWritesThem) {
   auto translate = RunPsformer("translate --help");
-  EXPECT_EQ(translate.exit_status, 0);
-  EXPECT_NE(translate.output.find("--alpha arg (=0.6)"), std::string::npos) << translate.output;
+  EXPECT_TRUE(EndsSaying(translate, 0, "--alpha arg (=0.6)"));
   EXPECT_NE(translate.output.find("--max-len-a arg (=1)"), std::string::npos) << translate.output;
   auto prepare = RunPsformer("prepare --help");
   EXPECT_NE(prepare.output.find("--max-length-ratio arg (=3)"), std::string::npos) << prepare.output;

@@ -22,6 +22,7 @@ namespace {
 
 using testing::BackgroundJob;
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::ModelDigest;
 using testing::RunPsformer;
 using testing::RunShell;
@@ -131,17 +132,45 @@ const std::string& UndisturbedDigest() {
   return digest;
 }
 
-TEST(Cluster, ThreeHostsTrainTheWeightsOfSingleNodeMode) {
-  SimulatedCluster cluster(3, 0);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
-  const CommandResult r = RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run);
+// What every test on a simulated cluster starts from: `kHosts` hosts and `kSpares` spares up (or
+// the test skipped, with the reason, where namespaces cannot be made), and a run directory.
+template <int kHosts, int kSpares>
+class OnSimulatedCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<SimulatedCluster>(kHosts, kSpares);
+    if (cluster_->unavailable()) GTEST_SKIP() << cluster_->why();
+    ASSERT_TRUE(cluster_->up()) << cluster_->why();
+  }
+
+  // `psformer launch` of kJob on every host, with `launch_options` before "--" and
+  // `train_options` after the job's.
+  std::string LaunchJob(const std::string& launch_options = "", const std::string& train_options = "") const {
+    return cluster_->LaunchOptions(kHosts, launch_options) + " -- train " + kJob + train_options + " --run-dir " + run_;
+  }
+  // That launch started in the background, once it has logged step `step`; null (and the test
+  // failed, with the launch's output) when it did not get there in 180 s.
+  std::unique_ptr<BackgroundJob> StartJobUntilStep(const std::string& launch_options, int64_t step) {
+    auto job = std::make_unique<BackgroundJob>(LaunchJob(launch_options), dir_.File("launch.out"));
+    if (testing::WaitForStep(job.get(), run_, step, std::chrono::seconds(180))) return job;
+    ADD_FAILURE() << "the job did not reach step " << step << ":\n" << job->Output();
+    return nullptr;
+  }
+  const SimulatedCluster& cluster() const { return *cluster_; }
+
+  std::unique_ptr<SimulatedCluster> cluster_;
+  TempDir dir_;
+  const std::string run_ = dir_.File("run");
+};
+using Cluster = OnSimulatedCluster<3, 0>;
+using ClusterWithASpare = OnSimulatedCluster<3, 1>;
+
+TEST_F(Cluster, ThreeHostsTrainTheWeightsOfSingleNodeMode) {
+  const CommandResult r = RunPsformer(LaunchJob());
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("psformer launch: mpirun"), std::string::npos) << r.output;
   EXPECT_FALSE(UndisturbedDigest().empty());
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
 // "rank R runs ROLE on host H; servers at E" from every supervisor's log, joined.
@@ -155,187 +184,147 @@ std::string Placement(const std::string& run) {
   return lines;
 }
 
-TEST(Cluster, EachRoleRunsOnItsOwnHostAndReachesTheServerByName) {
-  SimulatedCluster cluster(3, 0);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
-  const CommandResult r =
-      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --set training.max_steps=4 --run-dir " + run);
+TEST_F(Cluster, EachRoleRunsOnItsOwnHostAndReachesTheServerByName) {
+  const CommandResult r = RunPsformer(LaunchJob("", " --set training.max_steps=4"));
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  const std::string placement = Placement(run);
+  const std::string placement = Placement(run_);
   // One rank on each host (one slot each), and the server's endpoint names its host, not an
   // address only this machine's loopback reaches.
   for (int rank = 0; rank < 3; ++rank) {
-    const std::regex line("rank " + std::to_string(rank) + " runs [a-z]+-[0-9]+ on host " + cluster.hosts()[rank] +
+    const std::regex line("rank " + std::to_string(rank) + " runs [a-z]+-[0-9]+ on host " + cluster().hosts()[rank] +
                           "; servers at tcp://psf-[a-z0-9]+-[0-9]+:[0-9]+");
     EXPECT_TRUE(std::regex_search(placement, line)) << "rank " << rank << ":\n" << placement;
   }
   // The server takes the first host (servers go round-robin from there), the workers the others.
-  EXPECT_NE(placement.find("pserver-0 on host " + cluster.hosts()[0]), std::string::npos) << placement;
-  EXPECT_NE(placement.find("worker-0 on host " + cluster.hosts()[1]), std::string::npos) << placement;
-  EXPECT_NE(placement.find("worker-1 on host " + cluster.hosts()[2]), std::string::npos) << placement;
-  EXPECT_NE(placement.find("servers at tcp://" + cluster.hosts()[0] + ":"), std::string::npos) << placement;
+  EXPECT_NE(placement.find("pserver-0 on host " + cluster().hosts()[0]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("worker-0 on host " + cluster().hosts()[1]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("worker-1 on host " + cluster().hosts()[2]), std::string::npos) << placement;
+  EXPECT_NE(placement.find("servers at tcp://" + cluster().hosts()[0] + ":"), std::string::npos) << placement;
 }
 
 // The node dies: its link goes down and every process on it is SIGKILLed. The launch notices the
 // host's silence, ends the job, and starts it again with --resume on the two hosts left plus the
 // spare; the weights are those of a run that never lost a node.
-TEST(Cluster, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
-  SimulatedCluster cluster(3, 1);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
+TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
   {
-    BackgroundJob job(
-        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
-        dir.File("launch.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
-    const CommandResult killed = cluster.Run("kill " + cluster.hosts()[1]);
+    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 6", 12);
+    ASSERT_NE(job, nullptr);
+    const CommandResult killed = cluster().Run("kill " + cluster().hosts()[1]);
     ASSERT_EQ(killed.exit_status, 0) << killed.output;
-    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
-    const std::string out = job.Output();
+    ASSERT_EQ(job->Wait(std::chrono::seconds(300)), 0) << job->Output();
+    const std::string out = job->Output();
     // Here mpirun sees the host's daemon die (it is mpirun's child, as ssh would be); on a real
     // network the launch's host timeout ends the run instead (the link tests below).
     EXPECT_NE(out.find("restart 1 of 2: "), std::string::npos) << out;
-    EXPECT_NE(out.find("hosts now " + cluster.hosts()[0] + "," + cluster.hosts()[2] + "," + cluster.spares()[0] +
-                       " (were " + cluster.hosts()[0] + "," + cluster.hosts()[1] + "," + cluster.hosts()[2] +
-                       "; no answer from " + cluster.hosts()[1] + ")"),
+    EXPECT_NE(out.find("hosts now " + cluster().hosts()[0] + "," + cluster().hosts()[2] + "," + cluster().spares()[0] +
+                       " (were " + cluster().hosts()[0] + "," + cluster().hosts()[1] + "," + cluster().hosts()[2] +
+                       "; no answer from " + cluster().hosts()[1] + ")"),
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("restart 2 of 2"), std::string::npos) << out;
-    EXPECT_NE(TextEvents(run).find("psformer launch: restart 1 of 2: "), std::string::npos) << TextEvents(run);
+    EXPECT_NE(TextEvents(run_).find("psformer launch: restart 1 of 2: "), std::string::npos) << TextEvents(run_);
   }
   EXPECT_FALSE(UndisturbedDigest().empty());
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
 // A cable pulled and put back within the host timeout: TCP and ZeroMQ carry on, nothing restarts.
-TEST(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
-  SimulatedCluster cluster(3, 0);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
+TEST_F(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
   {
-    BackgroundJob job(
-        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 20") + " -- train " + kJob + " --run-dir " + run,
-        dir.File("launch.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
-    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[2] + " down").exit_status, 0);
+    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 20", 6);
+    ASSERT_NE(job, nullptr);
+    ASSERT_EQ(cluster().Run("link " + cluster().hosts()[2] + " down").exit_status, 0);
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[2] + " up").exit_status, 0);
-    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
-    EXPECT_EQ(job.Output().find("restart"), std::string::npos) << job.Output();
+    ASSERT_EQ(cluster().Run("link " + cluster().hosts()[2] + " up").exit_status, 0);
+    ASSERT_EQ(job->Wait(std::chrono::seconds(300)), 0) << job->Output();
+    EXPECT_EQ(job->Output().find("restart"), std::string::npos) << job->Output();
   }
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
 // Cut off for longer than the host timeout: the job is ended and started again without the silent
 // host (a spare takes its place), and still ends with the same weights.
-TEST(Cluster, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
-  SimulatedCluster cluster(3, 1);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
+TEST_F(ClusterWithASpare, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
   {
-    BackgroundJob job(
-        cluster.LaunchOptions(3, "--max-restarts 2 --host-timeout 6") + " -- train " + kJob + " --run-dir " + run,
-        dir.File("launch.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 12, std::chrono::seconds(180))) << job.Output();
-    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " down").exit_status, 0);
+    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 6", 12);
+    ASSERT_NE(job, nullptr);
+    ASSERT_EQ(cluster().Run("link " + cluster().hosts()[0] + " down").exit_status, 0);
     // Up again only once the launch has restarted the job elsewhere.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (job.Output().find("restart 1 of 2") == std::string::npos && !job.Exited() &&
+    while (job->Output().find("restart 1 of 2") == std::string::npos && !job->Exited() &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    ASSERT_EQ(cluster.Run("link " + cluster.hosts()[0] + " up").exit_status, 0);
-    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
-    EXPECT_NE(job.Output().find("restart 1 of 2: host " + cluster.hosts()[0] + " has not answered"), std::string::npos)
-        << job.Output();
+    ASSERT_EQ(cluster().Run("link " + cluster().hosts()[0] + " up").exit_status, 0);
+    ASSERT_EQ(job->Wait(std::chrono::seconds(300)), 0) << job->Output();
+    EXPECT_NE(job->Output().find("restart 1 of 2: host " + cluster().hosts()[0] + " has not answered"),
+              std::string::npos)
+        << job->Output();
   }
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
 // CURVE across hosts: a worker started by hand on another host, without the job's keys, reaches
 // the server's port but gets no answer (ZeroMQ drops it in the handshake: a client without keys
 // cannot even greet a CURVE server), none of its messages reaches the server's validator, and the
 // job trains on undisturbed.
-TEST(Cluster, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
-  SimulatedCluster cluster(3, 1);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
-  std::filesystem::create_directories(dir.File("intruder"));
+TEST_F(ClusterWithASpare, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
+  std::filesystem::create_directories(dir_.File("intruder"));
   {
-    BackgroundJob job(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run, dir.File("launch.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 4, std::chrono::seconds(180))) << job.Output();
+    const auto job = StartJobUntilStep("", 4);
+    ASSERT_NE(job, nullptr);
     std::smatch m;
-    const std::string placement = Placement(run);
+    const std::string placement = Placement(run_);
     ASSERT_TRUE(std::regex_search(placement, m, std::regex("servers at tcp://([^:]+):([0-9]+)"))) << placement;
     const std::string server_host = m[1].str(), port = m[2].str();
-    const std::string intruder = cluster.spares()[0];
+    const std::string intruder = cluster().spares()[0];
     // The port is open to the intruder's host: a plain TCP connection is accepted.
     // (The agent, like ssh, hands the remote shell its words joined by spaces: quoted twice.)
-    const CommandResult reach =
-        cluster.Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" + server_host + "/" + port + "'\"");
+    const CommandResult reach = cluster().Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" +
+                                              server_host + "/" + port + "'\"");
     EXPECT_EQ(reach.exit_status, 0) << reach.output;
-    const CommandResult r = cluster.Run("exec " + intruder + " timeout 10 " + testing::PsformerBinary() +
-                                        " worker --config " + run + "/config.pbtxt --run-dir " + dir.File("intruder") +
-                                        " --index 0 --servers tcp://" + server_host + ":" + port);
+    const CommandResult r = cluster().Run(
+        "exec " + intruder + " timeout 10 " + testing::PsformerBinary() + " worker --config " + run_ +
+        "/config.pbtxt --run-dir " + dir_.File("intruder") + " --index 0 --servers tcp://" + server_host + ":" + port);
     EXPECT_NE(r.exit_status, 0) << r.output;
     EXPECT_NE(r.output.find("unauthenticated"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("no answer from shard 0 to HELLO"), std::string::npos) << r.output;
-    ASSERT_EQ(job.Wait(std::chrono::seconds(300)), 0) << job.Output();
+    ASSERT_EQ(job->Wait(std::chrono::seconds(300)), 0) << job->Output();
   }
-  const std::string server_log = testing::ReadTextFile(std::filesystem::path(run) / "logs" / "pserver-0.log");
+  const std::string server_log = testing::ReadTextFile(std::filesystem::path(run_) / "logs" / "pserver-0.log");
   EXPECT_NE(server_log.find("CURVE on"), std::string::npos) << server_log;
   EXPECT_NE(server_log.find("refused messages: none"), std::string::npos) << server_log;
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
 // Ctrl-C stops the job in order (the launch passes it on to mpirun once) and is not restarted;
 // --resume then continues from the checkpoint the stop wrote, to the same weights.
-TEST(Cluster, CtrlCStopsTheJobAndIsNotRestarted) {
-  SimulatedCluster cluster(3, 0);
-  if (cluster.unavailable()) GTEST_SKIP() << cluster.why();
-  ASSERT_TRUE(cluster.up()) << cluster.why();
-  TempDir dir;
-  const std::string run = dir.File("run");
+TEST_F(Cluster, CtrlCStopsTheJobAndIsNotRestarted) {
   {
-    BackgroundJob job(cluster.LaunchOptions(3, "--max-restarts 2") + " -- train " + kJob + " --run-dir " + run,
-                      dir.File("launch.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 6, std::chrono::seconds(180))) << job.Output();
-    job.SignalGroup(SIGINT);
-    const int status = job.Wait(std::chrono::seconds(200));
-    EXPECT_NE(status, 0) << job.Output();
-    EXPECT_NE(status, -1) << job.Output();
-    EXPECT_NE(job.Output().find("interrupted; not restarting"), std::string::npos) << job.Output();
-    EXPECT_EQ(job.Output().find("restart 1"), std::string::npos) << job.Output();
+    const auto job = StartJobUntilStep("--max-restarts 2", 6);
+    ASSERT_NE(job, nullptr);
+    job->SignalGroup(SIGINT);
+    const int status = job->Wait(std::chrono::seconds(200));
+    EXPECT_NE(status, 0) << job->Output();
+    EXPECT_NE(status, -1) << job->Output();
+    EXPECT_NE(job->Output().find("interrupted; not restarting"), std::string::npos) << job->Output();
+    EXPECT_EQ(job->Output().find("restart 1"), std::string::npos) << job->Output();
   }
-  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
-  const CommandResult resumed =
-      RunPsformer(cluster.LaunchOptions(3) + " -- train " + kJob + " --run-dir " + run + " --resume");
+  EXPECT_FALSE(std::filesystem::exists(run_ + "/model.bin"));
+  const CommandResult resumed = RunPsformer(LaunchJob("", " --resume"));
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), UndisturbedDigest());
+  EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
-TEST(Cluster, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
+TEST(Launch, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
   TempDir dir;
   // Hosts that never answer: the agent is `false`, as ssh is to a host that is down.
   const std::string hostfile = dir.Write("hosts", "nodeA slots=2\nnodeB\n");
   const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 3 --rsh-agent /bin/false -- train " +
                                       kJob + " --run-dir " + dir.File("run"));
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_NE(r.output.find("psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
-                          "(no answer from nodeA, nodeB)"),
-            std::string::npos)
-      << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
+                         "(no answer from nodeA, nodeB)"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
@@ -343,8 +332,7 @@ TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;
   const CommandResult help = RunPsformer("launch --help");
-  EXPECT_EQ(help.exit_status, 0) << help.output;
-  EXPECT_NE(help.output.find("usage: psformer launch --hostfile FILE --np N"), std::string::npos) << help.output;
+  EXPECT_TRUE(EndsSaying(help, 0, "usage: psformer launch --hostfile FILE --np N"));
   EXPECT_NE(help.output.find("--max-restarts"), std::string::npos) << help.output;
 }
 
@@ -352,20 +340,16 @@ TEST(Launch, UsageErrorsSayWhatIsMissing) {
   TempDir dir;
   const std::string hostfile = dir.Write("hosts", "nodeA\n");
   const CommandResult no_train = RunPsformer("launch --hostfile " + hostfile + " -np 1");
-  EXPECT_EQ(no_train.exit_status, 2) << no_train.output;
-  EXPECT_NE(no_train.output.find("after -- comes the train command"), std::string::npos) << no_train.output;
+  EXPECT_TRUE(EndsSaying(no_train, 2, "after -- comes the train command"));
   const CommandResult no_run_dir =
       RunPsformer("launch --hostfile " + hostfile + " -np 1 -- train --config configs/copy.pbtxt");
-  EXPECT_EQ(no_run_dir.exit_status, 2) << no_run_dir.output;
-  EXPECT_NE(no_run_dir.output.find("the train arguments need --run-dir"), std::string::npos) << no_run_dir.output;
+  EXPECT_TRUE(EndsSaying(no_run_dir, 2, "the train arguments need --run-dir"));
   const CommandResult bad_hostfile =
       RunPsformer("launch --hostfile " + dir.Write("bad", "nodeA cores=2\n") + " -np 1 -- train --config " +
                   "configs/copy.pbtxt --run-dir " + dir.File("run"));
-  EXPECT_EQ(bad_hostfile.exit_status, 1) << bad_hostfile.output;
-  EXPECT_NE(bad_hostfile.output.find("psformer launch: error: " + dir.File("bad") +
-                                     ":1: \"cores=2\": expected slots=N after the host name"),
-            std::string::npos)
-      << bad_hostfile.output;
+  EXPECT_TRUE(EndsSaying(
+      bad_hostfile, 1,
+      "psformer launch: error: " + dir.File("bad") + ":1: \"cores=2\": expected slots=N after the host name"));
 }
 
 }  // namespace

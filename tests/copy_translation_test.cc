@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "common/config_loader.h"
+#include "translate/beam_search.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/batch_source.h"
-#include "worker/decode/beam_search.h"
 #include "worker/train/local_trainer.h"
 
 namespace psformer {

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/device_test_util.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 
@@ -41,20 +42,6 @@ inline std::vector<float> RandomFloats(std::mt19937_64& rng, size_t n, float std
   std::vector<float> v(n);
   for (float& x : v) x = normal(rng);
   return v;
-}
-
-template <typename E>
-DeviceBuffer<E> ToDevice(DeviceMemory* memory, const std::vector<E>& host) {
-  DeviceBuffer<E> d(memory, host.size());
-  if (!host.empty()) d.Upload(host.data(), host.size());
-  return d;
-}
-
-template <typename E>
-std::vector<E> ToHost(const DeviceBuffer<E>& d) {
-  std::vector<E> host(d.size());
-  if (!host.empty()) d.Download(host.data(), host.size());
-  return host;
 }
 
 // A CUDA backend on device 0 (strict fp32) and a one-thread CPU backend. REQUIRES: a GPU.

@@ -3,6 +3,8 @@
 #ifndef PSFORMER_TESTS_DECODE_TEST_UTIL_H_
 #define PSFORMER_TESTS_DECODE_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -12,6 +14,7 @@
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "common/proto/config.pb.h"
+#include "tests/device_test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/subword_vocabulary.h"
@@ -94,14 +97,34 @@ inline Batch MakeBatch(const std::vector<std::vector<int32_t>>& sources,
   return batch;
 }
 
+// Whether an incremental decoder's log-probabilities at step t (`log_probs`: one row of `vocab`
+// per decoder row, row r decoding sentence sentence_of_row[r]) are those of the full
+// recomputation `reference` (B * tgt_len, vocab), each within `tolerance`; the first that is not
+// is named.
+inline ::testing::AssertionResult StepMatchesReference(const std::vector<double>& log_probs,
+                                                       const std::vector<double>& reference,
+                                                       const std::vector<int32_t>& sentence_of_row, int t, int tgt_len,
+                                                       int vocab, double tolerance) {
+  for (size_t r = 0; r < sentence_of_row.size(); ++r) {
+    const int s = sentence_of_row[r];
+    for (int v = 0; v < vocab; ++v) {
+      const double got = log_probs[r * vocab + v], want = reference[(s * tgt_len + t) * vocab + v];
+      if (!(std::abs(got - want) <= tolerance)) {
+        return ::testing::AssertionFailure() << "row " << r << " (sentence " << s << ") step " << t << " token " << v
+                                             << ": " << got << " vs the recomputation's " << want;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Full recomputation: log-probabilities (B * T, vocab) of every position of `batch` under the
 // model, from Transformer<T>::Evaluate's logits.
 template <typename T>
 std::vector<double> ReferenceLogProbs(const proto::ModelConfig& config, int vocab, Backend<T>* backend,
                                       const std::vector<T>& params, const Batch& batch) {
   Transformer<T> model(config, vocab, backend);
-  DeviceBuffer<T> device_params = backend->template Allocate<T>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<T> device_params = ToDevice(backend, params);
   model.Evaluate(device_params.data(), batch);
   std::vector<T> logits(static_cast<size_t>(batch.sentences) * batch.tgt_len * vocab);
   backend->CopyToHost(logits.data(), model.logits(), logits.size() * sizeof(T));

@@ -25,10 +25,7 @@ const char* kEmulated =
     "--set cluster.workers=2";
 
 std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
-  const std::string run = dir.File(name);
-  const CommandResult r = RunPsformer(std::string("train ") + kEmulated + " --run-dir " + run + " " + extra);
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  return ModelDigest(run + "/model.bin");
+  return testing::TrainedModelDigest(dir, name, std::string(kEmulated) + " " + extra);
 }
 
 TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
@@ -57,9 +54,9 @@ TEST(EmulatedTraining, MpirunClusterModeEqualsSingleNodeMode) {
   TempDir dir;
   const std::string single = Train(dir, "single", "--set cluster.servers=1");
   const std::string run = dir.File("mpi");
-  const CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
-                                   " && mpirun --allow-run-as-root --oversubscribe -np 3 " + PSFORMER_BINARY +
-                                   " train " + kEmulated + " --set cluster.servers=1 --run-dir " + run);
+  const CommandResult r =
+      RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe -np 3 " +
+               PSFORMER_BINARY + " train " + kEmulated + " --set cluster.servers=1 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
 }
@@ -77,8 +74,7 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
 
 TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
   // base.pbtxt names a corpus that is not here; emulated workers do not read it.
-  const CommandResult dry =
-      RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --dry-run");
+  const CommandResult dry = RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --dry-run");
   EXPECT_EQ(dry.exit_status, 0) << dry.output;
   EXPECT_EQ(dry.output.find("warning"), std::string::npos) << dry.output;
   const CommandResult no_vocab =

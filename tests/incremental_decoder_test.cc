@@ -1,7 +1,7 @@
 // Incremental decoding (cached encoder output, cached cross-attention keys/values, self-attention
 // keys/values of earlier positions kept) must give the same per-step log-probabilities as full
 // recomputation with Transformer<T>::Evaluate: within 1e-5 in fp32, 1e-10 in fp64.
-#include "worker/decode/incremental_decoder.h"
+#include "translate/incremental_decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -42,8 +42,7 @@ void ExpectSameAsFullRecomputation(bool pre_ln) {
   const Batch batch = MakeBatch(kSources, kTargets);
   const std::vector<double> reference = ReferenceLogProbs<T>(config, kVocab, &backend, params, batch);
 
-  DeviceBuffer<T> device_params = backend.template Allocate<T>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<T> device_params = testing::ToDevice(&backend, params);
   decoder.Start(device_params.data(), batch.src, batch.sentences, batch.src_len);
   std::vector<double> log_probs;
   int compared = 0;
@@ -81,8 +80,7 @@ TYPED_TEST(IncrementalDecoderTest, ReorderedRowsContinueTheirParents) {
   const Batch batch = MakeBatch(kSources, targets);
   const std::vector<double> reference = ReferenceLogProbs<T>(config, kVocab, &backend, params, batch);
 
-  DeviceBuffer<T> device_params = backend.template Allocate<T>(params.size());
-  device_params.Upload(params.data(), params.size());
+  const DeviceBuffer<T> device_params = testing::ToDevice(&backend, params);
   decoder.Start(device_params.data(), batch.src, batch.sentences, batch.src_len);
   std::vector<int32_t> sentence_of_row = {0, 1, 2};
   const std::vector<std::vector<int32_t>> reorders = {{2, 0, 0, 1}, {3, 1}, {1, 1, 0}};
@@ -99,13 +97,8 @@ TYPED_TEST(IncrementalDecoderTest, ReorderedRowsContinueTheirParents) {
     std::vector<int32_t> tokens;
     for (int32_t s : sentence_of_row) tokens.push_back(batch.tgt_in[s * batch.tgt_len + t]);
     decoder.Step(tokens, &log_probs);
-    for (size_t r = 0; r < sentence_of_row.size(); ++r) {
-      const int s = sentence_of_row[r];
-      for (int v = 0; v < kVocab; ++v) {
-        ASSERT_NEAR(log_probs[r * kVocab + v], reference[(s * batch.tgt_len + t) * kVocab + v], Tolerance<T>())
-            << "row " << r << " (sentence " << s << ") step " << t << " token " << v;
-      }
-    }
+    ASSERT_TRUE(
+        testing::StepMatchesReference(log_probs, reference, sentence_of_row, t, batch.tgt_len, kVocab, Tolerance<T>()));
   }
 }
 

@@ -11,6 +11,7 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -53,18 +54,14 @@ TEST(PlotCommand, DrawsAPngOfTheAskedSize) {
 TEST(PlotCommand, ClearErrors) {
   TempDir dir;
   CommandResult r = RunPsformer("plot " + dir.path().string());
-  EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("psformer plot: error: " + dir.path().string() +
-                          " has no metrics.jsonl: not a run directory, or no step logged yet"),
-            std::string::npos)
-      << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "psformer plot: error: " + dir.path().string() +
+                             " has no metrics.jsonl: not a run directory, or no step logged yet"));
   dir.Write("metrics.jsonl", "");
   r = RunPsformer("plot " + dir.path().string());
-  EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("has no training step yet: nothing to plot"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "has no training step yet: nothing to plot"));
   r = RunPsformer("plot " + dir.path().string() + " --size 640");
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_NE(r.output.find("--size 640: expected WIDTHxHEIGHT"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 2, "--size 640: expected WIDTHxHEIGHT"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::HasText;
 using testing::ReadTextFile;
 using testing::RunPsformer;
@@ -52,8 +53,7 @@ TEST_F(RunDirectory, TrainRefusesADirectoryHoldingAnotherRunAndLeavesItAlone) {
   const std::string run = TrainedRun("run");
   const auto before = Snapshot(run);
   const CommandResult again = RunPsformer(std::string(kRun) + " --set model.d_model=32 --run-dir " + run);
-  EXPECT_EQ(again.exit_status, 1) << again.output;
-  EXPECT_TRUE(HasText(again.output, "already holds a run")) << again.output;
+  EXPECT_TRUE(EndsSaying(again, 1, "already holds a run"));
   EXPECT_TRUE(HasText(again.output, "--resume")) << again.output;
   EXPECT_TRUE(HasText(again.output, "--overwrite")) << again.output;
   EXPECT_EQ(Snapshot(run), before);
@@ -81,8 +81,7 @@ TEST_F(RunDirectory, ResumeWithAnotherModelNamesEachFieldAndTouchesNothing) {
                                       " --set model.d_model=128 --set optimizer.warmup_steps=100 "
                                       "--set training.max_steps=30 --resume --run-dir " +
                                       run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "model.d_model: the run has 64, this config 128")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "model.d_model: the run has 64, this config 128"));
   EXPECT_TRUE(HasText(r.output, "optimizer.warmup_steps: the run has 200, this config 100")) << r.output;
   EXPECT_FALSE(HasText(r.output, "training.max_steps")) << r.output;  // may change
   EXPECT_EQ(Snapshot(run), before);
@@ -102,8 +101,7 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
 TEST_F(RunDirectory, ResumeOfAMissingDirectoryFailsAndCreatesNothing) {
   const std::string run = dir_.File("never");
   const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "does not exist")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "does not exist"));
   EXPECT_FALSE(std::filesystem::exists(run));
 }
 
@@ -114,8 +112,7 @@ TEST_F(RunDirectory, ResumeWithoutAUsableCheckpointFailsAndTouchesNothing) {
   std::filesystem::create_directories(run + "/checkpoints/step-00000030");  // incomplete: no manifest
   const auto before = Snapshot(run);
   const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "nothing to continue")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "nothing to continue"));
   EXPECT_TRUE(HasText(r.output, "step 30")) << r.output;
   EXPECT_EQ(Snapshot(run), before);
 }
@@ -126,8 +123,7 @@ TEST_F(RunDirectory, ResumeOfADirectoryThatIsNoRunFails) {
   std::ofstream(run + "/data.txt") << "not a run\n";
   const auto before = Snapshot(run);
   const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "no config.pbtxt")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "no config.pbtxt"));
   EXPECT_EQ(Snapshot(run), before);
 }
 
@@ -137,19 +133,16 @@ TEST_F(RunDirectory, LocalResumeWithAnotherModelIsRefusedToo) {
   ASSERT_EQ(RunPsformer(local).exit_status, 0);
   const auto before = Snapshot(run);
   const CommandResult r = RunPsformer(local + " --set model.layers=3 --resume");
-  EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_TRUE(HasText(r.output, "model.layers: the run has 2, this config 3")) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, "model.layers: the run has 2, this config 3"));
   EXPECT_EQ(Snapshot(run), before);
 }
 
 TEST(RunDirectoryUsage, EmptyRunDirAndContradictoryFlagsAreUsageErrors) {
   const CommandResult empty = RunPsformer(std::string(kRun) + " --run-dir ''");
-  EXPECT_EQ(empty.exit_status, 2) << empty.output;
-  EXPECT_TRUE(HasText(empty.output, "--run-dir is empty")) << empty.output;
+  EXPECT_TRUE(EndsSaying(empty, 2, "--run-dir is empty"));
   TempDir dir;
   const CommandResult both = RunPsformer(std::string(kRun) + " --resume --overwrite --run-dir " + dir.File("x"));
-  EXPECT_EQ(both.exit_status, 2) << both.output;
-  EXPECT_TRUE(HasText(both.output, "contradict")) << both.output;
+  EXPECT_TRUE(EndsSaying(both, 2, "contradict"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("x")));
 }
 

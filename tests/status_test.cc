@@ -13,6 +13,7 @@ namespace {
 
 using testing::BackgroundJob;
 using testing::CommandResult;
+using testing::EndsSaying;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -30,14 +31,11 @@ std::string Row(const std::string& status, const std::string& role) {
 TEST(StatusCommand, ADirectoryThatIsNotARunIsAClearError) {
   TempDir dir;
   CommandResult r = RunPsformer("status " + dir.path().string());
-  EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("psformer status: error: " + dir.path().string() +
-                          " is not a run directory (it has no config.pbtxt and logs/"),
-            std::string::npos)
-      << r.output;
+  EXPECT_TRUE(EndsSaying(
+      r, 1,
+      "psformer status: error: " + dir.path().string() + " is not a run directory (it has no config.pbtxt and logs/"));
   r = RunPsformer("status " + dir.File("missing"));
-  EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find(dir.File("missing") + " is not a directory"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 1, dir.File("missing") + " is not a directory"));
   r = RunPsformer("status");
   EXPECT_EQ(r.exit_status, 2) << r.output;
 }
@@ -60,8 +58,7 @@ TEST(StatusCommand, AFinishedRun) {
   }
   // --watch on a job that is not running draws once and returns.
   r = RunPsformer("status " + run + " --watch 0.1");
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("finished"), std::string::npos) << r.output;
+  EXPECT_TRUE(EndsSaying(r, 0, "finished"));
 }
 
 TEST(StatusCommand, ARunningJobAndItsRestartedWorker) {
@@ -92,8 +89,7 @@ TEST(StatusCommand, ARunningJobAndItsRestartedWorker) {
   job.SignalGroup(SIGINT);
   ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
   const CommandResult after = RunPsformer("status " + run);
-  EXPECT_EQ(after.exit_status, 0);
-  EXPECT_NE(after.output.find("(copy): not running (stopped or died)"), std::string::npos) << after.output;
+  EXPECT_TRUE(EndsSaying(after, 0, "(copy): not running (stopped or died)"));
   EXPECT_NE(after.output.find("continue with: psformer train --config " + run + "/config.pbtxt --run-dir " + run +
                               " --resume"),
             std::string::npos)

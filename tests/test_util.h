@@ -56,8 +56,10 @@ inline CommandResult RunShell(const std::string& command) {
   size_t n;
   while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
   const int status = pclose(pipe);
-  if (WIFEXITED(status)) result.exit_status = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) result.exit_status = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    result.exit_status = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    result.exit_status = 128 + WTERMSIG(status);
   return result;
 }
 
@@ -103,6 +105,15 @@ inline std::string ModelDigest(const std::string& model) {
   return m.str();
 }
 
+// Runs `psformer train ARGUMENTS --run-dir DIR/NAME` and returns the digest of the model it wrote
+// ("", and a test failure showing the output, when it did not end with status 0).
+inline std::string TrainedModelDigest(const TempDir& dir, const std::string& name, const std::string& arguments) {
+  const std::string run = dir.File(name);
+  const CommandResult r = RunPsformer("train " + arguments + " --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  return ModelDigest(run + "/model.bin");
+}
+
 // Every value of `key` in a metrics.jsonl, in file order.
 inline std::vector<double> MetricValues(const std::string& path, const std::string& key) {
   std::ifstream in(path);
@@ -124,6 +135,15 @@ inline std::string ReadTextFile(const std::filesystem::path& path) {
 
 // Whether `what` occurs in `text` (command output, a log).
 inline bool HasText(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// Whether a command ended with `exit_status` and said `text`; when not, the failure shows both
+// and the command's whole output.
+inline ::testing::AssertionResult EndsSaying(const CommandResult& result, int exit_status, const std::string& text) {
+  if (result.exit_status == exit_status && HasText(result.output, text)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected exit status " << exit_status << " and \"" << text << "\"; got "
+                                       << result.exit_status << " and:\n"
+                                       << result.output;
+}
 
 // Every *.log file of RUN_DIR/logs, concatenated.
 inline std::string ReadRunLogs(const std::filesystem::path& run_dir) {

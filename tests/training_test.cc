@@ -22,10 +22,7 @@ const char* kShort =
     "--set logging.every_steps=6 --set checkpoint.every_steps=0";
 
 std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
-  const std::string run = dir.File(name);
-  CommandResult r = RunPsformer(std::string("train ") + kShort + " --run-dir " + run + " " + extra);
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  return ModelDigest(run + "/model.bin");
+  return testing::TrainedModelDigest(dir, name, std::string(kShort) + " " + extra);
 }
 
 TEST(Training, OneWorkerOneServerEqualsTheLocalTrainerBitwise) {
@@ -58,14 +55,14 @@ TEST(Training, WritesTheRunDirectory) {
   TempDir dir;
   Train(dir, "run", "--set cluster.workers=2 --set cluster.servers=1");
   const auto run = dir.path() / "run";
-  for (const char* f : {"config.pbtxt", "metrics.jsonl", "model.bin", "logs/worker-0.log", "logs/worker-1.log",
-                        "logs/pserver-0.log"}) {
+  for (const char* f :
+       {"config.pbtxt", "metrics.jsonl", "model.bin", "logs/worker-0.log", "logs/worker-1.log", "logs/pserver-0.log"}) {
     EXPECT_TRUE(std::filesystem::exists(run / f)) << f;
   }
   std::ifstream metrics(run / "metrics.jsonl");
   std::string all((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
-  for (const char* field : {"\"loss\"", "\"lr\"", "\"tokens_per_s\"", "\"compute_s\"", "\"push_s\"", "\"pull_s\"",
-                            "\"valid_accuracy\""}) {
+  for (const char* field :
+       {"\"loss\"", "\"lr\"", "\"tokens_per_s\"", "\"compute_s\"", "\"push_s\"", "\"pull_s\"", "\"valid_accuracy\""}) {
     EXPECT_NE(all.find(field), std::string::npos) << field << " missing from metrics.jsonl:\n" << all;
   }
 }
@@ -93,8 +90,9 @@ TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {
 TEST(Training, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   TempDir dir;
   const std::string calm = Train(dir, "calm", "--set cluster.workers=2 --set cluster.servers=1");
-  const std::string killed = Train(dir, "killed", "--set cluster.workers=2 --set cluster.servers=1 "
-                                                  "--set fault.kill=worker:1@10");
+  const std::string killed = Train(dir, "killed",
+                                   "--set cluster.workers=2 --set cluster.servers=1 "
+                                   "--set fault.kill=worker:1@10");
   EXPECT_FALSE(calm.empty());
   EXPECT_EQ(calm, killed);
   std::ifstream log(dir.path() / "killed" / "logs" / "supervisor.log");

@@ -22,6 +22,15 @@ std::string HypFile(const std::string& run, int step) {
   return run + name;
 }
 
+// Two workers train the copy task in `run`, scoring 25 validation sentences by BLEU; `settings`
+// add to (or override) that.
+CommandResult TrainWithValidBleu(const std::string& run, const std::string& settings) {
+  return RunPsformer(
+      "train --config configs/copy.pbtxt --set training.stop_at_valid_accuracy=0 "
+      "--set training.valid_bleu_sentences=25 --set cluster.workers=2 " +
+      settings + " --run-dir " + run);
+}
+
 int LineCount(const std::string& path) {
   const std::string text = testing::ReadTextFile(path);
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
@@ -52,11 +61,8 @@ void ExpectStoppedAtBleu60(const std::string& run) {
 TEST(ValidBleu, EqualsPsformerBleuOnTheSameHypotheses) {
   TempDir dir;
   const std::string run = dir.File("run");
-  CommandResult r = RunPsformer(
-      "train --config configs/copy.pbtxt --set training.max_steps=60 --set training.valid_every=20 "
-      "--set training.stop_at_valid_accuracy=0 --set training.valid_bleu_sentences=25 --set logging.every_steps=10 "
-      "--set cluster.workers=2 --run-dir " +
-      run);
+  CommandResult r =
+      TrainWithValidBleu(run, "--set training.max_steps=60 --set training.valid_every=20 --set logging.every_steps=10");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const std::vector<double> bleu = MetricValues(run + "/metrics.jsonl", "valid_bleu");
   ASSERT_EQ(bleu.size(), 3u);
@@ -86,11 +92,8 @@ TEST(ValidBleu, TheLocalTrainerMeasuresItTooAndStopsAtIt) {
 TEST(ValidBleu, StopAtValidBleuEndsTheJob) {
   TempDir dir;
   const std::string run = dir.File("run");
-  const CommandResult r = RunPsformer(
-      "train --config configs/copy.pbtxt --set training.max_steps=1500 --set training.valid_every=50 "
-      "--set training.stop_at_valid_accuracy=0 --set training.valid_bleu_sentences=25 "
-      "--set training.stop_at_valid_bleu=60 --set cluster.workers=2 --run-dir " +
-      run);
+  const CommandResult r = TrainWithValidBleu(
+      run, "--set training.max_steps=1500 --set training.valid_every=50 --set training.stop_at_valid_bleu=60");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   ExpectStoppedAtBleu60(run);
 }

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "worker/eval/bleu.h"
+#include "translate/bleu.h"
 
 namespace psformer {
 namespace {

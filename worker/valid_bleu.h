@@ -1,7 +1,7 @@
 // Validation BLEU during training: the first training.valid_bleu_sentences sentence pairs of the
 // validation set (in corpus order) are translated with the current weights (greedy, or beam search
 // with training.valid_bleu_beam), detokenized, and scored with the project's corpus BLEU
-// (worker/eval/bleu.h), the score `psformer bleu` prints for the same hypotheses and references.
+// (translate/bleu.h), the score `psformer bleu` prints for the same hypotheses and references.
 //
 // Detokenizing: a corpus's pieces go through its SentencePiece model (data.train_dir/spm.model);
 // the copy task's tokens are written as their ids, separated by spaces.
@@ -15,10 +15,10 @@
 
 #include "common/proto/config.pb.h"
 #include "common/status.h"
+#include "translate/beam_search.h"
 #include "worker/backend/backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/subword_vocabulary.h"
-#include "worker/decode/beam_search.h"
 
 namespace psformer {
 

@@ -148,34 +148,36 @@ void CpuBackend<T>::SoftmaxBackward(const AttentionShape& s, T scale, const T* p
   });
 }
 
+// SplitHeads and MergeHeads are one copy in opposite directions: for each (sentence b, head h,
+// position t), the head_dim values at columns column + h * head_dim of row b * len + t of a
+// [batch * len, ld] matrix, and row (b * heads + h) * len + t of the head-major
+// [batch * heads, len, head_dim] one. kToHeads: `from` is the matrix and `to` head-major.
 template <typename T>
-void CpuBackend<T>::SplitHeads(const T* x, int ld, int column, int batch, int len, int heads, int head_dim, T* out) {
+template <bool kToHeads>
+void CpuBackend<T>::CopyHeads(const T* from, T* to, int ld, int column, int batch, int len, int heads, int head_dim) {
   const int64_t blocks = static_cast<int64_t>(batch) * heads;
   For(blocks, blocks * len * head_dim, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / heads;
       const int h = static_cast<int>(bh % heads);
       for (int t = 0; t < len; ++t) {
-        const T* src = x + (b * len + t) * ld + column + h * head_dim;
-        std::copy(src, src + head_dim, out + (bh * len + t) * head_dim);
+        const int64_t in_matrix = (b * len + t) * ld + column + h * head_dim;
+        const int64_t in_heads = (bh * len + t) * head_dim;
+        const T* src = from + (kToHeads ? in_matrix : in_heads);
+        std::copy(src, src + head_dim, to + (kToHeads ? in_heads : in_matrix));
       }
     }
   });
 }
 
 template <typename T>
+void CpuBackend<T>::SplitHeads(const T* x, int ld, int column, int batch, int len, int heads, int head_dim, T* out) {
+  CopyHeads<true>(x, out, ld, column, batch, len, heads, head_dim);
+}
+
+template <typename T>
 void CpuBackend<T>::MergeHeads(const T* x, int batch, int len, int heads, int head_dim, T* out, int ld, int column) {
-  const int64_t blocks = static_cast<int64_t>(batch) * heads;
-  For(blocks, blocks * len * head_dim, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / heads;
-      const int h = static_cast<int>(bh % heads);
-      for (int t = 0; t < len; ++t) {
-        const T* src = x + (bh * len + t) * head_dim;
-        std::copy(src, src + head_dim, out + (b * len + t) * ld + column + h * head_dim);
-      }
-    }
-  });
+  CopyHeads<false>(x, out, ld, column, batch, len, heads, head_dim);
 }
 
 template <typename T>

@@ -74,6 +74,9 @@ class CpuBackend : public Backend<T> {
   template <typename F>
   void For(int64_t n, int64_t work, F&& body);
   void SetBlasThreads(int threads);
+  // SplitHeads (kToHeads) and MergeHeads.
+  template <bool kToHeads>
+  void CopyHeads(const T* from, T* to, int ld, int column, int batch, int len, int heads, int head_dim);
 
   int threads_;
   ThreadPool pool_;

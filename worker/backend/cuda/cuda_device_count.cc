@@ -1,5 +1,5 @@
 // The CudaDeviceCount fallback of builds without the CUDA backend. With it, cuda_device.cu
-// defines these functions (this file is compiled into psformer_worker in every build).
+// defines these functions (this file is compiled into psformer_model in every build).
 #include "worker/backend/cuda/cuda_device.h"
 
 #ifndef PSFORMER_HAVE_CUDA

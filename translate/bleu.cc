@@ -1,4 +1,4 @@
-#include "worker/eval/bleu.h"
+#include "translate/bleu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <unordered_map>
 
 #include "common/logging.h"
-#include "worker/eval/tokenizer_13a.h"
 #include "common/utf8.h"
+#include "translate/tokenizer_13a.h"
 
 namespace psformer {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/decode/incremental_self_attention.h"
+#include "translate/incremental_self_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "translate/cache_rows.h"
 #include "worker/data/batch.h"
 #include "worker/model/linear.h"
 
@@ -80,15 +81,8 @@ const T* IncrementalSelfAttention<T>::Step(const T* params, const T* x, int rows
 
 template <typename T>
 void IncrementalSelfAttention<T>::Reorder(const int32_t* ids, int new_rows) {
-  const size_t n = static_cast<size_t>(steps_) * new_rows;
-  if (n > 0) {
-    // The embedding lookup with scale 1 and no positions is an exact row gather.
-    for (DeviceBuffer<T>* cache : {&keys_, &values_}) {
-      T* target = spare_.Reserve(be_, n * d_);
-      be_->EmbeddingForward(n, d_, cache->data(), ids, T(1), 0, target);
-      std::swap(*cache, spare_);
-    }
-  }
+  // The caches are (steps, rows, d): `ids` holds an old row for every (step, new row).
+  GatherCacheRows(be_, ids, static_cast<size_t>(steps_) * new_rows, d_, &keys_, &values_, &spare_);
   rows_ = new_rows;
 }
 

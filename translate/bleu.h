@@ -1,11 +1,11 @@
 // Corpus BLEU, identical to sacreBLEU's default `corpus_bleu` (sacreBLEU 2.x): 13a tokenization
-// (worker/eval/tokenizer_13a.h), case kept, n-grams up to order 4, clipped counts against the
+// (translate/tokenizer_13a.h), case kept, n-grams up to order 4, clipped counts against the
 // per-n-gram maximum over a segment's references, the reference length closest to the
 // hypothesis length (the shorter on a tie), brevity penalty, and sacreBLEU's "exp" smoothing as
 // it applies at corpus level (an order with no match gets 100 / (2^k * total), k counting such
 // orders). Statistics are summed over the corpus before precisions are taken, as sacreBLEU does.
-#ifndef PSFORMER_WORKER_EVAL_BLEU_H_
-#define PSFORMER_WORKER_EVAL_BLEU_H_
+#ifndef PSFORMER_TRANSLATE_BLEU_H_
+#define PSFORMER_TRANSLATE_BLEU_H_
 
 #include <array>
 #include <cstdint>
@@ -58,4 +58,4 @@ std::string FormatBleuLine(const BleuScore& score);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_WORKER_EVAL_BLEU_H_
+#endif  // PSFORMER_TRANSLATE_BLEU_H_

@@ -1,13 +1,13 @@
-#include "worker/decode/incremental_decoder.h"
+#include "translate/incremental_decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "common/logging.h"
+#include "translate/cached_cross_attention.h"
+#include "translate/incremental_self_attention.h"
 #include "worker/data/batch.h"
-#include "worker/decode/cached_cross_attention.h"
-#include "worker/decode/incremental_self_attention.h"
 #include "worker/model/feed_forward.h"
 #include "worker/model/residual_norm.h"
 

@@ -1,4 +1,4 @@
-#include "worker/decode/beam_search.h"
+#include "translate/beam_search.h"
 
 #include <algorithm>
 #include <cmath>

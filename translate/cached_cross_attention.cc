@@ -1,9 +1,10 @@
-#include "worker/decode/cached_cross_attention.h"
+#include "translate/cached_cross_attention.h"
 
 #include <cmath>
 #include <utility>
 
 #include "common/logging.h"
+#include "translate/cache_rows.h"
 #include "worker/data/batch.h"
 #include "worker/model/linear.h"
 
@@ -63,14 +64,7 @@ const T* CachedCrossAttention<T>::Step(const T* params, const T* x, const int32_
 template <typename T>
 void CachedCrossAttention<T>::Reorder(const int32_t* parents, int new_rows) {
   const int row_size = src_len_ * d_;  // one row's keys (or values), every head
-  if (new_rows > 0 && row_size > 0) {
-    // The embedding lookup with scale 1 and no positions is an exact row gather.
-    for (DeviceBuffer<T>* cache : {&keys_, &values_}) {
-      T* target = spare_.Reserve(be_, static_cast<size_t>(new_rows) * row_size);
-      be_->EmbeddingForward(new_rows, row_size, cache->data(), parents, T(1), 0, target);
-      std::swap(*cache, spare_);
-    }
-  }
+  if (new_rows > 0) GatherCacheRows(be_, parents, static_cast<size_t>(new_rows), row_size, &keys_, &values_, &spare_);
   rows_ = new_rows;
 }
 

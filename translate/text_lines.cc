@@ -1,4 +1,4 @@
-#include "worker/eval/text_lines.h"
+#include "translate/text_lines.h"
 
 #include <cerrno>
 #include <cstdio>

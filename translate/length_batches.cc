@@ -1,4 +1,4 @@
-#include "worker/decode/length_batches.h"
+#include "translate/length_batches.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,0 +1,150 @@
+#include "launcher/role_arguments.h"
+
+#include <sstream>
+
+namespace psformer {
+namespace {
+
+using Kind = RoleSlot::Kind;
+
+// Option names without their leading "--", as Boost declares them.
+constexpr char kConfig[] = "config";
+constexpr char kRunDir[] = "run-dir";
+constexpr char kIndex[] = "index";
+constexpr char kEndpoint[] = "endpoint";
+constexpr char kIpcEndpoint[] = "ipc-endpoint";
+constexpr char kServers[] = "servers";
+constexpr char kJobId[] = "job-id";
+constexpr const char* kIncarnation = kIncarnationOption + 2;
+constexpr char kGpu[] = "gpu";
+constexpr char kThreads[] = "threads";
+constexpr char kResume[] = "resume";
+
+std::string Flag(const char* name) { return std::string("--") + name; }
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+std::string JoinCommas(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ",") + part;
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> RoleArguments::ToArgs() const {
+  const bool server = kind == Kind::kServer;
+  std::vector<std::string> args = {server ? "pserver" : "worker", Flag(kConfig), config, Flag(kRunDir), run_dir};
+  args.insert(args.end(), {Flag(kIndex), std::to_string(index)});
+  if (server) {
+    args.insert(args.end(), {Flag(kEndpoint), endpoint});
+    if (!ipc_endpoint.empty()) args.insert(args.end(), {Flag(kIpcEndpoint), ipc_endpoint});
+  } else {
+    args.insert(args.end(), {Flag(kServers), JoinCommas(servers)});
+  }
+  args.insert(args.end(), {Flag(kJobId), std::to_string(job_id)});
+  if (!server && gpu >= 0) args.insert(args.end(), {Flag(kGpu), std::to_string(gpu)});
+  if (server && threads != 0) args.insert(args.end(), {Flag(kThreads), std::to_string(threads)});
+  if (resume) args.push_back(Flag(kResume));
+  return args;
+}
+
+std::string RoleUsage(Kind kind) {
+  return kind == Kind::kServer ? "--config FILE --run-dir DIR --index I --endpoint E"
+                               : "--config FILE --run-dir DIR --index I --servers E0,E1,...";
+}
+
+void AddRoleOptions(Kind kind, po::options_description& options) {
+  const bool server = kind == Kind::kServer;
+  // clang-format off
+  options.add_options()
+      (kConfig, po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
+      (kRunDir, po::value<std::string>()->required(),
+       server ? "run directory; checkpoints go to RUN_DIR/checkpoints" : "run directory")
+      (kIndex, po::value<int>()->required(),
+       server ? "this shard's index, 0 .. cluster.servers-1" : "this worker's index, 0 .. cluster.workers-1");
+  if (server) {
+    options.add_options()(kEndpoint, po::value<std::string>()->required(),
+                          "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH");
+    options.add_options()(kIpcEndpoint, po::value<std::string>()->default_value(""),
+                          "also listen on ipc://PATH for workers of this host, whose payloads then travel through "
+                          "shared memory (set by psformer train with cluster.same_host_shm)");
+  } else {
+    options.add_options()(kServers, po::value<std::string>()->required(),
+                          "server endpoints in shard order, comma-separated");
+  }
+  options.add_options()
+      (kJobId, po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
+      (kIncarnation, po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)");
+  if (server) {
+    options.add_options()
+        (kResume, po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
+        (kThreads, po::value<int>()->default_value(0),
+         "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
+         "else all cores");
+  } else {
+    options.add_options()
+        (kGpu, po::value<int>()->default_value(-1), "CUDA device ordinal; -1 = CPU backend")
+        (kResume, po::bool_switch(), "accepted for symmetry with pserver: workers resume from the servers' step");
+  }
+  // clang-format on
+}
+
+RoleArguments ReadRoleArguments(Kind kind, const po::variables_map& values) {
+  RoleArguments role;
+  role.kind = kind;
+  role.config = values[kConfig].as<std::string>();
+  role.run_dir = values[kRunDir].as<std::string>();
+  role.index = values[kIndex].as<int>();
+  role.job_id = values[kJobId].as<uint64_t>();
+  role.incarnation = values[kIncarnation].as<uint32_t>();
+  role.resume = values[kResume].as<bool>();
+  if (kind == Kind::kServer) {
+    role.endpoint = values[kEndpoint].as<std::string>();
+    role.ipc_endpoint = values[kIpcEndpoint].as<std::string>();
+    role.threads = values[kThreads].as<int>();
+  } else {
+    role.servers = SplitCommas(values[kServers].as<std::string>());
+    role.gpu = values[kGpu].as<int>();
+  }
+  return role;
+}
+
+RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
+  const bool server = kind == Kind::kServer;
+  const std::string command = server ? "pserver" : "worker";
+  RoleCommandLine line;
+  po::options_description options(command + " options");
+  AddRoleOptions(kind, options);
+  ParsedOptions parsed = ParseOptions(command, RoleUsage(kind), args, options);
+  if (parsed.exit_status) {
+    line.exit_status = parsed.exit_status;
+    return line;
+  }
+  line.arguments = ReadRoleArguments(kind, parsed.values);
+  auto config = ResolveConfig(line.arguments.config, {});
+  if (!config.ok()) {
+    line.exit_status = ReportError(command, config.status());
+    return line;
+  }
+  line.config = std::move(*config);
+  const int roles = server ? line.config.cluster().servers() : line.config.cluster().workers();
+  if (line.arguments.index < 0 || line.arguments.index >= roles) {
+    line.exit_status =
+        ReportError(command,
+                    "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) +
+                        (server ? " (cluster.servers)" : " (cluster.workers)"),
+                    kExitUsage);
+  }
+  return line;
+}
+
+}  // namespace psformer

@@ -1,0 +1,140 @@
+#include "launcher/role_supervisor.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/logging.h"
+#include "launcher/exit_codes.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// SIGINT and SIGTERM seen by this supervisor: the first stops the job in order, a second one
+// kills what is still running.
+std::atomic<int> g_interrupts{0};  // NOLINT: a signal handler can reach nothing else.
+void OnInterrupt(int) { g_interrupts.fetch_add(1); }
+
+// Stops the roles of `kind` (SIGTERM) while the others stay supervised, waiting at most `timeout`
+// (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
+bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chrono::seconds timeout) {
+  const int interrupts = g_interrupts.load();
+  for (auto& role : roles) {
+    if (role.kind == kind) role.process->RequestStop(SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    bool all_finished = true;
+    for (auto& role : roles) {
+      role.process->Poll();
+      if (role.kind == kind) all_finished = all_finished && role.process->finished();
+    }
+    if (all_finished) break;
+    if (std::chrono::steady_clock::now() >= deadline || g_interrupts.load() > interrupts) {
+      for (auto& role : roles) {
+        if (role.kind != kind || role.process->finished()) continue;
+        PSF_LOG(Warning) << role.process->name() << " did not stop in time; killing it";
+        role.process->Kill();
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  bool clean = true;
+  for (auto& role : roles) {
+    if (role.kind == kind) clean = clean && role.process->state() == RoleProcess::State::kSucceeded;
+  }
+  return clean;
+}
+
+// The newest checkpoint of the run with its manifest (complete), as a path; "none" if none.
+std::string NewestCompleteCheckpoint(const std::string& run_dir) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    const fs::path dir = CheckpointDir(run_dir, step);
+    std::error_code ec;
+    if (fs::exists(dir / "manifest.pbtxt", ec)) return dir.string();
+  }
+  return "none";
+}
+
+// Says each checkpoint failure a role reported on the console (not in the role's log alone: a
+// crash later would lose everything since the last checkpoint); returns how many there were.
+int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
+  int failures = 0;
+  for (auto& role : roles) {
+    for (const std::string& failure : role.process->TakeCheckpointFailures()) {
+      std::cerr << "psformer train: warning: " << failure << "\n";
+      ++failures;
+    }
+  }
+  return failures;
+}
+
+// Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
+void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
+  for (auto& role : roles) {
+    for (const std::string& restart : role.process->TakeRestarts()) events->Note(restart);
+  }
+}
+
+}  // namespace
+
+int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
+                   const std::function<void()>& after_workers_stopped) {
+  g_interrupts.store(0);
+  signal(SIGINT, OnInterrupt);
+  signal(SIGTERM, OnInterrupt);
+  for (auto& role : roles) {
+    const Status started = role.process->Start();
+    if (!started.ok()) {
+      PSF_LOG(Error) << role.process->name() << ": " << started.message();
+      return kExitFailure;
+    }
+  }
+  int checkpoint_failures = 0;
+  while (true) {
+    checkpoint_failures += ReportCheckpointFailures(roles);
+    NoteRestarts(roles, events);
+    if (g_interrupts.load() != 0) {
+      PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
+      std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
+                   "(interrupt again to kill at once)\n";
+      const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
+      if (after_workers_stopped) after_workers_stopped();
+      const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
+      if (!workers_clean || !servers_clean) {
+        std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/); "
+                     "--resume continues from the newest complete checkpoint\n";
+      }
+      return kExitInterrupted;
+    }
+    bool all_done = true;
+    for (auto& role : roles) {
+      const RoleProcess::State state = role.process->Poll();
+      if (state == RoleProcess::State::kFailed) {
+        std::cerr << "psformer train: error: " << role.process->failure() << "\n";
+        for (auto& other : roles) other.process->Kill();
+        return kExitFailure;
+      }
+      all_done = all_done && state == RoleProcess::State::kSucceeded;
+    }
+    if (all_done) {
+      checkpoint_failures += ReportCheckpointFailures(roles);
+      if (checkpoint_failures == 0) return kExitSuccess;
+      // The model was written, but the run lacks checkpoints its config asked for.
+      std::cerr << "psformer train: error: training finished, but " << checkpoint_failures
+                << " checkpoint(s) could not be written (see above); last good checkpoint: "
+                << NewestCompleteCheckpoint(run_dir) << "\n";
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace psformer

@@ -1,0 +1,44 @@
+// Supervision of a job's role processes until the job ends (docs/failure-model.md): each
+// RoleProcess restarts its own child; this loop watches them all, says checkpoint failures on the
+// console as they come, ends the job when one fails for good, and turns Ctrl-C / SIGTERM into an
+// orderly stop: the workers finish the step in hand, then the servers write a checkpoint of it.
+#ifndef PSFORMER_LAUNCHER_ROLE_SUPERVISOR_H_
+#define PSFORMER_LAUNCHER_ROLE_SUPERVISOR_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/cluster_plan.h"
+#include "launcher/role_process.h"
+#include "launcher/supervisor_events.h"
+
+namespace psformer {
+
+// How long a stop waits for the workers to finish their step, and then for the servers to write
+// their checkpoint, before it kills what is left.
+inline constexpr std::chrono::seconds kWorkerStopTimeout{60};
+inline constexpr std::chrono::seconds kServerStopTimeout{60};
+
+// A role process and what it is, so that a stop can go in order.
+struct SupervisedRole {
+  RoleSlot::Kind kind;
+  std::unique_ptr<RoleProcess> process;
+};
+
+// Starts the roles and polls them until every one finished: kExitSuccess, or kExitFailure when
+// checkpoints failed on the way (the newest complete one of `run_dir` is named); one failed for
+// good: kExitFailure, the others killed; Ctrl-C / SIGTERM: kExitInterrupted after the orderly
+// stop (a second one kills what is still running). In cluster mode each rank holds one role;
+// `after_workers_stopped` (if set) waits there until every rank's workers have stopped, so that
+// the servers of the whole job stop after all of them.
+// Each restart a role's supervisor decides is noted in `events` (TensorBoard).
+// REQUIRES: one call at a time in a process (it installs SIGINT and SIGTERM handlers).
+int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
+                   const std::function<void()>& after_workers_stopped = nullptr);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_LAUNCHER_ROLE_SUPERVISOR_H_

@@ -1,0 +1,52 @@
+#include "launcher/same_host_path.h"
+
+#include <filesystem>
+#include <optional>
+
+#include "common/logging.h"
+#include "common/transport/host_identity.h"
+#include "common/transport/shm_segment.h"
+
+namespace psformer {
+
+namespace fs = std::filesystem;
+
+// A socket path longer than this does not fit a sockaddr_un (108 bytes with its terminator).
+constexpr size_t kMaxIpcPathBytes = 100;
+
+std::string ServerIpcEndpoint(const JobConfig& config, const std::string& run_dir, int index) {
+  if (!config.cluster().same_host_shm()) return "";
+  std::error_code ec;
+  const fs::path path = fs::absolute(fs::path(run_dir) / "ipc" / ("pserver-" + std::to_string(index) + ".sock"), ec);
+  if (ec || path.string().size() > kMaxIpcPathBytes) {
+    PSF_LOG(Warning) << "the run directory's path is too long for a Unix socket (" << path.string()
+                     << "); workers reach server " << index << " over TCP, without shared memory";
+    return "";
+  }
+  return "ipc://" + path.string();
+}
+
+std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host) {
+  std::vector<std::string> endpoints;
+  for (const ServerAddress& s : servers) endpoints.push_back(!s.ipc.empty() && SameHost(s.host, my_host) ? s.ipc : s.tcp);
+  return endpoints;
+}
+
+void SweepOrphanSegments() {
+  if (const int n = RemoveOrphanShmSegments(); n > 0) {
+    PSF_LOG(Info) << "removed " << n << " shared-memory segment(s) left in /dev/shm by processes that no longer exist";
+  }
+}
+
+void LogJobSegments(const JobConfig& config, uint64_t job_id) {
+  if (!config.cluster().same_host_shm()) return;
+  PSF_LOG(Info) << "same-host payloads travel through shared memory: /dev/shm" << ShmJobPrefix(job_id)
+                << "* (removed when the job ends; cluster.same_host_shm = false turns it off)";
+}
+
+void RemoveJobSegments(uint64_t job_id) {
+  const int n = RemoveShmSegments(job_id, std::nullopt);
+  if (n > 0) PSF_LOG(Info) << "removed " << n << " shared-memory segment(s) the job's processes left";
+}
+
+}  // namespace psformer

@@ -93,6 +93,10 @@ class WorkerLoop {
   // The element type of the pull of the parameters after `step` (see Train).
   proto::DType PullDtype(int64_t step) const;
   // A pull of the parameters after `step`: the one already in flight if it asks for the same.
+  // With overlap: asks for the parameters after `step` while it is still being pushed (its
+  // forward pass has read params_ already; every backend computes from its own copy), so that
+  // each piece comes back as soon as its server has updated it, most of them during backward.
+  Status PullEarly(int64_t step);
   StatusOr<PsClient::Ticket> PullAfter(int64_t step, proto::DType dtype);
   PsClientOptions ClientOptions(proto::Role role) const;
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
@@ -221,6 +225,13 @@ proto::DType WorkerLoop::PullDtype(int64_t step) const {
                                                                                           : proto::FLOAT32;
 }
 
+Status WorkerLoop::PullEarly(int64_t step) {
+  PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, params_.data(), PullDtype(step)));
+  pull_step_ = step;
+  pull_dtype_ = PullDtype(step);
+  return Status::Ok();
+}
+
 StatusOr<PsClient::Ticket> WorkerLoop::PullAfter(int64_t step, proto::DType dtype) {
   std::optional<PsClient::Ticket> in_flight = std::exchange(pull_, std::nullopt);
   if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
@@ -238,8 +249,8 @@ Status WorkerLoop::Train(int64_t first) {
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
     // Parameters after the previous step (BSP: once every worker pushed it; with overlap this
-    // pull went out right after the previous step's backward, and its pieces have been arriving
-    // as the servers updated them).
+    // pull went out with the previous step's first pushed piece, and its pieces have been
+    // arriving as the servers updated them, most during backward).
     const bool validate = !emulated_ && t.valid_every() > 0 && (step - 1) % t.valid_every() == 0 &&
                           step - 1 >= started_at_ && step - 1 > validated_through_;
     auto pull_start = Clock::now();
@@ -275,6 +286,7 @@ Status WorkerLoop::Train(int64_t first) {
       }
       if (backend_) device_grad_.DownloadRange(grad_.data(), begin, end - begin);
       pushing = client_->PushReady(*push, begin, end);
+      if (pushing.ok() && !pull_ && step < t.max_steps()) pushing = PullEarly(step);
     };
     auto compute_start = Clock::now();
     const StepStats stats = ComputeStep(step, overlap_ && !faults_.StrikesAt(step) ? push_ready : nullptr);
@@ -287,12 +299,7 @@ Status WorkerLoop::Train(int64_t first) {
       PSF_ASSIGN_OR_RETURN(push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
                                                stats.loss_sum));
     }
-    if (overlap_ && step < t.max_steps()) {
-      // The next step's parameters: each piece is answered as soon as its server has it.
-      PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, params_.data(), PullDtype(step)));
-      pull_step_ = step;
-      pull_dtype_ = PullDtype(step);
-    }
+    if (overlap_ && !pull_ && step < t.max_steps()) PSF_RETURN_IF_ERROR(PullEarly(step));
     PSF_RETURN_IF_ERROR(client_->Wait(*push).WithContext("push of step " + std::to_string(step)));
     interval.push_s += Seconds(Clock::now() - push_start);
 

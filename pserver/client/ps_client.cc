@@ -159,7 +159,17 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
     if (p->reported == p->end - p->begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, static_cast<int>(p - parts.begin())));
   }
   r.sent = std::chrono::steady_clock::now();
-  return Status::Ok();
+  // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
+  // pull sent early), so that they do not wait for the end of backward.
+  return Progress();
+}
+
+Status PsClient::Progress() {
+  while (true) {
+    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(0));
+    if (!raw.has_value()) return Status::Ok();
+    HandleReply(std::move(*raw));
+  }
 }
 
 Status PsClient::SendPart(Ticket ticket, Request& r, int part) {

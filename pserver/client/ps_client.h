@@ -87,6 +87,9 @@ class PsClient {
   // sends every piece whose elements have all been reported. Reports must not overlap.
   StatusOr<Ticket> BeginPush(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
   Status PushReady(Ticket ticket, uint64_t begin, uint64_t end);
+  // Takes in every reply that has arrived, without waiting (PushReady does so too): the pieces of
+  // a pull are written to its params as they come, not only during Wait.
+  Status Progress();
   // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
   // params: (parameter_count)
   // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into

@@ -85,13 +85,13 @@ proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_
 
 std::vector<PsClient::Part> PsClient::PieceParts() const {
   std::vector<Part> parts;
-  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end});
+  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end, p.model_begin});
   return parts;
 }
 
 std::vector<PsClient::Part> PsClient::ShardParts() const {
   std::vector<Part> parts;
-  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end});
+  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end, range(k).begin});
   return parts;
 }
 
@@ -147,16 +147,19 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   }
   Request& r = it->second;
   if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
-  std::vector<Part>& parts = r.parts;
-  // The first part ending after `begin`; parts are sorted and disjoint.
-  auto p = std::upper_bound(parts.begin(), parts.end(), begin, [](uint64_t b, const Part& q) { return b < q.end; });
-  for (; p != parts.end() && p->begin < end; ++p) {
-    p->reported += std::min(end, p->end) - std::max(begin, p->begin);
-    if (p->reported > p->end - p->begin) {
-      return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p->begin) + ", " +
-                                     std::to_string(p->end) + ") reported final more than once");
+  // A push's parts are the pieces; [begin, end) is a model range. The first piece (in model
+  // order) ending after `begin`; pieces are disjoint.
+  const std::vector<int>& order = pieces_->model_order();
+  const auto model_end = [&](int part) { return r.parts[part].model + (r.parts[part].end - r.parts[part].begin); };
+  auto q = std::upper_bound(order.begin(), order.end(), begin, [&](uint64_t b, int part) { return b < model_end(part); });
+  for (; q != order.end() && r.parts[*q].model < end; ++q) {
+    Part& p = r.parts[*q];
+    p.reported += std::min(end, model_end(*q)) - std::max(begin, p.model);
+    if (p.reported > p.end - p.begin) {
+      return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p.model) + ", " +
+                                     std::to_string(model_end(*q)) + ") reported final more than once");
     }
-    if (p->reported == p->end - p->begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, static_cast<int>(p - parts.begin())));
+    if (p.reported == p.end - p.begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, *q));
   }
   r.sent = std::chrono::steady_clock::now();
   // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
@@ -180,11 +183,11 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
-    const void* base = r.grad + p.begin;
+    const void* base = r.grad + p.model;
     size_t elem = sizeof(float);
     if (r.bf16 != nullptr) {
-      if (!p.sent) FloatsToBf16(r.grad + p.begin, p.end - p.begin, r.bf16 + p.begin);
-      base = r.bf16 + p.begin;
+      if (!p.sent) FloatsToBf16(r.grad + p.model, p.end - p.begin, r.bf16 + p.model);
+      base = r.bf16 + p.model;
       elem = sizeof(uint16_t);
     }
     AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
@@ -284,7 +287,7 @@ void PsClient::HandleReply(RawMessage raw) {
                                       proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
       }
     } else {
-      CopyPayloadAsFloats(msg, r.params + h.begin());
+      CopyPayloadAsFloats(msg, r.params + p.model);
     }
     if (h.target_tokens() > 0) {  // every piece of a whole step says the same
       last_pull_loss_sum_ = h.loss_sum();

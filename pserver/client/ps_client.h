@@ -141,7 +141,8 @@ class PsClient {
   // What a request is sent to: a shard, and for PUSH and PULL a run of its pieces.
   struct Part {
     int shard = 0;
-    uint64_t begin = 0, end = 0;
+    uint64_t begin = 0, end = 0;  // wire range (PieceTable)
+    uint64_t model = 0;            // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;  // PUSH: elements PushReady has reported final
     bool sent = false;      // PUSH parts go out when their gradient is ready; the others at once
     bool answered = false;

@@ -27,7 +27,8 @@ std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
 }
 
 CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
-  return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest};
+  return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest,
+                            JobPieceTable(o.config, o.parameter_count, o.layer_starts).spread()};
 }
 
 }  // namespace
@@ -115,8 +116,13 @@ Status ParameterServer::Start() {
 
 void ParameterServer::Initialize() {
   if (options_.init) {
+    // The shard's elements in wire order; init speaks of model ranges (a spread table's differ).
+    const PieceTable table = JobPieceTable(options_.config, options_.parameter_count, options_.layer_starts);
     const uint64_t begin = range_.begin;
-    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
+    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) {
+      table.ForEachModelRun(begin + b, begin + e,
+                            [&](uint64_t mb, uint64_t me, uint64_t offset) { options_.init(mb, me, out + offset); });
+    });
   } else {
     optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
   }

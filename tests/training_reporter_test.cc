@@ -92,7 +92,7 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   ASSERT_EQ(lines.size(), 1u);
   const MetricsRecord& line = lines[0];
   EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s", "compute_s",
-                                                "push_s", "wait_s", "pull_s"}));
+                                               "push_s", "wait_s", "pull_s"}));
   EXPECT_EQ(line.at("step"), 10);
   EXPECT_DOUBLE_EQ(line.at("loss"), 2.3);
   EXPECT_NEAR(line.at("ppl"), std::exp(2.3), kWritten * std::exp(2.3));
@@ -239,7 +239,7 @@ TEST(TrainingReporter, OpenFailsWithTheRunDirectoryInTheMessage) {
 
 TEST(EarlyStopReason, NamesTheTargetReachedAndIsEmptyOtherwise) {
   proto::TrainingConfig training;
-  ValidationResult v = SomeValidation();  // accuracy 0.75, no BLEU
+  ValidationResult v = SomeValidation();        // accuracy 0.75, no BLEU
   EXPECT_EQ(EarlyStopReason(training, v), "");  // no target set
 
   training.set_stop_at_valid_accuracy(0.8f);

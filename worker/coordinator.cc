@@ -25,7 +25,8 @@ Status Coordinator::Started(int64_t first_step, int64_t last_pushed, uint32_t in
 }
 
 Status Coordinator::RolledBack(int64_t restored, const std::string& why) {
-  return reporter_->Note(restored, "rolled back to the checkpoint of step " + std::to_string(restored) + " (" + why + ")");
+  return reporter_->Note(restored,
+                         "rolled back to the checkpoint of step " + std::to_string(restored) + " (" + why + ")");
 }
 
 Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* interval) {
@@ -59,7 +60,8 @@ Status Coordinator::MakeControlClient(const PsClient& client) {
 
 void Coordinator::MaybeCheckpoint(int64_t step, const PsClient& client) {
   const float minutes = config_.checkpoint().every_minutes();
-  if (minutes <= 0 || step < 1 || std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() < minutes * 60) {
+  if (minutes <= 0 || step < 1 ||
+      std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() < minutes * 60) {
     return;
   }
   last_checkpoint_ = Clock::now();

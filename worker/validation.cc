@@ -42,7 +42,8 @@ bool ValidationDue(const proto::TrainingConfig& training, int64_t step) {
 
 std::string EarlyStopReason(const proto::TrainingConfig& training, const ValidationResult& v) {
   if (training.stop_at_valid_accuracy() > 0 && v.accuracy >= training.stop_at_valid_accuracy()) {
-    return "valid_accuracy reached training.stop_at_valid_accuracy " + std::to_string(training.stop_at_valid_accuracy());
+    return "valid_accuracy reached training.stop_at_valid_accuracy " +
+           std::to_string(training.stop_at_valid_accuracy());
   }
   if (training.stop_at_valid_bleu() > 0 && v.bleu >= training.stop_at_valid_bleu()) {
     return "valid_bleu reached training.stop_at_valid_bleu " + std::to_string(training.stop_at_valid_bleu());

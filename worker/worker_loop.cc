@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "common/config_loader.h"
@@ -13,10 +11,6 @@
 #include "common/logging.h"
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
-#include "worker/backend/cpu_backend.h"
-#ifdef PSFORMER_HAVE_CUDA
-#include "worker/backend/cuda/cuda_backend.h"
-#endif
 #include "worker/coordinator.h"
 #include "worker/data/batch_source.h"
 #include "worker/emulated_gpu.h"
@@ -25,22 +19,14 @@
 #include "pserver/wire/piece_table.h"
 #include "worker/valid_bleu.h"
 #include "worker/validation.h"
+#include "worker/worker_backend.h"
 
 namespace psformer {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// CPU threads for this worker: cluster.threads_per_process, or the cores shared among the
-// workers of this machine.
-int CpuThreads(const proto::JobConfig& config) {
-  if (config.cluster().threads_per_process() > 0) return config.cluster().threads_per_process();
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, config.cluster().workers()));
-}
 
 class WorkerLoop {
  public:
@@ -111,7 +97,7 @@ class WorkerLoop {
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0;  // replays after a rollback skip these.
-  TrainInterval interval_;  // since the last metrics line
+  TrainInterval interval_;         // since the last metrics line
 };
 
 Status WorkerLoop::Connect() {
@@ -148,8 +134,7 @@ Status WorkerLoop::Run() {
     device_grad_ = backend_->Allocate<float>(n_);
   }
   if (coordinator()) {
-    PSF_ASSIGN_OR_RETURN(coordinator_,
-                         Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
+    PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
   }
   const auto& t = config_.training();
   if (!emulated_ && t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
@@ -306,13 +291,12 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
   std::vector<std::string> hypotheses;
-  PSF_ASSIGN_OR_RETURN(const ValidationResult v, ValidateWithBleu(model_.get(), device_params_.data(),
-                                                                  source_->ValidBatches(), valid_bleu_.get(),
-                                                                  &hypotheses));
+  PSF_ASSIGN_OR_RETURN(
+      const ValidationResult v,
+      ValidateWithBleu(model_.get(), device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), &hypotheses));
   *stop = !EarlyStopReason(config_.training(), v).empty();
   if (!coordinator_) return Status::Ok();
-  return coordinator_->reporter()->Validation(step, v, valid_bleu_ ? &valid_bleu_->references() : nullptr,
-                                              hypotheses);
+  return coordinator_->reporter()->Validation(step, v, valid_bleu_ ? &valid_bleu_->references() : nullptr, hypotheses);
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
@@ -327,27 +311,6 @@ Status WorkerLoop::Finish(int64_t last_step) {
 
 std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.
 
-StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const WorkerOptions& options) {
-  if (options.gpu < 0) {
-    const int threads = CpuThreads(options.config);
-    PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s), OpenBLAS kernels " << BlasCoreName();
-    return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(threads));
-  }
-#ifdef PSFORMER_HAVE_CUDA
-  CudaBackendOptions cuda;
-  cuda.device = options.gpu;
-  cuda.gemm_math = options.config.cluster().compute_dtype() == proto::ClusterConfig::BF16 ? GemmMath::kBf16
-                                                                                          : GemmMath::kFp32;
-  PSF_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(cuda));
-  PSF_LOG(Info) << "computing on CUDA device " << options.gpu << " (" << backend->device_name() << "), "
-                << GemmMathName(backend->gemm_math()) << " matrix products";
-  return std::unique_ptr<Backend<float>>(std::move(backend));
-#else
-  return Status::Unimplemented("--gpu " + std::to_string(options.gpu) +
-                               ": this psformer was built without the CUDA backend (PSFORMER_CUDA=OFF or no nvcc)");
-#endif
-}
-
 }  // namespace
 
 void RequestWorkerStop() { g_worker_stop.store(true); }
@@ -360,7 +323,7 @@ Status RunWorker(const WorkerOptions& options) {
     WorkerLoop loop(options);
     return loop.Run();
   }
-  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options));
+  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options.config, options.gpu));
   PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
   WorkerLoop loop(options, std::move(source), std::move(backend));
   return loop.Run();

@@ -73,7 +73,7 @@ class WorkerLoop {
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   // Coordinator: the final weights to model.bin, then the job ends.
   Status Finish(int64_t last_step);
-  bool coordinator() const { return options_.index == 0; }
+  bool is_coordinator() const { return options_.index == 0; }
 
   WorkerOptions options_;
   const proto::JobConfig& config_;
@@ -133,11 +133,11 @@ Status WorkerLoop::Run() {
     device_params_ = backend_->Allocate<float>(n_);
     device_grad_ = backend_->Allocate<float>(n_);
   }
-  if (coordinator()) {
+  if (is_coordinator()) {
     PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
   }
   const auto& t = config_.training();
-  if (!emulated_ && t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
+  if (!emulated_ && t.valid_bleu_sentences() > 0 && (is_coordinator() || t.stop_at_valid_bleu() > 0)) {
     PSF_ASSIGN_OR_RETURN(valid_bleu_,
                          ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
@@ -157,7 +157,7 @@ Status WorkerLoop::Run() {
       return Status::Ok();
     }
     if (!trained.IsAborted()) {
-      if (!trained.ok() || coordinator()) return trained;
+      if (!trained.ok() || is_coordinator()) return trained;
       return client_->Goodbye();
     }
     PSF_LOG(Warning) << trained.message();

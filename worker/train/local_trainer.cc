@@ -162,7 +162,6 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   TrainingReporter::Options report;
   report.run_dir = dir;
   report.tensorboard = config.logging().tensorboard();
-  report.tokens_since_start = true;
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<TrainingReporter> reporter, TrainingReporter::Open(config, report));
   PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
                 << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;

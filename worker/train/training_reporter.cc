@@ -28,13 +28,12 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
   const double loss = interval.tokens > 0 ? interval.loss_sum / interval.tokens : 0.0;
   const double lr = LearningRate(config_, step);
   const double rate = elapsed > 0 ? interval.tokens / elapsed : 0.0;
-  tokens_since_start_ += interval.tokens;
   MetricsLine line;
   line.Add("step", step)
       .Add("loss", loss)
       .Add("ppl", std::exp(loss))
       .Add("lr", lr)
-      .Add("tokens", options_.tokens_since_start ? tokens_since_start_ : interval.tokens)
+      .Add("tokens", interval.tokens)
       .Add("tokens_per_s", rate);
   if (interval.has_step_times) {
     line.Add("compute_s", interval.compute_s)

@@ -5,8 +5,8 @@
 // and model.bin at the end.
 //
 // A train line holds, in this order: step; loss (label-smoothed, per target token over the logging
-// interval); ppl (exp(loss)); lr (at the step); tokens (the interval's target tokens, or with
-// Options::tokens_since_start those since the process started); tokens_per_s (the interval's target
+// interval); ppl (exp(loss)); lr (at the step); tokens (the interval's target tokens: `psformer
+// status` reads them so, for a job and a local run alike); tokens_per_s (the interval's target
 // tokens over its wall time); and when the interval has step times, where they went: compute_s,
 // push_s, wait_s (for the servers' first reply), pull_s. A validation line is ValidationMetrics's
 // (worker/validation.h).
@@ -43,9 +43,6 @@ class TrainingReporter {
   struct Options {
     std::string run_dir;
     bool tensorboard = true;  // logging.tensorboard: TensorBoard scalars beside metrics.jsonl
-    // The train line's "tokens" counts the target tokens since the process started, as the local
-    // trainer's lines always have; false: the interval's, as a job's coordinator writes them.
-    bool tokens_since_start = false;
   };
 
   // REQUIRES: a validated config. Opens RUN_DIR/metrics.jsonl for appending (and TensorBoard);
@@ -83,7 +80,6 @@ class TrainingReporter {
   std::unique_ptr<RunMetrics> metrics_;
   int64_t first_step_ = 1;
   Clock::time_point started_ = Clock::now();
-  int64_t tokens_since_start_ = 0;
 };
 
 }  // namespace psformer

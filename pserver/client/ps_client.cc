@@ -6,7 +6,6 @@
 #include "common/logging.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/bfloat16.h"
-#include "pserver/timing.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -215,16 +214,6 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
   return ticket;
 }
 
-StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t step, proto::DType dtype) {
-  const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, type, step, ShardParts());
-  r.dtype = dtype;
-  r.epochs.assign(shards(), 0);
-  r.epoch_starts.assign(shards(), 0);
-  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendPart(ticket, r, k));
-  return ticket;
-}
-
 void PsClient::HandleReply(RawMessage raw) {
   WireMessage msg;
   Verdict v = ParseMessage(std::move(raw), &msg);
@@ -305,163 +294,6 @@ void PsClient::HandleReply(RawMessage raw) {
   }
   p.answered = true;
   --r.remaining;
-}
-
-Status PsClient::Wait(Ticket ticket) {
-  Request done;
-  return Finish(ticket, &done);
-}
-
-Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
-  auto it = requests_.find(ticket);
-  if (it == requests_.end()) return Status::InvalidArgument("ps client: unknown ticket " + std::to_string(ticket));
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const int limit_ms = grace_ms > 0 ? grace_ms : options_.timeout_ms;
-  const auto deadline = start + std::chrono::milliseconds(limit_ms);
-  bool first_reply = false;
-  last_first_reply_s_ = 0;
-  last_pull_loss_sum_ = 0;
-  last_pull_tokens_ = 0;
-  while (it->second.remaining > 0) {
-    Request& r = it->second;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      std::vector<bool> silent(shards(), false);
-      for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
-      std::string missing;
-      for (int k = 0; k < shards(); ++k) {
-        if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      }
-      if (grace_ms > 0) {
-        PSF_LOG(Warning) << "ps client: no answer to " << proto::MessageType_Name(r.type) << " from shard(s) "
-                         << missing << " within " << grace_ms << " ms; taking it as done";
-        break;
-      }
-      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) +
-                                 " from shard(s) " + missing + " within " + std::to_string(limit_ms) + " ms");
-    }
-    // Resend to the shards that have not answered, backing off (pserver/timing.h).
-    const auto interval = RetryInterval(options_.retry_ms, r.sends);
-    if (options_.retry_ms > 0 && now - r.sent >= interval) {
-      std::vector<int> resend;  // a push's piece is sent once its gradient is ready
-      for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
-        if (!r.parts[part].answered && r.parts[part].sent) resend.push_back(part);
-      }
-      if (!resend.empty()) {
-        // Said before sending: a send to a peer that never connected blocks.
-        // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
-        const bool unusual = r.type != proto::PULL || r.sends >= 3;
-        PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer from shard " << r.parts[resend[0]].shard << " to "
-            << proto::MessageType_Name(r.type) << " of step " << r.step << " after " << interval.count()
-            << " ms; sending it again"
-            << (resend.size() > 1 ? " (" + std::to_string(resend.size()) + " parts in all)" : std::string());
-      }
-      for (int part : resend) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-      r.sent = now;
-      ++r.sends;
-    }
-    const auto wait = std::min<int64_t>(
-        {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
-    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
-    if (raw.has_value()) {
-      HandleReply(std::move(*raw));
-      if (!first_reply) {
-        first_reply = true;
-        last_first_reply_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-      }
-    }
-  }
-  last_wait_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-  Request& r = *done;
-  r = std::move(it->second);
-  requests_.erase(it);
-  if (!r.error.IsAborted()) {
-    ReleasePayload(&r);
-  } else if (r.payload_owner) {
-    Status error = r.error;
-    retired_.push_back(std::move(r));
-    return error;
-  }
-  return r.error;
-}
-
-// Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
-void PsClient::ReleasePayload(Request* r) {
-  if (!r->payload_owner) return;
-  r->payload_owner.reset();
-  std::unique_lock<std::mutex> lock(*release_mutex_);
-  release_cv_->wait(lock, [&] { return *r->payload_released; });
-}
-
-StatusOr<int64_t> PsClient::Rollback() {
-  if (!rollback_pending_) return Status::InvalidArgument("ps client: Rollback without a recovery under way");
-  // Requests of the old epoch are over; their replies will be ignored. A push's frames may still
-  // sit in the transport, so they are released only once every shard has answered the ROLLBACK
-  // (sent after them on the same connections).
-  std::vector<Request> abandoned = std::move(retired_);
-  retired_.clear();
-  for (auto& [ticket, r] : requests_) abandoned.push_back(std::move(r));
-  requests_.clear();
-  PSF_RETURN_IF_ERROR(EnterEpoch(rollback_epoch_, rollback_start_));
-  for (Request& r : abandoned) ReleasePayload(&r);
-  return epoch_start_;
-}
-
-Status PsClient::EnterEpoch(uint64_t epoch, int64_t start) {
-  rollback_pending_ = true;
-  rollback_epoch_ = epoch;
-  rollback_start_ = start;
-  while (rollback_pending_) {
-    const uint64_t target = rollback_epoch_;
-    const int64_t target_start = rollback_start_;
-    PSF_LOG(Warning) << "ps client: rolling back to step " << target_start << " (recovery epoch " << target << ")";
-    rollback_pending_ = false;
-    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::ROLLBACK, target_start));
-    Request done;
-    Status s = Finish(ticket, &done);
-    if (!s.ok()) return s.WithContext("rollback to step " + std::to_string(target_start));
-    // A shard naming a still newer epoch while we rolled back set rollback_pending_ again.
-    if (rollback_pending_ && rollback_epoch_ <= target) rollback_pending_ = false;
-    epoch_ = target;
-    epoch_start_ = target_start;
-  }
-  return Status::Ok();
-}
-
-StatusOr<int64_t> PsClient::Hello() {
-  while (true) {
-    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::HELLO, 0));
-    Request done;
-    PSF_RETURN_IF_ERROR(Finish(ticket, &done));
-    const auto newest = std::max_element(done.epochs.begin(), done.epochs.end());
-    const int64_t start = done.epoch_starts[newest - done.epochs.begin()];
-    if (std::all_of(done.epochs.begin(), done.epochs.end(), [&](uint64_t e) { return e == *newest; })) {
-      SetEpoch(*newest, start);
-      return done.min_step;
-    }
-    // A recovery is under way: finish it, then ask again where this worker stands.
-    PSF_RETURN_IF_ERROR(EnterEpoch(*newest, start));
-  }
-}
-
-Status PsClient::Checkpoint(int64_t step) {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::CHECKPOINT, step));
-  return Wait(ticket);
-}
-
-Status PsClient::Goodbye() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
-  Request done;
-  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
-}
-
-Status PsClient::Shutdown() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
-  // A server ACKs and exits; if that ACK is lost, resends find nobody, so wait only a while.
-  Request done;
-  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 
 }  // namespace psformer

@@ -33,6 +33,10 @@
 // recovery epoch (docs/failure-model.md); when a server refuses one as "other epoch", Wait
 // returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
 // and returns the step the job restarts after. The protocol: docs/wire-protocol.md.
+//
+// The implementation, by concern: ps_client.cc sends requests and takes in replies,
+// ps_client_wait.cc waits and resends, ps_client_broadcasts.cc holds the requests to every shard
+// (HELLO, ROLLBACK, CHECKPOINT, SHUTDOWN).
 #ifndef PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 #define PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 

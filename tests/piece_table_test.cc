@@ -25,7 +25,9 @@ void ExpectWellFormed(const PieceTable& table, const std::vector<uint64_t>& cuts
       EXPECT_EQ(pieces[p].shard, k);
       EXPECT_EQ(pieces[p].begin, wire);
       EXPECT_GT(pieces[p].size(), 0u);
-      if (max_elements > 0) EXPECT_LE(pieces[p].size(), max_elements);
+      if (max_elements > 0) {
+        EXPECT_LE(pieces[p].size(), max_elements);
+      }
       wire = pieces[p].end;
     }
     EXPECT_EQ(wire, r.end);

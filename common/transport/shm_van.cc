@@ -2,12 +2,16 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
+#include "common/fault_plan.h"
 #include "common/logging.h"
 
 namespace psformer {
@@ -170,6 +174,7 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   }
   own_bytes_ += capacity;
   ++stats_.segments_created;
+  PSF_LOG(Info) << "transport: made shared-memory segment " << (*seg)->name() << " (" << (capacity >> 20) << " MiB)";
   own_.push_back(std::move(*seg));
   auto slot = own_.back()->Reserve(frame.size());
   if (!slot) return std::nullopt;
@@ -180,6 +185,11 @@ Status ShmVan::Send(RawMessage message) {
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
   std::vector<ShmDescriptor> descriptors;
   std::vector<Placed> placed;
+  struct WatchedSlot {
+    Placed placed;
+    int64_t step;
+  };
+  std::optional<WatchedSlot> watched;  // an injected fault strikes once its receiver claims it
   for (size_t i = 0; i < message.frames.size(); ++i) {
     Frame& f = message.frames[i];
     if (f.size() < options_.threshold_bytes) continue;
@@ -193,6 +203,14 @@ Status ShmVan::Send(RawMessage message) {
       }
       continue;
     }
+    std::optional<ShmFault> fault = TakeArmedShmFault();
+    if (fault && fault->point == ShmFault::kHalfwayThroughCopy) {
+      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size() / 2);
+      PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through copying a payload of " << f.size()
+                       << " bytes into shared memory (push of step " << fault->step << ")";
+      kill(getpid(), SIGKILL);
+    }
+    if (fault && !watched) watched = WatchedSlot{*p, fault->step};
     std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
     p->segment->Publish(p->slot);
     descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
@@ -205,8 +223,23 @@ Status ShmVan::Send(RawMessage message) {
   const Status sent = inner_->Send(std::move(message));
   if (!sent.ok()) {
     for (const Placed& p : placed) p.segment->Unpublish(p.slot);
+  } else if (watched) {
+    KillOnceClaimed(watched->placed, watched->step);
   }
   return sent;
+}
+
+void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
+  // Bounded: a receiver that never comes to read (it died too) must not hold the fault off forever.
+  constexpr auto kPatience = std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (!placed.segment->Claimed(placed.slot) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) "
+                   << (placed.segment->Claimed(placed.slot) ? "while" : "before (none came within 10 s)")
+                   << " a receiver reads my reply from shared memory (sent after step " << step << ")";
+  kill(getpid(), SIGKILL);
 }
 
 StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& name) {

@@ -23,6 +23,10 @@
 // reason. The envelope is recognised by its first byte, zero, which no wire header can begin
 // with (a protobuf field tag is never zero).
 //
+// Fault injection: a KILL_IN_SHM armed by the process's FaultPlan (fault_plan.h) strikes in the
+// next Send that places a frame: halfway through its copy (workers), or once its receiver has
+// claimed it (servers).
+//
 // Thread safety: as any Van, one thread at a time; received frames may be released on any thread.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
@@ -80,6 +84,9 @@ class ShmVan : public Van {
   // refusal, if any, goes to message.transport_error.
   void Unpack(RawMessage& message);
   StatusOr<std::shared_ptr<ShmSegment>> PeerSegment(const std::string& name);
+  // An injected KILL_IN_SHM on a server (fault_plan.h): SIGKILLs this process once the receiver
+  // has claimed `placed`, i.e. while it reads the reply, or after 10 s without a claim.
+  void KillOnceClaimed(const Placed& placed, int64_t step);
 
   std::unique_ptr<Van> inner_;
   ShmVanOptions options_;

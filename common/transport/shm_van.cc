@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
+#include "common/crc32c.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
 
@@ -183,6 +185,10 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
 
 Status ShmVan::Send(RawMessage message) {
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
+  // The payload's CRC-32C, when the sender left it to us: frames in order, those copied into a
+  // slot checksummed in the copy (the header, frame 0, is not payload).
+  const bool seal = static_cast<bool>(message.seal_header);
+  uint32_t crc = 0;
   std::vector<ShmDescriptor> descriptors;
   std::vector<Placed> placed;
   struct WatchedSlot {
@@ -192,9 +198,14 @@ Status ShmVan::Send(RawMessage message) {
   std::optional<WatchedSlot> watched;  // an injected fault strikes once its receiver claims it
   for (size_t i = 0; i < message.frames.size(); ++i) {
     Frame& f = message.frames[i];
-    if (f.size() < options_.threshold_bytes) continue;
+    const bool payload = i > 0;
+    if (f.size() < options_.threshold_bytes) {
+      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      continue;
+    }
     auto p = Place(f);
     if (!p) {
+      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
       ++stats_.frames_sent_inline;
       if (!warned_inline_) {
         warned_inline_ = true;
@@ -211,7 +222,11 @@ Status ShmVan::Send(RawMessage message) {
       kill(getpid(), SIGKILL);
     }
     if (fault && !watched) watched = WatchedSlot{*p, fault->step};
-    std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
+    if (seal && payload) {
+      crc = CopyWithCrc32c(p->segment->SlotData(p->slot), f.data(), f.size(), crc);
+    } else {
+      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
+    }
     p->segment->Publish(p->slot);
     descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
                            p->segment->name()});
@@ -219,6 +234,7 @@ Status ShmVan::Send(RawMessage message) {
     f = Frame();  // the sender's buffer is free now
     ++stats_.frames_sent_shm;
   }
+  if (seal) message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
   message.frames.insert(message.frames.begin(), EncodeShmEnvelope(descriptors));
   const Status sent = inner_->Send(std::move(message));
   if (!sent.ok()) {

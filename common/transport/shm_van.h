@@ -11,9 +11,10 @@
 // Send: each frame of at least threshold_bytes is copied into a slot of this process's own
 // segment (shm_segment.h) and replaced by an empty frame; the envelope lists, per replaced
 // frame, the segment, slot, generation, offset and size. The descriptor leaves only after the
-// copy is complete. When no slot is free and no segment can be made (a small /dev/shm in a
-// container, max_bytes reached), the frame travels inline as over any Van, with one warning:
-// correctness never depends on shared memory.
+// copy is complete. A sender that leaves the payload's CRC-32C to the Van (RawMessage::seal_header)
+// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own. When no slot is free
+// and no segment can be made (a small /dev/shm in a container, max_bytes reached), the frame
+// travels inline as over any Van, with one warning: correctness never depends on shared memory.
 //
 // Recv: the receiver maps the sender's segment (once; cached), claims each slot and hands up a
 // Frame viewing it in place, whose owner releases the slot when the last copy of the Frame
@@ -50,6 +51,7 @@ struct ShmVanOptions {
   uint64_t segment_bytes = 256 << 20;   // data bytes of each segment made (larger for a larger frame).
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
   uint32_t slots_per_segment = 1024;
+  bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).
@@ -70,6 +72,11 @@ class ShmVan : public Van {
   StatusOr<std::string> Bind(const std::string& endpoint) override;
   Status Connect(const std::string& peer, const std::string& endpoint) override;
   Status Send(RawMessage message) override;
+  // True for the peers that get envelopes (unless options.checksum_in_copy is off): their payload
+  // frames are copied into a slot anyway, and CopyWithCrc32c checksums them in that pass.
+  bool ChecksumsPayloadTo(const std::string& peer) const override {
+    return options_.checksum_in_copy && shm_peers_.count(peer) > 0;
+  }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
   const ShmVanStats& stats() const { return stats_; }

@@ -77,27 +77,25 @@ const char* TransportName(Transport t) {
   return "?";
 }
 
-// The server's and the client's Van for `transport` (client nullptr = PsClient makes a plain one).
-std::unique_ptr<Van> ServerVan(Transport t, const CurveKeys& keys) {
-  ZmqVanOptions o;
-  if (t == Transport::kTcpCurve) o.curve = keys.ForServer();
-  auto van = std::make_unique<ZmqVan>(o);
-  if (!SharedMemory(t)) return van;
-  ShmVanOptions so;
-  so.job_id = 1;
-  return std::make_unique<ShmVan>(std::move(van), so);
-}
-
-std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys) {
-  ZmqVanOptions o;
-  o.io_threads = 2;
-  if (t == Transport::kTcpCurve) o.curve = keys.ForClient();
+// A Van for `t`: `o` holds one side's own settings and `side_keys` its CURVE keys (used only for
+// kTcpCurve); kShm and kShmCrcApart put a ShmVan in front.
+std::unique_ptr<Van> TransportVan(Transport t, ZmqVanOptions o, const CurveKeys& side_keys) {
+  if (t == Transport::kTcpCurve) o.curve = side_keys;
   auto van = std::make_unique<ZmqVan>(o);
   if (!SharedMemory(t)) return van;
   ShmVanOptions so;
   so.job_id = 1;
   so.checksum_in_copy = t == Transport::kShm;
   return std::make_unique<ShmVan>(std::move(van), so);
+}
+
+// The server's and the client's Van.
+std::unique_ptr<Van> ServerVan(Transport t, const CurveKeys& keys) { return TransportVan(t, {}, keys.ForServer()); }
+
+std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys) {
+  ZmqVanOptions o;
+  o.io_threads = 2;
+  return TransportVan(t, o, keys.ForClient());
 }
 
 // Best-of-iters time of one push + pull of the whole vector with `servers` shards. The push is

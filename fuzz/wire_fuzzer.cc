@@ -25,28 +25,22 @@ void ReadPayload(const WireMessage& msg) {
   AddPayloadAsFloats(msg, acc.data());
 }
 
-}  // namespace
-}  // namespace psformer::fuzz
-
-namespace psformer::fuzz {
-namespace {
+// One side's verdict: a refusal is counted and described; an accepted message of the type that
+// side reads the payload of (`payload_type`) has it read.
+void JudgeAt(const Verdict& verdict, const WireMessage& msg, proto::MessageType payload_type,
+             RejectCounters* counters) {
+  if (verdict) {
+    counters->Count(verdict->reason);
+    (void)verdict->ToString();
+  } else if (msg.header.type() == payload_type) {
+    ReadPayload(msg);
+  }
+}
 
 void Judge(const WireMessage& msg) {
   RejectCounters counters;
-  const Verdict at_server = ValidateAtServer(msg, FuzzServerScope());
-  if (at_server) {
-    counters.Count(at_server->reason);
-    (void)at_server->ToString();
-  } else if (msg.header.type() == proto::PUSH) {
-    ReadPayload(msg);
-  }
-  const Verdict at_client = ValidateAtClient(msg, FuzzClientScope());
-  if (at_client) {
-    counters.Count(at_client->reason);
-    (void)at_client->ToString();
-  } else if (msg.header.type() == proto::PARAMS) {
-    ReadPayload(msg);
-  }
+  JudgeAt(ValidateAtServer(msg, FuzzServerScope()), msg, proto::PUSH, &counters);
+  JudgeAt(ValidateAtClient(msg, FuzzClientScope()), msg, proto::PARAMS, &counters);
   (void)counters.ToString();
 }
 

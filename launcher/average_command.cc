@@ -11,6 +11,8 @@
 #include "common/config_loader.h"
 #include "common/model_file.h"
 #include "common/param_layout.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/wire/piece_table.h"
 #include "launcher/command_line.h"
 #include "launcher/terminal_progress.h"
 
@@ -54,10 +56,7 @@ int RunAverageCommand(const Args& args) {
   }
 
   const int last = v.count("last") ? v["last"].as<int>() : config->checkpoint().average_last();
-  CheckpointIdentity id;
-  id.shards = config->cluster().servers();
-  id.parameter_count = ParamLayout(config->model(), vocab).total_size();
-  id.config_digest = ModelConfigDigest(*config, vocab);
+  const CheckpointIdentity id = JobCheckpointIdentity(*config, vocab);
   auto steps = NewestCompleteCheckpoints(run_dir, id, last);
   if (!steps.ok()) return ReportError("average", steps.status());
   const std::string checkpoints = (fs::path(run_dir) / "checkpoints").string();
@@ -82,7 +81,9 @@ int RunAverageCommand(const Args& args) {
   ModelFile model;
   model.model = config->model();
   model.vocab_size = vocab;
-  model.params = std::move(averaged).value();
+  // The shards' order is the servers'; the model file's is the model's.
+  const ParamLayout layout(config->model(), vocab);
+  model.params = JobPieceTable(*config, id.parameter_count, layout.LayerStarts()).ToModelOrder(*averaged);
   const Status written = WriteModelFile(output, model);
   if (!written.ok()) return ReportError("average", written);
   std::cout << "averaged " << count << " checkpoint(s) of " << run_dir << " (steps " << step_list

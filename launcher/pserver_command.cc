@@ -15,6 +15,8 @@
 #include "common/logging.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/wire/piece_table.h"
 #include "common/supervisor_report.h"
 #include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
@@ -135,7 +137,7 @@ int RunPserverCommand(const Args& args) {
   o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
     checkpoint_failures.Record(index, step, result);
   };
-  const CheckpointIdentity identity{config.cluster().servers(), o.parameter_count, o.config_digest};
+  const CheckpointIdentity identity = JobCheckpointIdentity(config, vocab);
 
   if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
     return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);

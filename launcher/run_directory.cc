@@ -9,6 +9,8 @@
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/param_layout.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/wire/piece_table.h"
 #include "worker/train/trainer_state.h"
 
 namespace psformer {
@@ -75,10 +77,7 @@ void CompareFields(const pb::Message& run, const pb::Message& now, const std::st
 // The newest checkpoint of `dir` that verifies for `config`'s model, or why there is none.
 StatusOr<int64_t> NewestUsableCheckpoint(const std::string& dir, const JobConfig& config) {
   const int vocab = ResolvedVocabSize(config);
-  CheckpointIdentity id;
-  id.shards = config.cluster().servers();
-  id.parameter_count = ParamLayout(config.model(), vocab).total_size();
-  id.config_digest = ModelConfigDigest(config, vocab);
+  const CheckpointIdentity id = JobCheckpointIdentity(config, vocab);
   const std::vector<int64_t> steps = ListCheckpointSteps(dir);
   std::vector<std::string> skipped;
   for (int64_t step : steps) {

@@ -1,2 +1,2 @@
 # Checkpoint averaging: psformer average against known shard files.
-psformer_test(average_test integration SOURCES average_test.cc LIBS psformer_common)
+psformer_test(average_test integration SOURCES average_test.cc LIBS psformer_pserver psformer_common)

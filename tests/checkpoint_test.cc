@@ -143,6 +143,27 @@ TEST(CheckpointStore, RefusesAnotherModelsCheckpoint) {
   EXPECT_TRUE(LoadNewestShardCheckpoint(run, other, 0).status().IsInvalidArgument());
 }
 
+// The same numbers mean other parameters when the shards hold spread layers: a checkpoint is
+// loaded only with the layout it was written with, and the error names the setting.
+TEST(CheckpointStore, RefusesACheckpointOfTheOtherShardLayout) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  SaveAll(run, 10);
+  CheckpointIdentity spread = kId;
+  spread.spread_layers = true;
+  const auto loaded = LoadNewestShardCheckpoint(run, spread, 0);
+  ASSERT_TRUE(loaded.status().IsInvalidArgument()) << loaded.status().ToString();
+  EXPECT_NE(loaded.status().message().find("cluster.spread_layers"), std::string::npos) << loaded.status().message();
+  // Written spread, it loads spread.
+  testing::TempDir other;
+  for (int k = 0; k < kId.shards; ++k) {
+    ShardData d;
+    ASSERT_TRUE(SaveShardCheckpoint(other.path().string(), spread, d.View(k, 10), 0).ok());
+  }
+  EXPECT_TRUE(VerifyCheckpoint(other.path().string(), 10, spread).ok());
+  EXPECT_TRUE(VerifyCheckpoint(other.path().string(), 10, kId).IsInvalidArgument());
+}
+
 TEST(CheckpointStore, KeepsOnlyTheNewestCompleteCheckpoints) {
   testing::TempDir dir;
   const std::string run = dir.path().string();

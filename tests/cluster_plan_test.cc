@@ -5,6 +5,27 @@
 namespace psformer {
 namespace {
 
+// `servers` servers and `workers` GPU workers on hosts with these GPU counts.
+ClusterPlanOptions GpuJob(int servers, int workers, std::vector<std::pair<std::string, int>> gpus_per_host) {
+  ClusterPlanOptions options;
+  options.servers = servers;
+  options.workers = workers;
+  options.gpu_workers = true;
+  options.gpus_per_host = std::move(gpus_per_host);
+  return options;
+}
+
+// Whether Make refuses the processes started on `hosts` with a message that says `text`.
+::testing::AssertionResult RefusedSaying(const ClusterPlanOptions& options, const std::vector<std::string>& hosts,
+                                         const std::string& text) {
+  auto plan = ClusterPlan::Make(options, hosts);
+  if (plan.ok()) return ::testing::AssertionFailure() << "a plan was made, not refused saying \"" << text << "\"";
+  if (plan.status().message().find(text) == std::string::npos) {
+    return ::testing::AssertionFailure() << "expected \"" << text << "\" in: " << plan.status().message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(ClusterPlan, OneHostServersTakeTheHighestSlots) {
   ClusterPlanOptions options;
   options.servers = 1;
@@ -19,11 +40,7 @@ TEST(ClusterPlan, OneHostServersTakeTheHighestSlots) {
 }
 
 TEST(ClusterPlan, TwoNodesOfEightGpusSpreadServersAndNumberGpusByLocalRank) {
-  ClusterPlanOptions options;
-  options.servers = 2;
-  options.workers = 16;
-  options.gpu_workers = true;
-  options.gpus_per_host = {{"n0", 8}, {"n1", 8}};
+  const ClusterPlanOptions options = GpuJob(2, 16, {{"n0", 8}, {"n1", 8}});
   std::vector<std::string> hosts;
   for (int i = 0; i < 9; ++i) hosts.push_back("n0");
   for (int i = 0; i < 9; ++i) hosts.push_back("n1");
@@ -42,47 +59,23 @@ TEST(ClusterPlan, WrongProcessCountSaysWhatIsNeeded) {
   ClusterPlanOptions options;
   options.servers = 1;
   options.workers = 2;
-  auto plan = ClusterPlan::Make(options, {"a", "a"});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("2 processes were started but the config needs"), std::string::npos)
-      << plan.status().message();
-  EXPECT_NE(plan.status().message().find("mpirun -np 3"), std::string::npos) << plan.status().message();
+  EXPECT_TRUE(RefusedSaying(options, {"a", "a"}, "2 processes were started but the config needs"));
+  EXPECT_TRUE(RefusedSaying(options, {"a", "a"}, "mpirun -np 3"));
 }
 
 TEST(ClusterPlan, MoreGpuWorkersThanGpusIsRefused) {
-  ClusterPlanOptions options;
-  options.servers = 1;
-  options.workers = 3;
-  options.gpu_workers = true;
-  options.gpus_per_host = {{"a", 2}};
-  auto plan = ClusterPlan::Make(options, {"a", "a", "a", "a"});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("host a would run 3 GPU workers but has 2 GPU(s)"), std::string::npos)
-      << plan.status().message();
+  EXPECT_TRUE(
+      RefusedSaying(GpuJob(1, 3, {{"a", 2}}), {"a", "a", "a", "a"}, "host a would run 3 GPU workers but has 2 GPU(s)"));
 }
 
 TEST(ClusterPlan, OversubscriptionNamesTheHostThatHasTooFewGpus) {
   // n0 holds the server and two workers on its two GPUs; n1 would run two workers on one GPU.
-  ClusterPlanOptions options;
-  options.servers = 1;
-  options.workers = 4;
-  options.gpu_workers = true;
-  options.gpus_per_host = {{"n0", 2}, {"n1", 1}};
-  auto plan = ClusterPlan::Make(options, {"n0", "n0", "n0", "n1", "n1"});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("host n1 would run 2 GPU workers but has 1 GPU(s)"), std::string::npos)
-      << plan.status().message();
+  EXPECT_TRUE(RefusedSaying(GpuJob(1, 4, {{"n0", 2}, {"n1", 1}}), {"n0", "n0", "n0", "n1", "n1"},
+                            "host n1 would run 2 GPU workers but has 1 GPU(s)"));
 }
 
 TEST(ClusterPlan, AHostMissingFromTheGpuListHasNoGpus) {
-  ClusterPlanOptions options;
-  options.servers = 1;
-  options.workers = 1;
-  options.gpu_workers = true;
-  auto plan = ClusterPlan::Make(options, {"a", "a"});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("host a would run 1 GPU workers but has 0 GPU(s)"), std::string::npos)
-      << plan.status().message();
+  EXPECT_TRUE(RefusedSaying(GpuJob(1, 1, {}), {"a", "a"}, "host a would run 1 GPU workers but has 0 GPU(s)"));
 }
 
 TEST(ClusterPlan, CpuWorkersGetNoGpu) {

@@ -96,34 +96,33 @@ TEST(CorpusFile, ReportsEachKindOfDamage) {
   auto has = [](const std::string& message, const std::string& what) {
     return message.find(what) != std::string::npos;
   };
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { b->resize(20); }), "shorter than the 64-byte header");
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[0] = 'X'; }), "bad magic number");
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[8] = 9; }), "format version 9");
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[16] = 4; }), "header checksum mismatch");
-  EXPECT_PRED2(has,
-               OpenDamaged(dir,
-                           [](std::string* b) {
-                             b->pop_back();
-                             FixChecksums(b);
-                           }),
-               "truncated?");
-  EXPECT_PRED2(has, OpenDamaged(dir, [](std::string* b) { (*b)[b->size() - 1] ^= 1; }), "data checksum mismatch");
-  // Source offsets 0, 3, 4, 6 become 0, 5, 4, 6: decreasing at pair 1.
-  EXPECT_PRED2(has,
-               OpenDamaged(dir,
-                           [](std::string* b) {
-                             (*b)[64 + 8] = 5;
-                             FixChecksums(b);
-                           }),
-               "source offsets decrease or jump at pair 1");
-  // The first source id (4) becomes 100, outside a vocabulary of 100.
-  EXPECT_PRED2(has,
-               OpenDamaged(dir,
-                           [](std::string* b) {
-                             (*b)[64 + 64] = 100;
-                             FixChecksums(b);
-                           }),
-               "token id 100 in pair 0 (source) is outside the vocabulary of 100");
+  // Each edit of the file's bytes and what opening it must then say. `refit`: the checksums are
+  // made right again after the edit, so that the check after them is what finds it.
+  struct Damage {
+    void (*edit)(std::string* bytes);
+    bool refit;
+    const char* error;
+  };
+  const Damage damages[] = {
+      {[](std::string* b) { b->resize(20); }, false, "shorter than the 64-byte header"},
+      {[](std::string* b) { (*b)[0] = 'X'; }, false, "bad magic number"},
+      {[](std::string* b) { (*b)[8] = 9; }, false, "format version 9"},
+      {[](std::string* b) { (*b)[16] = 4; }, false, "header checksum mismatch"},
+      {[](std::string* b) { b->pop_back(); }, true, "truncated?"},
+      {[](std::string* b) { (*b)[b->size() - 1] ^= 1; }, false, "data checksum mismatch"},
+      // Source offsets 0, 3, 4, 6 become 0, 5, 4, 6: decreasing at pair 1.
+      {[](std::string* b) { (*b)[64 + 8] = 5; }, true, "source offsets decrease or jump at pair 1"},
+      // The first source id (4) becomes 100, outside a vocabulary of 100.
+      {[](std::string* b) { (*b)[64 + 64] = 100; }, true,
+       "token id 100 in pair 0 (source) is outside the vocabulary of 100"},
+  };
+  for (const Damage& d : damages) {
+    const std::string error = OpenDamaged(dir, [&d](std::string* b) {
+      d.edit(b);
+      if (d.refit) FixChecksums(b);
+    });
+    EXPECT_PRED2(has, error, d.error);
+  }
 }
 
 TEST(CorpusFile, MissingFileIsNotFound) {

@@ -20,21 +20,23 @@ TEST(Hostfile, ReadsHostsSlotsAndComments) {
 }
 
 TEST(Hostfile, ErrorsNameTheFileAndLine) {
-  auto bad = ParseHostfile("node0 slots=2\nnode1 cpus=4\n", "hosts.txt");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "hosts.txt:2: \"cpus=4\": expected slots=N after the host name");
-  auto zero = ParseHostfile("node0 slots=0\n", "h");
-  ASSERT_FALSE(zero.ok());
-  EXPECT_EQ(zero.status().message(), "h:1: \"slots=0\": the count must be at least 1");
-  auto word = ParseHostfile("node0 slots=two\n", "h");
-  ASSERT_FALSE(word.ok());
-  EXPECT_EQ(word.status().message(), "h:1: \"slots=two\": the count must be a number");
-  auto twice = ParseHostfile("node0\nnode1\nnode0 slots=3\n", "h");
-  ASSERT_FALSE(twice.ok());
-  EXPECT_EQ(twice.status().message(), "h:3: host node0 is listed twice");
-  auto empty = ParseHostfile("# nothing\n\n", "h");
-  ASSERT_FALSE(empty.ok());
-  EXPECT_EQ(empty.status().message(), "h: lists no hosts");
+  struct BadHostfile {
+    const char* text;
+    const char* file;
+    const char* error;
+  };
+  const BadHostfile cases[] = {
+      {"node0 slots=2\nnode1 cpus=4\n", "hosts.txt", "hosts.txt:2: \"cpus=4\": expected slots=N after the host name"},
+      {"node0 slots=0\n", "h", "h:1: \"slots=0\": the count must be at least 1"},
+      {"node0 slots=two\n", "h", "h:1: \"slots=two\": the count must be a number"},
+      {"node0\nnode1\nnode0 slots=3\n", "h", "h:3: host node0 is listed twice"},
+      {"# nothing\n\n", "h", "h: lists no hosts"},
+  };
+  for (const BadHostfile& c : cases) {
+    auto parsed = ParseHostfile(c.text, c.file);
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_EQ(parsed.status().message(), c.error);
+  }
   EXPECT_FALSE(ReadHostfile("/nonexistent/hosts").ok());
 }
 

@@ -1,6 +1,6 @@
 # Parameter servers over ZeroMQ: framing and validation, transport, checkpoints,
 # servers with their clients on loopback.
-psformer_test(wire_test unit SOURCES wire_test.cc LIBS psformer_pserver psformer_common)
+psformer_test(wire_test unit SOURCES wire_test.cc piece_table_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(pserver_policy_test unit SOURCES pserver_policy_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(checkpoint_test unit SOURCES checkpoint_test.cc LIBS psformer_common)
 psformer_test(transport_test integration SOURCES transport_test.cc LIBS psformer_common)

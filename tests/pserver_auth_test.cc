@@ -17,6 +17,7 @@
 #include "common/transport/van_factory.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
+#include "tests/pserver_test_util.h"
 #include "tests/test_util.h"
 
 namespace psformer::testing {
@@ -26,12 +27,7 @@ constexpr uint64_t kJob = 0xc0ffee;
 
 // A request from the coordinator to the only shard; a PULL names the shard's whole range.
 RawMessage Request(proto::MessageType type, uint64_t shard_end = 0) {
-  proto::Header h;
-  h.set_type(type);
-  h.set_job_id(kJob);
-  h.set_sender_role(proto::COORDINATOR);
-  h.set_sender_id(0);
-  h.set_shard(0);
+  proto::Header h = MessageHeader(type, kJob, proto::COORDINATOR, 0, 0);
   h.set_step(0);
   h.set_end(shard_end);
   return EncodeMessage("shard0", h, {});
@@ -76,6 +72,15 @@ class PserverAuth : public ::testing::Test {
   }
   void JoinServer() {
     if (server_.joinable()) server_.join();
+  }
+  // SHUTDOWN from `client`: ACKed, and the server exits cleanly.
+  void ShutDown(Van& client) {
+    ASSERT_TRUE(client.Send(Request(proto::SHUTDOWN)).ok());
+    auto ack = Answer(client, 30000);
+    ASSERT_TRUE(ack.has_value());
+    EXPECT_EQ(ack->header.type(), proto::ACK);
+    JoinServer();
+    EXPECT_EQ(result_.exit_status, 0) << result_.output;
   }
   // A test that failed half-way leaves its server running: shut it down (it knows these keys).
   void TearDown() override {
@@ -142,12 +147,7 @@ TEST_F(PserverAuth, ForeignClientsGetNoAnswerAndTheJobsClientIsServed) {
   InitParamRange(layout, config_.training().seed(), 0, layout.total_size(), expected.data());
   EXPECT_EQ(got, expected);
 
-  ASSERT_TRUE(job_client->Send(Request(proto::SHUTDOWN)).ok());
-  auto ack = Answer(*job_client, 30000);
-  ASSERT_TRUE(ack.has_value());
-  EXPECT_EQ(ack->header.type(), proto::ACK);
-  JoinServer();
-  EXPECT_EQ(result_.exit_status, 0) << result_.output;
+  ASSERT_NO_FATAL_FAILURE(ShutDown(*job_client));
   EXPECT_NE(result_.output.find("CURVE on"), std::string::npos) << result_.output;
   EXPECT_NE(result_.output.find("zap: refused"), std::string::npos) << result_.output;
 }
@@ -161,13 +161,7 @@ TEST_F(PserverAuth, MalformedKeysAreANamedErrorBeforeServing) {
 
 TEST_F(PserverAuth, WithoutKeysTheServerSaysItIsUnauthenticated) {
   StartServer("");
-  auto client = Client(nullptr);
-  ASSERT_TRUE(client->Send(Request(proto::SHUTDOWN)).ok());
-  auto ack = Answer(*client, 30000);
-  ASSERT_TRUE(ack.has_value());
-  EXPECT_EQ(ack->header.type(), proto::ACK);
-  JoinServer();
-  EXPECT_EQ(result_.exit_status, 0) << result_.output;
+  ASSERT_NO_FATAL_FAILURE(ShutDown(*Client(nullptr)));
   EXPECT_NE(result_.output.find("unauthenticated"), std::string::npos) << result_.output;
 }
 

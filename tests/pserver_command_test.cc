@@ -32,6 +32,7 @@ TEST(PserverCommand, ServesInitialShardsAndShutsDownCleanly) {
   o.role = proto::COORDINATOR;
   o.servers = endpoints;
   o.parameter_count = n;
+  o.pieces = std::make_shared<const PieceTable>(JobPieceTable(*config, n, layout.LayerStarts()));  // as the servers
   o.timeout_ms = 30000;
   auto client = PsClient::Create(o);
   ASSERT_TRUE(client.ok());

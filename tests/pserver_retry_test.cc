@@ -19,13 +19,7 @@ class PserverRetry : public ::testing::Test {
 
   // A worker-0 request; PUSH carries grad_.
   RawMessage Request(proto::MessageType type, int64_t step, uint64_t sequence) {
-    proto::Header h;
-    h.set_type(type);
-    h.set_job_id(kJobId);
-    h.set_sender_role(proto::WORKER);
-    h.set_sender_id(0);
-    h.set_shard(0);
-    h.set_step(step);
+    proto::Header h = FromWorker0(type, step);
     h.set_sequence(sequence);
     h.set_begin(0);
     h.set_end(kTotal);

@@ -35,6 +35,25 @@ inline proto::JobConfig PsConfig(int workers, int servers, proto::ClusterConfig:
   return config;
 }
 
+// A header with what every message names: its type, its job, who sends it and to which shard.
+inline proto::Header MessageHeader(proto::MessageType type, uint64_t job_id, proto::Role role, uint32_t sender,
+                                   uint32_t shard) {
+  proto::Header h;
+  h.set_type(type);
+  h.set_job_id(job_id);
+  h.set_sender_role(role);
+  h.set_sender_id(sender);
+  h.set_shard(shard);
+  return h;
+}
+
+// A request of this job from worker 0 to shard 0.
+inline proto::Header FromWorker0(proto::MessageType type, int64_t step) {
+  proto::Header h = MessageHeader(type, kJobId, proto::WORKER, 0, 0);
+  h.set_step(step);
+  return h;
+}
+
 inline float InitValue(uint64_t i) { return 0.05f * std::sin(0.37f * static_cast<float>(i)); }
 
 // Gradient of worker w at step t: reproducible, different per (w, t).   (n)

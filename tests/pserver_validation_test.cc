@@ -12,18 +12,6 @@ namespace {
 
 constexpr uint64_t kTotal = 1000;
 
-// A header of this job from worker 0 to shard 0.
-proto::Header FromWorker0(proto::MessageType type, int64_t step) {
-  proto::Header h;
-  h.set_type(type);
-  h.set_job_id(kJobId);
-  h.set_sender_role(proto::WORKER);
-  h.set_sender_id(0);
-  h.set_shard(0);
-  h.set_step(step);
-  return h;
-}
-
 class PserverValidation : public ::testing::Test {
  protected:
   PserverValidation() : group_(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal), grad_(kTotal, 0.5f) {
@@ -141,10 +129,14 @@ TEST_F(PserverValidation, RefusesBadMessagesCountsThemAndKeepsServing) {
   for (size_t i = 0; i < kTotal; ++i) init[i] = InitValue(i);
   ASSERT_TRUE(w0->Wait(*w0->Pull(0, params.data())).ok());
   EXPECT_TRUE(BitwiseEqual(params, init));
-  const auto g0 = Gradient(0, 1, kTotal), g1 = Gradient(1, 1, kTotal);
-  ASSERT_TRUE(w0->Wait(*w0->Push(1, g0.data(), Tokens(0, 1), 0)).ok());
-  ASSERT_TRUE(w1->Wait(*w1->Push(1, g1.data(), Tokens(1, 1), 0)).ok());
-  ASSERT_TRUE(w0->Wait(*w0->Pull(1, params.data())).ok());
+  // Both workers push step t, then worker 0 pulls its parameters.
+  const auto step = [&](int64_t t) {
+    const auto g0 = Gradient(0, t, kTotal), g1 = Gradient(1, t, kTotal);
+    ASSERT_TRUE(w0->Wait(*w0->Push(t, g0.data(), Tokens(0, t), 0)).ok());
+    ASSERT_TRUE(w1->Wait(*w1->Push(t, g1.data(), Tokens(1, t), 0)).ok());
+    ASSERT_TRUE(w0->Wait(*w0->Pull(t, params.data())).ok());
+  };
+  ASSERT_NO_FATAL_FAILURE(step(1));
   ReferenceTrainer ref(PsConfig(2, 1, proto::ClusterConfig::BSP), kTotal);
   ref.Step(1);
   EXPECT_TRUE(BitwiseEqual(params, ref.params()));
@@ -152,10 +144,7 @@ TEST_F(PserverValidation, RefusesBadMessagesCountsThemAndKeepsServing) {
   ASSERT_TRUE(w0->Wait(*w0->Pull(0, params.data())).ok());
   EXPECT_TRUE(BitwiseEqual(params, init));
   // Once step 2 is applied, step 0 is stale: refused and reported to the client.
-  const auto h0 = Gradient(0, 2, kTotal), h1 = Gradient(1, 2, kTotal);
-  ASSERT_TRUE(w0->Wait(*w0->Push(2, h0.data(), Tokens(0, 2), 0)).ok());
-  ASSERT_TRUE(w1->Wait(*w1->Push(2, h1.data(), Tokens(1, 2), 0)).ok());
-  ASSERT_TRUE(w0->Wait(*w0->Pull(2, params.data())).ok());
+  ASSERT_NO_FATAL_FAILURE(step(2));
   Status stale = w0->Wait(*w0->Pull(0, params.data()));
   EXPECT_FALSE(stale.ok());
   EXPECT_NE(stale.message().find("stale step"), std::string::npos) << stale.message();

@@ -100,6 +100,18 @@ std::optional<RawMessage> RecvWithin(Van& van, int ms) {
   return r.ok() ? std::move(*r) : std::nullopt;
 }
 
+// `client` sends `request` to "srv" (`server`), which answers `reply`: each arrives as sent.
+void Exchange(Van& server, Van& client, const std::string& request, const std::string& reply) {
+  ASSERT_TRUE(client.Send(Text("srv", request)).ok());
+  RawMessage in = RecvOne(server);
+  ASSERT_EQ(in.frames.size(), 1u);
+  EXPECT_EQ(in.frames[0].bytes(), request);
+  ASSERT_TRUE(server.Send(Text(in.peer, reply)).ok());
+  RawMessage back = RecvOne(client);
+  ASSERT_EQ(back.frames.size(), 1u);
+  EXPECT_EQ(back.frames[0].bytes(), reply);
+}
+
 ZmqVanOptions WithKeys(const CurveKeys& keys) {
   ZmqVanOptions o;
   o.curve = keys;
@@ -117,14 +129,7 @@ void CurveRoundTrip(const std::string& bind_endpoint) {
   auto bound = server.Bind(bind_endpoint);
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
   ASSERT_TRUE(client.Connect("srv", *bound).ok());
-  ASSERT_TRUE(client.Send(Text("srv", "ping")).ok());
-  RawMessage in = RecvOne(server);
-  ASSERT_EQ(in.frames.size(), 1u);
-  EXPECT_EQ(in.frames[0].bytes(), "ping");
-  ASSERT_TRUE(server.Send(Text(in.peer, "pong")).ok());
-  RawMessage back = RecvOne(client);
-  ASSERT_EQ(back.frames.size(), 1u);
-  EXPECT_EQ(back.frames[0].bytes(), "pong");
+  ASSERT_NO_FATAL_FAILURE(Exchange(server, client, "ping", "pong"));
   EXPECT_EQ(server.refused_clients(), 0u);
 }
 
@@ -174,14 +179,7 @@ TEST(ZmqVanCurve, ForeignClientsAreRefusedAndTheJobsClientIsStillServed) {
 
   ZmqVan client(WithKeys(keys->ForClient()));
   ASSERT_TRUE(client.Connect("srv", *bound).ok());
-  ASSERT_TRUE(client.Send(Text("srv", "job member")).ok());
-  RawMessage in = RecvOne(server);
-  ASSERT_EQ(in.frames.size(), 1u);
-  EXPECT_EQ(in.frames[0].bytes(), "job member");
-  ASSERT_TRUE(server.Send(Text(in.peer, "welcome")).ok());
-  RawMessage back = RecvOne(client);
-  ASSERT_EQ(back.frames.size(), 1u);
-  EXPECT_EQ(back.frames[0].bytes(), "welcome");
+  ASSERT_NO_FATAL_FAILURE(Exchange(server, client, "job member", "welcome"));
   EXPECT_FALSE(RecvWithin(no_keys, 0).has_value());
   EXPECT_FALSE(RecvWithin(wrong_client, 0).has_value());
   EXPECT_FALSE(RecvWithin(misled, 0).has_value());

@@ -11,9 +11,12 @@
 #include "pserver/wire/bfloat16.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/wire_message.h"
+#include "tests/pserver_test_util.h"
 
 namespace psformer {
 namespace {
+
+using testing::MessageHeader;
 
 TEST(Framing, SplitsIntoAlignedFramesCoveringEveryByte) {
   std::vector<uint8_t> bytes(1000);
@@ -66,12 +69,7 @@ struct PushFixture {
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.25f * static_cast<float>(i) - 3.0f;
   }
   proto::Header Header() const {
-    proto::Header h;
-    h.set_type(proto::PUSH);
-    h.set_job_id(42);
-    h.set_sender_role(proto::WORKER);
-    h.set_sender_id(0);
-    h.set_shard(1);
+    proto::Header h = MessageHeader(proto::PUSH, 42, proto::WORKER, 0, 1);
     h.set_step(3);
     h.set_dtype(proto::FLOAT32);
     h.set_begin(100);
@@ -197,11 +195,7 @@ TEST(Validation, RefusesTruncatedOversizedMisframedAndCorruptPayloads) {
 
 TEST(Validation, ControlMessagesNeedAControlSender) {
   PushFixture f;
-  proto::Header h;
-  h.set_type(proto::CHECKPOINT);
-  h.set_job_id(42);
-  h.set_shard(1);
-  h.set_sender_role(proto::WORKER);
+  proto::Header h = MessageHeader(proto::CHECKPOINT, 42, proto::WORKER, 0, 1);
   EXPECT_EQ(f.Reason(EncodeMessage("p", h, {})), RejectReason::kUnknownSender);
   h.set_sender_role(proto::SERVER);  // servers never send requests
   h.set_type(proto::SHUTDOWN);
@@ -218,12 +212,7 @@ TEST(Validation, ControlMessagesNeedAControlSender) {
 TEST(Validation, ClientChecksParamsReplies) {
   ClientScope scope{42, 2, 200};
   std::vector<float> params(100, 2.0f);
-  proto::Header h;
-  h.set_type(proto::PARAMS);
-  h.set_job_id(42);
-  h.set_sender_role(proto::SERVER);
-  h.set_sender_id(1);
-  h.set_shard(1);
+  proto::Header h = MessageHeader(proto::PARAMS, 42, proto::SERVER, 1, 1);
   h.set_dtype(proto::FLOAT32);
   h.set_begin(100);
   h.set_end(200);

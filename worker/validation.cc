@@ -1,6 +1,7 @@
 #include "worker/validation.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace psformer {
 
@@ -22,6 +23,32 @@ ValidationResult Validate(Transformer<float>* model, const float* params, const 
     result.accuracy = static_cast<double>(correct) / static_cast<double>(result.tokens);
   }
   return result;
+}
+
+StatusOr<ValidationResult> ValidateWithBleu(Transformer<float>* model, const float* params,
+                                            const std::vector<Batch>& batches, ValidBleu* bleu,
+                                            std::vector<std::string>* bleu_hypotheses) {
+  ValidationResult result = Validate(model, params, batches);
+  if (bleu == nullptr) return result;
+  PSF_ASSIGN_OR_RETURN(ValidBleu::Result scored, bleu->Score(params));
+  result.bleu = scored.bleu;
+  if (bleu_hypotheses != nullptr) *bleu_hypotheses = std::move(scored.hypotheses);
+  return result;
+}
+
+bool ValidationDue(const proto::TrainingConfig& training, int64_t step) {
+  return training.valid_every() > 0 && step % training.valid_every() == 0;
+}
+
+std::string EarlyStopReason(const proto::TrainingConfig& training, const ValidationResult& v) {
+  if (training.stop_at_valid_accuracy() > 0 && v.accuracy >= training.stop_at_valid_accuracy()) {
+    return "valid_accuracy reached training.stop_at_valid_accuracy " +
+           std::to_string(training.stop_at_valid_accuracy());
+  }
+  if (training.stop_at_valid_bleu() > 0 && v.bleu >= training.stop_at_valid_bleu()) {
+    return "valid_bleu reached training.stop_at_valid_bleu " + std::to_string(training.stop_at_valid_bleu());
+  }
+  return "";
 }
 
 MetricsLine ValidationMetrics(int64_t step, const ValidationResult& v) {

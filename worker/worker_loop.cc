@@ -3,27 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "common/config_loader.h"
-#include "common/duration_text.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
-#include "common/lr_schedule.h"
-#include "common/metrics_log.h"
-#include "common/run_metrics.h"
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
-#include "common/model_file.h"
-#include "worker/backend/cpu_backend.h"
-#ifdef PSFORMER_HAVE_CUDA
-#include "worker/backend/cuda/cuda_backend.h"
-#endif
+#include "worker/coordinator.h"
 #include "worker/data/batch_source.h"
 #include "worker/emulated_gpu.h"
 #include "worker/model/transformer.h"
@@ -31,32 +19,14 @@
 #include "pserver/wire/piece_table.h"
 #include "worker/valid_bleu.h"
 #include "worker/validation.h"
+#include "worker/worker_backend.h"
 
 namespace psformer {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// CPU threads for this worker: cluster.threads_per_process, or the cores shared among the
-// workers of this machine.
-int CpuThreads(const proto::JobConfig& config) {
-  if (config.cluster().threads_per_process() > 0) return config.cluster().threads_per_process();
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, config.cluster().workers()));
-}
-
-// Sums over the logging interval, for one metrics line.
-struct Interval {
-  double loss_sum = 0;          // this worker's batches...
-  int64_t tokens = 0;
-  double global_loss_sum = 0;   // ...and every worker's (BSP, from the servers).
-  int64_t global_tokens = 0;
-  double compute_s = 0, push_s = 0, wait_s = 0, pull_s = 0;
-  Clock::time_point start = Clock::now();
-};
 
 class WorkerLoop {
  public:
@@ -99,16 +69,11 @@ class WorkerLoop {
   Status PullEarly(int64_t step);
   StatusOr<PsClient::Ticket> PullAfter(int64_t step, proto::DType dtype);
   PsClientOptions ClientOptions(proto::Role role) const;
+  // Validates the weights after `step` (in params_); `*stop`: whether that ends training.
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
-  // After the pull of `step`'s weights: adds the step's global loss, and on logging steps writes
-  // the metrics line (coordinator only; steps already logged before a rollback are skipped).
-  Status MaybeLogStep(int64_t step);
-  // Coordinator: every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled).
-  void MaybeCheckpoint(int64_t step);
-  Status MakeControlClient();
-  Status LogStep(int64_t step, const Interval& interval);
+  // Coordinator: the final weights to model.bin, then the job ends.
   Status Finish(int64_t last_step);
-  bool coordinator() const { return options_.index == 0; }
+  bool is_coordinator() const { return options_.index == 0; }
 
   WorkerOptions options_;
   const proto::JobConfig& config_;
@@ -125,17 +90,14 @@ class WorkerLoop {
   std::optional<PsClient::Ticket> pull_;  // sent, not yet waited for...
   int64_t pull_step_ = -1;                // ...of the parameters after this step,
   proto::DType pull_dtype_ = proto::FLOAT32;
-  std::unique_ptr<RunMetrics> metrics_;  // coordinator: metrics.jsonl and TensorBoard
+  std::unique_ptr<Coordinator> coordinator_;  // worker 0 only
   // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
   std::unique_ptr<ValidBleu> valid_bleu_;
   std::vector<float> params_, grad_;                  // host, (n)
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
-  int64_t validated_through_ = 0, logged_through_ = 0;  // replays after a rollback skip these.
-  Interval interval_;  // since the last metrics line
-  std::unique_ptr<PsClient> control_;  // coordinator: speaks as COORDINATOR (checkpoints, shutdown).
-  Clock::time_point last_checkpoint_ = Clock::now();
-  Clock::time_point started_ = Clock::now();  // for the progress line's elapsed time and ETA
+  int64_t validated_through_ = 0;  // replays after a rollback skip these.
+  TrainInterval interval_;         // since the last metrics line
 };
 
 Status WorkerLoop::Connect() {
@@ -171,26 +133,21 @@ Status WorkerLoop::Run() {
     device_params_ = backend_->Allocate<float>(n_);
     device_grad_ = backend_->Allocate<float>(n_);
   }
-  if (coordinator()) {
-    PSF_ASSIGN_OR_RETURN(metrics_, RunMetrics::Open(options_.run_dir, config_.logging().tensorboard()));
+  if (is_coordinator()) {
+    PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
   }
   const auto& t = config_.training();
-  if (!emulated_ && t.valid_bleu_sentences() > 0 && (coordinator() || t.stop_at_valid_bleu() > 0)) {
+  if (!emulated_ && t.valid_bleu_sentences() > 0 && (is_coordinator() || t.stop_at_valid_bleu() > 0)) {
     PSF_ASSIGN_OR_RETURN(valid_bleu_,
                          ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
   started_at_ = last_pushed + 1;
-  started_ = Clock::now();
   ReportToSupervisor(kReportReady);  // memory allocated, servers reached: started up
   if (started_at_ > 1) {
     PSF_LOG(Info) << "rejoining at step " << started_at_ << " (incarnation " << options_.incarnation << ")";
   }
-  if (coordinator() && options_.incarnation > 0) {
-    PSF_RETURN_IF_ERROR(metrics_->Note(last_pushed, "worker-0 restarted (incarnation " +
-                                                        std::to_string(options_.incarnation) +
-                                                        "), rejoining at step " + std::to_string(started_at_)));
-  }
+  if (coordinator_) PSF_RETURN_IF_ERROR(coordinator_->Started(started_at_, last_pushed, options_.incarnation));
   int64_t first = started_at_;
   while (true) {
     const Status trained = Train(first);
@@ -200,17 +157,14 @@ Status WorkerLoop::Run() {
       return Status::Ok();
     }
     if (!trained.IsAborted()) {
-      if (!trained.ok() || coordinator()) return trained;
+      if (!trained.ok() || is_coordinator()) return trained;
       return client_->Goodbye();
     }
     PSF_LOG(Warning) << trained.message();
     pull_.reset();  // the rollback forgets every request in flight
     PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
     PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
-    if (coordinator()) {
-      PSF_RETURN_IF_ERROR(metrics_->Note(restored, "rolled back to the checkpoint of step " + std::to_string(restored) +
-                                                       " (" + trained.message() + ")"));
-    }
+    if (coordinator_) PSF_RETURN_IF_ERROR(coordinator_->RolledBack(restored, trained.message()));
     first = restored + 1;
   }
 }
@@ -219,8 +173,7 @@ proto::DType WorkerLoop::PullDtype(int64_t step) const {
   // In bf16 when the config says so, except after the steps that are validated, so that the
   // metrics describe the fp32 masters. The choice depends on the step alone: every worker,
   // restarted or not, computes a step from the same values.
-  const auto& t = config_.training();
-  const bool validation_step = t.valid_every() > 0 && step % t.valid_every() == 0;
+  const bool validation_step = ValidationDue(config_.training(), step);
   return config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step ? proto::BFLOAT16
                                                                                           : proto::FLOAT32;
 }
@@ -245,21 +198,23 @@ StatusOr<PsClient::Ticket> WorkerLoop::PullAfter(int64_t step, proto::DType dtyp
 
 Status WorkerLoop::Train(int64_t first) {
   const auto& t = config_.training();
-  Interval& interval = interval_;
+  TrainInterval& interval = interval_;
   int64_t step = first;
   for (; step <= t.max_steps(); ++step) {
     // Parameters after the previous step (BSP: once every worker pushed it; with overlap this
     // pull went out with the previous step's first pushed piece, and its pieces have been
     // arriving as the servers updated them, most during backward).
-    const bool validate = !emulated_ && t.valid_every() > 0 && (step - 1) % t.valid_every() == 0 &&
-                          step - 1 >= started_at_ && step - 1 > validated_through_;
+    const bool validate =
+        !emulated_ && ValidationDue(t, step - 1) && step - 1 >= started_at_ && step - 1 > validated_through_;
     auto pull_start = Clock::now();
     PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(step - 1, PullDtype(step - 1)));
     PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
     interval.wait_s += client_->last_wait_first_reply_s();
     interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
-    PSF_RETURN_IF_ERROR(MaybeLogStep(step - 1));
-    MaybeCheckpoint(step - 1);
+    if (coordinator_) {
+      PSF_RETURN_IF_ERROR(coordinator_->Pulled(step - 1, *client_, &interval));
+      coordinator_->MaybeCheckpoint(step - 1, *client_);
+    }
 
     // Validation of the weights after step - 1, on every worker alike (see the header).
     if (validate) {
@@ -319,7 +274,7 @@ Status WorkerLoop::Train(int64_t first) {
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
   }
-  return coordinator() ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
+  return coordinator_ ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
 }
 
 StepStats WorkerLoop::ComputeStep(int64_t step, const GradientReady& ready) {
@@ -335,137 +290,26 @@ StepStats WorkerLoop::ComputeStep(int64_t step, const GradientReady& ready) {
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
   device_params_.Upload(params_.data(), n_);
-  ValidationResult v = Validate(model_.get(), device_params_.data(), source_->ValidBatches());
-  ValidBleu::Result bleu;
-  if (valid_bleu_) {
-    PSF_ASSIGN_OR_RETURN(bleu, valid_bleu_->Score(device_params_.data()));
-    v.bleu = bleu.bleu;
-  }
-  const auto& t = config_.training();
-  const bool accurate = t.stop_at_valid_accuracy() > 0 && v.accuracy >= t.stop_at_valid_accuracy();
-  const bool fluent = t.stop_at_valid_bleu() > 0 && v.bleu >= t.stop_at_valid_bleu();
-  *stop = accurate || fluent;
-  if (!coordinator()) return Status::Ok();
-  PSF_LOG(Info) << "step " << step << "/" << config_.training().max_steps() << "  " << ValidationSummary(v);
-  if (valid_bleu_) {
-    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(options_.run_dir, step, valid_bleu_->references(), bleu.hypotheses));
-  }
-  PSF_RETURN_IF_ERROR(metrics_->Write(ValidationMetrics(step, v)));
-  if (*stop) {
-    const std::string why = accurate ? "valid_accuracy reached training.stop_at_valid_accuracy " +
-                                           std::to_string(t.stop_at_valid_accuracy())
-                                     : "valid_bleu reached training.stop_at_valid_bleu " +
-                                           std::to_string(t.stop_at_valid_bleu());
-    PSF_LOG(Info) << why << ": stopping";
-    PSF_RETURN_IF_ERROR(metrics_->Note(step, why + ": stopping"));
-  }
-  return Status::Ok();
-}
-
-Status WorkerLoop::MaybeLogStep(int64_t step) {
-  if (!coordinator() || step < 1) return Status::Ok();
-  interval_.global_loss_sum += client_->last_pull_loss_sum();
-  interval_.global_tokens += static_cast<int64_t>(client_->last_pull_tokens());
-  if (step % config_.logging().every_steps() != 0 || step <= logged_through_) return Status::Ok();
-  logged_through_ = step;
-  const Status logged = LogStep(step, interval_);
-  interval_ = Interval();
-  return logged;
-}
-
-Status WorkerLoop::MakeControlClient() {
-  if (!control_) {
-    PSF_ASSIGN_OR_RETURN(auto van, MakeClientVan(config_, FaultStream(FaultRole::kControl, 0)));
-    PSF_ASSIGN_OR_RETURN(control_, PsClient::Create(ClientOptions(proto::COORDINATOR), std::move(van)));
-  }
-  control_->SetEpoch(client_->epoch(), client_->epoch_start());
-  return Status::Ok();
-}
-
-void WorkerLoop::MaybeCheckpoint(int64_t step) {
-  const float minutes = config_.checkpoint().every_minutes();
-  if (!coordinator() || minutes <= 0 || step < 1 || Seconds(Clock::now() - last_checkpoint_) < minutes * 60) return;
-  last_checkpoint_ = Clock::now();
-  Status s = MakeControlClient();
-  if (s.ok()) s = control_->Checkpoint(step);
-  // A failed checkpoint does not stop training (a rollback under way is found by the next pull).
-  if (!s.ok()) PSF_LOG(Warning) << "time-based checkpoint of step " << step << " failed: " << s.message();
-}
-
-Status WorkerLoop::LogStep(int64_t step, const Interval& interval) {
-  const double elapsed = Seconds(Clock::now() - interval.start);
-  // The loss over every worker's batches where the servers said it (BSP), else this worker's.
-  const bool global = interval.global_tokens > 0;
-  const double loss_sum = global ? interval.global_loss_sum : interval.loss_sum;
-  const int64_t tokens = global ? interval.global_tokens : interval.tokens;
-  const double loss = tokens > 0 ? loss_sum / tokens : 0.0;
-  const double lr = LearningRate(config_, step);
-  MetricsLine line;
-  line.Add("step", step)
-      .Add("loss", loss)
-      .Add("ppl", std::exp(loss))
-      .Add("lr", lr)
-      .Add("tokens", tokens)
-      .Add("tokens_per_s", elapsed > 0 ? tokens / elapsed : 0.0)
-      .Add("compute_s", interval.compute_s)
-      .Add("push_s", interval.push_s)
-      .Add("wait_s", interval.wait_s)
-      .Add("pull_s", interval.pull_s);
-  // Elapsed time and ETA are this process's: a restarted coordinator starts them afresh.
-  const int64_t max_steps = config_.training().max_steps();
-  const double so_far = Seconds(Clock::now() - started_);
-  const int64_t steps_done = step - started_at_ + 1;
-  char progress[160];
-  std::snprintf(progress, sizeof(progress), "step %lld/%lld  loss %.3f  lr %.2e  %.0f tokens/s  elapsed %s",
-                static_cast<long long>(step), static_cast<long long>(max_steps), loss, lr,
-                elapsed > 0 ? tokens / elapsed : 0.0, DurationText(so_far).c_str());
-  std::string line_text = progress;
-  if (steps_done > 0 && step < max_steps) {
-    line_text += "  ETA " + DurationText(so_far / steps_done * static_cast<double>(max_steps - step));
-  }
-  PSF_LOG(Info) << line_text;
-  return metrics_->Write(line);
+  std::vector<std::string> hypotheses;
+  PSF_ASSIGN_OR_RETURN(
+      const ValidationResult v,
+      ValidateWithBleu(model_.get(), device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), &hypotheses));
+  *stop = !EarlyStopReason(config_.training(), v).empty();
+  if (!coordinator_) return Status::Ok();
+  return coordinator_->reporter()->Validation(step, v, valid_bleu_ ? &valid_bleu_->references() : nullptr, hypotheses);
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
   PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
-  PSF_RETURN_IF_ERROR(MaybeLogStep(last_step));
-  ModelFile file;
-  file.model = config_.model();
-  file.vocab_size = vocab_;
-  file.params = params_;
-  const std::string path = (fs::path(options_.run_dir) / "model.bin").string();
-  PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
-  PSF_LOG(Info) << "wrote " << path << " (step " << last_step << ")";
+  PSF_RETURN_IF_ERROR(coordinator_->Pulled(last_step, *client_, &interval_));
+  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, vocab_, params_));
   PSF_RETURN_IF_ERROR(client_->Goodbye());
   // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
-  PSF_RETURN_IF_ERROR(MakeControlClient());
-  return control_->Shutdown();
+  return coordinator_->ShutDownJob(*client_);
 }
 
 std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.
-
-StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const WorkerOptions& options) {
-  if (options.gpu < 0) {
-    const int threads = CpuThreads(options.config);
-    PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s), OpenBLAS kernels " << BlasCoreName();
-    return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(threads));
-  }
-#ifdef PSFORMER_HAVE_CUDA
-  CudaBackendOptions cuda;
-  cuda.device = options.gpu;
-  cuda.gemm_math = options.config.cluster().compute_dtype() == proto::ClusterConfig::BF16 ? GemmMath::kBf16
-                                                                                          : GemmMath::kFp32;
-  PSF_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(cuda));
-  PSF_LOG(Info) << "computing on CUDA device " << options.gpu << " (" << backend->device_name() << "), "
-                << GemmMathName(backend->gemm_math()) << " matrix products";
-  return std::unique_ptr<Backend<float>>(std::move(backend));
-#else
-  return Status::Unimplemented("--gpu " + std::to_string(options.gpu) +
-                               ": this psformer was built without the CUDA backend (PSFORMER_CUDA=OFF or no nvcc)");
-#endif
-}
 
 }  // namespace
 
@@ -479,7 +323,7 @@ Status RunWorker(const WorkerOptions& options) {
     WorkerLoop loop(options);
     return loop.Run();
   }
-  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options));
+  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options.config, options.gpu));
   PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
   WorkerLoop loop(options, std::move(source), std::move(backend));
   return loop.Run();

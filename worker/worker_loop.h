@@ -1,9 +1,9 @@
 // The worker role process (docs/architecture.md): pull -> forward/backward on this worker's batch -> push
 // the gradient, its target tokens and loss -> repeat, timing each phase.
 //
-// Worker 0 is also the job's coordinator: it writes metrics.jsonl (with the step time split into
-// compute / push / wait / pull), asks the servers for time-based checkpoints, and at the end
-// pulls the final weights, writes RUN_DIR/model.bin and shuts the servers down.
+// Worker 0 is also the job's coordinator (worker/coordinator.h): it writes metrics.jsonl (with the
+// step time split into compute / push / wait / pull), asks the servers for time-based checkpoints,
+// and at the end pulls the final weights, writes RUN_DIR/model.bin and shuts the servers down.
 //
 // Recovery: when a server restarts, the job rolls back to a checkpoint (docs/failure-model.md); the
 // worker hears it as Aborted from the client, rolls every shard into the new epoch and recomputes

@@ -23,7 +23,9 @@ namespace psformer {
 StatusOr<std::vector<int64_t>> NewestCompleteCheckpoints(const std::string& run_dir, const CheckpointIdentity& id,
                                                          int last);
 
-// The element-wise mean of the parameters of checkpoints `steps`. The sum runs in double,
+// The element-wise mean of the parameters of checkpoints `steps`, shard after shard: in the
+// servers' order, which is the model's unless the job spread its layers (PieceTable::ToModelOrder
+// turns one into the other). The sum runs in double,
 // checkpoint by checkpoint in the order given, and is divided once, so the result depends only
 // on the checkpoints' contents (averaging one checkpoint gives its parameters bit for bit).
 // Corruption/IoError when a shard file cannot be read or does not hold what its name says.

@@ -85,6 +85,7 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
   manifest.set_step(step);
   manifest.set_parameter_count(id.parameter_count);
   manifest.set_config_digest(id.config_digest);
+  if (id.spread_layers) manifest.set_spread_layers(true);
   manifest.set_created_at(NowIso8601());
   uint64_t begin = 0;
   for (int k = 0; k < id.shards; ++k) {
@@ -150,6 +151,12 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
   }
   if (manifest.config_digest() != id.config_digest) {
     return Status::InvalidArgument("checkpoint " + dir.string() + " was written for another model config");
+  }
+  if (manifest.spread_layers() != id.spread_layers) {
+    const auto layout = [](bool spread) { return spread ? "layers spread over the servers" : "contiguous shards"; };
+    return Status::InvalidArgument("checkpoint " + dir.string() + " was written with " +
+                                   layout(manifest.spread_layers()) + ", this job has " + layout(id.spread_layers) +
+                                   " (cluster.spread_layers must stay as it was)");
   }
   for (const proto::ShardFile& sf : manifest.shards()) {
     const std::string path = (dir / sf.file()).string();

@@ -24,6 +24,9 @@ struct CheckpointIdentity {
   int shards = 1;
   uint64_t parameter_count = 0;
   uint64_t config_digest = 0;  // ModelConfigDigest(config): a resume with another model is refused.
+  // Shards hold each layer's parts (cluster.spread_layers) rather than contiguous ranges: the
+  // same numbers mean other parameters, so a resume with the other layout is refused.
+  bool spread_layers = false;
 };
 
 // A digest of the model config (with the vocabulary size it is built with).

@@ -6,7 +6,6 @@
 #include "common/logging.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/bfloat16.h"
-#include "pserver/timing.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -85,13 +84,13 @@ proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_
 
 std::vector<PsClient::Part> PsClient::PieceParts() const {
   std::vector<Part> parts;
-  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end});
+  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end, p.model_begin});
   return parts;
 }
 
 std::vector<PsClient::Part> PsClient::ShardParts() const {
   std::vector<Part> parts;
-  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end});
+  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end, range(k).begin});
   return parts;
 }
 
@@ -147,16 +146,19 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   }
   Request& r = it->second;
   if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
-  std::vector<Part>& parts = r.parts;
-  // The first part ending after `begin`; parts are sorted and disjoint.
-  auto p = std::upper_bound(parts.begin(), parts.end(), begin, [](uint64_t b, const Part& q) { return b < q.end; });
-  for (; p != parts.end() && p->begin < end; ++p) {
-    p->reported += std::min(end, p->end) - std::max(begin, p->begin);
-    if (p->reported > p->end - p->begin) {
-      return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p->begin) + ", " +
-                                     std::to_string(p->end) + ") reported final more than once");
+  // A push's parts are the pieces; [begin, end) is a model range. The first piece (in model
+  // order) ending after `begin`; pieces are disjoint.
+  const std::vector<int>& order = pieces_->model_order();
+  const auto model_end = [&](int part) { return r.parts[part].model + (r.parts[part].end - r.parts[part].begin); };
+  auto q = std::upper_bound(order.begin(), order.end(), begin, [&](uint64_t b, int part) { return b < model_end(part); });
+  for (; q != order.end() && r.parts[*q].model < end; ++q) {
+    Part& p = r.parts[*q];
+    p.reported += std::min(end, model_end(*q)) - std::max(begin, p.model);
+    if (p.reported > p.end - p.begin) {
+      return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p.model) + ", " +
+                                     std::to_string(model_end(*q)) + ") reported final more than once");
     }
-    if (p->reported == p->end - p->begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, static_cast<int>(p - parts.begin())));
+    if (p.reported == p.end - p.begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, *q));
   }
   r.sent = std::chrono::steady_clock::now();
   // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
@@ -180,11 +182,11 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
-    const void* base = r.grad + p.begin;
+    const void* base = r.grad + p.model;
     size_t elem = sizeof(float);
     if (r.bf16 != nullptr) {
-      if (!p.sent) FloatsToBf16(r.grad + p.begin, p.end - p.begin, r.bf16 + p.begin);
-      base = r.bf16 + p.begin;
+      if (!p.sent) FloatsToBf16(r.grad + p.model, p.end - p.begin, r.bf16 + p.model);
+      base = r.bf16 + p.model;
       elem = sizeof(uint16_t);
     }
     AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
@@ -214,16 +216,6 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
   r.params = params;
   // The pieces the next forward pass needs first go first: the flat vector is in forward order.
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-  return ticket;
-}
-
-StatusOr<PsClient::Ticket> PsClient::Broadcast(proto::MessageType type, int64_t step, proto::DType dtype) {
-  const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, type, step, ShardParts());
-  r.dtype = dtype;
-  r.epochs.assign(shards(), 0);
-  r.epoch_starts.assign(shards(), 0);
-  for (int k = 0; k < shards(); ++k) PSF_RETURN_IF_ERROR(SendPart(ticket, r, k));
   return ticket;
 }
 
@@ -289,7 +281,7 @@ void PsClient::HandleReply(RawMessage raw) {
                                       proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
       }
     } else {
-      CopyPayloadAsFloats(msg, r.params + h.begin());
+      CopyPayloadAsFloats(msg, r.params + p.model);
     }
     if (h.target_tokens() > 0) {  // every piece of a whole step says the same
       last_pull_loss_sum_ = h.loss_sum();
@@ -307,163 +299,6 @@ void PsClient::HandleReply(RawMessage raw) {
   }
   p.answered = true;
   --r.remaining;
-}
-
-Status PsClient::Wait(Ticket ticket) {
-  Request done;
-  return Finish(ticket, &done);
-}
-
-Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
-  auto it = requests_.find(ticket);
-  if (it == requests_.end()) return Status::InvalidArgument("ps client: unknown ticket " + std::to_string(ticket));
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const int limit_ms = grace_ms > 0 ? grace_ms : options_.timeout_ms;
-  const auto deadline = start + std::chrono::milliseconds(limit_ms);
-  bool first_reply = false;
-  last_first_reply_s_ = 0;
-  last_pull_loss_sum_ = 0;
-  last_pull_tokens_ = 0;
-  while (it->second.remaining > 0) {
-    Request& r = it->second;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      std::vector<bool> silent(shards(), false);
-      for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
-      std::string missing;
-      for (int k = 0; k < shards(); ++k) {
-        if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      }
-      if (grace_ms > 0) {
-        PSF_LOG(Warning) << "ps client: no answer to " << proto::MessageType_Name(r.type) << " from shard(s) "
-                         << missing << " within " << grace_ms << " ms; taking it as done";
-        break;
-      }
-      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) +
-                                 " from shard(s) " + missing + " within " + std::to_string(limit_ms) + " ms");
-    }
-    // Resend to the shards that have not answered, backing off (pserver/timing.h).
-    const auto interval = RetryInterval(options_.retry_ms, r.sends);
-    if (options_.retry_ms > 0 && now - r.sent >= interval) {
-      std::vector<int> resend;  // a push's piece is sent once its gradient is ready
-      for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
-        if (!r.parts[part].answered && r.parts[part].sent) resend.push_back(part);
-      }
-      if (!resend.empty()) {
-        // Said before sending: a send to a peer that never connected blocks.
-        // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
-        const bool unusual = r.type != proto::PULL || r.sends >= 3;
-        PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer from shard " << r.parts[resend[0]].shard << " to "
-            << proto::MessageType_Name(r.type) << " of step " << r.step << " after " << interval.count()
-            << " ms; sending it again"
-            << (resend.size() > 1 ? " (" + std::to_string(resend.size()) + " parts in all)" : std::string());
-      }
-      for (int part : resend) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-      r.sent = now;
-      ++r.sends;
-    }
-    const auto wait = std::min<int64_t>(
-        {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
-    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
-    if (raw.has_value()) {
-      HandleReply(std::move(*raw));
-      if (!first_reply) {
-        first_reply = true;
-        last_first_reply_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-      }
-    }
-  }
-  last_wait_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-  Request& r = *done;
-  r = std::move(it->second);
-  requests_.erase(it);
-  if (!r.error.IsAborted()) {
-    ReleasePayload(&r);
-  } else if (r.payload_owner) {
-    Status error = r.error;
-    retired_.push_back(std::move(r));
-    return error;
-  }
-  return r.error;
-}
-
-// Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
-void PsClient::ReleasePayload(Request* r) {
-  if (!r->payload_owner) return;
-  r->payload_owner.reset();
-  std::unique_lock<std::mutex> lock(*release_mutex_);
-  release_cv_->wait(lock, [&] { return *r->payload_released; });
-}
-
-StatusOr<int64_t> PsClient::Rollback() {
-  if (!rollback_pending_) return Status::InvalidArgument("ps client: Rollback without a recovery under way");
-  // Requests of the old epoch are over; their replies will be ignored. A push's frames may still
-  // sit in the transport, so they are released only once every shard has answered the ROLLBACK
-  // (sent after them on the same connections).
-  std::vector<Request> abandoned = std::move(retired_);
-  retired_.clear();
-  for (auto& [ticket, r] : requests_) abandoned.push_back(std::move(r));
-  requests_.clear();
-  PSF_RETURN_IF_ERROR(EnterEpoch(rollback_epoch_, rollback_start_));
-  for (Request& r : abandoned) ReleasePayload(&r);
-  return epoch_start_;
-}
-
-Status PsClient::EnterEpoch(uint64_t epoch, int64_t start) {
-  rollback_pending_ = true;
-  rollback_epoch_ = epoch;
-  rollback_start_ = start;
-  while (rollback_pending_) {
-    const uint64_t target = rollback_epoch_;
-    const int64_t target_start = rollback_start_;
-    PSF_LOG(Warning) << "ps client: rolling back to step " << target_start << " (recovery epoch " << target << ")";
-    rollback_pending_ = false;
-    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::ROLLBACK, target_start));
-    Request done;
-    Status s = Finish(ticket, &done);
-    if (!s.ok()) return s.WithContext("rollback to step " + std::to_string(target_start));
-    // A shard naming a still newer epoch while we rolled back set rollback_pending_ again.
-    if (rollback_pending_ && rollback_epoch_ <= target) rollback_pending_ = false;
-    epoch_ = target;
-    epoch_start_ = target_start;
-  }
-  return Status::Ok();
-}
-
-StatusOr<int64_t> PsClient::Hello() {
-  while (true) {
-    PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::HELLO, 0));
-    Request done;
-    PSF_RETURN_IF_ERROR(Finish(ticket, &done));
-    const auto newest = std::max_element(done.epochs.begin(), done.epochs.end());
-    const int64_t start = done.epoch_starts[newest - done.epochs.begin()];
-    if (std::all_of(done.epochs.begin(), done.epochs.end(), [&](uint64_t e) { return e == *newest; })) {
-      SetEpoch(*newest, start);
-      return done.min_step;
-    }
-    // A recovery is under way: finish it, then ask again where this worker stands.
-    PSF_RETURN_IF_ERROR(EnterEpoch(*newest, start));
-  }
-}
-
-Status PsClient::Checkpoint(int64_t step) {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::CHECKPOINT, step));
-  return Wait(ticket);
-}
-
-Status PsClient::Goodbye() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
-  Request done;
-  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
-}
-
-Status PsClient::Shutdown() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
-  // A server ACKs and exits; if that ACK is lost, resends find nobody, so wait only a while.
-  Request done;
-  return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 
 }  // namespace psformer

@@ -33,6 +33,10 @@
 // recovery epoch (docs/failure-model.md); when a server refuses one as "other epoch", Wait
 // returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
 // and returns the step the job restarts after. The protocol: docs/wire-protocol.md.
+//
+// The implementation, by concern: ps_client.cc sends requests and takes in replies,
+// ps_client_wait.cc waits and resends, ps_client_broadcasts.cc holds the requests to every shard
+// (HELLO, ROLLBACK, CHECKPOINT, SHUTDOWN).
 #ifndef PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 #define PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 
@@ -141,7 +145,8 @@ class PsClient {
   // What a request is sent to: a shard, and for PUSH and PULL a run of its pieces.
   struct Part {
     int shard = 0;
-    uint64_t begin = 0, end = 0;
+    uint64_t begin = 0, end = 0;  // wire range (PieceTable)
+    uint64_t model = 0;            // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;  // PUSH: elements PushReady has reported final
     bool sent = false;      // PUSH parts go out when their gradient is ready; the others at once
     bool answered = false;

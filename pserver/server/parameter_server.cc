@@ -27,7 +27,8 @@ std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
 }
 
 CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
-  return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest};
+  return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest,
+                            JobPieceTable(o.config, o.parameter_count, o.layer_starts).spread()};
 }
 
 }  // namespace
@@ -115,8 +116,13 @@ Status ParameterServer::Start() {
 
 void ParameterServer::Initialize() {
   if (options_.init) {
+    // The shard's elements in wire order; init speaks of model ranges (a spread table's differ).
+    const PieceTable table = JobPieceTable(options_.config, options_.parameter_count, options_.layer_starts);
     const uint64_t begin = range_.begin;
-    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) { options_.init(begin + b, begin + e, out); });
+    optimizer_.Initialize([&](uint64_t b, uint64_t e, float* out) {
+      table.ForEachModelRun(begin + b, begin + e,
+                            [&](uint64_t mb, uint64_t me, uint64_t offset) { options_.init(mb, me, out + offset); });
+    });
   } else {
     optimizer_.Initialize([](uint64_t b, uint64_t e, float* out) { std::fill(out, out + (e - b), 0.0f); });
   }
@@ -294,172 +300,6 @@ void ParameterServer::Applied(const AppliedUpdate& update) {
     if (!s.ok()) PSF_LOG(Error) << "checkpoint of step " << update.step << " failed: " << s.message();
   }
   faults_.At(update.step);  // injected faults strike after a step is applied (and checkpointed)
-}
-
-void ParameterServer::HandlePull(const WireMessage& msg) {
-  const proto::Header& h = msg.header;
-  // A pull may follow the pieces of its step's push on the wire before all of them are in.
-  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()] + 1) {
-    return replies_.Refuse(
-        msg.peer, &h,
-        {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
-                                        std::to_string(h.sender_id()) + " whose last push was step " +
-                                        std::to_string(progress_.worker_steps[h.sender_id()])});
-  }
-  if (policy_->Overtaken(h.step(), progress_)) {
-    return replies_.Refuse(
-        msg.peer, &h,
-        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
-                                       std::to_string(progress_.applied_step) + " is already applied"});
-  }
-  // BSP serves the last step and, while it still has it, the one before (a restarted worker's);
-  // SSP and ASYNC serve the current state to a pull of any step.
-  if (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step &&
-      (!optimizer_.has_previous() || h.step() != progress_.applied_step - 1)) {
-    return replies_.Refuse(
-        msg.peer, &h,
-        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
-                                       std::to_string(progress_.applied_step) + " is already applied"});
-  }
-  if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
-  pending_pulls_.Add(msg.peer, h);
-}
-
-void ParameterServer::ServePendingPulls() {
-  pending_pulls_.ServeReady([this](const proto::Header& pull) { return policy_->PullReady(pull, progress_); },
-                            [this](const PendingRequests::Entry& e) { SendParams(e.peer, e.request); });
-}
-
-void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
-  proto::Header h = replies_.Header(request, proto::PARAMS);
-  const bool bf16 = request.dtype() == proto::BFLOAT16;
-  h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
-  const bool in_progress = policy_->InProgress(request.step(), progress_);
-  // BSP keeps the state before the last step too (see HandlePull).
-  const bool previous = policy_->AppliesWholeSteps() && request.step() < progress_.applied_step;
-  // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
-  const uint64_t tokens = in_progress ? next_tokens_ : applied_tokens_;
-  if ((in_progress || request.step() == progress_.applied_step) && tokens > 0) {
-    h.set_loss_sum(in_progress ? next_loss_sum_ : applied_loss_sum_);
-    h.set_target_tokens(tokens);
-  }
-  h.set_begin(request.begin());
-  h.set_end(request.end());
-  const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
-  // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
-  const SnapshotSlice slice =
-      optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
-                       : previous  ? ShardOptimizer::Version::kPrevious
-                                   : ShardOptimizer::Version::kCurrent,
-                       bf16, request.begin() - range_.begin, request.end() - range_.begin);
-  std::vector<Frame> payload;
-  AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
-                   &payload);
-  replies_.Send(peer, std::move(h), std::move(payload), slice.crc32c);
-  stats_.pulls_answered.fetch_add(1);
-  if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
-}
-
-void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
-  const proto::Header& h = msg.header;
-  if (!checkpointer_.enabled()) {
-    return replies_.Refuse(msg.peer, &h,
-                           {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
-  }
-  // BSP: only the newest step can be written (the state before it lives on only for pulls).
-  if (policy_->Overtaken(h.step(), progress_) ||
-      (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step)) {
-    return replies_.Refuse(
-        msg.peer, &h,
-        {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) + ", but step " +
-                                       std::to_string(progress_.applied_step) + " is already applied"});
-  }
-  pending_checkpoints_.Add(msg.peer, h);
-  ServePendingCheckpoints();
-}
-
-void ParameterServer::ServePendingCheckpoints() {
-  pending_checkpoints_.ServeReady(
-      [this](const proto::Header& checkpoint) { return policy_->CheckpointReady(checkpoint.step(), progress_); },
-      [this](const PendingRequests::Entry& e) {
-        const Status s = WriteCheckpoint(e.request.step());
-        if (s.ok()) return replies_.Answer(e.peer, e.request);
-        proto::Header h = replies_.Header(e.request, proto::ERROR);
-        h.set_error("checkpoint failed: " + s.message());
-        replies_.Send(e.peer, std::move(h));
-      });
-}
-
-Status ParameterServer::WriteCheckpoint(int64_t step) {
-  const Status saved = checkpointer_.Write(step, optimizer_, range_, policy_->CheckpointWorkerSteps(step, progress_),
-                                           [this, step] { faults_.DuringCheckpoint(step); });
-  if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
-  PSF_RETURN_IF_ERROR(saved);
-  stats_.checkpoints_written.fetch_add(1);
-  PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
-  return Status::Ok();
-}
-
-Status ParameterServer::CheckpointLastStep() {
-  const int64_t step = progress_.applied_step;
-  if (!checkpointer_.enabled() || !policy_->AppliesWholeSteps() || step == 0) return Status::Ok();
-  if (checkpointer_.Complete(step)) return Status::Ok();
-  if (optimizer_.pieces_in_progress() > 0) {
-    // Some pieces of the next step are applied: neither step's state is whole here.
-    return Status::Unavailable("shard " + std::to_string(options_.shard) + " stopped halfway through step " +
-                                      std::to_string(step + 1) + "; the checkpoint of step " + std::to_string(step) +
-                                      " cannot be written from it");
-  }
-  return WriteCheckpoint(step);
-}
-
-void ParameterServer::HandleRollback(const WireMessage& msg) {
-  const proto::Header& h = msg.header;
-  if (h.epoch() > epoch_.epoch()) {
-    PSF_LOG(Warning) << "shard " << options_.shard << ": rolling back from step " << progress_.applied_step
-                     << " to step " << h.step() << " (recovery epoch " << h.epoch() << ", asked by "
-                     << proto::Role_Name(h.sender_role()) << " " << h.sender_id() << ")";
-    const Status restored = RestoreTo(h.step());
-    if (!restored.ok()) {
-      fatal_ = restored.WithContext("rollback to step " + std::to_string(h.step()));
-      return replies_.Refuse(msg.peer, &h, {RejectReason::kRestoreFailed, fatal_.message()});
-    }
-    epoch_.Enter(h.epoch(), h.step());
-    stats_.rollback_step.store(h.step());
-    stats_.rollbacks.fetch_add(1);
-    // Requests of the old epoch still waiting learn of the new one.
-    const auto refuse_other_epoch = [this](const PendingRequests::Entry& e) {
-      replies_.Refuse(e.peer, &e.request, *epoch_.Check(e.request));
-    };
-    pending_pulls_.DropAll(refuse_other_epoch);
-    pending_checkpoints_.DropAll(refuse_other_epoch);
-  } else if (h.step() != epoch_.start_step()) {
-    PSF_LOG(Warning) << "shard " << options_.shard << ": ROLLBACK to step " << h.step() << " in epoch " << h.epoch()
-                     << ", which began at step " << epoch_.start_step() << "; keeping step " << epoch_.start_step();
-  }
-  replies_.Answer(msg.peer, h);
-}
-
-Status ParameterServer::RestoreTo(int64_t step) {
-  if (step == 0) {
-    Initialize();
-    std::fill(progress_.worker_steps.begin(), progress_.worker_steps.end(), 0);
-  } else {
-    PSF_ASSIGN_OR_RETURN(ShardCheckpoint loaded, checkpointer_.Load(step));
-    if (loaded.worker_steps.size() != progress_.worker_steps.size()) {
-      return Status::Corruption("checkpoint of step " + std::to_string(step) + " has another worker count");
-    }
-    progress_.worker_steps = loaded.worker_steps;
-    optimizer_.Restore(std::move(loaded));
-  }
-  progress_.applied_step = step;
-  for (auto& heard : heard_) std::fill(heard.begin(), heard.end(), false);
-  std::fill(heard_count_.begin(), heard_count_.end(), 0);
-  applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.
-  next_tokens_ = 0;
-  PublishProgress();
-  policy_->Restart(step);
-  return Status::Ok();
 }
 
 void ParameterServer::HandleShutdown(const WireMessage& msg) {

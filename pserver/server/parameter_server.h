@@ -13,6 +13,9 @@
 //   ShutdownTracker     when to stop once the job has ended
 //   ReplySender         answers and refusals
 //   PendingRequests     pulls and checkpoints waiting for their step
+// Its own code, by concern: parameter_server.cc starts the shard, dispatches and takes pushes;
+// parameter_server_pulls.cc answers pulls; parameter_server_checkpoints.cc writes checkpoints and
+// rolls back.
 #ifndef PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
 #define PSFORMER_PSERVER_SERVER_PARAMETER_SERVER_H_
 

@@ -1,11 +1,23 @@
 #include "pserver/server/shard_checkpointer.h"
 
+#include "pserver/wire/piece_table.h"
+
 namespace psformer {
 namespace {
 
 Status NoRunDirectory(const char* what) { return Status::NotFound(std::string("no run directory to ") + what); }
 
 }  // namespace
+
+CheckpointIdentity JobCheckpointIdentity(const proto::JobConfig& config, int vocab) {
+  const ParamLayout layout(config.model(), vocab);
+  CheckpointIdentity id;
+  id.shards = config.cluster().servers();
+  id.parameter_count = layout.total_size();
+  id.config_digest = ModelConfigDigest(config, vocab);
+  id.spread_layers = JobPieceTable(config, id.parameter_count, layout.LayerStarts()).spread();
+  return id;
+}
 
 ShardCheckpointer::ShardCheckpointer(std::string run_dir, CheckpointIdentity identity, int shard, int keep_last)
     : run_dir_(std::move(run_dir)), identity_(identity), shard_(shard), keep_last_(keep_last) {}

@@ -18,6 +18,10 @@
 
 namespace psformer {
 
+// What a checkpoint of the job with `config` and vocabulary `vocab` is: shard and parameter
+// counts, model digest, and whether its shards hold spread layers (JobPieceTable).
+CheckpointIdentity JobCheckpointIdentity(const proto::JobConfig& config, int vocab);
+
 class ShardCheckpointer {
  public:
   // `run_dir` empty: no checkpoints (enabled() is false; every load and write fails).

@@ -31,6 +31,19 @@ constexpr size_t kByteGrain = 1 << 16;
 
 uint64_t PayloadElements(const WireMessage& msg) { return msg.header.end() - msg.header.begin(); }
 
+// Calls fn(bytes, first, count, bf16) for every part of a FLOAT32 or BFLOAT16 payload (as
+// ForEachPart), the elements split over `threads`.
+template <typename Fn>
+void ForEachPayloadPart(const WireMessage& msg, int threads, Fn fn) {
+  const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
+  const size_t elem = bf16 ? 2 : 4;
+  PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
+  ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
+    ForEachPart(msg.payload, elem, begin, end,
+                [&](const uint8_t* p, uint64_t first, uint64_t n) { fn(p, first, n, bf16); });
+  });
+}
+
 }  // namespace
 
 uint64_t WireMessage::PayloadBytes() const {
@@ -138,42 +151,32 @@ WireMessage SliceMessage(const WireMessage& msg, uint64_t begin, uint64_t end) {
 }
 
 void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
-  const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
-  const size_t elem = bf16 ? 2 : 4;
-  PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
-  ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
-    ForEachPart(msg.payload, elem, begin, end, [&](const uint8_t* p, uint64_t first, uint64_t n) {
-      if (bf16) {
-        Bf16ToFloats(p, n, out + first);
-      } else {
-        std::memcpy(out + first, p, n * 4);
-      }
-    });
+  ForEachPayloadPart(msg, threads, [&](const uint8_t* p, uint64_t first, uint64_t n, bool bf16) {
+    if (bf16) {
+      Bf16ToFloats(p, n, out + first);
+    } else {
+      std::memcpy(out + first, p, n * 4);
+    }
   });
 }
 
 void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads) {
-  const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
-  const size_t elem = bf16 ? 2 : 4;
-  PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
-  ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
-    ForEachPart(msg.payload, elem, begin, end, [&](const uint8_t* p, uint64_t first, uint64_t n) {
-      float* a = acc + first;
-      if (bf16) {
-        for (size_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, p + 2 * i, 2);
-          a[i] += Bf16ToFloat(h);
-        }
-      } else {
-        // memcpy per element: frames may be unaligned; compilers turn this into vector loads.
-        for (size_t i = 0; i < n; ++i) {
-          float g;
-          std::memcpy(&g, p + 4 * i, 4);
-          a[i] += g;
-        }
+  ForEachPayloadPart(msg, threads, [&](const uint8_t* p, uint64_t first, uint64_t n, bool bf16) {
+    float* a = acc + first;
+    if (bf16) {
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        a[i] += Bf16ToFloat(h);
       }
-    });
+    } else {
+      // memcpy per element: frames may be unaligned; compilers turn this into vector loads.
+      for (size_t i = 0; i < n; ++i) {
+        float g;
+        std::memcpy(&g, p + 4 * i, 4);
+        a[i] += g;
+      }
+    }
   });
 }
 

@@ -1,6 +1,5 @@
 #include "worker/train/local_trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +8,8 @@
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
-#include "common/metrics_log.h"
-#include "common/run_metrics.h"
-#include "common/model_file.h"
 #include "common/param_init.h"
+#include "worker/train/training_reporter.h"
 
 namespace psformer {
 
@@ -82,13 +79,7 @@ StatusOr<ValidReport> LocalTrainer::Validate(std::vector<std::string>* bleu_hypo
     PSF_RETURN_IF_ERROR(CheckBatchFits(batch, config_.model(), "a validation batch"));
   }
   device_params_.Upload(params_.data(), params_.size());
-  ValidReport report = psformer::Validate(&model_, device_params_.data(), source_->ValidBatches());
-  if (valid_bleu_) {
-    PSF_ASSIGN_OR_RETURN(ValidBleu::Result bleu, valid_bleu_->Score(device_params_.data()));
-    report.bleu = bleu.bleu;
-    if (bleu_hypotheses != nullptr) *bleu_hypotheses = std::move(bleu.hypotheses);
-  }
-  return report;
+  return ValidateWithBleu(&model_, device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), bleu_hypotheses);
 }
 
 Status LocalTrainer::EnableValidBleu() {
@@ -133,14 +124,14 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-Status Validate(LocalTrainer* trainer, const std::string& run_dir, RunMetrics* metrics, ValidReport* report) {
+// Validates the trainer's weights and reports the validation; `*stop` says whether it ends training.
+Status ValidateAndReport(LocalTrainer* trainer, TrainingReporter* reporter, const proto::TrainingConfig& training,
+                         bool* stop) {
   std::vector<std::string> hypotheses;
-  PSF_ASSIGN_OR_RETURN(*report, trainer->Validate(&hypotheses));
-  PSF_LOG(Info) << "step " << trainer->step() << " " << ValidationSummary(*report);
-  if (trainer->has_valid_bleu()) {
-    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(run_dir, trainer->step(), trainer->bleu_references(), hypotheses));
-  }
-  return metrics->Write(ValidationMetrics(trainer->step(), *report));
+  PSF_ASSIGN_OR_RETURN(const ValidReport v, trainer->Validate(&hypotheses));
+  *stop = !EarlyStopReason(training, v).empty();
+  return reporter->Validation(trainer->step(), v, trainer->has_valid_bleu() ? &trainer->bleu_references() : nullptr,
+                              hypotheses);
 }
 
 }  // namespace
@@ -168,64 +159,41 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   }
   // Only once the state is known to belong to this model does the run's config change.
   PSF_RETURN_IF_ERROR(WriteTextFile((fs::path(dir) / "config.pbtxt").string(), ConfigToText(config)));
-  PSF_ASSIGN_OR_RETURN(std::unique_ptr<RunMetrics> metrics, RunMetrics::Open(dir, config.logging().tensorboard()));
+  TrainingReporter::Options report;
+  report.run_dir = dir;
+  report.tensorboard = config.logging().tensorboard();
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<TrainingReporter> reporter, TrainingReporter::Open(config, report));
   PSF_LOG(Info) << "training " << config.name() << ": " << trainer.params().size() << " parameters, vocabulary "
                 << trainer.vocab_size() << ", " << config.training().max_steps() << " steps, run directory " << dir;
 
   const auto& t = config.training();
   const int every = std::max(1, config.logging().every_steps());
-  using Clock = std::chrono::steady_clock;
-  auto interval_start = Clock::now();
-  double interval_loss = 0;
-  int64_t interval_tokens = 0, total_tokens = 0;
+  reporter->Start(trainer.step() + 1);
+  TrainInterval interval;
   int64_t last_validated = -1;
-  ValidReport valid;
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
-    interval_loss += r.stats.loss_sum;
-    interval_tokens += r.stats.target_tokens;
-    total_tokens += r.stats.target_tokens;
+    interval.loss_sum += r.stats.loss_sum;
+    interval.tokens += r.stats.target_tokens;
     if (r.step % every == 0) {
-      const double seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
-      const double loss = interval_tokens > 0 ? interval_loss / interval_tokens : 0.0;
-      const double rate = seconds > 0 ? interval_tokens / seconds : 0.0;
-      MetricsLine line;
-      line.Add("step", r.step).Add("loss", loss).Add("ppl", std::exp(loss)).Add("lr", r.lr);
-      line.Add("tokens", total_tokens).Add("tokens_per_s", rate);
-      PSF_RETURN_IF_ERROR(metrics->Write(line));
-      PSF_LOG(Info) << "step " << r.step << " loss " << loss << " lr " << r.lr << " tokens/s " << rate;
-      interval_start = Clock::now();
-      interval_loss = 0;
-      interval_tokens = 0;
+      PSF_RETURN_IF_ERROR(reporter->Train(r.step, interval));
+      interval = TrainInterval();
     }
     const int64_t ckpt = config.checkpoint().every_steps();
     if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
-    if (t.valid_every() > 0 && r.step % t.valid_every() == 0) {
-      PSF_RETURN_IF_ERROR(Validate(&trainer, dir, metrics.get(), &valid));
+    if (ValidationDue(t, r.step)) {
+      bool stop = false;
+      PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
       last_validated = r.step;
-      if (t.stop_at_valid_accuracy() > 0 && valid.accuracy >= t.stop_at_valid_accuracy()) {
-        PSF_LOG(Info) << "valid_accuracy " << valid.accuracy << " reached training.stop_at_valid_accuracy "
-                      << t.stop_at_valid_accuracy() << ": stopping";
-        break;
-      }
-      if (t.stop_at_valid_bleu() > 0 && valid.bleu >= t.stop_at_valid_bleu()) {
-        const std::string why = "valid_bleu reached training.stop_at_valid_bleu " + std::to_string(t.stop_at_valid_bleu());
-        PSF_LOG(Info) << why << ": stopping";
-        PSF_RETURN_IF_ERROR(metrics->Note(r.step, why + ": stopping"));
-        break;
-      }
+      if (stop) break;
     }
   }
-  if (last_validated != trainer.step()) PSF_RETURN_IF_ERROR(Validate(&trainer, dir, metrics.get(), &valid));
+  if (last_validated != trainer.step()) {
+    bool stop = false;
+    PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
+  }
   PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
-  ModelFile model;
-  model.model = config.model();
-  model.vocab_size = trainer.vocab_size();
-  model.params = trainer.params();
-  const std::string model_path = (fs::path(dir) / "model.bin").string();
-  PSF_RETURN_IF_ERROR(WriteModelFile(model_path, model));
-  PSF_LOG(Info) << "wrote " << model_path << " after step " << trainer.step();
-  return Status::Ok();
+  return reporter->WriteModel(trainer.step(), trainer.vocab_size(), trainer.params());
 }
 
 }  // namespace psformer

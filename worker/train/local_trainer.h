@@ -76,14 +76,13 @@ struct TrainOptions {
   bool resume = false;  // continue from RUN_DIR/trainer_state.bin
 };
 
-// Trains as the config says and writes the run directory: config.pbtxt, metrics.jsonl (train
-// lines: step, loss (per target token, mean over the logging interval), ppl, lr, tokens (target
-// tokens so far), tokens_per_s (target tokens per second over the interval); validation lines:
-// step, valid_loss, valid_nll_loss, valid_ppl, valid_accuracy, and valid_bleu with
-// training.valid_bleu_sentences, whose translations go to RUN_DIR/valid_bleu/ as a job's do),
-// logs/trainer.log, trainer_state.bin (every checkpoint.every_steps steps and at the end) and
-// model.bin (at the end). Stops after training.max_steps, or once valid_accuracy >=
-// training.stop_at_valid_accuracy (> 0) or valid_bleu >= training.stop_at_valid_bleu (> 0).
+// Trains as the config says and writes the run directory: config.pbtxt, metrics.jsonl with its
+// train and validation lines and valid_bleu/ with training.valid_bleu_sentences, as a job's
+// coordinator writes them (worker/train/training_reporter.h; here a train line's "tokens" counts
+// the target tokens since the process started), logs/trainer.log, trainer_state.bin (every
+// checkpoint.every_steps steps and at the end) and model.bin (at the end). Validates every
+// training.valid_every steps and after the last; stops after training.max_steps, or once a
+// validation meets training.stop_at_valid_accuracy or stop_at_valid_bleu (EarlyStopReason).
 Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options);
 
 }  // namespace psformer

@@ -1,0 +1,75 @@
+// ParameterServer's answers to pulls: refused when the step asked for is gone or not yet pushed,
+// held until the policy can serve it, then sent straight from the optimizer's snapshot.
+#include <string>
+#include <vector>
+
+#include "common/transport/frame.h"
+#include "pserver/server/parameter_server.h"
+
+namespace psformer {
+
+void ParameterServer::HandlePull(const WireMessage& msg) {
+  const proto::Header& h = msg.header;
+  // A pull may follow the pieces of its step's push on the wire before all of them are in.
+  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()] + 1) {
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
+                                        std::to_string(h.sender_id()) + " whose last push was step " +
+                                        std::to_string(progress_.worker_steps[h.sender_id()])});
+  }
+  if (policy_->Overtaken(h.step(), progress_)) {
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
+  }
+  // BSP serves the last step and, while it still has it, the one before (a restarted worker's);
+  // SSP and ASYNC serve the current state to a pull of any step.
+  if (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step &&
+      (!optimizer_.has_previous() || h.step() != progress_.applied_step - 1)) {
+    return replies_.Refuse(
+        msg.peer, &h,
+        {RejectReason::kStaleStep, "pull after step " + std::to_string(h.step()) + ", but step " +
+                                       std::to_string(progress_.applied_step) + " is already applied"});
+  }
+  if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
+  pending_pulls_.Add(msg.peer, h);
+}
+
+void ParameterServer::ServePendingPulls() {
+  pending_pulls_.ServeReady([this](const proto::Header& pull) { return policy_->PullReady(pull, progress_); },
+                            [this](const PendingRequests::Entry& e) { SendParams(e.peer, e.request); });
+}
+
+void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
+  proto::Header h = replies_.Header(request, proto::PARAMS);
+  const bool bf16 = request.dtype() == proto::BFLOAT16;
+  h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+  const bool in_progress = policy_->InProgress(request.step(), progress_);
+  // BSP keeps the state before the last step too (see HandlePull).
+  const bool previous = policy_->AppliesWholeSteps() && request.step() < progress_.applied_step;
+  // Only a whole step (BSP) has a job-wide loss: the sum over every worker's batch.
+  const uint64_t tokens = in_progress ? next_tokens_ : applied_tokens_;
+  if ((in_progress || request.step() == progress_.applied_step) && tokens > 0) {
+    h.set_loss_sum(in_progress ? next_loss_sum_ : applied_loss_sum_);
+    h.set_target_tokens(tokens);
+  }
+  h.set_begin(request.begin());
+  h.set_end(request.end());
+  const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
+  // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
+  const SnapshotSlice slice =
+      optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
+                       : previous  ? ShardOptimizer::Version::kPrevious
+                                   : ShardOptimizer::Version::kCurrent,
+                       bf16, request.begin() - range_.begin, request.end() - range_.begin);
+  std::vector<Frame> payload;
+  AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
+                   &payload);
+  replies_.Send(peer, std::move(h), std::move(payload), slice.crc32c);
+  stats_.pulls_answered.fetch_add(1);
+  if (bf16) stats_.bf16_pulls_answered.fetch_add(1);
+}
+
+}  // namespace psformer

@@ -1,0 +1,270 @@
+// The pieces both training loops share (worker/train/training_reporter.h, worker/validation.h):
+// each metrics.jsonl line checked key by key and value by value, the validation BLEU files, the
+// early-stopping rule and its cadence, and model.bin.
+#include "worker/train/training_reporter.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/config_loader.h"
+#include "common/lr_schedule.h"
+#include "common/metrics_log.h"
+#include "common/model_file.h"
+#include "common/param_layout.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+using testing::TempDir;
+
+// metrics.jsonl holds a double to 9 significant digits: the relative error of a value read back.
+constexpr double kWritten = 1e-8;
+
+proto::JobConfig SmallConfig() {
+  auto config = ParseConfigText(R"(
+    name: "reporter"
+    model { layers: 1 d_model: 16 d_ff: 32 heads: 2 max_positions: 32 }
+    optimizer { warmup_steps: 20 }
+    data { task: COPY copy_vocab_size: 12 }
+    logging { every_steps: 10 tensorboard: false }
+    training { max_steps: 100 valid_every: 25 }
+  )",
+                                "reporter");
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  FillDefaults(&config.value());
+  return *config;
+}
+
+std::unique_ptr<TrainingReporter> OpenReporter(const proto::JobConfig& config, const std::string& dir) {
+  TrainingReporter::Options options;
+  options.run_dir = dir;
+  options.tensorboard = config.logging().tensorboard();
+  auto reporter = TrainingReporter::Open(config, options);
+  EXPECT_TRUE(reporter.ok()) << reporter.status().message();
+  return std::move(*reporter);
+}
+
+std::vector<MetricsRecord> ReadLines(const TempDir& dir) {
+  auto lines = ReadMetricsFile(dir.File("metrics.jsonl"));
+  EXPECT_TRUE(lines.ok()) << lines.status().message();
+  return lines.ok() ? *lines : std::vector<MetricsRecord>();
+}
+
+std::set<std::string> Keys(const MetricsRecord& record) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : record) keys.insert(key);
+  return keys;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
+  TempDir dir;
+  const proto::JobConfig config = SmallConfig();
+  auto reporter = OpenReporter(config, dir.path().string());
+  reporter->Start(1);
+  TrainInterval interval;
+  interval.loss_sum = 460.0;
+  interval.tokens = 200;
+  interval.compute_s = 1.5;
+  interval.push_s = 0.25;
+  interval.wait_s = 0.125;
+  interval.pull_s = 0.0625;
+  interval.has_step_times = true;
+  interval.start = std::chrono::steady_clock::now() - std::chrono::seconds(4);
+  ASSERT_TRUE(reporter->Train(10, interval).ok());
+
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 1u);
+  const MetricsRecord& line = lines[0];
+  EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s", "compute_s",
+                                               "push_s", "wait_s", "pull_s"}));
+  EXPECT_EQ(line.at("step"), 10);
+  EXPECT_DOUBLE_EQ(line.at("loss"), 2.3);
+  EXPECT_NEAR(line.at("ppl"), std::exp(2.3), kWritten * std::exp(2.3));
+  EXPECT_NEAR(line.at("lr"), LearningRate(config, 10), kWritten * LearningRate(config, 10));
+  EXPECT_EQ(line.at("tokens"), 200);
+  // 200 tokens over at least the 4 s the interval is said to have lasted.
+  EXPECT_GT(line.at("tokens_per_s"), 0.0);
+  EXPECT_LE(line.at("tokens_per_s"), 50.0);
+  EXPECT_EQ(line.at("compute_s"), 1.5);
+  EXPECT_EQ(line.at("push_s"), 0.25);
+  EXPECT_EQ(line.at("wait_s"), 0.125);
+  EXPECT_EQ(line.at("pull_s"), 0.0625);
+
+  // The keys in the order readers of the raw line (plots, people) have always seen.
+  const std::string text = FileText(dir.File("metrics.jsonl"));
+  size_t at = 0;
+  for (const char* key : {"\"step\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"",
+                          "\"compute_s\"", "\"push_s\"", "\"wait_s\"", "\"pull_s\""}) {
+    const size_t found = text.find(key, at);
+    ASSERT_NE(found, std::string::npos) << key << " missing or out of order in " << text;
+    at = found;
+  }
+}
+
+TEST(TrainingReporter, ALineCountsTheIntervalsTokensAndHasNoStepTimesWithoutThem) {
+  TempDir dir;
+  const proto::JobConfig config = SmallConfig();
+  auto reporter = OpenReporter(config, dir.path().string());
+  reporter->Start(1);
+  TrainInterval first;
+  first.loss_sum = 30;
+  first.tokens = 10;
+  ASSERT_TRUE(reporter->Train(10, first).ok());
+  TrainInterval second;
+  second.loss_sum = 20;
+  second.tokens = 40;
+  ASSERT_TRUE(reporter->Train(20, second).ok());
+
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const MetricsRecord& line : lines) {
+    EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s"}));
+  }
+  EXPECT_EQ(lines[0].at("tokens"), 10);
+  EXPECT_EQ(lines[1].at("tokens"), 40);  // the interval's, as `psformer status` reads it
+  EXPECT_DOUBLE_EQ(lines[0].at("loss"), 3.0);
+  EXPECT_DOUBLE_EQ(lines[1].at("loss"), 0.5);  // the interval's own loss, not the run's
+}
+
+TEST(TrainingReporter, AnEmptyIntervalHasLossZeroNotNaN) {
+  TempDir dir;
+  auto reporter = OpenReporter(SmallConfig(), dir.path().string());
+  ASSERT_TRUE(reporter->Train(10, TrainInterval()).ok());
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].at("loss"), 0.0);
+  EXPECT_EQ(lines[0].at("ppl"), 1.0);
+  EXPECT_EQ(lines[0].at("tokens"), 0);
+}
+
+ValidationResult SomeValidation() {
+  ValidationResult v;
+  v.loss = 1.25;
+  v.nll = 1.0;
+  v.ppl = std::exp(1.0);
+  v.accuracy = 0.75;
+  v.tokens = 400;
+  return v;
+}
+
+TEST(TrainingReporter, AValidationLineWithoutBleuWritesNoBleuFiles) {
+  TempDir dir;
+  auto reporter = OpenReporter(SmallConfig(), dir.path().string());
+  ASSERT_TRUE(reporter->Validation(25, SomeValidation(), nullptr, {}).ok());
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Keys(lines[0]),
+            (std::set<std::string>{"step", "valid_loss", "valid_nll_loss", "valid_ppl", "valid_accuracy"}));
+  EXPECT_EQ(lines[0].at("step"), 25);
+  EXPECT_EQ(lines[0].at("valid_loss"), 1.25);
+  EXPECT_EQ(lines[0].at("valid_nll_loss"), 1.0);
+  EXPECT_NEAR(lines[0].at("valid_ppl"), std::exp(1.0), kWritten * std::exp(1.0));
+  EXPECT_EQ(lines[0].at("valid_accuracy"), 0.75);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "valid_bleu"));
+}
+
+TEST(TrainingReporter, AValidationWithBleuWritesTheScoreAndTheTranslationsItScored) {
+  TempDir dir;
+  auto reporter = OpenReporter(SmallConfig(), dir.path().string());
+  ValidationResult v = SomeValidation();
+  v.bleu = 37.5;
+  const std::vector<std::string> references = {"3 4 5", "6 7"};
+  ASSERT_TRUE(reporter->Validation(50, v, &references, {"3 4", "6 7"}).ok());
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Keys(lines[0]), (std::set<std::string>{"step", "valid_loss", "valid_nll_loss", "valid_ppl",
+                                                   "valid_accuracy", "valid_bleu"}));
+  EXPECT_EQ(lines[0].at("valid_bleu"), 37.5);
+  EXPECT_EQ(FileText(dir.File("valid_bleu/reference.txt")), "3 4 5\n6 7\n");
+  EXPECT_EQ(FileText(dir.File("valid_bleu/step-00000050.hyp")), "3 4\n6 7\n");
+}
+
+TEST(TrainingReporter, AStepAlreadyReportedIsNotWrittenAgain) {
+  TempDir dir;
+  const proto::JobConfig config = SmallConfig();
+  {
+    auto reporter = OpenReporter(config, dir.path().string());
+    ASSERT_TRUE(reporter->Train(10, TrainInterval()).ok());
+  }
+  // A resumed run recomputing from an earlier checkpoint reopens the same metrics.jsonl.
+  auto reporter = OpenReporter(config, dir.path().string());
+  ASSERT_TRUE(reporter->Train(10, TrainInterval()).ok());
+  ASSERT_TRUE(reporter->Train(20, TrainInterval()).ok());
+  const auto lines = ReadLines(dir);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].at("step"), 10);
+  EXPECT_EQ(lines[1].at("step"), 20);
+}
+
+TEST(TrainingReporter, WritesAModelFileThatReadsBack) {
+  TempDir dir;
+  const proto::JobConfig config = SmallConfig();
+  auto reporter = OpenReporter(config, dir.path().string());
+  const int vocab = 15;
+  std::vector<float> params(ParamLayout(config.model(), vocab).total_size());
+  for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(i % 97) * 0.01f;
+  ASSERT_TRUE(reporter->WriteModel(100, vocab, params).ok());
+  auto read = ReadModelFile(dir.File("model.bin"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->vocab_size, vocab);
+  EXPECT_EQ(read->params, params);
+}
+
+TEST(TrainingReporter, OpenFailsWithTheRunDirectoryInTheMessage) {
+  TempDir dir;
+  const std::string file = dir.Write("not-a-directory", "x");
+  TrainingReporter::Options options;
+  options.run_dir = file;
+  options.tensorboard = false;
+  auto reporter = TrainingReporter::Open(SmallConfig(), options);
+  ASSERT_FALSE(reporter.ok());
+  EXPECT_NE(reporter.status().message().find(file), std::string::npos) << reporter.status().message();
+}
+
+TEST(EarlyStopReason, NamesTheTargetReachedAndIsEmptyOtherwise) {
+  proto::TrainingConfig training;
+  ValidationResult v = SomeValidation();        // accuracy 0.75, no BLEU
+  EXPECT_EQ(EarlyStopReason(training, v), "");  // no target set
+
+  training.set_stop_at_valid_accuracy(0.8f);
+  EXPECT_EQ(EarlyStopReason(training, v), "");
+  v.accuracy = 0.8f;
+  EXPECT_NE(EarlyStopReason(training, v).find("valid_accuracy reached training.stop_at_valid_accuracy"),
+            std::string::npos);
+
+  training.set_stop_at_valid_accuracy(0);
+  training.set_stop_at_valid_bleu(30);
+  EXPECT_EQ(EarlyStopReason(training, v), "");  // BLEU not measured (NaN) never stops
+  v.bleu = 29.9;
+  EXPECT_EQ(EarlyStopReason(training, v), "");
+  v.bleu = 30;
+  EXPECT_NE(EarlyStopReason(training, v).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+}
+
+TEST(ValidationDue, EveryValidEveryStepsAndNeverWithZero) {
+  proto::TrainingConfig training;
+  training.set_valid_every(25);
+  EXPECT_FALSE(ValidationDue(training, 24));
+  EXPECT_TRUE(ValidationDue(training, 25));
+  EXPECT_TRUE(ValidationDue(training, 50));
+  EXPECT_FALSE(ValidationDue(training, 51));
+  training.set_valid_every(0);
+  EXPECT_FALSE(ValidationDue(training, 25));
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,76 @@
+// What worker 0 does for the whole job besides training (worker/worker_loop.h): it reports the run
+// through a TrainingReporter (metrics.jsonl, TensorBoard, progress lines, validation), with the
+// loss over every worker's batches where the servers say it (BSP) and the step time split into
+// compute / push / wait / pull; notes restarts and rollbacks; asks the servers for time-based
+// checkpoints; and at the end writes RUN_DIR/model.bin and shuts the servers down.
+//
+// Checkpoints and shutdown are the COORDINATOR role's to ask for, so it speaks them on a client of
+// its own, made when first needed and kept in the worker client's epoch. Not thread-safe: the
+// worker loop's thread calls it.
+#ifndef PSFORMER_WORKER_COORDINATOR_H_
+#define PSFORMER_WORKER_COORDINATOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/proto/config.pb.h"
+#include "common/status.h"
+#include "pserver/client/ps_client.h"
+#include "worker/train/training_reporter.h"
+
+namespace psformer {
+
+class Coordinator {
+ public:
+  // REQUIRES: a validated config that outlives the coordinator. `control`: the options of its
+  // COORDINATOR client. Opens the run's metrics (IoError as TrainingReporter::Open).
+  static StatusOr<std::unique_ptr<Coordinator>> Open(const proto::JobConfig& config, const std::string& run_dir,
+                                                     PsClientOptions control);
+
+  // This process trains from `first_step` on; the servers held worker 0's pushes up to
+  // `last_pushed`. A restarted worker 0 (incarnation > 0) notes its restart.
+  Status Started(int64_t first_step, int64_t last_pushed, uint32_t incarnation);
+  // The job rolled back to the checkpoint of step `restored` because of `why`.
+  Status RolledBack(int64_t restored, const std::string& why);
+
+  // After `client` pulled the weights after `step`: adds the step's loss over every worker; on
+  // logging steps writes the train line of `interval` and starts a new one (steps already logged
+  // before a rollback are not logged again).
+  Status Pulled(int64_t step, const PsClient& client, TrainInterval* interval);
+  // Every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled). A failure is
+  // logged, not returned: training goes on (a rollback under way is found by the next pull).
+  void MaybeCheckpoint(int64_t step, const PsClient& client);
+
+  TrainingReporter* reporter() { return reporter_.get(); }
+
+  // The end: the final weights `params` (after `last_step`) to RUN_DIR/model.bin...
+  Status WriteModel(int64_t last_step, int vocab_size, const std::vector<float>& params) {
+    return reporter_->WriteModel(last_step, vocab_size, params);
+  }
+  // ...then, once worker 0 said goodbye, the servers are told to shut down.
+  Status ShutDownJob(const PsClient& client);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Coordinator(const proto::JobConfig& config, PsClientOptions control, std::unique_ptr<TrainingReporter> reporter)
+      : config_(config), control_options_(std::move(control)), reporter_(std::move(reporter)) {}
+  // The COORDINATOR client, in `client`'s epoch.
+  Status MakeControlClient(const PsClient& client);
+
+  const proto::JobConfig& config_;
+  PsClientOptions control_options_;
+  std::unique_ptr<TrainingReporter> reporter_;
+  std::unique_ptr<PsClient> control_;  // null until first needed
+  // Every worker's loss over the interval, from the servers' pull replies (BSP; else none).
+  double global_loss_sum_ = 0;
+  int64_t global_tokens_ = 0;
+  int64_t logged_through_ = 0;  // replays after a rollback skip these.
+  Clock::time_point last_checkpoint_ = Clock::now();
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_COORDINATOR_H_

@@ -1,0 +1,84 @@
+#include "worker/train/training_reporter.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/duration_text.h"
+#include "common/logging.h"
+#include "common/lr_schedule.h"
+#include "common/metrics_log.h"
+#include "common/model_file.h"
+
+namespace psformer {
+
+StatusOr<std::unique_ptr<TrainingReporter>> TrainingReporter::Open(const proto::JobConfig& config,
+                                                                   const Options& options) {
+  PSF_ASSIGN_OR_RETURN(auto metrics, RunMetrics::Open(options.run_dir, options.tensorboard));
+  return std::unique_ptr<TrainingReporter>(new TrainingReporter(config, options, std::move(metrics)));
+}
+
+void TrainingReporter::Start(int64_t first_step) {
+  first_step_ = first_step;
+  started_ = Clock::now();
+}
+
+Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - interval.start).count();
+  const double loss = interval.tokens > 0 ? interval.loss_sum / interval.tokens : 0.0;
+  const double lr = LearningRate(config_, step);
+  const double rate = elapsed > 0 ? interval.tokens / elapsed : 0.0;
+  MetricsLine line;
+  line.Add("step", step)
+      .Add("loss", loss)
+      .Add("ppl", std::exp(loss))
+      .Add("lr", lr)
+      .Add("tokens", interval.tokens)
+      .Add("tokens_per_s", rate);
+  if (interval.has_step_times) {
+    line.Add("compute_s", interval.compute_s)
+        .Add("push_s", interval.push_s)
+        .Add("wait_s", interval.wait_s)
+        .Add("pull_s", interval.pull_s);
+  }
+  const int64_t max_steps = config_.training().max_steps();
+  const double so_far = std::chrono::duration<double>(Clock::now() - started_).count();
+  const int64_t steps_done = step - first_step_ + 1;
+  char progress[160];
+  std::snprintf(progress, sizeof(progress), "step %lld/%lld  loss %.3f  lr %.2e  %.0f tokens/s  elapsed %s",
+                static_cast<long long>(step), static_cast<long long>(max_steps), loss, lr, rate,
+                DurationText(so_far).c_str());
+  std::string text = progress;
+  if (steps_done > 0 && step < max_steps) {
+    text += "  ETA " + DurationText(so_far / steps_done * static_cast<double>(max_steps - step));
+  }
+  PSF_LOG(Info) << text;
+  return metrics_->Write(line);
+}
+
+Status TrainingReporter::Validation(int64_t step, const ValidationResult& v,
+                                    const std::vector<std::string>* bleu_references,
+                                    const std::vector<std::string>& bleu_hypotheses) {
+  PSF_LOG(Info) << "step " << step << "/" << config_.training().max_steps() << "  " << ValidationSummary(v);
+  if (bleu_references != nullptr) {
+    PSF_RETURN_IF_ERROR(WriteValidBleuFiles(options_.run_dir, step, *bleu_references, bleu_hypotheses));
+  }
+  PSF_RETURN_IF_ERROR(metrics_->Write(ValidationMetrics(step, v)));
+  const std::string why = EarlyStopReason(config_.training(), v);
+  if (why.empty()) return Status::Ok();
+  PSF_LOG(Info) << why << ": stopping";
+  return metrics_->Note(step, why + ": stopping");
+}
+
+Status TrainingReporter::WriteModel(int64_t step, int vocab_size, const std::vector<float>& params) {
+  ModelFile file;
+  file.model = config_.model();
+  file.vocab_size = vocab_size;
+  file.params = params;
+  const std::string path = (std::filesystem::path(options_.run_dir) / "model.bin").string();
+  PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
+  PSF_LOG(Info) << "wrote " << path << " (step " << step << ")";
+  return Status::Ok();
+}
+
+}  // namespace psformer

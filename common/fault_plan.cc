@@ -91,7 +91,8 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
         e.set_stall_ms(std::stoi(ms, &used));
         if (used != ms.size() || e.stall_ms() <= 0) throw std::invalid_argument(ms);
       } else {
-        return Status::InvalidArgument(bad + "names action '" + action + "'; expected kill, checkpoint, push, shm or stall=MS");
+        return Status::InvalidArgument(bad + "names action '" + action +
+                                       "'; expected kill, checkpoint, push, shm or stall=MS");
       }
     } catch (const std::exception&) {
       return Status::InvalidArgument(bad + "has a malformed index, step or stall time");

@@ -342,6 +342,8 @@ Status ValidateConfig(const JobConfig& c) {
     check.Require(e.at_step() >= 1 && e.at_step() <= t.max_steps(), name + ".at_step", Str(e.at_step()),
                   "must be in [1, training.max_steps]");
     check.Require(e.stall_ms() >= 0, name + ".stall_ms", Str(e.stall_ms()), "must be >= 0");
+    check.Require(e.action() != proto::FaultConfig::Event::KILL_IN_SHM || k.same_host_shm(), name + ".action",
+                  "KILL_IN_SHM", "strikes in a copy through shared memory: needs cluster.same_host_shm = true");
   }
   for (auto [value, field] : {std::pair{f.drop_fraction(), "fault.drop_fraction"},
                               std::pair{f.duplicate_fraction(), "fault.duplicate_fraction"},

@@ -60,7 +60,12 @@ Gf2Operator ZeroBytesOperator(size_t bytes) {
 // linear map for kStripe zero bytes (precomputed). Same value as one chain.
 constexpr size_t kStripe = 4096;
 
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p, size_t n) {
+// Reads n bytes at p into the CRC register and, when kCopy, stores each word read at out as
+// well: the copy costs no second pass over the source. One body for both, so that the fused
+// routine computes exactly what Crc32c does.
+template <bool kCopy>
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p, size_t n,
+                                                          [[maybe_unused]] uint8_t* out) {
   static const Gf2Operator kShift = ZeroBytesOperator(kStripe);
   uint64_t c = crc;
   while (n >= 3 * kStripe) {
@@ -73,23 +78,34 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const ui
       c = __builtin_ia32_crc32di(c, w0);
       c1 = __builtin_ia32_crc32di(c1, w1);
       c2 = __builtin_ia32_crc32di(c2, w2);
+      if constexpr (kCopy) {
+        std::memcpy(out + i, &w0, 8);
+        std::memcpy(out + kStripe + i, &w1, 8);
+        std::memcpy(out + 2 * kStripe + i, &w2, 8);
+      }
     }
     // The register after the first stripe, fed the second from there (linear: shifted state xor
     // the second chain's own result), then the third.
     c = Apply(kShift, Apply(kShift, static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^ static_cast<uint32_t>(c2);
     p += 3 * kStripe;
     n -= 3 * kStripe;
+    if constexpr (kCopy) out += 3 * kStripe;
   }
   while (n >= 8) {
     uint64_t word;
     std::memcpy(&word, p, 8);
     c = __builtin_ia32_crc32di(c, word);
+    if constexpr (kCopy) {
+      std::memcpy(out, &word, 8);
+      out += 8;
+    }
     p += 8;
     n -= 8;
   }
   uint32_t c32 = static_cast<uint32_t>(c);
   while (n > 0) {
     c32 = __builtin_ia32_crc32qi(c32, *p);
+    if constexpr (kCopy) *out++ = *p;
     ++p;
     --n;
   }
@@ -134,8 +150,20 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t n) {
   crc = ~crc;
 #if defined(__x86_64__)
   static const bool has_sse42 = __builtin_cpu_supports("sse4.2");
-  if (has_sse42) return ~Crc32cHardware(crc, p, n);
+  if (has_sse42) return ~Crc32cHardware<false>(crc, p, n, nullptr);
 #endif
+  return ~Crc32cTable(crc, p, n);
+}
+
+uint32_t CopyWithCrc32c(void* dst, const void* src, size_t n, uint32_t crc) {
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  crc = ~crc;
+#if defined(__x86_64__)
+  static const bool has_sse42 = __builtin_cpu_supports("sse4.2");
+  if (has_sse42) return ~Crc32cHardware<true>(crc, p, n, static_cast<uint8_t*>(dst));
+#endif
+  // The table walks a byte at a time, far slower than memcpy: two passes cost nothing extra.
+  std::memcpy(dst, src, n);
   return ~Crc32cTable(crc, p, n);
 }
 

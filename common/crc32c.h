@@ -16,6 +16,10 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t n);
 // O(log len_b) small matrix products.
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
+// Copies n bytes from src to dst (not overlapping) and returns Crc32c(crc, src, n), in one pass
+// over the source: each word read into the CRC register is stored at dst from the register file.
+uint32_t CopyWithCrc32c(void* dst, const void* src, size_t n, uint32_t crc = 0);
+
 // Crc32c(0, data, n) computed in up to `threads` pieces on threads of their own (ParallelFor).
 uint32_t Crc32cParallel(const void* data, size_t n, int threads);
 

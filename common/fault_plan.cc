@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <sstream>
@@ -15,6 +16,13 @@
 #include "common/logging.h"
 
 namespace psformer {
+namespace {
+
+// Process-wide, unlike the rest of the plan: the ShmVan that makes the copy is built apart from
+// the loop that knows the step, and what it triggers, a SIGKILL, is process-wide too.
+std::atomic<ShmFault> g_armed_shm_fault{ShmFault{}};  // NOLINT: see above.
+
+}  // namespace
 
 StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault) {
   std::vector<std::string> entries;
@@ -75,13 +83,16 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
         e.set_action(FaultEvent::KILL_IN_CHECKPOINT);
       } else if (action == "push") {
         e.set_action(FaultEvent::KILL_IN_PUSH);
+      } else if (action == "shm") {
+        e.set_action(FaultEvent::KILL_IN_SHM);
       } else if (action.rfind("stall=", 0) == 0) {
         e.set_action(FaultEvent::STALL);
         const std::string ms = action.substr(6);
         e.set_stall_ms(std::stoi(ms, &used));
         if (used != ms.size() || e.stall_ms() <= 0) throw std::invalid_argument(ms);
       } else {
-        return Status::InvalidArgument(bad + "names action '" + action + "'; expected kill, checkpoint, push or stall=MS");
+        return Status::InvalidArgument(bad + "names action '" + action +
+                                       "'; expected kill, checkpoint, push, shm or stall=MS");
       }
     } catch (const std::exception&) {
       return Status::InvalidArgument(bad + "has a malformed index, step or stall time");
@@ -91,7 +102,8 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
   return events;
 }
 
-FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation) {
+FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation)
+    : role_(role) {
   auto events = FaultEvents(fault);
   PSF_CHECK(events.ok());
   std::vector<FaultEvent> ours;
@@ -106,7 +118,9 @@ FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int
 void FaultPlan::At(int64_t step) const {
   for (const FaultEvent& e : mine_) {
     if (e.at_step() != step) continue;
-    if (e.action() == FaultEvent::KILL) {
+    if (e.action() == FaultEvent::KILL_IN_SHM) {
+      ArmShmFault(step);
+    } else if (e.action() == FaultEvent::KILL) {
       PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) at step " << step;
       kill(getpid(), SIGKILL);
     } else if (e.action() == FaultEvent::STALL) {
@@ -147,7 +161,22 @@ void FaultPlan::DuringPush(int64_t step) const {
       PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through the push of step " << step;
       kill(getpid(), SIGKILL);
     }
+    // With overlap, half of the step's pieces have gone by now: the kill lands in a copy of the rest.
+    if (e.at_step() == step && e.action() == FaultEvent::KILL_IN_SHM) ArmShmFault(step);
   }
+}
+
+void FaultPlan::ArmShmFault(int64_t step) const {
+  ShmFault fault;
+  fault.point = role_ == FaultEvent::WORKER ? ShmFault::kHalfwayThroughCopy : ShmFault::kOnceAReaderClaims;
+  fault.step = static_cast<int32_t>(step);
+  g_armed_shm_fault.store(fault);
+}
+
+std::optional<ShmFault> TakeArmedShmFault() {
+  const ShmFault fault = g_armed_shm_fault.exchange(ShmFault{});
+  if (fault.point == ShmFault::kNone) return std::nullopt;
+  return fault;
 }
 
 void FaultPlan::DuringCheckpoint(int64_t step) const {

@@ -6,6 +6,7 @@
 #define PSFORMER_COMMON_FAULT_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,18 +29,36 @@ class FaultPlan {
   // REQUIRES: a validated config (FaultEvents succeeds).
   FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation);
   // Acts on the events due at `step` for this process: SIGKILLs itself, or SIGSTOPs itself for
-  // stall_ms (a forked waker sends SIGCONT).
+  // stall_ms (a forked waker sends SIGCONT), or arms a KILL_IN_SHM (TakeArmedShmFault).
   void At(int64_t step) const;
   // Whether At(step) will kill or stall this process (a worker then holds its push until after).
   bool StrikesAt(int64_t step) const;
-  // Workers, once half of `step`'s gradient is handed over: SIGKILLs itself for a KILL_IN_PUSH.
+  // Workers, once half of `step`'s gradient is handed over: SIGKILLs itself for a KILL_IN_PUSH;
+  // arms a KILL_IN_SHM (as At does, for a push that starts after computing the step).
   void DuringPush(int64_t step) const;
   // Servers, while writing the checkpoint of `step`: SIGKILLs itself for a KILL_IN_CHECKPOINT.
   void DuringCheckpoint(int64_t step) const;
 
  private:
+  void ArmShmFault(int64_t step) const;
+
+  FaultEvent::Role role_;
   std::vector<FaultEvent> mine_;  // this incarnation's events
 };
+
+// A KILL_IN_SHM armed by At or DuringPush, for the ShmVan (shm_van.h) to carry out in the next
+// payload it sends through shared memory.
+struct ShmFault {
+  enum Point : int32_t {
+    kNone,
+    kHalfwayThroughCopy,  // workers: SIGKILL with half of the payload copied into the slot
+    kOnceAReaderClaims,   // servers: SIGKILL once the receiver has claimed the slot (reads it)
+  };
+  Point point = kNone;
+  int32_t step = 0;  // for the log line
+};
+// The armed fault, disarming it; nullopt when none is armed. Any thread.
+std::optional<ShmFault> TakeArmedShmFault();
 
 }  // namespace psformer
 

@@ -185,7 +185,9 @@ std::vector<std::string> RoleProcess::TakeCheckpointFailures() {
 
 void RoleProcess::HandleExit(int wait_status) {
   // A killed child never unlinked its shared memory; nothing else of this pid can use it now.
-  RemoveShmSegments(std::nullopt, pid_);
+  if (const int n = RemoveShmSegments(std::nullopt, pid_); n > 0) {
+    PSF_LOG(Info) << options_.name << ": removed " << n << " shared-memory segment(s) of pid " << pid_;
+  }
   pid_ = -1;
   ReadHeartbeats();  // what the child said last is still in the pipe
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {

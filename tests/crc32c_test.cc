@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,24 @@ TEST(Crc32c, LongBuffersMatchTheDefinitionAtAnyLengthAndAlignment) {
                      bytes.size() - 7}) {
       EXPECT_EQ(Crc32c(0, bytes.data() + offset, n), Crc32cBitwise(bytes.data() + offset, n))
           << "offset " << offset << ", " << n << " bytes";
+    }
+  }
+}
+
+TEST(Crc32c, CopyWithCrcEqualsMemcpyThenCrcAtOddSizesAndAlignments) {
+  std::vector<uint8_t> src(3 * 4096 * 4 + 100);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 2654435761u >> 9);
+  for (size_t from : {size_t{0}, size_t{1}, size_t{3}, size_t{8}}) {
+    for (size_t to : {size_t{0}, size_t{5}, size_t{64}}) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{3 * 4096 - 1}, size_t{3 * 4096 + 13},
+                       size_t{9 * 4096 + 3}, src.size() - 8}) {
+        std::vector<uint8_t> expected(n + to + 3, 0xA5), copied(n + to + 3, 0xA5);
+        std::memcpy(expected.data() + to, src.data() + from, n);
+        const uint32_t crc = CopyWithCrc32c(copied.data() + to, src.data() + from, n, 0x1234u);
+        EXPECT_EQ(crc, Crc32c(0x1234u, src.data() + from, n)) << from << " -> " << to << ", " << n << " bytes";
+        // The bytes copied, and none around them touched.
+        EXPECT_EQ(copied, expected) << from << " -> " << to << ", " << n << " bytes";
+      }
     }
   }
 }

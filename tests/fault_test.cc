@@ -144,7 +144,7 @@ TEST_F(Fault, MalformedFaultSpecIsAClearError) {
   const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + dir_.File("bad") +
                                       " --set fault.kill=server:0@20:explode");
   EXPECT_NE(r.exit_status, 0);
-  EXPECT_TRUE(Has(r.output, "names action 'explode'; expected kill, checkpoint, push or stall=MS")) << r.output;
+  EXPECT_TRUE(Has(r.output, "names action 'explode'; expected kill, checkpoint, push, shm or stall=MS")) << r.output;
 }
 
 }  // namespace

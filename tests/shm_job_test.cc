@@ -3,6 +3,12 @@
 // (cluster.same_host_shm = false), bitwise, and leaves nothing of the job in /dev/shm, whether
 // it ended cleanly or its worker and server were SIGKILLed on the way (the supervisor removes a
 // killed child's segments).
+//
+// Faults on that path: a worker killed halfway through copying a payload into its segment, a
+// server killed while a worker reads its reply out of the server's segment, and plain restarts.
+// Each run ends by itself with the undisturbed weights, bitwise; the restarted role comes back on
+// segments of its own (named by its new pid) while the supervisor removed those of the killed
+// pid; and /dev/shm holds nothing of the job afterwards.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,6 +22,7 @@ namespace psformer {
 namespace {
 
 using testing::CommandResult;
+using testing::HasText;
 using testing::ModelDigest;
 using testing::ReadRunLogs;
 using testing::RunPsformer;
@@ -38,11 +45,18 @@ Outcome Train(const TempDir& dir, const std::string& name, const std::string& ex
   return {ModelDigest(run + "/model.bin"), ReadRunLogs(run)};
 }
 
+// Every match of `pattern`'s first group in `logs`.
+std::vector<std::string> All(const std::string& logs, const std::string& pattern) {
+  std::vector<std::string> found;
+  const std::regex re(pattern);
+  for (std::sregex_iterator it(logs.begin(), logs.end(), re), end; it != end; ++it) found.push_back((*it)[1]);
+  return found;
+}
+
 // The job's segment prefix as the supervisor logged it ("/psformer-<hex>-"), "" if not logged.
 std::string JobPrefix(const std::string& logs) {
-  std::smatch m;
-  static const std::regex kPrefix("shared memory: /dev/shm(/psformer-[0-9a-f]{16}-)\\*");
-  return std::regex_search(logs, m, kPrefix) ? m[1].str() : "";
+  const auto found = All(logs, "shared memory: /dev/shm(/psformer-[0-9a-f]{16}-)\\*");
+  return found.empty() ? "" : found.front();
 }
 
 // Segments of the job still in /dev/shm.
@@ -63,6 +77,21 @@ int FramesThroughSharedMemory(const std::string& logs) {
   return total;
 }
 
+// `role` (e.g. "worker-1") was killed and came back on shared memory of its own: the killed pid's
+// segments were removed, and the pid of its restart made a segment and sent payloads through it.
+void ExpectReattached(const std::string& logs, const std::string& role, const std::string& prefix) {
+  const auto pids = All(logs, role + ": started pid (\\d+) \\(incarnation");
+  ASSERT_EQ(pids.size(), 2u) << role << "\n" << logs;
+  EXPECT_TRUE(HasText(logs, role + " killed by signal 9")) << logs;
+  const std::regex removed(role + ": removed [1-9]\\d* shared-memory segment\\(s\\) of pid " + pids[0]);
+  EXPECT_TRUE(std::regex_search(logs, removed)) << role << "\n" << logs;
+  EXPECT_TRUE(HasText(logs, "made shared-memory segment " + prefix + pids[1] + "-")) << role << "\n" << logs;
+  // The restart's own log line (its ShmVan's summary when it ends) counts what it sent.
+  const auto sent = All(logs, role + " shm_van\\.cc:\\d+\\] transport: (\\d+) payload frame\\(s\\) sent through");
+  ASSERT_FALSE(sent.empty()) << logs;
+  EXPECT_GT(std::stoi(sent.back()), 0) << logs;
+}
+
 TEST(ShmJob, CleanAndKilledRunsUseSharedMemoryLeaveNothingAndMatchTcp) {
   TempDir dir;
   const Outcome tcp = Train(dir, "tcp", "--set cluster.same_host_shm=false");
@@ -73,19 +102,67 @@ TEST(ShmJob, CleanAndKilledRunsUseSharedMemoryLeaveNothingAndMatchTcp) {
   const Outcome shm = Train(dir, "shm", "");
   EXPECT_EQ(shm.digest, tcp.digest);
   EXPECT_GT(FramesThroughSharedMemory(shm.logs), 0) << shm.logs;
-  EXPECT_TRUE(testing::HasText(shm.logs, "/ipc/pserver-0.sock")) << shm.logs;
+  EXPECT_TRUE(HasText(shm.logs, "/ipc/pserver-0.sock")) << shm.logs;
   const std::string prefix = JobPrefix(shm.logs);
   ASSERT_FALSE(prefix.empty()) << shm.logs;
   EXPECT_TRUE(Leftovers(prefix).empty());
 
   const Outcome killed = Train(dir, "killed", "--set fault.kill=worker:1@15,server:1@25");
   EXPECT_EQ(killed.digest, tcp.digest);
-  EXPECT_TRUE(testing::HasText(killed.logs, "worker-1 killed by signal 9")) << killed.logs;
-  EXPECT_TRUE(testing::HasText(killed.logs, "pserver-1 killed by signal 9")) << killed.logs;
   EXPECT_GT(FramesThroughSharedMemory(killed.logs), 0);
   const std::string killed_prefix = JobPrefix(killed.logs);
   ASSERT_FALSE(killed_prefix.empty());
   EXPECT_TRUE(Leftovers(killed_prefix).empty());
+  ExpectReattached(killed.logs, "worker-1", killed_prefix);
+  ExpectReattached(killed.logs, "pserver-1", killed_prefix);
+}
+
+struct ShmFaultCase {
+  const char* flags;
+  std::vector<const char*> killed;  // roles killed once, each restarted
+  std::vector<const char*> logged;
+};
+
+TEST(ShmFault, KilledInTheCopyOrWhileAReplyIsReadEndsWithTheUndisturbedWeightsAndLeavesNothing) {
+  TempDir dir;
+  const Outcome calm = Train(dir, "calm", "");
+  ASSERT_FALSE(calm.digest.empty());
+  EXPECT_FALSE(HasText(calm.logs, "fault injection")) << calm.logs;
+
+  const ShmFaultCase cases[] = {
+      // The payload half written into the slot never got a descriptor: no server saw it.
+      {"--set fault.kill=worker:1@15:shm",
+       {"worker-1"},
+       {"halfway through copying a payload of", "push of step 15", "rejoining at step 15"}},
+      // Without overlap the push of step 15 goes out after the whole step is computed.
+      {"--set fault.kill=worker:0@15:shm --set cluster.overlap=false",
+       {"worker-0"},
+       {"halfway through copying a payload of", "push of step 15"}},
+      // The worker reading holds the mapping, which outlives the unlink; the job rolls back.
+      {"--set fault.kill=server:0@25:shm",
+       {"pserver-0"},
+       {"while a receiver reads my reply from shared memory (sent after step 25)", "the job rolls back to step 20"}},
+  };
+  int run = 0;
+  for (const ShmFaultCase& c : cases) {
+    SCOPED_TRACE(c.flags);
+    const Outcome faulty = Train(dir, "faulty-" + std::to_string(run++), c.flags);
+    for (const char* line : c.logged) EXPECT_TRUE(HasText(faulty.logs, line)) << line << "\n" << faulty.logs;
+    const std::string prefix = JobPrefix(faulty.logs);
+    ASSERT_FALSE(prefix.empty()) << faulty.logs;
+    for (const char* role : c.killed) ExpectReattached(faulty.logs, role, prefix);
+    EXPECT_EQ(faulty.digest, calm.digest);
+    EXPECT_EQ(Leftovers(prefix), std::vector<std::string>());
+  }
+}
+
+TEST(ShmFault, SharedMemoryFaultWithoutSharedMemoryIsAClearError) {
+  TempDir dir;
+  const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("bad") +
+                                      " --set fault.kill=worker:0@5:shm --set cluster.same_host_shm=false");
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_TRUE(HasText(r.output, "fault.kill (worker:0@5:shm).action")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "needs cluster.same_host_shm = true")) << r.output;
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ class CountingVan : public Van {
     return inner_->Connect(peer, endpoint);
   }
   Status Send(RawMessage message) override;
+  bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
  private:

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+
+#include "common/crc32c.h"
 
 namespace psformer {
 
@@ -34,6 +37,15 @@ void AppendViewFrames(const void* data, size_t n, size_t frame_bytes, size_t ali
   for (size_t off = 0; off < n; off += chunk) {
     out->push_back(Frame::View(p + off, std::min(chunk, n - off), owner));
   }
+}
+
+void SealHeader(RawMessage& message) {
+  if (!message.seal_header || message.frames.empty()) return;
+  uint32_t crc = 0;
+  for (size_t i = 1; i < message.frames.size(); ++i) {
+    crc = Crc32c(crc, message.frames[i].data(), message.frames[i].size());
+  }
+  message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
 }
 
 }  // namespace psformer

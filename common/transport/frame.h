@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,11 +49,21 @@ class Frame {
 // a name given to Van::Connect or a peer id taken from a received message.
 // `transport_error`, when set on receipt, says why a Van below could not deliver the message as
 // sent (a shared-memory descriptor it could not honour, shm_van.h); ParseMessage refuses it.
+//
+// `seal_header`, when set on send, says the sender left the payload's CRC-32C (over frames[1..],
+// in order) to the Van (Van::ChecksumsPayloadTo): the Van computes it, in the pass that copies the
+// payload where it copies one, and sends seal_header(crc) as frames[0] in place of the
+// placeholder there.
 struct RawMessage {
   std::string peer;
   std::vector<Frame> frames;
   std::string transport_error;
+  std::function<Frame(uint32_t payload_crc32c)> seal_header;
 };
+
+// For a Van that does not copy the payload: if message.seal_header is set, computes the CRC-32C
+// of frames[1..] in a pass of its own and puts the sealed header in frames[0].
+void SealHeader(RawMessage& message);
 
 // Splits `n` bytes at `data` (kept alive by `owner`) into views of at most `frame_bytes` bytes
 // each, appended to `out`; frame_bytes rounds down to a multiple of `align` (>= 1), and

@@ -259,6 +259,11 @@ void ShmSegment::Unpublish(const Slot& slot) {
       .compare_exchange_strong(expected, State(slot.generation, kFree), std::memory_order_acq_rel);
 }
 
+bool ShmSegment::Claimed(const Slot& slot) const {
+  const uint64_t s = std::atomic_ref<uint64_t>(slots()[slot.index].state).load(std::memory_order_acquire);
+  return s != State(slot.generation, kSent);
+}
+
 int ShmSegment::ReclaimFromDeadReaders() {
   int reclaimed = 0;
   for (uint32_t i = 0; i < slot_count_; ++i) {

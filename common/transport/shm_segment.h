@@ -16,7 +16,7 @@
 // descriptor cannot claim the slot's next payload. A descriptor leaves the owner only after
 // the copy is complete (writing -> sent), so no receiver ever sees a half-written payload.
 //
-// Thread safety: the owner's side (Reserve, Publish, Unpublish, ReclaimFromDeadReaders) is used
+// Thread safety: the owner's side (Reserve, Publish, Unpublish, Claimed, ReclaimFromDeadReaders) is used
 // by one thread at a time; Claim and Release may be called from any thread of any process.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
 #define PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
@@ -90,6 +90,8 @@ class ShmSegment {
   void Publish(const Slot& slot);
   // Owner: the descriptor was never sent; the slot is free again.
   void Unpublish(const Slot& slot);
+  // Owner: whether a receiver has claimed the published slot (it may have released it since).
+  bool Claimed(const Slot& slot) const;
   // Owner: frees slots claimed by receivers that died before releasing them. Returns how many.
   int ReclaimFromDeadReaders();
 

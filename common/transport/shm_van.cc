@@ -2,12 +2,18 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <utility>
 
+#include "common/crc32c.h"
+#include "common/fault_plan.h"
 #include "common/logging.h"
 
 namespace psformer {
@@ -170,6 +176,7 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   }
   own_bytes_ += capacity;
   ++stats_.segments_created;
+  PSF_LOG(Info) << "transport: made shared-memory segment " << (*seg)->name() << " (" << (capacity >> 20) << " MiB)";
   own_.push_back(std::move(*seg));
   auto slot = own_.back()->Reserve(frame.size());
   if (!slot) return std::nullopt;
@@ -178,13 +185,27 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
 
 Status ShmVan::Send(RawMessage message) {
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
+  // The payload's CRC-32C, when the sender left it to us: frames in order, those copied into a
+  // slot checksummed in the copy (the header, frame 0, is not payload).
+  const bool seal = static_cast<bool>(message.seal_header);
+  uint32_t crc = 0;
   std::vector<ShmDescriptor> descriptors;
   std::vector<Placed> placed;
+  struct WatchedSlot {
+    Placed placed;
+    int64_t step;
+  };
+  std::optional<WatchedSlot> watched;  // an injected fault strikes once its receiver claims it
   for (size_t i = 0; i < message.frames.size(); ++i) {
     Frame& f = message.frames[i];
-    if (f.size() < options_.threshold_bytes) continue;
+    const bool payload = i > 0;
+    if (f.size() < options_.threshold_bytes) {
+      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      continue;
+    }
     auto p = Place(f);
     if (!p) {
+      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
       ++stats_.frames_sent_inline;
       if (!warned_inline_) {
         warned_inline_ = true;
@@ -193,7 +214,19 @@ Status ShmVan::Send(RawMessage message) {
       }
       continue;
     }
-    std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
+    std::optional<ShmFault> fault = TakeArmedShmFault();
+    if (fault && fault->point == ShmFault::kHalfwayThroughCopy) {
+      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size() / 2);
+      PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through copying a payload of " << f.size()
+                       << " bytes into shared memory (push of step " << fault->step << ")";
+      kill(getpid(), SIGKILL);
+    }
+    if (fault && !watched) watched = WatchedSlot{*p, fault->step};
+    if (seal && payload) {
+      crc = CopyWithCrc32c(p->segment->SlotData(p->slot), f.data(), f.size(), crc);
+    } else {
+      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
+    }
     p->segment->Publish(p->slot);
     descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
                            p->segment->name()});
@@ -201,12 +234,28 @@ Status ShmVan::Send(RawMessage message) {
     f = Frame();  // the sender's buffer is free now
     ++stats_.frames_sent_shm;
   }
+  if (seal) message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
   message.frames.insert(message.frames.begin(), EncodeShmEnvelope(descriptors));
   const Status sent = inner_->Send(std::move(message));
   if (!sent.ok()) {
     for (const Placed& p : placed) p.segment->Unpublish(p.slot);
+  } else if (watched) {
+    KillOnceClaimed(watched->placed, watched->step);
   }
   return sent;
+}
+
+void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
+  // Bounded: a receiver that never comes to read (it died too) must not hold the fault off forever.
+  constexpr auto kPatience = std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (!placed.segment->Claimed(placed.slot) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) "
+                   << (placed.segment->Claimed(placed.slot) ? "while" : "before (none came within 10 s)")
+                   << " a receiver reads my reply from shared memory (sent after step " << step << ")";
+  kill(getpid(), SIGKILL);
 }
 
 StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& name) {

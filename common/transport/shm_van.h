@@ -11,9 +11,10 @@
 // Send: each frame of at least threshold_bytes is copied into a slot of this process's own
 // segment (shm_segment.h) and replaced by an empty frame; the envelope lists, per replaced
 // frame, the segment, slot, generation, offset and size. The descriptor leaves only after the
-// copy is complete. When no slot is free and no segment can be made (a small /dev/shm in a
-// container, max_bytes reached), the frame travels inline as over any Van, with one warning:
-// correctness never depends on shared memory.
+// copy is complete. A sender that leaves the payload's CRC-32C to the Van (RawMessage::seal_header)
+// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own. When no slot is free
+// and no segment can be made (a small /dev/shm in a container, max_bytes reached), the frame
+// travels inline as over any Van, with one warning: correctness never depends on shared memory.
 //
 // Recv: the receiver maps the sender's segment (once; cached), claims each slot and hands up a
 // Frame viewing it in place, whose owner releases the slot when the last copy of the Frame
@@ -22,6 +23,10 @@
 // the message arrive with RawMessage::transport_error set, which ParseMessage refuses with its
 // reason. The envelope is recognised by its first byte, zero, which no wire header can begin
 // with (a protobuf field tag is never zero).
+//
+// Fault injection: a KILL_IN_SHM armed by the process's FaultPlan (fault_plan.h) strikes in the
+// next Send that places a frame: halfway through its copy (workers), or once its receiver has
+// claimed it (servers).
 //
 // Thread safety: as any Van, one thread at a time; received frames may be released on any thread.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
@@ -46,6 +51,7 @@ struct ShmVanOptions {
   uint64_t segment_bytes = 256 << 20;   // data bytes of each segment made (larger for a larger frame).
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
   uint32_t slots_per_segment = 1024;
+  bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).
@@ -66,6 +72,11 @@ class ShmVan : public Van {
   StatusOr<std::string> Bind(const std::string& endpoint) override;
   Status Connect(const std::string& peer, const std::string& endpoint) override;
   Status Send(RawMessage message) override;
+  // True for the peers that get envelopes (unless options.checksum_in_copy is off): their payload
+  // frames are copied into a slot anyway, and CopyWithCrc32c checksums them in that pass.
+  bool ChecksumsPayloadTo(const std::string& peer) const override {
+    return options_.checksum_in_copy && shm_peers_.count(peer) > 0;
+  }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
   const ShmVanStats& stats() const { return stats_; }
@@ -80,6 +91,9 @@ class ShmVan : public Van {
   // refusal, if any, goes to message.transport_error.
   void Unpack(RawMessage& message);
   StatusOr<std::shared_ptr<ShmSegment>> PeerSegment(const std::string& name);
+  // An injected KILL_IN_SHM on a server (fault_plan.h): SIGKILLs this process once the receiver
+  // has claimed `placed`, i.e. while it reads the reply, or after 10 s without a claim.
+  void KillOnceClaimed(const Placed& placed, int64_t step);
 
   std::unique_ptr<Van> inner_;
   ShmVanOptions options_;

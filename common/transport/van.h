@@ -34,6 +34,11 @@ class Van {
   // Fails (Unavailable) for a peer this Van does not know.
   virtual Status Send(RawMessage message) = 0;
 
+  // Whether Send computes the payload's CRC-32C itself, in the pass that copies the payload, for
+  // messages to `peer` that leave it to the Van (RawMessage::seal_header). False: it is cheaper
+  // for the sender to compute it; a Van that is asked anyway seals in a pass of its own.
+  virtual bool ChecksumsPayloadTo(const std::string& /*peer*/) const { return false; }
+
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
   // Returns nullopt when none arrived in time.
   virtual StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) = 0;

@@ -131,6 +131,7 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
 
 Status ZmqVan::Send(RawMessage message) {
   if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
+  SealHeader(message);
   auto it = dealers_.find(message.peer);
   if (it != dealers_.end()) return SendFrames(*it->second, message.frames, message.peer);
   if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");

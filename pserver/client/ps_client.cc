@@ -198,7 +198,12 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   }
   h.set_epoch(r.epoch);
   p.sent = true;
-  return van_->Send(EncodeMessage(PeerName(p.shard), std::move(h), std::move(payload)));
+  const std::string peer = PeerName(p.shard);
+  // Where the Van copies the payload anyway (shared memory), it checksums it in that copy.
+  if (van_->ChecksumsPayloadTo(peer)) {
+    return van_->Send(EncodeMessageChecksummedByVan(peer, std::move(h), std::move(payload)));
+  }
+  return van_->Send(EncodeMessage(peer, std::move(h), std::move(payload)));
 }
 
 StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DType dtype) {

@@ -95,6 +95,19 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
   return raw;
 }
 
+RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header header, std::vector<Frame> payload) {
+  uint64_t bytes = 0;
+  for (const Frame& f : payload) bytes += f.size();
+  header.set_payload_bytes(bytes);
+  // The placeholder: the header with CRC 0 (the Van replaces it before anything is sent).
+  RawMessage raw = EncodeMessage(peer, header, std::move(payload), 0);
+  raw.seal_header = [header = std::move(header)](uint32_t crc) mutable {
+    header.set_payload_crc32c(crc);
+    return Frame::Own(header.SerializeAsString());
+  };
+  return raw;
+}
+
 Verdict ParseMessage(RawMessage raw, WireMessage* out) {
   if (!raw.transport_error.empty()) return Rejection{RejectReason::kBadSharedMemory, raw.transport_error};
   if (raw.frames.empty()) return Rejection{RejectReason::kMalformedHeader, "message has no frames"};

@@ -41,6 +41,10 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
 RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload,
                          uint32_t payload_crc32c);
 
+// The same, leaving the payload's CRC-32C to a Van that computes it in the pass that copies the
+// payload (Van::ChecksumsPayloadTo): frames[0] is a placeholder until the Van seals the header.
+RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header header, std::vector<Frame> payload);
+
 // Splits a RawMessage into header and payload. Refuses (kMalformedHeader) a message without
 // frames, a header frame over kMaxHeaderBytes, or one that does not parse, and (kBadSharedMemory)
 // one the transport marked as undeliverable (RawMessage::transport_error).

@@ -88,7 +88,8 @@ class WorkerLoop {
   // knows where to), OK at the end or when asked to stop.
   Status Train(int64_t first);
   // Forward and backward of this worker's batch of `step` from params_ into grad_. With `ready`,
-  // each layer's gradient is handed over as backward finishes it (already in grad_).
+  // each layer's gradient is handed over as backward finishes it (on a backend still on the device:
+  // `ready` copies it to grad_).
   StepStats ComputeStep(int64_t step, const GradientReady& ready = nullptr);
   // The element type of the pull of the parameters after `step` (see Train).
   proto::DType PullDtype(int64_t step) const;

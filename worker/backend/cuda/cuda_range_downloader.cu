@@ -57,6 +57,7 @@ void CudaRangeDownloader::PinHost() {
   const cudaError_t err = cudaHostRegister(host_, bytes, cudaHostRegisterDefault);
   if (err == cudaSuccess) {
     host_pinned_ = true;
+    PSF_LOG(Debug) << "pinned " << (bytes >> 20) << " MiB of host memory for copies on a copy stream";
     return;
   }
   cudaGetLastError();  // not sticky, but keep it out of later launch checks

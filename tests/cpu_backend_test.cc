@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <numeric>
 #include <random>
 #include <utility>
 #include <vector>
 
+#include "tests/device_test_util.h"
 #include "tests/model_test_util.h"
 #include "worker/backend/thread_pool.h"
 #include "worker/model/transformer.h"
@@ -137,6 +139,30 @@ TEST(Transformer, AllocatesNothingOnceBatchShapesRepeat) {
   model.ForwardBackward(params.data(), small, DropoutKey{1, 3, 0}, grad.data());
   model.Evaluate(params.data(), small);
   EXPECT_EQ(be.allocations, 0);
+}
+
+// The worker's gradient copies on the CPU: each range is copied when it is started (as the
+// worker's synchronous download did), and TakeComplete returns the ranges started since its last
+// call, in order, with or without waiting. Nothing outside a started range is written.
+TEST(CpuBackend, RangeDownloaderCopiesEachRangeWhenStarted) {
+  CpuBackend<float> be(1);
+  std::vector<float> values(10);
+  std::iota(values.begin(), values.end(), 1.0f);
+  DeviceBuffer<float> device = testing::ToDevice(&be, values);
+  std::vector<float> host(values.size(), -1.0f);
+  auto made = be.MakeRangeDownloader(device.data(), host.data(), host.size());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<RangeDownloader> downloader = std::move(made).value();
+  downloader->Start(6, 10);
+  EXPECT_EQ(host, (std::vector<float>{-1, -1, -1, -1, -1, -1, 7, 8, 9, 10}));
+  downloader->Start(2, 2);
+  downloader->Start(0, 3);
+  EXPECT_TRUE(downloader->TakeComplete(false) == (std::vector<ElementRange>{{6, 10}, {2, 2}, {0, 3}}));
+  EXPECT_TRUE(downloader->TakeComplete(true).empty());
+  EXPECT_EQ(host, (std::vector<float>{1, 2, 3, -1, -1, -1, 7, 8, 9, 10}));
+  downloader->Start(3, 6);
+  EXPECT_TRUE(downloader->TakeComplete(true) == (std::vector<ElementRange>{{3, 6}}));
+  EXPECT_EQ(host, values);
 }
 
 }  // namespace

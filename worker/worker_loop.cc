@@ -58,7 +58,8 @@ class WorkerLoop {
   // knows where to), OK at the end or when asked to stop.
   Status Train(int64_t first);
   // Forward and backward of this worker's batch of `step` from params_ into grad_. With `ready`,
-  // each layer's gradient is handed over as backward finishes it (already in grad_).
+  // each layer's gradient is handed over as backward finishes it (on a backend still on the device:
+  // `ready` copies it to grad_).
   StepStats ComputeStep(int64_t step, const GradientReady& ready = nullptr);
   // The element type of the pull of the parameters after `step` (see Train).
   proto::DType PullDtype(int64_t step) const;
@@ -95,6 +96,7 @@ class WorkerLoop {
   std::unique_ptr<ValidBleu> valid_bleu_;
   std::vector<float> params_, grad_;                  // host, (n)
   DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
+  std::unique_ptr<RangeDownloader> grad_download_;    // device_grad_ to grad_ as backward reports layers
   int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0;  // replays after a rollback skip these.
   TrainInterval interval_;         // since the last metrics line
@@ -132,6 +134,7 @@ Status WorkerLoop::Run() {
   if (backend_) {
     device_params_ = backend_->Allocate<float>(n_);
     device_grad_ = backend_->Allocate<float>(n_);
+    PSF_ASSIGN_OR_RETURN(grad_download_, backend_->MakeRangeDownloader(device_grad_.data(), grad_.data(), n_));
   }
   if (is_coordinator()) {
     PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
@@ -228,6 +231,12 @@ Status WorkerLoop::Train(int64_t first) {
     std::optional<PsClient::Ticket> push;
     Status pushing;
     uint64_t handed_over = 0;
+    // Ranges reach the push only once their copy to grad_ is complete, in the order reported.
+    const auto push_copied = [&](bool wait_all) {
+      for (const ElementRange& r : grad_download_->TakeComplete(wait_all)) {
+        if (pushing.ok()) pushing = client_->PushReady(*push, r.begin, r.end);
+      }
+    };
     const GradientReady push_ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
       if (!pushing.ok()) return;
       if (handed_over < n_ / 2 && (handed_over += end - begin) >= n_ / 2) faults_.DuringPush(step);
@@ -239,12 +248,19 @@ Status WorkerLoop::Train(int64_t first) {
         }
         push = *begun;
       }
-      if (backend_) device_grad_.DownloadRange(grad_.data(), begin, end - begin);
-      pushing = client_->PushReady(*push, begin, end);
+      if (!grad_download_) {  // emulated: the gradient is in grad_ already
+        pushing = client_->PushReady(*push, begin, end);
+      } else {
+        grad_download_->Start(begin, end);  // on CUDA, copied while backward goes on
+        push_copied(/*wait_all=*/false);
+      }
       if (pushing.ok() && !pull_ && step < t.max_steps()) pushing = PullEarly(step);
     };
     auto compute_start = Clock::now();
     const StepStats stats = ComputeStep(step, overlap_ && !faults_.StrikesAt(step) ? push_ready : nullptr);
+    // The last layers' copies; after a failed push also the ones still in flight, which must not
+    // land in grad_ during what comes next.
+    if (grad_download_) push_copied(/*wait_all=*/true);
     interval.compute_s += Seconds(Clock::now() - compute_start);
     PSF_RETURN_IF_ERROR(pushing.WithContext("push of step " + std::to_string(step)));
 
@@ -283,7 +299,7 @@ StepStats WorkerLoop::ComputeStep(int64_t step, const GradientReady& ready) {
   device_params_.Upload(params_.data(), n_);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
   const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
-  if (!ready) device_grad_.Download(grad_.data(), n_);  // else each range was fetched as it was reported
+  if (!ready) device_grad_.Download(grad_.data(), n_);  // else each range is copied as it is reported
   return stats;
 }
 

@@ -26,7 +26,7 @@ done
 out="${out:-$build/bundle}"  # under build*/, which git ignores
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
-gpu_tests=(cuda_backend_test cuda_model_test decode_cuda_test gpu_training_test)
+gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
 cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench "${gpu_tests[@]}"
 
 binaries=("$build/psformer" "$build/psformer_gpu_bench")

@@ -28,7 +28,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,
 
 status=0
 if [[ $tests -eq 1 ]]; then
-  for t in cuda_backend_test cuda_model_test decode_cuda_test gpu_training_test; do
+  for t in cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test; do
     echo "== $t"
     "$tests_dir/$t" --gtest_brief=1 || status=1
   done

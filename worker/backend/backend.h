@@ -15,9 +15,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "common/philox.h"
+#include "common/status.h"
 #include "worker/backend/device_buffer.h"
+#include "worker/backend/range_downloader.h"
 
 namespace psformer {
 
@@ -43,6 +46,15 @@ class Backend : public DeviceMemory {
   template <typename E>
   DeviceBuffer<E> Allocate(size_t n) {
     return DeviceBuffer<E>(this, n);
+  }
+
+  // ---- Copies to the host in the background ----
+  // A RangeDownloader of device[0, n) into host[0, n). This default copies each range as it is
+  // started (ImmediateRangeDownloader); a device backend copies on a stream of its own.
+  // Unavailable when the backend cannot set up its copies.
+  // REQUIRES: this backend, device[0, n) and host[0, n) outlive the downloader.
+  virtual StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const T* device, T* host, size_t n) {
+    return std::unique_ptr<RangeDownloader>(std::make_unique<ImmediateRangeDownloader<T>>(this, device, host, n));
   }
 
   // ---- Matrix products ----

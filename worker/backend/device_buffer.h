@@ -57,10 +57,6 @@ class DeviceBuffer {
   }
   void Upload(const E* host, size_t n) { memory_->CopyToDevice(data_, host, n * sizeof(E)); }
   void Download(E* host, size_t n) const { memory_->CopyToHost(host, data_, n * sizeof(E)); }
-  // Elements [offset, offset + n) to host[offset, offset + n).
-  void DownloadRange(E* host, size_t offset, size_t n) const {
-    memory_->CopyToHost(host + offset, data_ + offset, n * sizeof(E));
-  }
 
  private:
   void Release() {

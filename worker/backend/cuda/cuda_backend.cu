@@ -10,6 +10,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_kernels.h"
+#include "worker/backend/cuda/cuda_range_downloader.h"
 #include "worker/backend/cuda/lt_affine.h"
 
 namespace psformer {
@@ -123,6 +124,13 @@ void CudaBackend::CopyToHost(void* host_dst, const void* device_src, size_t byte
 }
 
 void CudaBackend::Synchronize() { PSF_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(const float* device, float* host,
+                                                                            size_t n) {
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
+                       CudaRangeDownloader::Create(stream_, device, host, n));
+  return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
+}
 
 void* CudaBackend::Workspace(size_t bytes) { return workspace_.Reserve(this, std::max<size_t>(bytes, 1)); }
 

@@ -4,6 +4,8 @@
 // (cuda_kernels.h) with the CPU backend's semantics: identical Philox dropout masks, the same
 // masking and label smoothing, deterministic reductions (fixed orders, no timing-dependent
 // atomics). All work goes to one stream, in issue order; DeviceMemory copies and Sum synchronise.
+// The exception is MakeRangeDownloader: its copies to the host run on a copy stream of their own
+// into pinned host memory (cuda_range_downloader.h; unverified on a GPU so far).
 // Device memory comes from a caching allocator (caching_allocator.h), so the step loop reaches
 // cudaMalloc only while batch shapes still grow.
 //
@@ -73,6 +75,7 @@ class CudaBackend final : public Backend<float> {
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   void Synchronize() override;
+  StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
 
   void Gemm(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
             int ldb, float beta, float* c, int ldc) override;

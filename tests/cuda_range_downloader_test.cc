@@ -1,0 +1,149 @@
+// CudaRangeDownloader: ranges copied to the host on the copy stream, while the compute stream goes
+// on, must hold bitwise what a synchronous download of the same device memory gives, and come
+// back in the order they were started. Labelled gpu; skipped where no GPU is present.
+// Written on a machine without a GPU: these tests have compiled but not yet run on one.
+#include "worker/backend/cuda/cuda_range_downloader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "tests/cuda_test_util.h"
+#include "tests/model_test_util.h"
+#include "worker/model/transformer.h"
+
+namespace psformer {
+namespace {
+
+using testing::RandomBatch;
+using testing::RandomParams;
+using testing::SmallModel;
+using testing::ToDevice;
+using testing::ToHost;
+
+constexpr int kVocab = 57;
+
+// The first index where a and b differ in their bits, or -1.
+int64_t FirstBitDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+std::unique_ptr<RangeDownloader> MakeDownloader(CudaBackend* gpu, const DeviceBuffer<float>& device,
+                                                std::vector<float>* host) {
+  auto made = gpu->MakeRangeDownloader(device.data(), host->data(), host->size());
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  return made.ok() ? std::move(made).value() : nullptr;
+}
+
+bool Pinned(const RangeDownloader& downloader) {
+  const auto* cuda = dynamic_cast<const CudaRangeDownloader*>(&downloader);
+  return cuda != nullptr && cuda->host_pinned();
+}
+
+// gpu_ on device 0 (the fixture's CPU backend goes unused).
+class CudaRangeDownloaderTest : public testing::CudaVsCpu {};
+
+// What the worker does: each layer's gradient started as backward reports it, the complete ones
+// taken in the report callback, the rest after backward. Two steps on one downloader, so the
+// second reuses its events and must overwrite the first's values.
+TEST_F(CudaRangeDownloaderTest, GradientCopiedDuringBackwardEqualsASynchronousDownload) {
+  for (const bool pre_ln : {false, true}) {
+    Transformer<float> model(SmallModel(2, 32, 64, 4, pre_ln, 0.1f), kVocab, gpu_.get());
+    std::mt19937_64 rng(pre_ln ? 5 : 4);
+    std::vector<float> params;
+    for (double p : RandomParams(model.layout(), rng)) params.push_back(static_cast<float>(p * 0.5));
+    const size_t n = params.size();
+    DeviceBuffer<float> device_params = ToDevice<float>(gpu_.get(), params);
+    DeviceBuffer<float> device_grad = gpu_->Allocate<float>(n);
+    std::vector<float> host(n, std::numeric_limits<float>::quiet_NaN());
+    std::unique_ptr<RangeDownloader> downloader = MakeDownloader(gpu_.get(), device_grad, &host);
+    ASSERT_NE(downloader, nullptr);
+    EXPECT_TRUE(Pinned(*downloader));
+    for (uint32_t step = 1; step <= 2; ++step) {
+      const Batch batch = RandomBatch(rng, 5, 9, 11, kVocab);
+      std::vector<ElementRange> reported, complete;
+      model.ForwardBackward(device_params.data(), batch, DropoutKey{99, step, 1}, device_grad.data(),
+                            [&](uint64_t begin, uint64_t end, const StepStats&) {
+                              reported.push_back({begin, end});
+                              downloader->Start(begin, end);
+                              for (const ElementRange& r : downloader->TakeComplete(false)) complete.push_back(r);
+                            });
+      for (const ElementRange& r : downloader->TakeComplete(true)) complete.push_back(r);
+      EXPECT_TRUE(downloader->TakeComplete(true).empty());
+      ASSERT_FALSE(reported.empty());
+      EXPECT_TRUE(complete == reported) << "pre_ln " << pre_ln << " step " << step;
+      EXPECT_EQ(FirstBitDifference(host, ToHost(device_grad)), -1) << "pre_ln " << pre_ln << " step " << step;
+    }
+  }
+}
+
+// The copy must wait for the kernels issued before Start: each half is written by a long run of
+// additions, then started while the other half's additions are still queued behind it.
+TEST_F(CudaRangeDownloaderTest, CopyWaitsForTheComputeIssuedBeforeStart) {
+  const size_t n = size_t{1} << 22, half = n / 2;
+  DeviceBuffer<float> ones = gpu_->Allocate<float>(half);
+  gpu_->Fill(half, 1.0f, ones.data());
+  DeviceBuffer<float> device = gpu_->Allocate<float>(n);
+  std::vector<float> host(n, -1.0f);
+  std::unique_ptr<RangeDownloader> downloader = MakeDownloader(gpu_.get(), device, &host);
+  ASSERT_NE(downloader, nullptr);
+  constexpr int kAdds = 64;
+  for (uint64_t begin : {uint64_t{0}, uint64_t{half}}) {
+    for (int i = 0; i < kAdds; ++i) gpu_->Accumulate(half, ones.data(), device.data() + begin);
+    downloader->Start(begin, begin + half);
+  }
+  downloader->Start(half, half);  // empty ranges are returned in their place too
+  const std::vector<ElementRange> complete = downloader->TakeComplete(true);
+  EXPECT_TRUE(complete == (std::vector<ElementRange>{{0, half}, {half, n}, {half, half}}));
+  EXPECT_EQ(FirstBitDifference(host, std::vector<float>(n, static_cast<float>(kAdds))), -1);
+}
+
+// A host array already pinned cannot be registered again (cudaErrorHostMemoryAlreadyRegistered):
+// the second downloader falls back to pageable copies, which must give the same bits, and must
+// leave no error behind for the next kernel launch check.
+TEST_F(CudaRangeDownloaderTest, UnpinnedFallbackCopiesTheSameBits) {
+  std::mt19937_64 rng(3);
+  const std::vector<float> values = testing::RandomFloats(rng, 10007);
+  DeviceBuffer<float> device = ToDevice<float>(gpu_.get(), values);
+  std::vector<float> host(values.size(), 0.0f);
+  std::unique_ptr<RangeDownloader> pinned = MakeDownloader(gpu_.get(), device, &host);
+  ASSERT_NE(pinned, nullptr);
+  ASSERT_TRUE(Pinned(*pinned));
+  std::unique_ptr<RangeDownloader> pageable = MakeDownloader(gpu_.get(), device, &host);
+  ASSERT_NE(pageable, nullptr);
+  EXPECT_FALSE(Pinned(*pageable));
+  pageable->Start(5000, values.size());
+  pageable->Start(0, 5000);
+  EXPECT_TRUE(pageable->TakeComplete(true) == (std::vector<ElementRange>{{5000, values.size()}, {0, 5000}}));
+  EXPECT_EQ(FirstBitDifference(host, values), -1);
+  pageable.reset();  // must not unregister the array the first one pinned
+  gpu_->Fill(values.size(), 2.0f, device.data());
+  pinned->Start(0, values.size());
+  pinned->TakeComplete(true);
+  EXPECT_EQ(FirstBitDifference(host, std::vector<float>(values.size(), 2.0f)), -1);
+}
+
+// Destroying a downloader with copies in flight waits for them: the host array holds them after.
+TEST_F(CudaRangeDownloaderTest, DestructionWaitsForCopiesInFlight) {
+  const size_t n = size_t{1} << 20;
+  DeviceBuffer<float> device = gpu_->Allocate<float>(n);
+  gpu_->Fill(n, 3.0f, device.data());
+  std::vector<float> host(n, 0.0f);
+  std::unique_ptr<RangeDownloader> downloader = MakeDownloader(gpu_.get(), device, &host);
+  ASSERT_NE(downloader, nullptr);
+  downloader->Start(0, n / 3);
+  downloader->Start(n / 3, n);
+  downloader.reset();
+  EXPECT_EQ(FirstBitDifference(host, std::vector<float>(n, 3.0f)), -1);
+}
+
+}  // namespace
+}  // namespace psformer

@@ -1,0 +1,116 @@
+// CudaRangeDownloader (cuda_range_downloader.h): the copy stream, its events and the pinned host
+// array.
+#include <utility>
+
+#include "common/logging.h"
+#include "worker/backend/cuda/cuda_check.h"
+#include "worker/backend/cuda/cuda_range_downloader.h"
+
+namespace psformer {
+namespace {
+
+// For teardown, which cannot abort halfway and leave the rest behind: the failure is logged with
+// its call, and the remaining steps still run.
+void WarnIfFailed(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();
+  PSF_LOG(Warning) << "CudaRangeDownloader teardown: " << call << " failed: " << cudaGetErrorString(err);
+}
+#define PSF_CUDA_WARN(call) WarnIfFailed((call), #call)
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaStream_t compute_stream,
+                                                                           const float* device, float* host, size_t n) {
+  auto downloader = std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n);
+  // On failure the destructor releases whatever was created before it.
+  cudaError_t err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&downloader->computed_, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Unavailable(std::string("cannot create a CUDA copy stream for background copies to the host: ") +
+                               cudaGetErrorString(err));
+  }
+  downloader->PinHost();
+  // Spelled out: nvcc (C++17) will not move into the converting constructor.
+  return StatusOr<std::unique_ptr<CudaRangeDownloader>>(std::move(downloader));
+}
+
+CudaRangeDownloader::CudaRangeDownloader(ConstructionKey, cudaStream_t compute_stream, const float* device, float* host,
+                                         size_t n)
+    : compute_stream_(compute_stream), device_(device), host_(host), n_(n) {}
+
+CudaRangeDownloader::~CudaRangeDownloader() {
+  // The copies in flight write into host_ and wait on the compute stream: let them finish before
+  // anything they use goes.
+  if (copy_stream_ != nullptr) PSF_CUDA_WARN(cudaStreamSynchronize(copy_stream_));
+  for (const InFlight& f : in_flight_) PSF_CUDA_WARN(cudaEventDestroy(f.done));
+  for (cudaEvent_t e : free_events_) PSF_CUDA_WARN(cudaEventDestroy(e));
+  if (computed_ != nullptr) PSF_CUDA_WARN(cudaEventDestroy(computed_));
+  if (copy_stream_ != nullptr) PSF_CUDA_WARN(cudaStreamDestroy(copy_stream_));
+  if (host_pinned_) PSF_CUDA_WARN(cudaHostUnregister(host_));
+}
+
+void CudaRangeDownloader::PinHost() {
+  const size_t bytes = n_ * sizeof(float);
+  if (bytes == 0) return;
+  const cudaError_t err = cudaHostRegister(host_, bytes, cudaHostRegisterDefault);
+  if (err == cudaSuccess) {
+    host_pinned_ = true;
+    PSF_LOG(Debug) << "pinned " << (bytes >> 20) << " MiB of host memory for copies on a copy stream";
+    return;
+  }
+  cudaGetLastError();  // not sticky, but keep it out of later launch checks
+  PSF_LOG(Warning) << "cannot pin the " << (bytes >> 20) << " MiB host buffer that copies from the GPU land in ("
+                   << cudaGetErrorString(err) << "); copying into pageable memory instead, where each copy "
+                   << "holds up the host until it is done";
+}
+
+cudaEvent_t CudaRangeDownloader::TakeEvent() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
+  PSF_CHECK(begin <= end && end <= n_);
+  // The wait takes the event as recorded now, so one `computed_` serves every Start.
+  PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
+  PSF_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, computed_, 0));
+  if (end > begin) {
+    PSF_CUDA_CHECK(cudaMemcpyAsync(host_ + begin, device_ + begin, (end - begin) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, copy_stream_));
+  }
+  const cudaEvent_t done = TakeEvent();
+  PSF_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+  in_flight_.push_back({{begin, end}, done});
+}
+
+std::vector<ElementRange> CudaRangeDownloader::TakeComplete(bool wait_all) {
+  std::vector<ElementRange> complete;
+  // One copy stream: copies complete in start order, so the first one not done ends the scan.
+  while (!in_flight_.empty()) {
+    const InFlight next = in_flight_.front();
+    if (wait_all) {
+      PSF_CUDA_CHECK(cudaEventSynchronize(next.done));
+    } else {
+      const cudaError_t state = cudaEventQuery(next.done);
+      if (state == cudaErrorNotReady) {
+        cudaGetLastError();  // an answer, not a failure: keep it out of later launch checks
+        break;
+      }
+      PSF_CUDA_CHECK(state);
+    }
+    in_flight_.pop_front();
+    free_events_.push_back(next.done);
+    complete.push_back(next.range);
+  }
+  return complete;
+}
+
+}  // namespace psformer

@@ -1,0 +1,81 @@
+// The CUDA backend's RangeDownloader: each range is copied device-to-host on a copy stream of its
+// own, so the copy overlaps the kernels the compute stream runs next (the rest of backward).
+// Start records an event on the compute stream, makes the copy stream wait for it (the copy sees
+// the range as the kernels issued before Start leave it), enqueues the cudaMemcpyAsync and records
+// a completion event after it; TakeComplete queries (or waits for) those events in start order.
+//
+// The host array is pinned (cudaHostRegister) for the downloader's lifetime, which is what lets
+// the copies run asynchronously. Where pinning fails (memory limits, an array already registered)
+// it logs a warning and copies into pageable memory: still correct, but each Start then returns
+// only once its copy is done, so the host waits at every range as it did with synchronous copies.
+//
+// CUDA failures during Start or TakeComplete abort with the call, file and line (cuda_check.h), as
+// every backend operation does. Unverified on a GPU so far: no GPU has run this code yet.
+// This header includes no CUDA header, so host code built by the C++ compiler can use it.
+#ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_RANGE_DOWNLOADER_H_
+#define PSFORMER_WORKER_BACKEND_CUDA_CUDA_RANGE_DOWNLOADER_H_
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/backend/range_downloader.h"
+
+struct CUstream_st;
+struct CUevent_st;
+
+namespace psformer {
+
+class CudaRangeDownloader final : public RangeDownloader {
+ public:
+  // A downloader of device[0, n) into host[0, n) after the work of `compute_stream`. Unavailable
+  // when the copy stream or its events cannot be created.
+  // REQUIRES: the calling thread's current device is the one `device` and the stream belong to;
+  // the stream, device[0, n) and host[0, n) outlive the downloader.
+  static StatusOr<std::unique_ptr<CudaRangeDownloader>> Create(CUstream_st* compute_stream, const float* device,
+                                                               float* host, size_t n);
+
+  // Only Create can make the key: it is the way to a downloader.
+  class ConstructionKey {
+    friend class CudaRangeDownloader;
+    ConstructionKey() = default;
+  };
+  CudaRangeDownloader(ConstructionKey, CUstream_st* compute_stream, const float* device, float* host, size_t n);
+  // Waits for every copy still in flight, then destroys the events and the copy stream and
+  // unregisters the host array.
+  ~CudaRangeDownloader() override;
+  CudaRangeDownloader(const CudaRangeDownloader&) = delete;
+  CudaRangeDownloader& operator=(const CudaRangeDownloader&) = delete;
+
+  void Start(uint64_t begin, uint64_t end) override;
+  std::vector<ElementRange> TakeComplete(bool wait_all) override;
+
+  // Whether host[0, n) is pinned (else copies go to pageable memory; see above).
+  bool host_pinned() const { return host_pinned_; }
+
+ private:
+  // Pins host_[0, n_), or logs why it cannot.
+  void PinHost();
+  // An event from the pool, or a new one.
+  CUevent_st* TakeEvent();
+
+  struct InFlight {
+    ElementRange range;
+    CUevent_st* done;  // recorded on copy_stream_ after the range's copy
+  };
+
+  CUstream_st* compute_stream_;  // the backend's
+  CUstream_st* copy_stream_ = nullptr;
+  CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
+  const float* device_;             // (n)
+  float* host_;                     // (n)
+  size_t n_;
+  bool host_pinned_ = false;
+  std::deque<InFlight> in_flight_;        // started, not yet returned, in start order
+  std::vector<CUevent_st*> free_events_;  // done events of returned ranges, for reuse
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_BACKEND_CUDA_CUDA_RANGE_DOWNLOADER_H_

@@ -183,7 +183,11 @@ TEST(ShmVan, OwnSegmentsAreUnlinkedWhenTheVanGoes) {
 // A plain ZmqVan that forges envelopes, and the ShmVan receiving them.
 struct Forger {
   testing::TempDir dir;
-  ShmVan receiver{std::make_unique<ZmqVan>(), ShmVanOptions{kJob}};
+  ShmVan receiver{std::make_unique<ZmqVan>(), [] {
+                    ShmVanOptions o;
+                    o.job_id = kJob;
+                    return o;
+                  }()};
   ZmqVan sender;
   Forger() {
     auto bound = receiver.Bind("ipc://" + dir.File("r.sock"));

@@ -60,7 +60,10 @@ StatusOr<std::unique_ptr<ValidBleu>> ValidBleu::Create(const proto::JobConfig& c
 std::string ValidBleu::Detokenize(const std::vector<int32_t>& tokens) const {
   if (vocabulary_) return vocabulary_->Decode(std::vector<int>(tokens.begin(), tokens.end()));
   std::string text;
-  for (int32_t t : tokens) text += (text.empty() ? "" : " ") + std::to_string(t);
+  for (int32_t t : tokens) {
+    if (!text.empty()) text += ' ';
+    text += std::to_string(t);
+  }
   return text;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fault_job_util.h"
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -20,24 +21,10 @@ using testing::ReadRunLogs;
 using testing::RunPsformer;
 using testing::TempDir;
 
-// Two workers, two servers, a checkpoint every 10 steps: the smallest job where every kind of
-// process can die and a server's death forces a rollback.
-const char* kJob =
-    "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
-    "--set logging.every_steps=10 --set checkpoint.every_steps=10 --set cluster.workers=2 "
-    "--set cluster.servers=2 --set cluster.retry_ms=300";
-
-struct Outcome {
-  std::string digest;
-  std::string logs;
-};
-
-Outcome Train(const TempDir& dir, const std::string& name, const std::string& extra) {
-  const std::string run = dir.File(name);
-  const CommandResult r = RunPsformer(std::string("train ") + kJob + " --run-dir " + run + " " + extra);
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  return {ModelDigest(run + "/model.bin"), ReadRunLogs(run)};
-}
+// The job (tests/fault_job_util.h), and what a run of it leaves.
+const char* const kJob = testing::kFaultJob;
+using Outcome = testing::FaultJobOutcome;
+constexpr auto Train = testing::TrainFaultJob;
 
 bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 

@@ -17,6 +17,7 @@
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/test_util.h"
+#include "tests/van_test_util.h"
 
 namespace psformer {
 namespace {
@@ -25,15 +26,7 @@ constexpr uint64_t kJob = 0x5eed0000c0ffee01;
 
 bool SegmentExists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
-RawMessage RecvOne(Van& van) {
-  for (int i = 0; i < 100; ++i) {
-    auto r = van.Recv(100);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok() && r->has_value()) return std::move(**r);
-  }
-  ADD_FAILURE() << "no message within 10 s";
-  return {};
-}
+using testing::RecvOne;
 
 std::string Pattern(size_t n, int seed) {
   std::string s(n, '\0');

@@ -11,19 +11,12 @@
 #include "common/transport/curve_keys.h"
 #include "common/transport/zmq_van.h"
 #include "tests/test_util.h"
+#include "tests/van_test_util.h"
 
 namespace psformer {
 namespace {
 
-RawMessage RecvOne(Van& van) {
-  for (int i = 0; i < 100; ++i) {
-    auto r = van.Recv(100);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok() && r->has_value()) return std::move(**r);
-  }
-  ADD_FAILURE() << "no message within 10 s";
-  return {};
-}
+using testing::RecvOne;
 
 void RoundTrip(const std::string& bind_endpoint) {
   ZmqVan server, client;

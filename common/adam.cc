@@ -19,10 +19,36 @@ AdamStepConstants AdamConstants(const AdamHyper& hyper, int64_t step, double lr)
   return k;
 }
 
+namespace {
+
+// AdamFused's loop for one combination of its options, so that each compiles to a straight
+// vector loop (no per-element branch).
+template <bool kNormalize, bool kOut>
+void AdamLoop(const AdamStepConstants& k, size_t n, const float* __restrict grad, float target_tokens,
+              float* __restrict param, float* __restrict m, float* __restrict v, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = kNormalize ? NormalizedGradient(grad[i], target_tokens) : grad[i];
+    const float p = AdamElement(k, g, param[i], &m[i], &v[i]);
+    param[i] = p;
+    if constexpr (kOut) out[i] = p;
+  }
+}
+
+}  // namespace
+
+void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, float target_tokens, float* param, float* m,
+               float* v, float* out) {
+  if (target_tokens > 0) {
+    if (out != nullptr) return AdamLoop<true, true>(k, n, grad, target_tokens, param, m, v, out);
+    return AdamLoop<true, false>(k, n, grad, target_tokens, param, m, v, out);
+  }
+  if (out != nullptr) return AdamLoop<false, true>(k, n, grad, target_tokens, param, m, v, out);
+  AdamLoop<false, false>(k, n, grad, target_tokens, param, m, v, out);
+}
+
 void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
                 float* m, float* v) {
-  const AdamStepConstants k = AdamConstants(hyper, step, lr);
-  for (size_t i = 0; i < n; ++i) param[i] = AdamElement(k, grad[i], param[i], &m[i], &v[i]);
+  AdamFused(AdamConstants(hyper, step, lr), n, grad, 0.0f, param, m, v, nullptr);
 }
 
 void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad) {

@@ -107,13 +107,7 @@ void ShardOptimizer::ApplyPiece(int64_t step, int piece, const float* grad, uint
   ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t e = std::min(end, b + kBlock);
-      if (target_tokens > 0) {
-        for (size_t i = b; i < e; ++i) {
-          out[i] = param[i] = AdamElement(k, NormalizedGradient(grad[i], tokens), param[i], &m[i], &v[i]);
-        }
-      } else {
-        for (size_t i = b; i < e; ++i) out[i] = param[i] = AdamElement(k, grad[i], param[i], &m[i], &v[i]);
-      }
+      AdamFused(k, e - b, grad + b, tokens, param + b, m + b, v + b, out + b);
       exact_crc.crc[part] = Crc32c(exact_crc.crc[part], out + b, (e - b) * sizeof(float));
       if (out16 != nullptr) {
         FloatsToBf16(out + b, e - b, out16 + b);

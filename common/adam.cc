@@ -24,8 +24,11 @@ namespace {
 // AdamFused's loop for one combination of its options, so that each compiles to a straight
 // vector loop (no per-element branch).
 template <bool kNormalize, bool kOut>
-void AdamLoop(const AdamStepConstants& k, size_t n, const float* __restrict grad, float target_tokens,
+void AdamLoop(const AdamStepConstants& constants, size_t n, const float* __restrict grad, float target_tokens,
               float* __restrict param, float* __restrict m, float* __restrict v, float* __restrict out) {
+  // A local copy: stores through the arrays could otherwise change the constants, for all the
+  // compiler knows, and it would reload them per element instead of vectorising.
+  const AdamStepConstants k = constants;
   for (size_t i = 0; i < n; ++i) {
     const float g = kNormalize ? NormalizedGradient(grad[i], target_tokens) : grad[i];
     const float p = AdamElement(k, g, param[i], &m[i], &v[i]);

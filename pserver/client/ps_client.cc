@@ -1,3 +1,4 @@
+#include "common/trace_tmp.h"
 #include "pserver/client/ps_client.h"
 
 #include <algorithm>
@@ -151,6 +152,11 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   const std::vector<int>& order = pieces_->model_order();
   const auto model_end = [&](int part) { return r.parts[part].model + (r.parts[part].end - r.parts[part].begin); };
   auto q = std::upper_bound(order.begin(), order.end(), begin, [&](uint64_t b, int part) { return b < model_end(part); });
+  // The pieces this report completes, with how many complete pieces of their shard come before
+  // them: they leave taking each shard's first piece, then each one's second, and so on, so
+  // that every server starts on a large layer (the embedding, reported last) at once.
+  std::vector<std::pair<int, int>> complete;  // (rank within its shard, part)
+  std::vector<int> per_shard(shards(), 0);
   for (; q != order.end() && r.parts[*q].model < end; ++q) {
     Part& p = r.parts[*q];
     p.reported += std::min(end, model_end(*q)) - std::max(begin, p.model);
@@ -158,8 +164,11 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
       return Status::InvalidArgument("ps client: gradient of [" + std::to_string(p.model) + ", " +
                                      std::to_string(model_end(*q)) + ") reported final more than once");
     }
-    if (p.reported == p.end - p.begin) PSF_RETURN_IF_ERROR(SendPart(ticket, r, *q));
+    if (p.reported == p.end - p.begin) complete.emplace_back(per_shard[p.shard]++, *q);
   }
+  std::stable_sort(complete.begin(), complete.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [rank, part] : complete) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   r.sent = std::chrono::steady_clock::now();
   // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
   // pull sent early), so that they do not wait for the end of backward.
@@ -282,12 +291,14 @@ void PsClient::HandleReply(RawMessage raw) {
       }
     } else {
       CopyPayloadAsFloats(msg, r.params + p.model);
+      TraceTmp("c.params", p.model, h.end() - h.begin());
     }
     if (h.target_tokens() > 0) {  // every piece of a whole step says the same
       last_pull_loss_sum_ = h.loss_sum();
       last_pull_tokens_ = h.target_tokens();
     }
   } else if (h.type() == proto::ACK) {
+    TraceTmp("c.ack", h.begin(), h.shard());
     if (h.duplicate()) ++duplicate_acks_;
     if (r.type == proto::HELLO) {
       r.min_step = std::min(r.min_step, h.step());

@@ -5,6 +5,7 @@
 // that arrives after the job moved on is refused as a stale step. Clients must treat the last two
 // ERRORs as answers to requests no longer in flight (pserver/client/ps_client.h).
 #include "common/transport/faulty_van.h"
+#include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
 
@@ -144,6 +145,51 @@ TEST_F(PserverRetry, PullAheadOfItsPushWaitsForItAndALatePullIsStale) {
   EXPECT_EQ(static_cast<RejectReason>(stale.header.reject_reason()), RejectReason::kStaleStep);
   EXPECT_EQ(stale.header.sequence(), 2u);  // names the request it answers.
   EXPECT_EQ(group_.server(0).stats().updates.load(), 3u);
+}
+
+// A Van that damages one byte of the first `damage` payloads it receives (the client checks a
+// pull's payload in the pass that copies it into place).
+class DamagingVan : public Van {
+ public:
+  explicit DamagingVan(int damage) : inner_(std::make_unique<ZmqVan>()), left_(damage) {}
+  StatusOr<std::string> Bind(const std::string& endpoint) override { return inner_->Bind(endpoint); }
+  Status Connect(const std::string& peer, const std::string& endpoint) override {
+    return inner_->Connect(peer, endpoint);
+  }
+  Status Send(RawMessage message) override { return inner_->Send(std::move(message)); }
+  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override {
+    auto r = inner_->Recv(timeout_ms);
+    if (r.ok() && r->has_value() && (*r)->frames.size() > 1 && left_ > 0) {
+      --left_;
+      RawMessage& m = **r;
+      std::string bytes(m.frames.back().bytes());
+      bytes[bytes.size() / 2] ^= 0x01;
+      m.frames.back() = Frame::Own(bytes);
+    }
+    return r;
+  }
+
+ private:
+  std::unique_ptr<Van> inner_;
+  int left_;
+};
+
+// A pull whose reply arrives damaged is not taken: the client counts it as a bad checksum, asks
+// again, and ends with the server's parameters, not the damaged bytes it had copied.
+TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
+  PsClientOptions o;
+  o.job_id = kJobId;
+  o.servers = group_.endpoints();
+  o.parameter_count = kTotal;
+  o.frame_bytes = 1024;
+  o.timeout_ms = 20000;
+  o.retry_ms = 50;
+  auto client = PsClient::Create(std::move(o), std::make_unique<DamagingVan>(1));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::vector<float> params(kTotal, -1.0f);
+  ASSERT_TRUE((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
+  EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u);
+  for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
 }
 
 }  // namespace

@@ -251,6 +251,38 @@ TEST(Validation, ClientChecksParamsReplies) {
   EXPECT_EQ(check(bad), RejectReason::kBadPayload);
 }
 
+// fp32 parameters are checksummed in the copy that puts them in place: the validator leaves the
+// CRC to it when asked, and the copy tells a damaged payload (any byte of any frame) from a whole one.
+TEST(Validation, ClientChecksumsParamsInTheCopy) {
+  ClientScope scope{42, 2, 200};
+  std::vector<float> params(100);
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.25f * static_cast<float>(i) - 7.0f;
+  proto::Header h = MessageHeader(proto::PARAMS, 42, proto::SERVER, 1, 1);
+  h.set_dtype(proto::FLOAT32);
+  h.set_begin(100);
+  h.set_end(200);
+  for (const int flip_at : {-1, 0, 131, 399}) {  // -1: undamaged; else the byte flipped
+    std::vector<Frame> payload;
+    AppendViewFrames(params.data(), 400, 64, 4, nullptr, &payload);
+    RawMessage raw = EncodeMessage("p", h, std::move(payload));
+    if (flip_at >= 0) {  // frames of 64 bytes after the header frame
+      std::string bytes(raw.frames[1 + flip_at / 64].bytes());
+      bytes[flip_at % 64] ^= 0x10;
+      raw.frames[1 + flip_at / 64] = Frame::Own(bytes);
+    }
+    WireMessage msg;
+    ASSERT_FALSE(ParseMessage(std::move(raw), &msg));
+    const Verdict full = ValidateAtClient(msg, scope);
+    EXPECT_EQ(full ? full->reason : RejectReason::kNone, flip_at < 0 ? RejectReason::kNone : RejectReason::kBadChecksum);
+    EXPECT_FALSE(ValidateAtClient(msg, scope, /*defer_checksum=*/true)) << flip_at;
+    std::vector<float> out(100, 0.0f);
+    EXPECT_EQ(CopyCheckedFloats(msg, out.data()), flip_at < 0) << flip_at;
+    if (flip_at < 0) {
+      EXPECT_EQ(out, params);
+    }
+  }
+}
+
 // A PULL names the element type it wants back: FLOAT32, BFLOAT16, or unspecified (FLOAT32).
 TEST(Validation, PullMayAskForFloat32OrBfloat16Only) {
   PushFixture f;

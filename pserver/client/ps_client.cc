@@ -1,4 +1,3 @@
-#include "common/trace_tmp.h"
 #include "pserver/client/ps_client.h"
 
 #include <algorithm>
@@ -231,7 +230,9 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
 void PsClient::HandleReply(RawMessage raw) {
   WireMessage msg;
   Verdict v = ParseMessage(std::move(raw), &msg);
-  if (!v) v = ValidateAtClient(msg, scope_);
+  // fp32 parameters are checksummed in the pass that copies them into place (below).
+  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS && msg.header.dtype() == proto::FLOAT32;
+  if (!v) v = ValidateAtClient(msg, scope_, check_in_copy);
   if (v) {
     rejected_.Count(v->reason);
     PSF_LOG(Warning) << "ps client: ignoring a reply: " << v->ToString();
@@ -289,16 +290,21 @@ void PsClient::HandleReply(RawMessage raw) {
         r.error = Status::Unavailable("shard " + std::to_string(shard) + " answered a pull for " +
                                       proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
       }
+    } else if (check_in_copy) {
+      if (!CopyCheckedFloats(msg, r.params + p.model)) {
+        rejected_.Count(RejectReason::kBadChecksum);
+        PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
+                         << shard << ": payload CRC-32C differs from the header's (asked for again)";
+        return;  // unanswered: the resend brings them again and overwrites what was copied
+      }
     } else {
       CopyPayloadAsFloats(msg, r.params + p.model);
-      TraceTmp("c.params", p.model, h.end() - h.begin());
     }
     if (h.target_tokens() > 0) {  // every piece of a whole step says the same
       last_pull_loss_sum_ = h.loss_sum();
       last_pull_tokens_ = h.target_tokens();
     }
   } else if (h.type() == proto::ACK) {
-    TraceTmp("c.ack", h.begin(), h.shard());
     if (h.duplicate()) ++duplicate_acks_;
     if (r.type == proto::HELLO) {
       r.min_step = std::min(r.min_step, h.step());

@@ -11,8 +11,9 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 
 Verdict Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
 
-// Payload size against dtype and range, element-aligned frames, then the checksum.
-Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1) {
+// Payload size against dtype and range, element-aligned frames, then the checksum (unless the
+// caller checks it in its copy).
+Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
   if (got != h.payload_bytes()) {
@@ -36,6 +37,7 @@ Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
                     "payload frame " + Str(i) + " of " + Str(msg.payload[i].size()) + " bytes splits an element");
     }
   }
+  if (!check_crc) return std::nullopt;
   const uint32_t crc = PayloadCrc32c(msg.payload, threads);
   if (crc != h.payload_crc32c()) {
     return Reject(RejectReason::kBadChecksum,
@@ -112,7 +114,7 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   return CheckPayload(msg, carries_elements, scope.threads);
 }
 
-Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {
+Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum) {
   const proto::Header& h = msg.header;
   if (h.job_id() != scope.job_id) {
     return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this client is in job " + Str(scope.job_id));
@@ -138,7 +140,7 @@ Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope) {
       return Reject(RejectReason::kBadPayload, "parameters must be FLOAT32 or BFLOAT16");
     }
   }
-  return CheckPayload(msg, type == proto::PARAMS);
+  return CheckPayload(msg, type == proto::PARAMS, 1, !defer_checksum);
 }
 
 }  // namespace psformer

@@ -41,8 +41,9 @@ struct ClientScope {
 };
 
 // For a reply arriving at a client: PARAMS (over part of the sender shard's range), ACK,
-// ERROR, HEARTBEAT, from SERVER `shard` < shards of this job.
-Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope);
+// ERROR, HEARTBEAT, from SERVER `shard` < shards of this job. `defer_checksum`: every check but
+// the payload's CRC-32C, which the caller makes in the pass that copies it (CopyCheckedFloats).
+Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum = false);
 
 }  // namespace psformer
 

@@ -160,6 +160,17 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
   });
 }
 
+bool CopyCheckedFloats(const WireMessage& msg, float* out) {
+  PSF_CHECK(msg.header.dtype() == proto::FLOAT32 && msg.PayloadBytes() == PayloadElements(msg) * sizeof(float));
+  uint32_t crc = 0;
+  auto* at = reinterpret_cast<uint8_t*>(out);
+  for (const Frame& f : msg.payload) {
+    crc = CopyWithCrc32c(at, f.data(), f.size(), crc);
+    at += f.size();
+  }
+  return crc == msg.header.payload_crc32c();
+}
+
 void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads) {
   ForEachPayloadPart(msg, threads, [&](const uint8_t* p, uint64_t first, uint64_t n, bool bf16) {
     float* a = acc + first;

@@ -59,6 +59,10 @@ WireMessage SliceMessage(const WireMessage& msg, uint64_t begin, uint64_t end);
 // validation (payload size matches dtype and range, frames split on element boundaries).
 // threads > 1 splits the elements among threads (elementwise: the same result).
 void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
+// The same for a FLOAT32 payload, with its CRC-32C computed in the copy (one pass, not two):
+// whether it matches the header's. On a mismatch out[] holds the damaged bytes, which the caller
+// must not use (a pull's part stays unanswered and is asked for again).
+bool CopyCheckedFloats(const WireMessage& msg, float* out);
 // acc[i] += payload[i] for each element (one addition per element, so any split across threads
 // gives the same sums). Same REQUIRES.
 void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads = 1);

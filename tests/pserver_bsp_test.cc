@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <tuple>
 
 #include "pserver/wire/bfloat16.h"
 #include "common/crc32c.h"
@@ -229,6 +230,49 @@ TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
   for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(second)[i], FloatToBf16(optimizer.params()[i]));
   const SnapshotSlice exact = optimizer.Slice(ShardOptimizer::Version::kCurrent, false, 0, 1000);
   EXPECT_EQ(exact.crc32c, Crc32c(0, optimizer.params(), 1000 * sizeof(float)));
+}
+
+// The update pass adds the last worker's push as it reads it from its frames (or, with one
+// worker, reads only the frames): bitwise the update of the sum taken first, also when the frames
+// split blocks and start at addresses not aligned for floats, as network frames may.
+TEST(ShardOptimizer, AddingTheTailInTheUpdateEqualsUpdatingTheSum) {
+  const proto::JobConfig config = PsConfig(2, 1, proto::ClusterConfig::BSP);
+  const uint64_t n = 20011;  // two pieces, neither a multiple of the pass's block
+  const auto init = [](uint64_t begin, uint64_t end, float* out) {
+    for (uint64_t i = begin; i < end; ++i) out[i - begin] = InitValue(i);
+  };
+  const std::vector<float> a = Gradient(0, 1, n), b = Gradient(1, 1, n);
+  for (const size_t misalign : {0, 1}) {
+    // b's bytes at an offset of `misalign` in a buffer, in frames of 4000 bytes.
+    std::vector<uint8_t> bytes(n * sizeof(float) + 1);
+    std::memcpy(bytes.data() + misalign, b.data(), n * sizeof(float));
+    for (const bool with_sum : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "misalign " << misalign << " with sum " << with_sum);
+      ShardOptimizer direct(config, 0, n, 2, {0, 12345}), fused(config, 0, n, 2, {0, 12345});
+      direct.Initialize(init);
+      fused.Initialize(init);
+      std::vector<float> sum(n);
+      for (uint64_t i = 0; i < n; ++i) sum[i] = with_sum ? a[i] + b[i] : b[i];
+      direct.Apply(1, sum.data(), 37);
+      for (const auto& [piece, begin, end] : {std::tuple<int, uint64_t, uint64_t>{1, 12345, n}, {0, 0, 12345}}) {
+        WireMessage tail;
+        tail.header.set_dtype(proto::FLOAT32);
+        tail.header.set_begin(begin);
+        tail.header.set_end(end);
+        AppendViewFrames(bytes.data() + misalign + begin * sizeof(float), (end - begin) * sizeof(float), 4000,
+                         sizeof(float), nullptr, &tail.payload);
+        fused.ApplyPiece(1, piece, PieceGradient{with_sum ? a.data() + begin : nullptr, &tail}, 37);
+      }
+      fused.FinishStep();
+      EXPECT_EQ(0, std::memcmp(direct.params(), fused.params(), n * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(direct.m(), fused.m(), n * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(direct.v(), fused.v(), n * sizeof(float)));
+      const SnapshotSlice d = direct.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
+      const SnapshotSlice f = fused.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
+      EXPECT_EQ(d.crc32c, f.crc32c);
+      EXPECT_EQ(0, std::memcmp(d.data, f.data, d.bytes));
+    }
+  }
 }
 
 TEST(PserverBsp, ReplayedPushIsAcknowledgedAsDuplicateAndAppliedOnce) {

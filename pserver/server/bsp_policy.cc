@@ -55,7 +55,8 @@ std::optional<AppliedUpdate> BspPolicy::Accept(int worker, WireMessage push, Sha
   if (piece.total_tokens() == 0 && done_count_ == 0) {
     PSF_LOG(Warning) << "step " << step << " has no target tokens; its gradient is applied unnormalised";
   }
-  optimizer->ApplyPiece(step, p, piece.sum(), piece.total_tokens());  // normalises on the way
+  optimizer->ApplyPiece(step, p, piece.gradient(), piece.total_tokens());  // normalises on the way
+  piece.Consumed();
   AppliedUpdate update;
   update.step = step;
   update.whole_step = ++done_count_ == static_cast<int>(pieces_.size());

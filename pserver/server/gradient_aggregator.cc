@@ -5,7 +5,7 @@
 namespace psformer {
 
 GradientAggregator::GradientAggregator(int workers, size_t n, int threads)
-    : received_(workers, false), waiting_(workers), sum_(n), threads_(threads) {}
+    : received_(workers, false), waiting_(workers), n_(n), threads_(threads) {}
 
 void GradientAggregator::Begin(int64_t step) {
   step_ = step;
@@ -18,22 +18,47 @@ void GradientAggregator::Begin(int64_t step) {
 
 void GradientAggregator::Add(int w, WireMessage push) {
   PSF_CHECK(w >= 0 && w < static_cast<int>(received_.size()) && !received_[w]);
-  PSF_CHECK(push.header.end() - push.header.begin() == sum_.size());
+  PSF_CHECK(push.header.end() - push.header.begin() == n_);
   received_[w] = true;
   waiting_[w] = std::move(push);
   Drain();
 }
 
+bool GradientAggregator::Complete() const {
+  const int workers = static_cast<int>(received_.size());
+  return next_ == workers || (next_ == workers - 1 && waiting_[next_].has_value());
+}
+
+PieceGradient GradientAggregator::gradient() const {
+  PSF_CHECK(Complete());
+  PieceGradient g;
+  if (next_ > 0) g.sum = sum_.data();
+  if (next_ < static_cast<int>(waiting_.size())) g.tail = &*waiting_[next_];
+  return g;
+}
+
+void GradientAggregator::Consumed() {
+  PSF_CHECK(Complete());
+  if (next_ < static_cast<int>(waiting_.size())) {
+    waiting_[next_].reset();
+    ++next_;
+  }
+}
+
 void GradientAggregator::Drain() {
-  while (next_ < static_cast<int>(waiting_.size()) && waiting_[next_].has_value()) {
+  const int workers = static_cast<int>(waiting_.size());
+  while (next_ < workers && waiting_[next_].has_value()) {
     const WireMessage& push = *waiting_[next_];
+    tokens_ += push.header.target_tokens();
+    loss_ += push.header.loss_sum();
+    // The last worker's fp32 push stays in its frames: the update adds it (see the header).
+    if (next_ == workers - 1 && push.header.dtype() == proto::FLOAT32) return;
+    if (sum_.empty()) sum_.resize(n_);
     if (next_ == 0) {
       CopyPayloadAsFloats(push, sum_.data(), threads_);
     } else {
       AddPayloadAsFloats(push, sum_.data(), threads_);
     }
-    tokens_ += push.header.target_tokens();
-    loss_ += push.header.loss_sum();
     waiting_[next_].reset();  // releases the received frames.
     ++next_;
   }

@@ -5,6 +5,10 @@
 // gradient (not 0 + g0), so one worker's sum is exactly its gradient. Each fold is split by
 // elements across `threads` threads: every element still gets its additions in worker order.
 //
+// The last worker's fp32 push is not folded here: it stays in its frames (gradient().tail) for
+// the update pass, which adds it as it reads the sum (ShardOptimizer::ApplyPiece), saving a pass
+// over the piece; with one worker there is no sum at all, the update reads the push itself.
+//
 // Thread safety: one thread (the server loop); the folds fan out to `threads` threads.
 #ifndef PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
 #define PSFORMER_PSERVER_SERVER_GRADIENT_AGGREGATOR_H_
@@ -16,6 +20,13 @@
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
+
+// A complete piece's gradient, as the update reads it: sum[i] + the tail's element i, or only
+// one of the two when the other is null.
+struct PieceGradient {
+  const float* sum = nullptr;
+  const WireMessage* tail = nullptr;  // fp32, validated, the piece's range
+};
 
 class GradientAggregator {
  public:
@@ -32,9 +43,13 @@ class GradientAggregator {
   // Takes worker `w`'s push. REQUIRES: the message passed validation, !Has(w).
   void Add(int w, WireMessage push);
 
-  bool Complete() const { return next_ == static_cast<int>(received_.size()); }
-  // REQUIRES: Complete(). Sum over workers in order: (g0 + g1) + g2 ...   (n)
-  float* sum() { return sum_.data(); }
+  bool Complete() const;
+  // REQUIRES: Complete(). The sum over workers in order, (g0 + g1) + g2 ..., with the last term
+  // possibly still in its frames (see above). Valid until the next Add or Begin.
+  PieceGradient gradient() const;
+  // The update has read gradient(): the tail's frames go back to the transport (a same-host
+  // sender's shared-memory slots). Complete() stays true.
+  void Consumed();
   uint64_t total_tokens() const { return tokens_; }
   double loss_sum() const { return loss_; }
 
@@ -45,7 +60,8 @@ class GradientAggregator {
   std::vector<bool> received_;
   std::vector<std::optional<WireMessage>> waiting_;  // arrived ahead of their turn.
   int next_ = 0;                                     // the next worker to fold into sum_.
-  std::vector<float> sum_;                           // (n)
+  size_t n_;
+  std::vector<float> sum_;                           // (n), made when first needed
   int threads_;
   uint64_t tokens_ = 0;
   double loss_ = 0;

@@ -27,6 +27,7 @@
 #include "common/adam.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/proto/config.pb.h"
+#include "pserver/server/gradient_aggregator.h"
 
 namespace psformer {
 
@@ -55,8 +56,9 @@ class ShardOptimizer {
   // ApplyPiece over the whole shard, then FinishStep.
   void Apply(int64_t step, const float* grad, uint64_t target_tokens = 0);
   // Applies step `step`'s update to piece `piece` (an index into piece_starts) with its gradient
-  // `grad` (the piece's elements). REQUIRES: each piece at most once between FinishSteps.
-  void ApplyPiece(int64_t step, int piece, const float* grad, uint64_t target_tokens);
+  // (the piece's elements: the sum plus the tail, added in the same pass). REQUIRES: each piece
+  // at most once between FinishSteps.
+  void ApplyPiece(int64_t step, int piece, const PieceGradient& grad, uint64_t target_tokens);
   // Every piece has been applied: counts the update and makes its snapshot the complete one.
   void FinishStep();
   // Pieces applied since the last FinishStep (checkpoints wait for 0: the moments are live).

@@ -11,21 +11,6 @@
 namespace psformer {
 namespace {
 
-// Calls fn(bytes, first, count) for each part of the payload's frames that holds elements
-// [begin, end) (elements of elem bytes; frames hold whole elements), in order: `bytes` points at
-// element `first` of the payload, and the part holds `count` elements.
-template <typename Fn>
-void ForEachPart(const std::vector<Frame>& payload, size_t elem, uint64_t begin, uint64_t end, Fn fn) {
-  uint64_t at = 0;  // the first element of the frame
-  for (const Frame& f : payload) {
-    if (at >= end) break;
-    const uint64_t count = f.size() / elem;
-    const uint64_t b = std::max(begin, at), e = std::min(end, at + count);
-    if (b < e) fn(f.data() + (b - at) * elem, b, e - b);
-    at += count;
-  }
-}
-
 constexpr size_t kElementGrain = 1 << 14;  // elements; a thread per fewer costs more than it saves
 constexpr size_t kByteGrain = 1 << 16;
 
@@ -39,7 +24,7 @@ void ForEachPayloadPart(const WireMessage& msg, int threads, Fn fn) {
   const size_t elem = bf16 ? 2 : 4;
   PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
   ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
-    ForEachPart(msg.payload, elem, begin, end,
+    ForEachPayloadSpan(msg.payload, elem, begin, end,
                 [&](const uint8_t* p, uint64_t first, uint64_t n) { fn(p, first, n, bf16); });
   });
 }
@@ -66,7 +51,7 @@ uint32_t PayloadCrc32c(const std::vector<Frame>& payload, int threads) {
   std::vector<uint32_t> crc(ParallelPieces(threads, bytes, kByteGrain), 0);
   std::vector<uint64_t> len(crc.size(), 0);
   ParallelFor(threads, bytes, kByteGrain, [&](int piece, size_t begin, size_t end) {
-    ForEachPart(payload, 1, begin, end, [&](const uint8_t* p, uint64_t, uint64_t n) {
+    ForEachPayloadSpan(payload, 1, begin, end, [&](const uint8_t* p, uint64_t, uint64_t n) {
       crc[piece] = Crc32c(crc[piece], p, n);
     });
     len[piece] = end - begin;

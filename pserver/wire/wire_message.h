@@ -55,6 +55,21 @@ Verdict ParseMessage(RawMessage raw, WireMessage* out);
 // payload size and CRC still describe the whole message.
 WireMessage SliceMessage(const WireMessage& msg, uint64_t begin, uint64_t end);
 
+// Calls fn(bytes, first, count) for each part of the payload frames that holds elements
+// [begin, end) of `elem` bytes each (relative to the payload's start; frames hold whole
+// elements), in order: `bytes` points at element `first`, and the part holds `count` elements.
+template <typename Fn>
+void ForEachPayloadSpan(const std::vector<Frame>& payload, size_t elem, uint64_t begin, uint64_t end, Fn fn) {
+  uint64_t at = 0;  // the first element of the frame
+  for (const Frame& f : payload) {
+    if (at >= end) break;
+    const uint64_t count = f.size() / elem;
+    const uint64_t b = begin > at ? begin : at, e = end < at + count ? end : at + count;
+    if (b < e) fn(f.data() + (b - at) * elem, b, e - b);
+    at += count;
+  }
+}
+
 // Writes the payload as fp32 to out[0 .. end-begin), widening bf16. REQUIRES: the message passed
 // validation (payload size matches dtype and range, frames split on element boundaries).
 // threads > 1 splits the elements among threads (elementwise: the same result).

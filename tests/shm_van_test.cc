@@ -141,6 +141,87 @@ TEST(ShmVan, ReleasedSlotsAreReusedAndHeldOnesAreNot) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(held[i].frames[1].bytes(), Pattern(1 << 20, 10 + i)) << i;
 }
 
+// Memory from AllocatePayload is lent, not copied: a server sends the same bytes to a same-host
+// client twice (a snapshot pulled twice) and the client reads them in place each time; the Van
+// holds each lent frame, and so the memory's owner, until its receiver lets it go.
+TEST(ShmVan, PayloadMemoryIsLentInPlaceAndHeldUntilReleased) {
+  Pair p;
+  ASSERT_TRUE(p.client->Send(Message("srv", {"hello"})).ok());
+  const std::string peer = RecvOne(*p.server).peer;  // the server now knows the client shares its host
+  const size_t n = 3 << 20;
+  std::shared_ptr<void> memory = p.server->AllocatePayload(n);
+  EXPECT_EQ(p.server->stats().payload_segments, 1u);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(memory.get()) % 64, 0u);
+  const std::string pattern = Pattern(n, 5);
+  std::memcpy(memory.get(), pattern.data(), n);
+  auto* bytes = static_cast<uint8_t*>(memory.get());
+  std::weak_ptr<void> watch = memory;
+  std::vector<Frame> first_half, whole;
+  AppendViewFrames(bytes, n / 2, 1 << 20, 1, memory, &first_half);
+  AppendViewFrames(bytes, n, 1 << 20, 1, memory, &whole);
+  memory.reset();  // the frames keep it
+
+  RawMessage a = Message(peer, {"h"});
+  for (Frame& f : first_half) a.frames.push_back(std::move(f));
+  ASSERT_TRUE(p.server->Send(std::move(a)).ok());
+  RawMessage got_a = RecvOne(*p.client);
+  RawMessage b = Message(peer, {"h"});
+  for (Frame& f : whole) b.frames.push_back(std::move(f));
+  ASSERT_TRUE(p.server->Send(std::move(b)).ok());
+  RawMessage got_b = RecvOne(*p.client);
+  EXPECT_EQ(p.server->stats().frames_lent, 5u);  // 2 + 3 frames of 1 MiB and less
+  EXPECT_EQ(p.server->stats().frames_sent_shm, 0u);  // nothing copied
+  EXPECT_EQ(p.server->stats().segments_created, 0u);
+  EXPECT_EQ(p.client->stats().frames_received_shm, 5u);
+  std::string read_a, read_b;
+  for (size_t i = 1; i < got_a.frames.size(); ++i) read_a += got_a.frames[i].bytes();
+  for (size_t i = 1; i < got_b.frames.size(); ++i) read_b += got_b.frames[i].bytes();
+  EXPECT_EQ(read_a, pattern.substr(0, n / 2));
+  EXPECT_EQ(read_b, pattern);
+  // Lent frames are held while their receivers read them, and let go once released.
+  ASSERT_TRUE(p.server->Send(Message(peer, {"tick"})).ok());
+  EXPECT_EQ(p.server->frames_on_loan(), 5u);
+  EXPECT_FALSE(watch.expired());
+  got_a = RawMessage();
+  got_b = RawMessage();
+  ASSERT_TRUE(p.server->Send(Message(peer, {"tick"})).ok());
+  EXPECT_EQ(p.server->frames_on_loan(), 0u);
+  EXPECT_TRUE(watch.expired());  // the memory, and its segment, are gone with the last holder
+}
+
+// A lent slot nobody claims (its receiver died, or the message was lost) is taken back after
+// lend_patience_ms, which lets go of the bytes' owner; a descriptor for it that arrives later is
+// refused as stale, so the bytes are never read after they were let go.
+TEST(ShmVan, AnUnclaimedLoanIsTakenBackAndItsLateDescriptorRefused) {
+  ShmVanOptions server_options;
+  server_options.lend_patience_ms = 0;
+  Pair p({}, server_options);
+  ASSERT_TRUE(p.client->Send(Message("srv", {"hello"})).ok());
+  const std::string peer = RecvOne(*p.server).peer;
+  const size_t n = 1 << 20;
+  std::shared_ptr<void> memory = p.server->AllocatePayload(n);
+  std::memset(memory.get(), 7, n);
+  // The frame's owner stands for the snapshot: the Van holds it while the bytes are on loan.
+  auto owner = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owner;
+  RawMessage m = Message(peer, {"h"});
+  m.frames.push_back(Frame::View(static_cast<const uint8_t*>(memory.get()), n, std::move(owner)));
+  ASSERT_TRUE(p.server->Send(std::move(m)).ok());
+  EXPECT_EQ(p.server->stats().frames_lent, 1u);
+  EXPECT_FALSE(watch.expired());
+  // The client has not read it yet; the server's next send takes the loan back.
+  ASSERT_TRUE(p.server->Send(Message(peer, {"tick"})).ok());
+  EXPECT_EQ(p.server->stats().lent_taken_back, 1u);
+  EXPECT_EQ(p.server->frames_on_loan(), 0u);
+  EXPECT_TRUE(watch.expired());
+  RawMessage late = RecvOne(*p.client);
+  EXPECT_NE(late.transport_error.find("stale"), std::string::npos) << late.transport_error;
+  WireMessage parsed;
+  const Verdict v = ParseMessage(std::move(late), &parsed);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->reason, RejectReason::kBadSharedMemory);
+}
+
 TEST(ShmVan, WithoutSharedMemoryFramesTravelInline) {
   ShmVanOptions no_space;
   no_space.max_bytes = 0;  // as a /dev/shm too small for one segment

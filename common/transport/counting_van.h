@@ -38,6 +38,7 @@ class CountingVan : public Van {
   }
   Status Send(RawMessage message) override;
   bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
+  std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
  private:

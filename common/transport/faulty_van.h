@@ -78,6 +78,7 @@ class FaultyVan : public Van {
   // Decides the message's fate; errors are the inner Van's, for messages sent now.
   Status Send(RawMessage message) override;
   bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
+  std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
   const FaultyVanStats& stats() const { return stats_; }

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/logging.h"
+
 namespace psformer {
 
 struct ShmSegment::Header {
@@ -72,6 +74,11 @@ void ForEachOwnSegment(Fn fn) {
 }
 
 }  // namespace
+
+bool ShmSegmentExists(const std::string& name) {
+  struct stat st;
+  return stat((std::string(kShmDir) + name).c_str(), &st) == 0;
+}
 
 std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n) {
   char name[64];
@@ -248,6 +255,22 @@ std::optional<ShmSegment::Slot> ShmSegment::Reserve(uint64_t size) {
   return slot;
 }
 
+std::optional<ShmSegment::Slot> ShmSegment::Lend(uint64_t offset, uint64_t size) {
+  PSF_CHECK(offset <= capacity_ && size <= capacity_ - offset);
+  for (uint32_t i = 0; i < slot_count_; ++i) {
+    SlotEntry& e = slots()[i];
+    const uint64_t s = std::atomic_ref<uint64_t>(e.state).load(std::memory_order_acquire);
+    if (StatusOf(s) != kFree) continue;
+    const Slot slot{i, GenerationOf(s) + 1, offset, size};
+    std::atomic_ref<uint64_t>(e.state).store(State(slot.generation, kWriting), std::memory_order_relaxed);
+    e.offset = offset;
+    e.size = size;
+    std::atomic_ref<int64_t>(e.claimer_pid).store(0, std::memory_order_relaxed);
+    return slot;
+  }
+  return std::nullopt;
+}
+
 void ShmSegment::Publish(const Slot& slot) {
   // Release: the payload and the entry are visible to whoever sees "sent".
   std::atomic_ref<uint64_t>(slots()[slot.index].state).store(State(slot.generation, kSent), std::memory_order_release);
@@ -262,6 +285,11 @@ void ShmSegment::Unpublish(const Slot& slot) {
 bool ShmSegment::Claimed(const Slot& slot) const {
   const uint64_t s = std::atomic_ref<uint64_t>(slots()[slot.index].state).load(std::memory_order_acquire);
   return s != State(slot.generation, kSent);
+}
+
+bool ShmSegment::Released(const Slot& slot) const {
+  const uint64_t s = std::atomic_ref<uint64_t>(slots()[slot.index].state).load(std::memory_order_acquire);
+  return s != State(slot.generation, kSent) && s != State(slot.generation, kClaimed);
 }
 
 int ShmSegment::ReclaimFromDeadReaders() {

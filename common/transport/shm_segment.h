@@ -16,8 +16,14 @@
 // descriptor cannot claim the slot's next payload. A descriptor leaves the owner only after
 // the copy is complete (writing -> sent), so no receiver ever sees a half-written payload.
 //
-// Thread safety: the owner's side (Reserve, Publish, Unpublish, Claimed, ReclaimFromDeadReaders) is used
-// by one thread at a time; Claim and Release may be called from any thread of any process.
+// A slot may also lend bytes the owner keeps in the data area itself (Lend): a server's parameter
+// snapshot, written once per update and read in place by every same-host worker that pulls it.
+// Such a slot names its bytes without reserving them; the owner must leave them unchanged until
+// the slot is free again (Released), and may take back a slot nobody claimed (Unpublish).
+//
+// Thread safety: the owner's side (Reserve, Lend, Publish, Unpublish, Claimed, Released,
+// ReclaimFromDeadReaders) is used by one thread at a time; Claim and Release may be called from
+// any thread of any process.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
 #define PSFORMER_COMMON_TRANSPORT_SHM_SEGMENT_H_
 
@@ -48,6 +54,8 @@ struct ShmSegmentNameParts {
 // The parts of a name ShmSegmentName made; nullopt for anything else.
 std::optional<ShmSegmentNameParts> ParseShmSegmentName(std::string_view name);
 
+// Whether segment `name` is still linked (its creator has not removed it).
+bool ShmSegmentExists(const std::string& name);
 // Unlinks this user's segments of `job_id` (nullopt = any job) made by `pid` (nullopt = any
 // process). Returns how many were removed.
 int RemoveShmSegments(std::optional<uint64_t> job_id, std::optional<pid_t> pid);
@@ -86,12 +94,21 @@ class ShmSegment {
   // no contiguous space is free.
   std::optional<Slot> Reserve(uint64_t size);
   uint8_t* SlotData(const Slot& slot) { return data_ + slot.offset; }
+  // Owner: the data area, for bytes the owner manages itself and lends (never Reserve in a
+  // segment used so).
+  uint8_t* data() { return data_; }
+  // Owner: a free slot naming bytes [offset, offset + size) of the data area without reserving
+  // them, now "writing" (Publish it to lend them); nullopt when no slot is free.
+  std::optional<Slot> Lend(uint64_t offset, uint64_t size);
   // Owner: the slot's bytes are complete; a descriptor for it may leave ("sent").
   void Publish(const Slot& slot);
   // Owner: the descriptor was never sent; the slot is free again.
   void Unpublish(const Slot& slot);
   // Owner: whether a receiver has claimed the published slot (it may have released it since).
   bool Claimed(const Slot& slot) const;
+  // Owner: whether the published slot is done with: its receiver released it (or died and it
+  // was reclaimed), or it was unpublished.
+  bool Released(const Slot& slot) const;
   // Owner: frees slots claimed by receivers that died before releasing them. Returns how many.
   int ReclaimFromDeadReaders();
 

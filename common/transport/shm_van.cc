@@ -116,10 +116,13 @@ ShmVan::ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options)
     : inner_(std::move(inner)), options_(std::move(options)) {}
 
 ShmVan::~ShmVan() {
-  if (stats_.frames_sent_shm + stats_.frames_sent_inline + stats_.frames_received_shm > 0) {
+  if (stats_.frames_sent_shm + stats_.frames_sent_inline + stats_.frames_received_shm + stats_.frames_lent > 0) {
     PSF_LOG(Info) << "transport: " << stats_.frames_sent_shm << " payload frame(s) sent through shared memory, "
-                  << stats_.frames_sent_inline << " inline for want of space, " << stats_.frames_received_shm
-                  << " received through shared memory";
+                  << stats_.frames_lent << " lent in place, " << stats_.frames_sent_inline
+                  << " inline for want of space, " << stats_.frames_received_shm << " received through shared memory"
+                  << (stats_.lent_taken_back > 0
+                          ? "; " + std::to_string(stats_.lent_taken_back) + " loan(s) taken back unclaimed"
+                          : "");
   }
   // Received frames may outlive this Van (their claims keep their mappings); our own segments are
   // unlinked here, which leaves mappings elsewhere valid.
@@ -183,7 +186,61 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   return Placed{own_.back().get(), *slot};
 }
 
+std::shared_ptr<void> ShmVan::AllocatePayload(size_t bytes) {
+  std::erase_if(payload_segments_, [](const std::weak_ptr<ShmSegment>& w) { return w.expired(); });
+  if (bytes < options_.threshold_bytes || cannot_create_payload_) return HeapPayload(bytes);
+  auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), bytes, options_.lend_slots);
+  if (!seg.ok()) {
+    cannot_create_payload_ = true;
+    PSF_LOG(Warning) << "transport: " << seg.status().message()
+                     << "; payloads sent many times are kept on the heap and copied into shared memory per send";
+    return HeapPayload(bytes);
+  }
+  std::shared_ptr<ShmSegment> shared(std::move(*seg));
+  payload_segments_.push_back(shared);
+  ++stats_.payload_segments;
+  PSF_LOG(Info) << "transport: made shared-memory segment " << shared->name() << " (" << (bytes >> 20)
+                << " MiB) for a payload lent in place";
+  // The memory keeps its segment (and mapping) alive; the last holder unmaps and unlinks it.
+  return std::shared_ptr<void>(shared, shared->data());
+}
+
+std::optional<ShmVan::Lent> ShmVan::LendInPlace(const Frame& frame) {
+  const auto at = reinterpret_cast<uintptr_t>(frame.data());
+  for (const std::weak_ptr<ShmSegment>& w : payload_segments_) {
+    std::shared_ptr<ShmSegment> seg = w.lock();
+    if (!seg) continue;
+    const auto base = reinterpret_cast<uintptr_t>(seg->data());
+    if (at < base || at - base > seg->capacity() || frame.size() > seg->capacity() - (at - base)) continue;
+    auto slot = seg->Lend(at - base, frame.size());
+    if (!slot) return std::nullopt;  // every slot on loan: copy instead
+    return Lent{std::move(seg), *slot, Frame(), std::chrono::steady_clock::now()};
+  }
+  return std::nullopt;
+}
+
+void ShmVan::SweepLent() {
+  if (lent_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_reclaim_ > std::chrono::seconds(1)) {  // claims of receivers that died
+    last_reclaim_ = now;
+    for (const std::weak_ptr<ShmSegment>& w : payload_segments_) {
+      if (auto seg = w.lock()) seg->ReclaimFromDeadReaders();
+    }
+  }
+  const auto patience = std::chrono::milliseconds(options_.lend_patience_ms);
+  std::erase_if(lent_, [&](Lent& l) {
+    if (l.segment->Released(l.slot)) return true;
+    if (now - l.since < patience || l.segment->Claimed(l.slot)) return false;
+    l.segment->Unpublish(l.slot);  // fails if a receiver claims it just now: then it stays lent
+    if (!l.segment->Released(l.slot)) return false;
+    ++stats_.lent_taken_back;
+    return true;
+  });
+}
+
 Status ShmVan::Send(RawMessage message) {
+  SweepLent();
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
   // The payload's CRC-32C, when the sender left it to us: frames in order, those copied into a
   // slot checksummed in the copy (the header, frame 0, is not payload).
@@ -191,6 +248,7 @@ Status ShmVan::Send(RawMessage message) {
   uint32_t crc = 0;
   std::vector<ShmDescriptor> descriptors;
   std::vector<Placed> placed;
+  const size_t lent_before = lent_.size();
   struct WatchedSlot {
     Placed placed;
     int64_t step;
@@ -201,6 +259,19 @@ Status ShmVan::Send(RawMessage message) {
     const bool payload = i > 0;
     if (f.size() < options_.threshold_bytes) {
       if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      continue;
+    }
+    if (std::optional<Lent> lent = LendInPlace(f)) {
+      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      std::optional<ShmFault> fault = TakeArmedShmFault();
+      if (fault && !watched) watched = WatchedSlot{Placed{lent->segment.get(), lent->slot}, fault->step};
+      lent->segment->Publish(lent->slot);
+      descriptors.push_back({static_cast<uint32_t>(i), lent->slot.index, lent->slot.generation, lent->slot.offset,
+                             lent->slot.size, lent->segment->name()});
+      lent->frame = std::move(f);
+      lent_.push_back(std::move(*lent));
+      f = Frame();
+      ++stats_.frames_lent;
       continue;
     }
     auto p = Place(f);
@@ -239,6 +310,7 @@ Status ShmVan::Send(RawMessage message) {
   const Status sent = inner_->Send(std::move(message));
   if (!sent.ok()) {
     for (const Placed& p : placed) p.segment->Unpublish(p.slot);
+    for (size_t l = lent_before; l < lent_.size(); ++l) lent_[l].segment->Unpublish(lent_[l].slot);
   } else if (watched) {
     KillOnceClaimed(watched->placed, watched->step);
   }
@@ -261,9 +333,10 @@ void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
 StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& name) {
   auto it = mapped_.find(name);
   if (it != mapped_.end()) return it->second;
-  // A new segment: forget those whose creators are gone (frames still viewing them keep them mapped).
+  // A new segment: forget those whose creators are gone, or that their creators removed (a
+  // server's snapshot it no longer needs); frames still viewing them keep them mapped.
   for (auto m = mapped_.begin(); m != mapped_.end();) {
-    if (kill(m->second->creator(), 0) != 0 && errno == ESRCH) {
+    if ((kill(m->second->creator(), 0) != 0 && errno == ESRCH) || !ShmSegmentExists(m->first)) {
       m = mapped_.erase(m);
     } else {
       ++m;

@@ -16,6 +16,13 @@
 // and no segment can be made (a small /dev/shm in a container, max_bytes reached), the frame
 // travels inline as over any Van, with one warning: correctness never depends on shared memory.
 //
+// Lending: memory from AllocatePayload lies in a segment of its own. A frame viewing it is not
+// copied: its slot names the bytes in place (ShmSegment::Lend), and the Van keeps the frame, and
+// so whatever owns the bytes, until the receiver releases the slot. This is how a server's
+// parameter snapshot, written once per update, reaches every same-host worker without a copy
+// per reply. A lent slot nobody claims within lend_patience_ms (its receiver died, or the
+// message was lost) is taken back; a descriptor for it that arrives later is refused as stale.
+//
 // Recv: the receiver maps the sender's segment (once; cached), claims each slot and hands up a
 // Frame viewing it in place, whose owner releases the slot when the last copy of the Frame
 // goes. A descriptor that cannot be honoured (a name that is not a psformer segment, a segment
@@ -32,6 +39,7 @@
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,6 +60,8 @@ struct ShmVanOptions {
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
   uint32_t slots_per_segment = 1024;
   bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
+  uint32_t lend_slots = 4096;     // slots of each AllocatePayload segment (lent frames at once).
+  int lend_patience_ms = 30000;   // a lent slot unclaimed this long is taken back.
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).
@@ -60,6 +70,9 @@ struct ShmVanStats {
   uint64_t frames_sent_inline = 0;  // frames over the threshold that found no space
   uint64_t frames_received_shm = 0;
   uint64_t segments_created = 0;
+  uint64_t frames_lent = 0;          // payload frames sent in place from AllocatePayload memory
+  uint64_t payload_segments = 0;     // AllocatePayload segments made
+  uint64_t lent_taken_back = 0;      // lent slots nobody claimed in time
 };
 
 class ShmVan : public Van {
@@ -78,8 +91,13 @@ class ShmVan : public Van {
     return options_.checksum_in_copy && shm_peers_.count(peer) > 0;
   }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
+  // Memory in a segment of its own, which Send lends in place (see above); the heap when it is
+  // smaller than threshold_bytes or no segment can be made.
+  std::shared_ptr<void> AllocatePayload(size_t bytes) override;
 
   const ShmVanStats& stats() const { return stats_; }
+  // Lent frames whose receivers have not released them yet (as of the last Send).
+  size_t frames_on_loan() const { return lent_.size(); }
 
  private:
   struct Placed {
@@ -87,6 +105,16 @@ class ShmVan : public Van {
     ShmSegment::Slot slot;
   };
   std::optional<Placed> Place(const Frame& frame);
+  struct Lent {
+    std::shared_ptr<ShmSegment> segment;
+    ShmSegment::Slot slot;
+    Frame frame;  // keeps the lent bytes' owner alive
+    std::chrono::steady_clock::time_point since;
+  };
+  // A published slot lending `frame`'s bytes in place, if they lie in AllocatePayload memory.
+  std::optional<Lent> LendInPlace(const Frame& frame);
+  // Lets go of lent frames their receivers are done with; takes back those unclaimed too long.
+  void SweepLent();
   // Replaces the envelope and placeholders of `message` by frames viewing the slots; the first
   // refusal, if any, goes to message.transport_error.
   void Unpack(RawMessage& message);
@@ -104,6 +132,10 @@ class ShmVan : public Van {
   bool cannot_create_ = false;  // a segment could not be made: stop trying
   bool warned_inline_ = false;
   std::map<std::string, std::shared_ptr<ShmSegment>> mapped_;  // other processes' segments, by name
+  std::vector<std::weak_ptr<ShmSegment>> payload_segments_;     // AllocatePayload's
+  bool cannot_create_payload_ = false;
+  std::vector<Lent> lent_;
+  std::chrono::steady_clock::time_point last_reclaim_{};
   ShmVanStats stats_;
 };
 

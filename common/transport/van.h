@@ -8,6 +8,10 @@
 #ifndef PSFORMER_COMMON_TRANSPORT_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_VAN_H_
 
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -38,6 +42,16 @@ class Van {
   // messages to `peer` that leave it to the Van (RawMessage::seal_header). False: it is cheaper
   // for the sender to compute it; a Van that is asked anyway seals in a pass of its own.
   virtual bool ChecksumsPayloadTo(const std::string& /*peer*/) const { return false; }
+
+  // Memory for a payload this process sends many times over (a server's parameter snapshot,
+  // pulled by every worker), `bytes` long and 64-byte aligned, alive while the pointer (or a
+  // Frame viewing it) is. A Van that copies payloads into shared memory hands out memory it can
+  // lend to same-host receivers in place, without a copy per send; the default is the heap.
+  virtual std::shared_ptr<void> AllocatePayload(size_t bytes) { return HeapPayload(bytes); }
+  static std::shared_ptr<void> HeapPayload(size_t bytes) {
+    return std::shared_ptr<void>(::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}),
+                                 [](void* p) { ::operator delete(p, std::align_val_t{64}); });
+  }
 
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
   // Returns nullopt when none arrived in time.

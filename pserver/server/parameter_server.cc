@@ -38,7 +38,9 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
       piece_starts_(ShardPieceStarts(options_)),
-      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_), piece_starts_),
+      // Snapshots in the Van's memory: shared memory on the same-host path, lent to replies in place.
+      optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_), piece_starts_,
+                 [van = van_.get()](size_t bytes) { return van->AllocatePayload(bytes); }),
       policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_), piece_starts_)),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),

@@ -31,8 +31,9 @@ struct PartCrcs {
 }  // namespace
 
 ShardOptimizer::ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads,
-                               std::vector<uint64_t> piece_starts)
+                               std::vector<uint64_t> piece_starts, PayloadAllocator allocate)
     : config_(config),
+      allocate_(allocate ? std::move(allocate) : PayloadAllocator(&Van::HeapPayload)),
       threads_(threads),
       bf16_pulls_(config.cluster().param_dtype() == proto::ClusterConfig::BF16),
       piece_starts_(std::move(piece_starts)),
@@ -76,10 +77,10 @@ std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
   previous_.reset();
   if (!fresh) {
     fresh = std::make_shared<Snapshot>();
-    fresh->values.resize(params_.size());
+    fresh->values = Allocate<float>();
   }
   fresh->has_rounded = bf16_pulls_;
-  if (bf16_pulls_) fresh->rounded.resize(params_.size());
+  if (bf16_pulls_ && !fresh->rounded.memory) fresh->rounded = Allocate<uint16_t>();
   fresh->crc.assign(piece_count(), 0);
   fresh->crc16.assign(piece_count(), 0);
   return fresh;
@@ -167,7 +168,7 @@ const std::shared_ptr<ShardOptimizer::Snapshot>& ShardOptimizer::Current() {
 }
 
 void ShardOptimizer::Round(Snapshot* s) {
-  s->rounded.resize(params_.size());
+  if (!s->rounded.memory) s->rounded = Allocate<uint16_t>();
   for (int p = 0; p < piece_count(); ++p) {
     const size_t offset = piece_starts_[p], n = PieceEnd(p) - offset;
     PartCrcs crc(ParallelPieces(threads_, n, kBlock));

@@ -8,6 +8,10 @@
 // Pulls are served from snapshots, never from the live parameters: the snapshot of the last
 // finished update (complete), and the one the update in progress is filling piece by piece
 // (each piece readable once applied), so a reply still being sent never sees a later update.
+// Snapshots live in memory from the server's Van (Van::AllocatePayload): on the same-host path
+// that is shared memory, which every same-host worker's pull reads in place (the snapshot is
+// published once per update, not copied per reply). A snapshot is reused only once nothing
+// refers to it any more, a reply on loan to a worker included.
 //
 // Each piece's update is one pass, split across `threads` threads (ParallelFor): the gradient's
 // normalisation, Adam, the snapshot copy (and its bf16 rounding when the job pulls bf16) and
@@ -27,6 +31,7 @@
 #include "common/adam.h"
 #include "common/checkpoint/shard_file.h"
 #include "common/proto/config.pb.h"
+#include "common/transport/van.h"
 #include "pserver/server/gradient_aggregator.h"
 
 namespace psformer {
@@ -39,12 +44,16 @@ struct SnapshotSlice {
   uint32_t crc32c = 0;
 };
 
+// Where snapshots live: bytes -> memory (Van::AllocatePayload).
+using PayloadAllocator = std::function<std::shared_ptr<void>(size_t bytes)>;
+
 class ShardOptimizer {
  public:
   // Elements [begin, end) of the flat vector; `config` supplies optimizer and schedule.
   // `piece_starts`: where the shard's pieces begin, relative to `begin` (empty: one piece).
+  // `allocate`: memory for snapshots (null: the heap).
   ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads,
-                 std::vector<uint64_t> piece_starts = {});
+                 std::vector<uint64_t> piece_starts = {}, PayloadAllocator allocate = nullptr);
 
   // Fills the parameters with init(begin, end, out); moments to zero.
   void Initialize(const std::function<void(uint64_t, uint64_t, float*)>& init);
@@ -87,9 +96,14 @@ class ShardOptimizer {
   bool has_previous() const { return previous_ != nullptr; }
 
  private:
+  template <typename T>
+  struct Array {  // elements in memory from allocate_
+    std::shared_ptr<void> memory;
+    T* data() const { return static_cast<T*>(memory.get()); }
+  };
   struct Snapshot {
-    std::vector<float> values;       // (size())
-    std::vector<uint16_t> rounded;   // (size()) when bf16 was made
+    Array<float> values;        // (size())
+    Array<uint16_t> rounded;    // (size()) when bf16 was made
     bool has_rounded = false;
     std::vector<uint32_t> crc, crc16;  // per piece
   };
@@ -102,7 +116,13 @@ class ShardOptimizer {
     return piece + 1 < piece_count() ? piece_starts_[piece + 1] : params_.size();
   }
 
+  template <typename T>
+  Array<T> Allocate() const {
+    return Array<T>{allocate_(params_.size() * sizeof(T))};
+  }
+
   const proto::JobConfig& config_;
+  PayloadAllocator allocate_;
   AdamHyper hyper_;
   int threads_;
   bool bf16_pulls_;  // cluster.param_dtype BF16: the update pass rounds too

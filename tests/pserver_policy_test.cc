@@ -9,6 +9,7 @@
 #include "common/config_loader.h"
 #include "pserver/recovery/recovery_epoch.h"
 #include "pserver/server/consistency_policy.h"
+#include "pserver/server/gradient_aggregator.h"
 #include "pserver/server/shutdown_tracker.h"
 #include "pserver/timing.h"
 #include "tests/test_util.h"
@@ -33,6 +34,62 @@ proto::Header Pull(proto::Role role, int64_t step) {
   h.set_sender_role(role);
   h.set_step(step);
   return h;
+}
+
+// A push of n elements from worker `w`: value w + 1 + i / 8 at element i, with its own tokens and
+// loss; `alive` watches its frames (released when the aggregator lets go of them).
+WireMessage AggregatorPush(int w, size_t n, std::weak_ptr<void>* alive) {
+  auto values = std::make_shared<std::vector<float>>(n);
+  for (size_t i = 0; i < n; ++i) (*values)[i] = static_cast<float>(w + 1) + static_cast<float>(i) / 8;
+  *alive = values;
+  WireMessage m;
+  m.header.set_dtype(proto::FLOAT32);
+  m.header.set_begin(0);
+  m.header.set_end(n);
+  m.header.set_target_tokens(10 + w);
+  m.header.set_loss_sum(0.5 * (w + 1));
+  m.payload.push_back(Frame::View(values->data(), n * sizeof(float), values));
+  return m;
+}
+
+// Whatever the arrival order, workers are folded in worker order, the last one is held in its
+// frames for the update (the others released once folded), and tokens and loss count each push
+// once; after Consumed the last one's frames are released too.
+TEST(GradientAggregator, FoldsInWorkerOrderHoldsTheLastForTheUpdateAndCountsEachPushOnce) {
+  const size_t n = 5;
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {2, 1, 0}}) {
+    SCOPED_TRACE(::testing::Message() << order[0] << order[1] << order[2]);
+    GradientAggregator agg(3, n);
+    agg.Begin(7);
+    std::vector<std::weak_ptr<void>> alive(3);
+    for (size_t k = 0; k < order.size(); ++k) {
+      EXPECT_FALSE(agg.Complete());
+      agg.Add(order[k], AggregatorPush(order[k], n, &alive[order[k]]));
+    }
+    ASSERT_TRUE(agg.Complete());
+    EXPECT_EQ(agg.total_tokens(), 10u + 11u + 12u);
+    EXPECT_EQ(agg.loss_sum(), (0.5 + 1.0) + 1.5);
+    const PieceGradient g = agg.gradient();
+    ASSERT_NE(g.sum, nullptr);
+    ASSERT_NE(g.tail, nullptr);
+    EXPECT_TRUE(alive[0].expired());
+    EXPECT_TRUE(alive[1].expired());
+    EXPECT_FALSE(alive[2].expired());
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(g.sum[i], (1.0f + i / 8.0f) + (2.0f + i / 8.0f)) << i;
+    EXPECT_EQ(g.tail->header.target_tokens(), 12u);
+    agg.Consumed();
+    EXPECT_TRUE(agg.Complete());
+    EXPECT_TRUE(alive[2].expired());
+  }
+  // One worker: no sum, the update reads its push alone.
+  GradientAggregator one(1, n);
+  one.Begin(1);
+  std::weak_ptr<void> alive;
+  one.Add(0, AggregatorPush(0, n, &alive));
+  ASSERT_TRUE(one.Complete());
+  EXPECT_EQ(one.gradient().sum, nullptr);
+  ASSERT_NE(one.gradient().tail, nullptr);
+  EXPECT_EQ(one.total_tokens(), 10u);
 }
 
 TEST(ConsistencyPolicy, BspTakesOnlyTheStepItCollectsAndAnswersOnlyAppliedSteps) {

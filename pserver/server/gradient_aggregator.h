@@ -60,6 +60,7 @@ class GradientAggregator {
   std::vector<bool> received_;
   std::vector<std::optional<WireMessage>> waiting_;  // arrived ahead of their turn.
   int next_ = 0;                                     // the next worker to fold into sum_.
+  bool tail_held_ = false;                           // waiting_[next_] is the last, held for the update
   size_t n_;
   std::vector<float> sum_;                           // (n), made when first needed
   int threads_;

@@ -23,45 +23,35 @@ namespace {
 
 // AdamFused's loop for one combination of its options, so that each compiles to a straight
 // vector loop (no per-element branch).
-template <bool kAdd, bool kNormalize, bool kOut>
-void AdamLoop(const AdamStepConstants& constants, size_t n, const float* __restrict grad,
-              const float* __restrict add, float target_tokens, float* __restrict param, float* __restrict m,
-              float* __restrict v, float* __restrict out) {
+template <bool kNormalize, bool kOut>
+void AdamLoop(const AdamStepConstants& constants, size_t n, const float* __restrict grad, float target_tokens,
+              float* __restrict param, float* __restrict m, float* __restrict v, float* __restrict out) {
   // A local copy: stores through the arrays could otherwise change the constants, for all the
   // compiler knows, and it would reload them per element instead of vectorising.
   const AdamStepConstants k = constants;
   for (size_t i = 0; i < n; ++i) {
-    float g = grad[i];
-    if constexpr (kAdd) g += add[i];
-    if constexpr (kNormalize) g = NormalizedGradient(g, target_tokens);
+    const float g = kNormalize ? NormalizedGradient(grad[i], target_tokens) : grad[i];
     const float p = AdamElement(k, g, param[i], &m[i], &v[i]);
     param[i] = p;
     if constexpr (kOut) out[i] = p;
   }
 }
 
-template <bool kAdd>
-void AdamLoopFor(const AdamStepConstants& k, size_t n, const float* grad, const float* add, float target_tokens,
-                 float* param, float* m, float* v, float* out) {
-  if (target_tokens > 0) {
-    if (out != nullptr) return AdamLoop<kAdd, true, true>(k, n, grad, add, target_tokens, param, m, v, out);
-    return AdamLoop<kAdd, true, false>(k, n, grad, add, target_tokens, param, m, v, out);
-  }
-  if (out != nullptr) return AdamLoop<kAdd, false, true>(k, n, grad, add, target_tokens, param, m, v, out);
-  AdamLoop<kAdd, false, false>(k, n, grad, add, target_tokens, param, m, v, out);
-}
-
 }  // namespace
 
-void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, const float* add, float target_tokens,
-               float* param, float* m, float* v, float* out) {
-  if (add != nullptr) return AdamLoopFor<true>(k, n, grad, add, target_tokens, param, m, v, out);
-  AdamLoopFor<false>(k, n, grad, add, target_tokens, param, m, v, out);
+void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, float target_tokens, float* param, float* m,
+               float* v, float* out) {
+  if (target_tokens > 0) {
+    if (out != nullptr) return AdamLoop<true, true>(k, n, grad, target_tokens, param, m, v, out);
+    return AdamLoop<true, false>(k, n, grad, target_tokens, param, m, v, out);
+  }
+  if (out != nullptr) return AdamLoop<false, true>(k, n, grad, target_tokens, param, m, v, out);
+  AdamLoop<false, false>(k, n, grad, target_tokens, param, m, v, out);
 }
 
 void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
                 float* m, float* v) {
-  AdamFused(AdamConstants(hyper, step, lr), n, grad, nullptr, 0.0f, param, m, v, nullptr);
+  AdamFused(AdamConstants(hyper, step, lr), n, grad, 0.0f, param, m, v, nullptr);
 }
 
 void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad) {

@@ -38,14 +38,13 @@ inline float AdamElement(const AdamStepConstants& k, float g, float param, float
   return param - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
 }
 
-// One update of n elements, fused for the servers' pass: the gradient, grad[i] + add[i] when
-// `add` is not null (the last worker's share of a sum, folded in here instead of in a pass of its
-// own), divided by target_tokens when that is > 0 (exactly as NormalizeGradient), then Adam on
-// param, m and v in place, the new parameters also written to `out` unless it is null. No two
-// arrays may overlap: the loop is compiled with that promise (restrict) so that it vectorises,
-// and each element still goes through AdamElement, so the result is bitwise the scalar loop's.
-void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, const float* add, float target_tokens,
-               float* param, float* m, float* v, float* out);
+// One update of n elements, fused for the servers' pass: the gradient (divided by target_tokens
+// first when that is > 0, exactly as NormalizeGradient), then Adam on param, m and v in place,
+// the new parameters also written to `out` unless it is null. No two arrays may overlap: the
+// loop is compiled with that promise (restrict) so that it vectorises, and each element still
+// goes through AdamElement, so the result is bitwise the scalar loop's.
+void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, float target_tokens, float* param, float* m,
+               float* v, float* out);
 
 // Applies step `step` (1-based) with learning rate `lr` to n elements.
 // `grad` is the already normalised gradient (divided by the step's target tokens).

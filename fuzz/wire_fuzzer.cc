@@ -22,7 +22,8 @@ void ReadPayload(const WireMessage& msg) {
   const uint64_t n = msg.header.end() - msg.header.begin();
   std::vector<float> out(n), acc(n, 1.0f);
   CopyPayloadAsFloats(msg, out.data());
-  AddPayloadAsFloats(msg, acc.data());
+  AddPayloadRange(msg, 0, n, acc.data());
+  if (n > 2) AddPayloadRange(msg, 1, n - 1, acc.data(), /*assign=*/true);
 }
 
 // One side's verdict: a refusal is counted and described; an accepted message of the type that

@@ -232,45 +232,62 @@ TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
   EXPECT_EQ(exact.crc32c, Crc32c(0, optimizer.params(), 1000 * sizeof(float)));
 }
 
-// The update pass adds the last worker's push as it reads it from its frames (or, with one
-// worker, reads only the frames): bitwise the update of the sum taken first, also when the frames
-// split blocks and start at addresses not aligned for floats, as network frames may.
-TEST(ShardOptimizer, AddingTheTailInTheUpdateEqualsUpdatingTheSum) {
-  const proto::JobConfig config = PsConfig(2, 1, proto::ClusterConfig::BSP);
+// The update pass sums the workers' pushes as it reads them from their frames, in worker order:
+// bitwise the update of the sum taken first, for 1 to 3 workers, also when the frames split the
+// pass's blocks and start at addresses not aligned for floats (as network frames may), and when
+// the pass starts from a sum already in memory (Apply's case) and adds pushes to it.
+TEST(ShardOptimizer, SummingThePushesInTheUpdateEqualsUpdatingTheSum) {
+  const proto::JobConfig config = PsConfig(3, 1, proto::ClusterConfig::BSP);
   const uint64_t n = 20011;  // two pieces, neither a multiple of the pass's block
   const auto init = [](uint64_t begin, uint64_t end, float* out) {
     for (uint64_t i = begin; i < end; ++i) out[i - begin] = InitValue(i);
   };
-  const std::vector<float> a = Gradient(0, 1, n), b = Gradient(1, 1, n);
+  const std::vector<std::vector<float>> pushes = {Gradient(0, 1, n), Gradient(1, 1, n), Gradient(2, 1, n)};
+  const std::vector<float> base = Gradient(9, 1, n);
   for (const size_t misalign : {0, 1}) {
-    // b's bytes at an offset of `misalign` in a buffer, in frames of 4000 bytes.
-    std::vector<uint8_t> bytes(n * sizeof(float) + 1);
-    std::memcpy(bytes.data() + misalign, b.data(), n * sizeof(float));
-    for (const bool with_sum : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "misalign " << misalign << " with sum " << with_sum);
-      ShardOptimizer direct(config, 0, n, 2, {0, 12345}), fused(config, 0, n, 2, {0, 12345});
-      direct.Initialize(init);
-      fused.Initialize(init);
-      std::vector<float> sum(n);
-      for (uint64_t i = 0; i < n; ++i) sum[i] = with_sum ? a[i] + b[i] : b[i];
-      direct.Apply(1, sum.data(), 37);
-      for (const auto& [piece, begin, end] : {std::tuple<int, uint64_t, uint64_t>{1, 12345, n}, {0, 0, 12345}}) {
-        WireMessage tail;
-        tail.header.set_dtype(proto::FLOAT32);
-        tail.header.set_begin(begin);
-        tail.header.set_end(end);
-        AppendViewFrames(bytes.data() + misalign + begin * sizeof(float), (end - begin) * sizeof(float), 4000,
-                         sizeof(float), nullptr, &tail.payload);
-        fused.ApplyPiece(1, piece, PieceGradient{with_sum ? a.data() + begin : nullptr, &tail}, 37);
+    // Each push's bytes at an offset of `misalign` in a buffer, read in frames of 4000 bytes.
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const auto& g : pushes) {
+      bytes.emplace_back(n * sizeof(float) + 1);
+      std::memcpy(bytes.back().data() + misalign, g.data(), n * sizeof(float));
+    }
+    for (const size_t workers : {1, 2, 3}) {
+      for (const bool from_sum : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "misalign " << misalign << " workers " << workers << " from sum "
+                                          << from_sum);
+        ShardOptimizer direct(config, 0, n, 2, {0, 12345}), fused(config, 0, n, 2, {0, 12345});
+        direct.Initialize(init);
+        fused.Initialize(init);
+        std::vector<float> sum(n);
+        for (uint64_t i = 0; i < n; ++i) {
+          float s = from_sum ? base[i] + pushes[0][i] : pushes[0][i];
+          for (size_t w = 1; w < workers; ++w) s += pushes[w][i];
+          sum[i] = s;
+        }
+        direct.Apply(1, sum.data(), 37);
+        for (const auto& [piece, begin, end] : {std::tuple<int, uint64_t, uint64_t>{1, 12345, n}, {0, 0, 12345}}) {
+          std::vector<WireMessage> messages(workers);
+          PieceGradient g;
+          if (from_sum) g.sum = base.data() + begin;
+          for (size_t w = 0; w < workers; ++w) {
+            messages[w].header.set_dtype(proto::FLOAT32);
+            messages[w].header.set_begin(begin);
+            messages[w].header.set_end(end);
+            AppendViewFrames(bytes[w].data() + misalign + begin * sizeof(float), (end - begin) * sizeof(float), 4000,
+                             sizeof(float), nullptr, &messages[w].payload);
+            g.parts.push_back(&messages[w]);
+          }
+          fused.ApplyPiece(1, piece, g, 37);
+        }
+        fused.FinishStep();
+        EXPECT_EQ(0, std::memcmp(direct.params(), fused.params(), n * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(direct.m(), fused.m(), n * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(direct.v(), fused.v(), n * sizeof(float)));
+        const SnapshotSlice d = direct.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
+        const SnapshotSlice f = fused.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
+        EXPECT_EQ(d.crc32c, f.crc32c);
+        EXPECT_EQ(0, std::memcmp(d.data, f.data, d.bytes));
       }
-      fused.FinishStep();
-      EXPECT_EQ(0, std::memcmp(direct.params(), fused.params(), n * sizeof(float)));
-      EXPECT_EQ(0, std::memcmp(direct.m(), fused.m(), n * sizeof(float)));
-      EXPECT_EQ(0, std::memcmp(direct.v(), fused.v(), n * sizeof(float)));
-      const SnapshotSlice d = direct.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
-      const SnapshotSlice f = fused.Slice(ShardOptimizer::Version::kCurrent, false, 0, n);
-      EXPECT_EQ(d.crc32c, f.crc32c);
-      EXPECT_EQ(0, std::memcmp(d.data, f.data, d.bytes));
     }
   }
 }

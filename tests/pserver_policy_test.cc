@@ -52,10 +52,10 @@ WireMessage AggregatorPush(int w, size_t n, std::weak_ptr<void>* alive) {
   return m;
 }
 
-// Whatever the arrival order, workers are folded in worker order, the last one is held in its
-// frames for the update (the others released once folded), and tokens and loss count each push
-// once; after Consumed the last one's frames are released too.
-TEST(GradientAggregator, FoldsInWorkerOrderHoldsTheLastForTheUpdateAndCountsEachPushOnce) {
+// Whatever the arrival order, every push is held in its frames until all are in, then handed to
+// the update in worker order, with tokens and loss summed in worker order; Consumed releases
+// the frames.
+TEST(GradientAggregator, HoldsEveryPushUntilAllAreInAndHandsThemOverInWorkerOrder) {
   const size_t n = 5;
   for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {2, 1, 0}}) {
     SCOPED_TRACE(::testing::Message() << order[0] << order[1] << order[2]);
@@ -64,32 +64,27 @@ TEST(GradientAggregator, FoldsInWorkerOrderHoldsTheLastForTheUpdateAndCountsEach
     std::vector<std::weak_ptr<void>> alive(3);
     for (size_t k = 0; k < order.size(); ++k) {
       EXPECT_FALSE(agg.Complete());
+      EXPECT_FALSE(agg.Has(order[k]));
       agg.Add(order[k], AggregatorPush(order[k], n, &alive[order[k]]));
+      EXPECT_TRUE(agg.Has(order[k]));
     }
     ASSERT_TRUE(agg.Complete());
     EXPECT_EQ(agg.total_tokens(), 10u + 11u + 12u);
     EXPECT_EQ(agg.loss_sum(), (0.5 + 1.0) + 1.5);
     const PieceGradient g = agg.gradient();
-    ASSERT_NE(g.sum, nullptr);
-    ASSERT_NE(g.tail, nullptr);
-    EXPECT_TRUE(alive[0].expired());
-    EXPECT_TRUE(alive[1].expired());
-    EXPECT_FALSE(alive[2].expired());
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(g.sum[i], (1.0f + i / 8.0f) + (2.0f + i / 8.0f)) << i;
-    EXPECT_EQ(g.tail->header.target_tokens(), 12u);
+    EXPECT_EQ(g.sum, nullptr);
+    ASSERT_EQ(g.parts.size(), 3u);
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_EQ(g.parts[w]->header.target_tokens(), 10u + w);
+      EXPECT_FALSE(alive[w].expired());
+    }
     agg.Consumed();
     EXPECT_TRUE(agg.Complete());
-    EXPECT_TRUE(alive[2].expired());
+    for (int w = 0; w < 3; ++w) EXPECT_TRUE(alive[w].expired());
+    agg.Begin(8);
+    EXPECT_FALSE(agg.Complete());
+    EXPECT_FALSE(agg.Has(0));
   }
-  // One worker: no sum, the update reads its push alone.
-  GradientAggregator one(1, n);
-  one.Begin(1);
-  std::weak_ptr<void> alive;
-  one.Add(0, AggregatorPush(0, n, &alive));
-  ASSERT_TRUE(one.Complete());
-  EXPECT_EQ(one.gradient().sum, nullptr);
-  ASSERT_NE(one.gradient().tail, nullptr);
-  EXPECT_EQ(one.total_tokens(), 10u);
 }
 
 TEST(ConsistencyPolicy, BspTakesOnlyTheStepItCollectsAndAnswersOnlyAppliedSteps) {

@@ -115,8 +115,14 @@ TEST(WireMessage, EncodeParseRoundTripKeepsHeaderAndPayload) {
   CopyPayloadAsFloats(msg, out.data());
   EXPECT_EQ(out, f.grad);
   std::vector<float> acc(100, 1.0f);
-  AddPayloadAsFloats(msg, acc.data());
+  AddPayloadRange(msg, 0, 100, acc.data());
   for (size_t i = 0; i < acc.size(); ++i) EXPECT_EQ(acc[i], 1.0f + f.grad[i]);
+  // A range across frames (of 25 elements), added and assigned.
+  std::vector<float> part(30, 2.0f);
+  AddPayloadRange(msg, 20, 50, part.data());
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(part[i], 2.0f + f.grad[20 + i]) << i;
+  AddPayloadRange(msg, 20, 50, part.data(), /*assign=*/true);
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(part[i], f.grad[20 + i]) << i;
 }
 
 TEST(WireMessage, Bf16PayloadWidensOnRead) {
@@ -133,6 +139,9 @@ TEST(WireMessage, Bf16PayloadWidensOnRead) {
   std::vector<float> out(100);
   CopyPayloadAsFloats(msg, out.data());
   for (size_t i = 0; i < 100; ++i) EXPECT_EQ(out[i], Bf16ToFloat(half[i]));
+  std::vector<float> acc(60, 0.5f);
+  AddPayloadRange(msg, 10, 70, acc.data());
+  for (size_t i = 0; i < 60; ++i) EXPECT_EQ(acc[i], 0.5f + Bf16ToFloat(half[10 + i])) << i;
 }
 
 TEST(Validation, RefusesEachKindOfBadMessage) {

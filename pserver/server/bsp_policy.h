@@ -20,8 +20,8 @@ namespace psformer {
 class BspPolicy : public ConsistencyPolicy {
  public:
   // `piece_starts`: where the shard's pieces begin, relative to range.begin (one entry: whole
-  // shard). The sums fan out to `threads` threads.
-  BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts, int threads = 1);
+  // shard). The sums are the update's (ShardOptimizer::ApplyPiece), on the optimizer's threads.
+  BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts);
 
   void Restart(int64_t step) override;
   // Only the step being collected: later ones need this step's update first.

@@ -13,7 +13,7 @@ std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig&
                                                          int threads, const std::vector<uint64_t>& piece_starts) {
   const proto::ClusterConfig& cluster = config.cluster();
   switch (cluster.consistency()) {
-    case proto::ClusterConfig::BSP: return std::make_unique<BspPolicy>(cluster.workers(), range, piece_starts, threads);
+    case proto::ClusterConfig::BSP: return std::make_unique<BspPolicy>(cluster.workers(), range, piece_starts);
     case proto::ClusterConfig::SSP: return std::make_unique<SspPolicy>(range, cluster.staleness(), threads);
     default: return std::make_unique<AsyncPolicy>(range, threads);
   }

@@ -88,7 +88,7 @@ std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
 
 void ShardOptimizer::Apply(int64_t step, const float* grad, uint64_t target_tokens) {
   for (int p = 0; p < piece_count(); ++p) {
-    ApplyPiece(step, p, PieceGradient{grad + piece_starts_[p], nullptr}, target_tokens);
+    ApplyPiece(step, p, PieceGradient{grad + piece_starts_[p], {}}, target_tokens);
   }
   FinishStep();
 }
@@ -108,24 +108,20 @@ void ShardOptimizer::ApplyPiece(int64_t step, int piece, const PieceGradient& gr
   float* out = snap.values.data() + offset;
   uint16_t* out16 = bf16_pulls_ ? snap.rounded.data() + offset : nullptr;
   ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
-    std::vector<float> aligned(grad.tail != nullptr ? kBlock : 0);
+    std::vector<float> block(grad.parts.empty() ? 0 : kBlock);
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t e = std::min(end, b + kBlock);
-      if (grad.tail == nullptr) {
-        AdamFused(k, e - b, grad.sum + b, nullptr, tokens, param + b, m + b, v + b, out + b);
-      } else {
-        // The tail's frames may split the block; a span not aligned for floats (a frame from
-        // the network may start anywhere) goes through an aligned copy first.
-        ForEachPayloadSpan(grad.tail->payload, sizeof(float), b, e, [&](const uint8_t* bytes, uint64_t i, uint64_t c) {
-          const float* tail = reinterpret_cast<const float*>(bytes);
-          if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) != 0) {
-            std::memcpy(aligned.data(), bytes, c * sizeof(float));
-            tail = aligned.data();
-          }
-          const float* sum = grad.sum != nullptr ? grad.sum + i : tail;
-          AdamFused(k, c, sum, grad.sum != nullptr ? tail : nullptr, tokens, param + i, m + i, v + i, out + i);
-        });
+      const size_t count = e - b;
+      const float* g = grad.sum != nullptr ? grad.sum + b : nullptr;
+      if (!grad.parts.empty()) {
+        // The workers' shares added in worker order into a block that stays in cache.
+        if (g != nullptr) std::memcpy(block.data(), g, count * sizeof(float));
+        for (size_t w = 0; w < grad.parts.size(); ++w) {
+          AddPayloadRange(*grad.parts[w], b, e, block.data(), /*assign=*/w == 0 && g == nullptr);
+        }
+        g = block.data();
       }
+      AdamFused(k, count, g, tokens, param + b, m + b, v + b, out + b);
       exact_crc.crc[part] = Crc32c(exact_crc.crc[part], out + b, (e - b) * sizeof(float));
       if (out16 != nullptr) {
         FloatsToBf16(out + b, e - b, out16 + b);

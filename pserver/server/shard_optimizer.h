@@ -65,7 +65,7 @@ class ShardOptimizer {
   // ApplyPiece over the whole shard, then FinishStep.
   void Apply(int64_t step, const float* grad, uint64_t target_tokens = 0);
   // Applies step `step`'s update to piece `piece` (an index into piece_starts) with its gradient
-  // (the piece's elements: the sum plus the tail, added in the same pass). REQUIRES: each piece
+  // (the piece's elements: the workers' pushes, summed in the same pass). REQUIRES: each piece
   // at most once between FinishSteps.
   void ApplyPiece(int64_t step, int piece, const PieceGradient& grad, uint64_t target_tokens);
   // Every piece has been applied: counts the update and makes its snapshot the complete one.

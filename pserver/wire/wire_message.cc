@@ -156,17 +156,20 @@ bool CopyCheckedFloats(const WireMessage& msg, float* out) {
   return crc == msg.header.payload_crc32c();
 }
 
-void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads) {
-  ForEachPayloadPart(msg, threads, [&](const uint8_t* p, uint64_t first, uint64_t n, bool bf16) {
-    float* a = acc + first;
+void AddPayloadRange(const WireMessage& msg, uint64_t begin, uint64_t end, float* acc, bool assign) {
+  const bool bf16 = msg.header.dtype() == proto::BFLOAT16;
+  ForEachPayloadSpan(msg.payload, bf16 ? 2 : 4, begin, end, [&](const uint8_t* p, uint64_t first, uint64_t n) {
+    float* a = acc + (first - begin);
+    // memcpy per element: frames may be unaligned; compilers turn these into vector loads.
     if (bf16) {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);
-        a[i] += Bf16ToFloat(h);
+        a[i] = assign ? Bf16ToFloat(h) : a[i] + Bf16ToFloat(h);
       }
+    } else if (assign) {
+      std::memcpy(a, p, n * 4);
     } else {
-      // memcpy per element: frames may be unaligned; compilers turn this into vector loads.
       for (size_t i = 0; i < n; ++i) {
         float g;
         std::memcpy(&g, p + 4 * i, 4);

@@ -78,9 +78,11 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
 // whether it matches the header's. On a mismatch out[] holds the damaged bytes, which the caller
 // must not use (a pull's part stays unanswered and is asked for again).
 bool CopyCheckedFloats(const WireMessage& msg, float* out);
-// acc[i] += payload[i] for each element (one addition per element, so any split across threads
-// gives the same sums). Same REQUIRES.
-void AddPayloadAsFloats(const WireMessage& msg, float* acc, int threads = 1);
+// Elements [begin, end) of the payload (relative to its start) as fp32, widening bf16:
+// acc[i - begin] += payload[i], one addition per element (so the order of the additions is the
+// caller's, whatever the split into ranges); `assign` writes the values instead. Frames may lie
+// at any address. Same REQUIRES.
+void AddPayloadRange(const WireMessage& msg, uint64_t begin, uint64_t end, float* acc, bool assign = false);
 
 }  // namespace psformer
 

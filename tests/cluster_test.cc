@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -33,6 +34,12 @@ using testing::TempDir;
 const char* kJob =
     "--config configs/copy.pbtxt --set training.max_steps=40 --set training.valid_every=20 "
     "--set logging.every_steps=2 --set checkpoint.every_steps=8 --set cluster.workers=2 --set cluster.servers=1";
+
+// For tests that act on a running job: on a quiet machine kJob's 40 steps take about a second,
+// less than a Ctrl-C takes to reach every rank through mpirun or a test takes to cut a link, so
+// these hold half the messages 100 ms (steps of ~0.2 s). That changes no weight: BSP sums in
+// worker order, whatever the timing.
+const char* kSlowSteps = " --set fault.delay_fraction=0.5 --set fault.delay_ms=100";
 
 // The text events of a run's TensorBoard files (RUN_DIR/tensorboard), one a line.
 std::string TextEvents(const std::string& run) {
@@ -150,8 +157,9 @@ class OnSimulatedCluster : public ::testing::Test {
   }
   // That launch started in the background, once it has logged step `step`; null (and the test
   // failed, with the launch's output) when it did not get there in 180 s.
-  std::unique_ptr<BackgroundJob> StartJobUntilStep(const std::string& launch_options, int64_t step) {
-    auto job = std::make_unique<BackgroundJob>(LaunchJob(launch_options), dir_.File("launch.out"));
+  std::unique_ptr<BackgroundJob> StartJobUntilStep(const std::string& launch_options, int64_t step,
+                                                   const std::string& train_options = "") {
+    auto job = std::make_unique<BackgroundJob>(LaunchJob(launch_options, train_options), dir_.File("launch.out"));
     if (testing::WaitForStep(job.get(), run_, step, std::chrono::seconds(180))) return job;
     ADD_FAILURE() << "the job did not reach step " << step << ":\n" << job->Output();
     return nullptr;
@@ -231,9 +239,10 @@ TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
 // A cable pulled and put back within the host timeout: TCP and ZeroMQ carry on, nothing restarts.
 TEST_F(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
   {
-    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 20", 6);
+    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 20", 6, kSlowSteps);
     ASSERT_NE(job, nullptr);
     ASSERT_EQ(cluster().Run("link " + cluster().hosts()[2] + " down").exit_status, 0);
+    ASSERT_LT(testing::LastLoggedStep(run_), 40) << "the job ended before the link went down";
     std::this_thread::sleep_for(std::chrono::seconds(3));
     ASSERT_EQ(cluster().Run("link " + cluster().hosts()[2] + " up").exit_status, 0);
     ASSERT_EQ(job->Wait(std::chrono::seconds(300)), 0) << job->Output();
@@ -271,7 +280,7 @@ TEST_F(ClusterWithASpare, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange)
 TEST_F(ClusterWithASpare, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
   std::filesystem::create_directories(dir_.File("intruder"));
   {
-    const auto job = StartJobUntilStep("", 4);
+    const auto job = StartJobUntilStep("", 4, kSlowSteps);
     ASSERT_NE(job, nullptr);
     std::smatch m;
     const std::string placement = Placement(run_);
@@ -283,9 +292,17 @@ TEST_F(ClusterWithASpare, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
     const CommandResult reach = cluster().Run("exec " + intruder + " \"timeout 5 bash -c 'exec 3<>/dev/tcp/" +
                                               server_host + "/" + port + "'\"");
     EXPECT_EQ(reach.exit_status, 0) << reach.output;
-    const CommandResult r = cluster().Run(
-        "exec " + intruder + " timeout 10 " + testing::PsformerBinary() + " worker --config " + run_ +
-        "/config.pbtxt --run-dir " + dir_.File("intruder") + " --index 0 --servers tcp://" + server_host + ":" + port);
+    // The intruder is no part of the job: it takes the run's config without the job's injected
+    // delays. `timeout -k` ends it even if it ignored the SIGTERM.
+    std::string config = testing::ReadTextFile(run_ + "/config.pbtxt");
+    const size_t delay = config.find("delay_fraction: 0.5");
+    ASSERT_NE(delay, std::string::npos) << config;
+    config.replace(delay, std::string("delay_fraction: 0.5").size(), "delay_fraction: 0");
+    std::ofstream(dir_.File("intruder.pbtxt")) << config;
+    const CommandResult r = cluster().Run("exec " + intruder + " timeout -k 5 10 " + testing::PsformerBinary() +
+                                          " worker --config " + dir_.File("intruder.pbtxt") + " --run-dir " +
+                                          dir_.File("intruder") + " --index 0 --servers tcp://" + server_host + ":" +
+                                          port);
     EXPECT_NE(r.exit_status, 0) << r.output;
     EXPECT_NE(r.output.find("unauthenticated"), std::string::npos) << r.output;
     // No answer came: either its resend said so, or (when the failed handshake left ZeroMQ no
@@ -306,7 +323,7 @@ TEST_F(ClusterWithASpare, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
 // --resume then continues from the checkpoint the stop wrote, to the same weights.
 TEST_F(Cluster, CtrlCStopsTheJobAndIsNotRestarted) {
   {
-    const auto job = StartJobUntilStep("--max-restarts 2", 6);
+    const auto job = StartJobUntilStep("--max-restarts 2", 6, kSlowSteps);
     ASSERT_NE(job, nullptr);
     job->SignalGroup(SIGINT);
     const int status = job->Wait(std::chrono::seconds(200));

@@ -20,6 +20,10 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   PSF_RETURN_IF_ERROR(faults.Validate());
   ZmqVanOptions zo;
   zo.io_threads = io_threads;
+  // A server that refuses this client's handshake (other CURVE keys, or none where it wants
+  // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
+  // signal asking the process to stop could not reach it.
+  if (side == Side::kClient) zo.send_timeout_ms = kRefusedSendTimeoutMs;
   if (!config.cluster().authenticate()) {
     PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
                      "to the servers";
@@ -32,8 +36,6 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
     return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no client secret key; a client needs it");
   } else {
     zo.curve = side == Side::kServer ? keys->ForServer() : keys->ForClient();
-    // A server that refuses our keys leaves nothing to queue to: fail a Send instead of hanging.
-    if (side == Side::kClient) zo.send_timeout_ms = kRefusedSendTimeoutMs;
     PSF_LOG(Info) << "transport: CURVE on; "
                   << (side == Side::kServer ? "only the job's clients are admitted"
                                             : "talking only to the job's servers");

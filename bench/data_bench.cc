@@ -4,12 +4,13 @@
 //   build/psformer_data_bench SRC TGT [VOCAB_SIZE]   prepare SRC/TGT (learn + encode, then encode
 //                                                   only with the learnt model), then sampling
 //   build/psformer_data_bench                        sampling on a synthetic 100k-pair corpus
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <unistd.h>
 #include <string>
 
 #include "worker/data/batch_builder.h"

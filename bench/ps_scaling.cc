@@ -55,14 +55,22 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
     const std::string v = argv[i + 1];
-    if (k == "--binary") a->binary = v;
-    else if (k == "--steps") a->steps = std::atoi(v.c_str());
-    else if (k == "--workers") a->workers = Ints(v);
-    else if (k == "--servers") a->servers = Ints(v);
-    else if (k == "--step-ms") a->step_ms = Ints(v);
-    else if (k == "--curve") a->curve = Ints(v);
-    else if (k == "--overlap") a->overlap = Ints(v);
-    else if (k == "--shm") a->shm = Ints(v);
+    if (k == "--binary")
+      a->binary = v;
+    else if (k == "--steps")
+      a->steps = std::atoi(v.c_str());
+    else if (k == "--workers")
+      a->workers = Ints(v);
+    else if (k == "--servers")
+      a->servers = Ints(v);
+    else if (k == "--step-ms")
+      a->step_ms = Ints(v);
+    else if (k == "--curve")
+      a->curve = Ints(v);
+    else if (k == "--overlap")
+      a->overlap = Ints(v);
+    else if (k == "--shm")
+      a->shm = Ints(v);
     else {
       std::fprintf(stderr, "ps_scaling: unknown option %s\n", k.c_str());
       return false;
@@ -165,9 +173,10 @@ int Run(const Args& a) {
   std::printf("base model: %llu parameters, %.1f MB as fp32\n", static_cast<unsigned long long>(n), bytes / 1e6);
   std::printf("memcpy: %.2f GB/s (bytes copied / time)\n", MemcpyRate(n));
   const double adam = AdamRate(n);
-  std::printf("Adam, one thread: %.0f M elements/s (%.2f GB/s of memory traffic at 28 B/element), %.0f ms for the "
-              "model\n",
-              adam / 1e6, adam * 28 / 1e9, n / adam * 1e3);
+  std::printf(
+      "Adam, one thread: %.0f M elements/s (%.2f GB/s of memory traffic at 28 B/element), %.0f ms for the "
+      "model\n",
+      adam / 1e6, adam * 28 / 1e9, n / adam * 1e3);
   const fs::path work = fs::temp_directory_path() / ("ps_scaling." + std::to_string(getpid()));
   fs::create_directories(work);
   std::printf("\n| path | W | S | emulated | median step | exposed comm | efficiency | GB/s moved |\n");
@@ -200,9 +209,8 @@ int Run(const Args& a) {
     const double emulated = job.step_ms / 1e3;
     // Every worker pushes its gradient and pulls the parameters once a step, fp32.
     const double moved = 2.0 * bytes * job.workers;
-    std::printf("| %s | %d | %d | %d ms | %.0f ms | %.0f ms | %.2f | %.2f |\n", path.c_str(), job.workers,
-                job.servers, job.step_ms, r.step_s * 1e3, (r.step_s - emulated) * 1e3, emulated / r.step_s,
-                moved / r.step_s / 1e9);
+    std::printf("| %s | %d | %d | %d ms | %.0f ms | %.0f ms | %.2f | %.2f |\n", path.c_str(), job.workers, job.servers,
+                job.step_ms, r.step_s * 1e3, (r.step_s - emulated) * 1e3, emulated / r.step_s, moved / r.step_s / 1e9);
     std::fflush(stdout);
   }
   fs::remove_all(work);

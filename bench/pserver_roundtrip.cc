@@ -7,12 +7,12 @@
 // the transport itself.
 //   build/bench/pserver_roundtrip [--params N] [--servers-max S] [--iters K] [--frame-bytes B] [--threads T]
 // Results and the machine go to bench/RESULTS.md ("Parameter server").
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,8 +24,8 @@
 #include "common/transport/curve_keys.h"
 #include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/server/parameter_server.h"
 #include "pserver/client/ps_client.h"
+#include "pserver/server/parameter_server.h"
 
 namespace psformer {
 namespace {
@@ -46,11 +46,16 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const long long v = std::atoll(argv[i + 1]);
-    if (k == "--params") a.params = static_cast<uint64_t>(v);
-    else if (k == "--servers-max") a.servers_max = static_cast<int>(v);
-    else if (k == "--iters") a.iters = static_cast<int>(v);
-    else if (k == "--frame-bytes") a.frame_bytes = static_cast<int>(v);
-    else if (k == "--threads") a.threads = static_cast<int>(v);
+    if (k == "--params")
+      a.params = static_cast<uint64_t>(v);
+    else if (k == "--servers-max")
+      a.servers_max = static_cast<int>(v);
+    else if (k == "--iters")
+      a.iters = static_cast<int>(v);
+    else if (k == "--frame-bytes")
+      a.frame_bytes = static_cast<int>(v);
+    else if (k == "--threads")
+      a.threads = static_cast<int>(v);
   }
   return a;
 }
@@ -68,11 +73,16 @@ enum class Transport { kTcp, kTcpCurve, kIpc, kShm, kShmCrcApart };
 bool SharedMemory(Transport t) { return t == Transport::kShm || t == Transport::kShmCrcApart; }
 const char* TransportName(Transport t) {
   switch (t) {
-    case Transport::kTcp: return "tcp";
-    case Transport::kTcpCurve: return "tcp+CURVE";
-    case Transport::kIpc: return "ipc";
-    case Transport::kShm: return "shm";
-    case Transport::kShmCrcApart: return "shm, CRC apart";
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kTcpCurve:
+      return "tcp+CURVE";
+    case Transport::kIpc:
+      return "ipc";
+    case Transport::kShm:
+      return "shm";
+    case Transport::kShmCrcApart:
+      return "shm, CRC apart";
   }
   return "?";
 }
@@ -212,8 +222,8 @@ int main(int argc, char** argv) {
       AdamUpdateParallel(hyper, ++step, 1e-3, a.params, g.data(), p.data(), m.data(), v.data(), threads);
     });
     // Adam reads g, p, m, v and writes p, m, v: 28 bytes per element.
-    std::printf("Adam update, %d thread(s):        %8.1f ms  %6.2f GB/s of memory traffic\n", threads,
-                adam_s * 1e3, 28.0 * a.params / adam_s / 1e9);
+    std::printf("Adam update, %d thread(s):        %8.1f ms  %6.2f GB/s of memory traffic\n", threads, adam_s * 1e3,
+                28.0 * a.params / adam_s / 1e9);
   }
   // STREAM "copy" a[i] = b[i] (8 bytes per element), same threads, for the bandwidth ceiling.
   const double stream_s = BestOf(a.iters, [&] {
@@ -237,12 +247,13 @@ int main(int argc, char** argv) {
     for (int servers = 1; servers <= a.servers_max; ++servers) {
       const Timing rt = RoundTrip(a, servers, transport, false);
       const double moved = rt.best_push + rt.repull;
-      std::printf("push+pull over %-14s %d server(s): %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n"
-                  "    transport alone: push %.1f ms + pull of the updated step %.1f ms = %.1f ms, %.2f GB/s, "
-                  "%.0f %% of memcpy\n",
-                  TransportName(transport), servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3,
-                  rt.best_push * 1e3, rt.repull * 1e3, moved * 1e3, 2 * bytes / moved / 1e9,
-                  100.0 * (2 * bytes / moved) / (bytes / copy_s));
+      std::printf(
+          "push+pull over %-14s %d server(s): %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n"
+          "    transport alone: push %.1f ms + pull of the updated step %.1f ms = %.1f ms, %.2f GB/s, "
+          "%.0f %% of memcpy\n",
+          TransportName(transport), servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3,
+          rt.best_push * 1e3, rt.repull * 1e3, moved * 1e3, 2 * bytes / moved / 1e9,
+          100.0 * (2 * bytes / moved) / (bytes / copy_s));
     }
   }
   // Both ways in bf16: half the bytes on the wire, plus a conversion at each end.

@@ -49,8 +49,8 @@ void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, float ta
   AdamLoop<false, false>(k, n, grad, target_tokens, param, m, v, out);
 }
 
-void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
-                float* m, float* v) {
+void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param, float* m,
+                float* v) {
   AdamFused(AdamConstants(hyper, step, lr), n, grad, 0.0f, param, m, v, nullptr);
 }
 
@@ -59,8 +59,8 @@ void NormalizeGradient(size_t n, uint64_t target_tokens, float* grad) {
   for (size_t i = 0; i < n; ++i) grad[i] = NormalizedGradient(grad[i], tokens);
 }
 
-void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad,
-                        float* param, float* m, float* v, int threads) {
+void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
+                        float* m, float* v, int threads) {
   ParallelFor(threads, n, 1 << 16, [&](int, size_t begin, size_t end) {
     AdamUpdate(hyper, step, lr, end - begin, grad + begin, param + begin, m + begin, v + begin);
   });

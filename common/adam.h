@@ -48,12 +48,12 @@ void AdamFused(const AdamStepConstants& k, size_t n, const float* grad, float ta
 
 // Applies step `step` (1-based) with learning rate `lr` to n elements.
 // `grad` is the already normalised gradient (divided by the step's target tokens).
-void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
-                float* m, float* v);
+void AdamUpdate(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param, float* m,
+                float* v);
 
 // The same, split over `threads` threads (1 = the calling thread only).
-void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad,
-                        float* param, float* m, float* v, int threads);
+void AdamUpdateParallel(const AdamHyper& hyper, int64_t step, double lr, size_t n, const float* grad, float* param,
+                        float* m, float* v, int threads);
 
 // Turns a gradient summed over a step's tokens into the mean: g[i] = g[i] / target_tokens.
 // The local trainer and the servers both call this, after summing workers' gradients in worker

@@ -1,8 +1,8 @@
 #include "common/config_loader.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
 #include <filesystem>
@@ -65,16 +65,19 @@ void FillMessageDefaults(pb::Message* message) {
         if (!reflection->HasField(*message, field)) reflection->SetInt64(message, field, field->default_value_int64());
         break;
       case pb::FieldDescriptor::CPPTYPE_UINT32:
-        if (!reflection->HasField(*message, field)) reflection->SetUInt32(message, field, field->default_value_uint32());
+        if (!reflection->HasField(*message, field))
+          reflection->SetUInt32(message, field, field->default_value_uint32());
         break;
       case pb::FieldDescriptor::CPPTYPE_UINT64:
-        if (!reflection->HasField(*message, field)) reflection->SetUInt64(message, field, field->default_value_uint64());
+        if (!reflection->HasField(*message, field))
+          reflection->SetUInt64(message, field, field->default_value_uint64());
         break;
       case pb::FieldDescriptor::CPPTYPE_FLOAT:
         if (!reflection->HasField(*message, field)) reflection->SetFloat(message, field, field->default_value_float());
         break;
       case pb::FieldDescriptor::CPPTYPE_DOUBLE:
-        if (!reflection->HasField(*message, field)) reflection->SetDouble(message, field, field->default_value_double());
+        if (!reflection->HasField(*message, field))
+          reflection->SetDouble(message, field, field->default_value_double());
         break;
       case pb::FieldDescriptor::CPPTYPE_BOOL:
         if (!reflection->HasField(*message, field)) reflection->SetBool(message, field, field->default_value_bool());
@@ -83,7 +86,8 @@ void FillMessageDefaults(pb::Message* message) {
         if (!reflection->HasField(*message, field)) reflection->SetEnum(message, field, field->default_value_enum());
         break;
       case pb::FieldDescriptor::CPPTYPE_STRING:
-        if (!reflection->HasField(*message, field)) reflection->SetString(message, field, field->default_value_string());
+        if (!reflection->HasField(*message, field))
+          reflection->SetString(message, field, field->default_value_string());
         break;
     }
   }
@@ -129,7 +133,8 @@ StatusOr<JobConfig> ParseConfigText(const std::string& text, const std::string& 
 StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Status::NotFound("config file " + path + " does not exist");
-  if (std::filesystem::is_directory(path, ec)) return Status::InvalidArgument("config file " + path + " is a directory");
+  if (std::filesystem::is_directory(path, ec))
+    return Status::InvalidArgument("config file " + path + " is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IoError("cannot read config file " + path);
   std::stringstream buffer;
@@ -176,7 +181,8 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
         std::string expected = field->cpp_type_name();
         if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
           expected = "one of";
-          for (int i = 0; i < field->enum_type()->value_count(); ++i) expected += " " + field->enum_type()->value(i)->name();
+          for (int i = 0; i < field->enum_type()->value_count(); ++i)
+            expected += " " + field->enum_type()->value(i)->name();
         }
         return Status::InvalidArgument("--set " + assignment + ": '" + value + "' is not a valid value for " + path +
                                        " (expected " + expected + ")");
@@ -215,8 +221,8 @@ Status ValidateConfig(const JobConfig& c) {
                 Str(m.attention_dropout()), "must be in [0, 1)");
   check.Require(m.relu_dropout() >= 0 && m.relu_dropout() < 1, "model.relu_dropout", Str(m.relu_dropout()),
                 "must be in [0, 1)");
-  check.Require(m.label_smoothing() >= 0 && m.label_smoothing() < 1, "model.label_smoothing",
-                Str(m.label_smoothing()), "must be in [0, 1)");
+  check.Require(m.label_smoothing() >= 0 && m.label_smoothing() < 1, "model.label_smoothing", Str(m.label_smoothing()),
+                "must be in [0, 1)");
   check.Require(m.vocab_size() >= 0, "model.vocab_size", Str(m.vocab_size()), "must be >= 0 (0 = from the data)");
   check.Require(m.vocab_size() == 0 || m.vocab_size() > 4, "model.vocab_size", Str(m.vocab_size()),
                 "must exceed the 4 reserved ids (pad, bos, eos, unk)");
@@ -245,8 +251,8 @@ Status ValidateConfig(const JobConfig& c) {
                   "plus bos/eos must fit model.max_positions (" + Str(m.max_positions()) + ")");
     check.Require(d.copy_train_size() > 0, "data.copy_train_size", Str(d.copy_train_size()), "must be positive");
     check.Require(d.copy_valid_size() > 0, "data.copy_valid_size", Str(d.copy_valid_size()), "must be positive");
-    check.Require(m.vocab_size() == 0 || m.vocab_size() >= d.copy_vocab_size(), "model.vocab_size",
-                  Str(m.vocab_size()), "is smaller than data.copy_vocab_size (" + Str(d.copy_vocab_size()) + ")");
+    check.Require(m.vocab_size() == 0 || m.vocab_size() >= d.copy_vocab_size(), "model.vocab_size", Str(m.vocab_size()),
+                  "is smaller than data.copy_vocab_size (" + Str(d.copy_vocab_size()) + ")");
   } else {
     check.Require(!d.train_dir().empty(), "data.train_dir", "\"\"",
                   "a CORPUS task needs the directory written by `psformer prepare`");
@@ -282,8 +288,7 @@ Status ValidateConfig(const JobConfig& c) {
                 Str(k.heartbeat_timeout_ms()),
                 "must exceed cluster.heartbeat_interval_ms (" + Str(k.heartbeat_interval_ms()) + ")");
   check.Require(k.max_restarts() >= 0, "cluster.max_restarts", Str(k.max_restarts()), "must be >= 0");
-  check.Require(k.restart_backoff_ms() >= 0, "cluster.restart_backoff_ms", Str(k.restart_backoff_ms()),
-                "must be >= 0");
+  check.Require(k.restart_backoff_ms() >= 0, "cluster.restart_backoff_ms", Str(k.restart_backoff_ms()), "must be >= 0");
   check.Require(k.base_port() == 0 || (k.base_port() >= 1024 && k.base_port() <= 65000), "cluster.base_port",
                 Str(k.base_port()), "must be 0 (pick free ports) or in [1024, 65000]");
   check.Require(k.threads_per_process() >= 0, "cluster.threads_per_process", Str(k.threads_per_process()),
@@ -305,8 +310,8 @@ Status ValidateConfig(const JobConfig& c) {
   const auto& t = c.training();
   check.Require(t.max_steps() > 0, "training.max_steps", Str(t.max_steps()), "must be positive");
   check.Require(t.valid_every() >= 0, "training.valid_every", Str(t.valid_every()), "must be >= 0");
-  check.Require(t.stop_at_valid_accuracy() >= 0 && t.stop_at_valid_accuracy() <= 1,
-                "training.stop_at_valid_accuracy", Str(t.stop_at_valid_accuracy()), "must be in [0, 1]");
+  check.Require(t.stop_at_valid_accuracy() >= 0 && t.stop_at_valid_accuracy() <= 1, "training.stop_at_valid_accuracy",
+                Str(t.stop_at_valid_accuracy()), "must be in [0, 1]");
   check.Require(t.valid_bleu_sentences() >= 0, "training.valid_bleu_sentences", Str(t.valid_bleu_sentences()),
                 "must be >= 0");
   check.Require(t.valid_bleu_beam() >= 1, "training.valid_bleu_beam", Str(t.valid_bleu_beam()), "must be >= 1");
@@ -322,9 +327,8 @@ Status ValidateConfig(const JobConfig& c) {
   check.Require(p.average_last() >= 1, "checkpoint.average_last", Str(p.average_last()), "must be >= 1");
   check.Require(p.max_failures_in_a_row() >= 1, "checkpoint.max_failures_in_a_row", Str(p.max_failures_in_a_row()),
                 "must be >= 1");
-  check.Require(p.keep_last() == 0 || p.keep_last() >= p.average_last(), "checkpoint.keep_last",
-                Str(p.keep_last()), "must keep at least checkpoint.average_last (" + Str(p.average_last()) +
-                                        ") checkpoints");
+  check.Require(p.keep_last() == 0 || p.keep_last() >= p.average_last(), "checkpoint.keep_last", Str(p.keep_last()),
+                "must keep at least checkpoint.average_last (" + Str(p.average_last()) + ") checkpoints");
 
   check.Require(c.logging().every_steps() > 0, "logging.every_steps", Str(c.logging().every_steps()),
                 "must be positive");
@@ -334,8 +338,8 @@ Status ValidateConfig(const JobConfig& c) {
   if (!fault_events.ok()) return check.status().ok() ? fault_events.status() : check.status();
   for (size_t i = 0; i < fault_events->size(); ++i) {
     const auto& e = (*fault_events)[i];
-    const std::string name = static_cast<int>(i) < f.events_size() ? "fault.events[" + Str(i) + "]"
-                                                                     : "fault.kill (" + f.kill() + ")";
+    const std::string name =
+        static_cast<int>(i) < f.events_size() ? "fault.events[" + Str(i) + "]" : "fault.kill (" + f.kill() + ")";
     const int count = e.role() == proto::FaultConfig::Event::WORKER ? k.workers() : k.servers();
     check.Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
                   "no such " + std::string(e.role() == proto::FaultConfig::Event::WORKER ? "worker" : "server"));

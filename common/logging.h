@@ -47,24 +47,24 @@ struct LogVoidify {
 
 // An expression, so it is safe inside an unbraced if/else; the stream is not evaluated when
 // the level is off.
-#define PSF_LOG(level)                                                              \
-  !::psformer::LogEnabled(::psformer::LogLevel::k##level)                           \
-      ? (void)0                                                                     \
-      : ::psformer::internal::LogVoidify() &                                        \
+#define PSF_LOG(level)                                    \
+  !::psformer::LogEnabled(::psformer::LogLevel::k##level) \
+      ? (void)0                                           \
+      : ::psformer::internal::LogVoidify() &              \
             ::psformer::internal::LogMessage(::psformer::LogLevel::k##level, __FILE__, __LINE__).stream()
 
 // The same with the level chosen at run time (a LogLevel value).
-#define PSF_LOG_AT(level_value)                                                     \
-  !::psformer::LogEnabled(level_value)                                              \
-      ? (void)0                                                                     \
-      : ::psformer::internal::LogVoidify() &                                        \
+#define PSF_LOG_AT(level_value)              \
+  !::psformer::LogEnabled(level_value)       \
+      ? (void)0                              \
+      : ::psformer::internal::LogVoidify() & \
             ::psformer::internal::LogMessage(level_value, __FILE__, __LINE__).stream()
 
 // Invariant check that survives release builds: names file and line, then aborts.
 // For programming errors only; user mistakes get a Status.
-#define PSF_CHECK(cond)                                                            \
-  do {                                                                             \
-    if (!(cond)) ::psformer::internal::CheckFailed(#cond, __FILE__, __LINE__);     \
+#define PSF_CHECK(cond)                                                        \
+  do {                                                                         \
+    if (!(cond)) ::psformer::internal::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (0)
 
 namespace psformer::internal {

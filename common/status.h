@@ -13,8 +13,17 @@ namespace psformer {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk, kInvalidArgument, kNotFound, kIoError, kCorruption, kUnavailable,
-                    kInternal, kUnimplemented, kAborted };
+  enum class Code {
+    kOk,
+    kInvalidArgument,
+    kNotFound,
+    kIoError,
+    kCorruption,
+    kUnavailable,
+    kInternal,
+    kUnimplemented,
+    kAborted
+  };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -57,15 +66,24 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design.
-  StatusOr(Status status) : status_(std::move(status)) {   // NOLINT
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design.
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "StatusOr built from an OK status carries no value");
   }
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -79,10 +97,10 @@ class [[nodiscard]] StatusOr {
 }  // namespace psformer
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define PSF_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::psformer::Status _psf_status = (expr);       \
-    if (!_psf_status.ok()) return _psf_status;     \
+#define PSF_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::psformer::Status _psf_status = (expr);   \
+    if (!_psf_status.ok()) return _psf_status; \
   } while (0)
 
 #define PSF_CONCAT_INNER(a, b) a##b

@@ -11,10 +11,10 @@
 #include "common/config_loader.h"
 #include "common/model_file.h"
 #include "common/param_layout.h"
-#include "pserver/server/shard_checkpointer.h"
-#include "pserver/wire/piece_table.h"
 #include "launcher/command_line.h"
 #include "launcher/terminal_progress.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 namespace fs = std::filesystem;

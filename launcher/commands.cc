@@ -19,7 +19,6 @@ void PrintUsage(std::ostream& out) {
 
 }  // namespace
 
-
 const std::vector<Subcommand>& Subcommands() {
   static const std::vector<Subcommand> kCommands = {
       {"train", "train a model (single-node, or one rank of a cluster under mpirun)", RunTrainCommand},

@@ -158,7 +158,8 @@ int RunSingleNode(const JobOptions& options) {
   LogJobSegments(job.config, job_id);
   std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : plan->slots()) {
-    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, addresses, host_identity))});
+    roles.push_back(
+        {slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, addresses, host_identity))});
   }
   PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
                 << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
@@ -245,7 +246,8 @@ int RunClusterRank(const JobOptions& options) {
   for (int s = 0; s < plan->servers(); ++s) {
     const int slot = plan->server(s).slot;
     server_endpoints.push_back((*all_endpoints)[slot]);
-    addresses.push_back({(*all_endpoints)[slot], ServerIpcEndpoint(local.config, local.run_dir, s), (*identities)[slot]});
+    addresses.push_back(
+        {(*all_endpoints)[slot], ServerIpcEndpoint(local.config, local.run_dir, s), (*identities)[slot]});
   }
   const std::string log_file =
       (fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();

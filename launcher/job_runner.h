@@ -11,10 +11,10 @@
 namespace psformer {
 
 struct JobOptions {
-  JobConfig config;         // resolved and validated
-  std::string run_dir;      // created if missing
-  bool resume = false;      // continue from the last complete checkpoint
-  std::string executable;   // the psformer binary the role processes run (normally this one)
+  JobConfig config;        // resolved and validated
+  std::string run_dir;     // created if missing
+  bool resume = false;     // continue from the last complete checkpoint
+  std::string executable;  // the psformer binary the role processes run (normally this one)
   // The job's CURVE keys (EncodeCurveKeys of common/transport/curve_keys.h), made by the runner
   // when cluster.authenticate is on; each role gets its share in its environment. Empty = none.
   std::string curve_keys;

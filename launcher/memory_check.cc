@@ -99,8 +99,7 @@ Status CheckMemoryFits(const JobConfig& config, const MemoryEstimate& e, JobPlac
               FormatBytes(p.worker_bytes) + ")";
     } else {
       roles = std::to_string(p.servers) + " server(s) of " + FormatBytes(e.server_bytes) + " and " +
-              std::to_string(p.workers) + " worker(s) of " +
-              FormatBytes(p.worker_bytes);
+              std::to_string(p.workers) + " worker(s) of " + FormatBytes(p.worker_bytes);
     }
     return Status::InvalidArgument(
         "the job does not fit this machine: " + roles + " need at least " + FormatBytes(p.host_bytes) +

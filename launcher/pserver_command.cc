@@ -15,14 +15,14 @@
 #include "common/logging.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
-#include "pserver/server/shard_checkpointer.h"
-#include "pserver/wire/piece_table.h"
 #include "common/supervisor_report.h"
 #include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
 #include "launcher/server_scalars.h"
 #include "pserver/server/parameter_server.h"
+#include "pserver/server/shard_checkpointer.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 namespace {
@@ -48,10 +48,10 @@ struct CheckpointFailures {
     }
     ++in_a_row;
     last_error = result.message();
-    ReportToSupervisor(kReportCheckpointFailed,
-                       "shard " + std::to_string(shard) + " could not write its checkpoint of step " +
-                           std::to_string(step) + " (" + std::to_string(in_a_row) + " in a row; " +
-                           std::to_string(limit) + " stop the job): " + last_error);
+    ReportToSupervisor(kReportCheckpointFailed, "shard " + std::to_string(shard) +
+                                                    " could not write its checkpoint of step " + std::to_string(step) +
+                                                    " (" + std::to_string(in_a_row) + " in a row; " +
+                                                    std::to_string(limit) + " stop the job): " + last_error);
     if (in_a_row >= limit && server != nullptr) {
       give_up = true;
       server->Stop();
@@ -149,8 +149,7 @@ int RunPserverCommand(const Args& args) {
   auto server = ParameterServer::Create(std::move(o), std::make_unique<CountingVan>(std::move(*van), traffic));
   if (!server.ok()) return ReportError("pserver", server.status());
   checkpoint_failures.server = server->get();
-  std::unique_ptr<ServerScalars> scalars =
-      OpenServerScalars(config, role.run_dir, index, &(*server)->stats(), traffic);
+  std::unique_ptr<ServerScalars> scalars = OpenServerScalars(config, role.run_dir, index, &(*server)->stats(), traffic);
   ReportToSupervisor(kReportReady);
   signal(SIGTERM, RequestStop);
   signal(SIGINT, RequestStop);
@@ -170,11 +169,11 @@ int RunPserverCommand(const Args& args) {
   if (checkpoint_failures.give_up) {
     // Training on without checkpoints would risk every step since the last one; a restart
     // would meet the same disk. The job stops here.
-    const std::string why = std::to_string(checkpoint_failures.limit) +
-                            " checkpoint(s) in a row could not be written; last good checkpoint: " +
-                            NewestGoodCheckpoint(role.run_dir, identity) +
-                            "; stopping the job (checkpoint.max_failures_in_a_row; last error: " +
-                            checkpoint_failures.last_error + ")";
+    const std::string why =
+        std::to_string(checkpoint_failures.limit) +
+        " checkpoint(s) in a row could not be written; last good checkpoint: " +
+        NewestGoodCheckpoint(role.run_dir, identity) +
+        "; stopping the job (checkpoint.max_failures_in_a_row; last error: " + checkpoint_failures.last_error + ")";
     ReportToSupervisor(kReportFatal, why);
     return ReportError("pserver", why, kExitDoNotRestart);
   }

@@ -81,7 +81,8 @@ Status RoleProcess::Spawn() {
   argv.push_back(nullptr);
   // The environment is built before fork: between fork and exec only async-signal-safe calls.
   std::vector<std::string> mine = options_.environment;
-  if (incarnation_ > 0) mine.insert(mine.end(), options_.restart_environment.begin(), options_.restart_environment.end());
+  if (incarnation_ > 0)
+    mine.insert(mine.end(), options_.restart_environment.begin(), options_.restart_environment.end());
   std::vector<std::string> env_strings;
   auto replaced = [&](const char* entry) {
     const std::string_view e(entry);
@@ -197,7 +198,8 @@ void RoleProcess::HandleExit(int wait_status) {
   }
   const std::string how = DescribeExit(wait_status);
   const std::string last_words = LastLogLine(options_.log_file);
-  const std::string log = "(log: " + options_.log_file + (last_words.empty() ? "" : "; its last line: " + last_words) + ")";
+  const std::string log =
+      "(log: " + options_.log_file + (last_words.empty() ? "" : "; its last line: " + last_words) + ")";
   auto fail = [&](std::string why) {
     state_ = State::kFailed;
     failure_ = std::move(why);
@@ -211,8 +213,10 @@ void RoleProcess::HandleExit(int wait_status) {
   if (options_.reports_ready && !ready_) {
     const std::string signature = how + "\n" + last_words;
     if (signature == last_startup_failure_) {
-      return fail(options_.name + " " + how + " while starting up, twice in a row the same way: a configuration "
-                  "error, not restarted again " + log);
+      return fail(options_.name + " " + how +
+                  " while starting up, twice in a row the same way: a configuration "
+                  "error, not restarted again " +
+                  log);
     }
     last_startup_failure_ = signature;
   } else {
@@ -241,8 +245,8 @@ RoleProcess::State RoleProcess::Poll() {
       HandleExit(wait_status);
     } else if (options_.heartbeat_timeout_ms > 0 &&
                now - last_heartbeat_ > std::chrono::milliseconds(options_.heartbeat_timeout_ms)) {
-      PSF_LOG(Warning) << options_.name << ": no heartbeat for " << options_.heartbeat_timeout_ms
-                       << " ms; killing pid " << pid_;
+      PSF_LOG(Warning) << options_.name << ": no heartbeat for " << options_.heartbeat_timeout_ms << " ms; killing pid "
+                       << pid_;
       kill(pid_, SIGKILL);
       waitpid(pid_, &wait_status, 0);
       HandleExit(wait_status);

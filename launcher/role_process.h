@@ -39,7 +39,7 @@ struct RoleProcessOptions {
   std::vector<std::string> restart_environment;
   int heartbeat_timeout_ms = 5000;  // 0 = no hang detection.
   int max_restarts = 5;
-  int restart_backoff_ms = 200;     // doubled each restart, capped at 10 s.
+  int restart_backoff_ms = 200;  // doubled each restart, capped at 10 s.
   // The role reports "ready" once started up (common/supervisor_report.h). Then a role that
   // fails twice in a row the same way before it is ready is not restarted again: that is a
   // configuration error (a model too large, a bad file), which no restart fixes.

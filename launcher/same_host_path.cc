@@ -28,7 +28,8 @@ std::string ServerIpcEndpoint(const JobConfig& config, const std::string& run_di
 
 std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host) {
   std::vector<std::string> endpoints;
-  for (const ServerAddress& s : servers) endpoints.push_back(!s.ipc.empty() && SameHost(s.host, my_host) ? s.ipc : s.tcp);
+  for (const ServerAddress& s : servers)
+    endpoints.push_back(!s.ipc.empty() && SameHost(s.host, my_host) ? s.ipc : s.tcp);
   return endpoints;
 }
 

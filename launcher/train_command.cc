@@ -68,8 +68,9 @@ int RunTrainCommand(const Args& args) {
   auto config = ResolveConfig(values["config"].as<std::string>(), overrides);
   if (!config.ok()) return ReportError("train", config.status());
   const bool local = values["local"].as<bool>();
-  const JobPlacement placement =
-      local ? JobPlacement::kLocal : StartedByMpirun() ? JobPlacement::kClusterRank : JobPlacement::kSingleNode;
+  const JobPlacement placement = local               ? JobPlacement::kLocal
+                                 : StartedByMpirun() ? JobPlacement::kClusterRank
+                                                     : JobPlacement::kSingleNode;
   const Status files = CheckConfigFiles(*config);
   if (values["dry-run"].as<bool>()) {
     std::cout << ConfigToText(*config);

@@ -299,10 +299,10 @@ TEST_F(ClusterWithASpare, AClientWithoutTheJobsKeyIsRefusedFromAnotherHost) {
     ASSERT_NE(delay, std::string::npos) << config;
     config.replace(delay, std::string("delay_fraction: 0.5").size(), "delay_fraction: 0");
     std::ofstream(dir_.File("intruder.pbtxt")) << config;
-    const CommandResult r = cluster().Run("exec " + intruder + " timeout -k 5 10 " + testing::PsformerBinary() +
-                                          " worker --config " + dir_.File("intruder.pbtxt") + " --run-dir " +
-                                          dir_.File("intruder") + " --index 0 --servers tcp://" + server_host + ":" +
-                                          port);
+    const CommandResult r =
+        cluster().Run("exec " + intruder + " timeout -k 5 10 " + testing::PsformerBinary() + " worker --config " +
+                      dir_.File("intruder.pbtxt") + " --run-dir " + dir_.File("intruder") +
+                      " --index 0 --servers tcp://" + server_host + ":" + port);
     EXPECT_NE(r.exit_status, 0) << r.output;
     EXPECT_NE(r.output.find("unauthenticated"), std::string::npos) << r.output;
     // No answer came: either its resend said so, or (when the failed handshake left ZeroMQ no

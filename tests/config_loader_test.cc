@@ -1,8 +1,8 @@
 #include "common/config_loader.h"
-#include "common/fault_plan.h"
 
 #include <gtest/gtest.h>
 
+#include "common/fault_plan.h"
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -125,31 +125,30 @@ TEST_P(ConfigRejection, NamesTheFieldAndTheReason) {
 
 INSTANTIATE_TEST_SUITE_P(
     Overrides, ConfigRejection,
-    ::testing::Values(
-        BadOverride{"model.heads=7", "model.heads = 7: d_model (512) must be divisible by heads"},
-        BadOverride{"model.heads=0", "model.heads = 0: must be positive"},
-        BadOverride{"model.layers=-1", "model.layers = -1: must be positive"},
-        BadOverride{"model.d_model=0", "model.d_model = 0: must be positive"},
-        BadOverride{"model.d_ff=0", "model.d_ff = 0: must be positive"},
-        BadOverride{"model.dropout=1.5", "model.dropout = 1.5: must be in [0, 1)"},
-        BadOverride{"model.label_smoothing=-0.1", "model.label_smoothing"},
-        BadOverride{"optimizer.warmup_steps=0", "optimizer.warmup_steps = 0: must be positive"},
-        BadOverride{"optimizer.beta2=1", "optimizer.beta2 = 1: must be in [0, 1)"},
-        BadOverride{"optimizer.epsilon=0", "optimizer.epsilon = 0: must be positive"},
-        BadOverride{"cluster.servers=0", "cluster.servers = 0: must be >= 1"},
-        BadOverride{"cluster.servers=100000000", "more servers than parameters"},
-        BadOverride{"cluster.heartbeat_timeout_ms=100", "cluster.heartbeat_timeout_ms"},
-        BadOverride{"training.max_steps=0", "training.max_steps = 0: must be positive"},
-        BadOverride{"batching.src_tokens_per_step=0", "batching.src_tokens_per_step"},
-        BadOverride{"checkpoint.keep_last=2", "checkpoint.keep_last = 2: must keep at least"},
-        BadOverride{"data.train_dir=", "data.train_dir"},
-        BadOverride{"model.headz=8", "has no field 'headz'"},
-        BadOverride{"model.heads=eight", "'eight' is not a valid value for model.heads"},
-        BadOverride{"model.norm_position=MIDDLE", "expected one of POST_LN PRE_LN"},
-        BadOverride{"model=3", "'model' is a section, not a value"},
-        BadOverride{"model.heads.x=3", "'heads' is a value, not a section"},
-        BadOverride{"fault.events=3", "repeated field"},
-        BadOverride{"noequals", "expected field.path=value"}));
+    ::testing::Values(BadOverride{"model.heads=7", "model.heads = 7: d_model (512) must be divisible by heads"},
+                      BadOverride{"model.heads=0", "model.heads = 0: must be positive"},
+                      BadOverride{"model.layers=-1", "model.layers = -1: must be positive"},
+                      BadOverride{"model.d_model=0", "model.d_model = 0: must be positive"},
+                      BadOverride{"model.d_ff=0", "model.d_ff = 0: must be positive"},
+                      BadOverride{"model.dropout=1.5", "model.dropout = 1.5: must be in [0, 1)"},
+                      BadOverride{"model.label_smoothing=-0.1", "model.label_smoothing"},
+                      BadOverride{"optimizer.warmup_steps=0", "optimizer.warmup_steps = 0: must be positive"},
+                      BadOverride{"optimizer.beta2=1", "optimizer.beta2 = 1: must be in [0, 1)"},
+                      BadOverride{"optimizer.epsilon=0", "optimizer.epsilon = 0: must be positive"},
+                      BadOverride{"cluster.servers=0", "cluster.servers = 0: must be >= 1"},
+                      BadOverride{"cluster.servers=100000000", "more servers than parameters"},
+                      BadOverride{"cluster.heartbeat_timeout_ms=100", "cluster.heartbeat_timeout_ms"},
+                      BadOverride{"training.max_steps=0", "training.max_steps = 0: must be positive"},
+                      BadOverride{"batching.src_tokens_per_step=0", "batching.src_tokens_per_step"},
+                      BadOverride{"checkpoint.keep_last=2", "checkpoint.keep_last = 2: must keep at least"},
+                      BadOverride{"data.train_dir=", "data.train_dir"},
+                      BadOverride{"model.headz=8", "has no field 'headz'"},
+                      BadOverride{"model.heads=eight", "'eight' is not a valid value for model.heads"},
+                      BadOverride{"model.norm_position=MIDDLE", "expected one of POST_LN PRE_LN"},
+                      BadOverride{"model=3", "'model' is a section, not a value"},
+                      BadOverride{"model.heads.x=3", "'heads' is a value, not a section"},
+                      BadOverride{"fault.events=3", "repeated field"},
+                      BadOverride{"noequals", "expected field.path=value"}));
 
 TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
   auto config = ResolveConfig(ConfigPath("base.pbtxt"), {"data.train_dir=/nonexistent/data"});

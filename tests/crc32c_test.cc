@@ -52,8 +52,8 @@ TEST(Crc32c, LongBuffersMatchTheDefinitionAtAnyLengthAndAlignment) {
   std::vector<uint8_t> bytes(3 * 4096 * 3 + 1000);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
   for (size_t offset : {size_t{0}, size_t{1}, size_t{7}}) {
-    for (size_t n : {size_t{3 * 4096 - 1}, size_t{3 * 4096}, size_t{3 * 4096 + 5}, size_t{6 * 4096 + 8},
-                     bytes.size() - 7}) {
+    for (size_t n :
+         {size_t{3 * 4096 - 1}, size_t{3 * 4096}, size_t{3 * 4096 + 5}, size_t{6 * 4096 + 8}, bytes.size() - 7}) {
       EXPECT_EQ(Crc32c(0, bytes.data() + offset, n), Crc32cBitwise(bytes.data() + offset, n))
           << "offset " << offset << ", " << n << " bytes";
     }

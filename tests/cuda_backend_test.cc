@@ -132,11 +132,9 @@ TEST_F(CudaOps, GemmBiasWithAndWithoutFusedEpilogues) {
           SCOPED_TRACE(::testing::Message() << (gpu == gpu_.get() ? "fused" : "unfused") << " offset " << offset
                                             << " relu " << relu << " " << GemmMathName(math));
           auto cy = cpu_.Allocate<float>(m * n + 3), gy = gpu->Allocate<float>(m * n + 3);
-          cpu_.GemmBias(m, n, k, cx.data() + offset, cw.data() + offset, cb.data() + offset, relu,
-                        cy.data() + offset);
+          cpu_.GemmBias(m, n, k, cx.data() + offset, cw.data() + offset, cb.data() + offset, relu, cy.data() + offset);
           gpu->set_gemm_math(math);
-          gpu->GemmBias(m, n, k, gx.data() + offset, gw.data() + offset, gb.data() + offset, relu,
-                        gy.data() + offset);
+          gpu->GemmBias(m, n, k, gx.data() + offset, gw.data() + offset, gb.data() + offset, relu, gy.data() + offset);
           gpu->set_gemm_math(GemmMath::kFp32);
           const std::vector<float> expected = ToHost(cy), got = ToHost(gy);
           EXPECT_LT(RelError(got, expected), math == GemmMath::kFp32 ? kFp32Tolerance : kBf16Tolerance);

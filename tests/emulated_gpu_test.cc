@@ -47,8 +47,9 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
 
     std::vector<float> params(gpu.parameter_count(), 0.5f), grad(gpu.parameter_count(), 7.0f);
     std::vector<std::pair<uint64_t, uint64_t>> reported;
-    const StepStats stats =
-        gpu.Step(4, params.data(), grad.data(), [&](uint64_t b, uint64_t e, const StepStats&) { reported.push_back({b, e}); });
+    const StepStats stats = gpu.Step(4, params.data(), grad.data(), [&](uint64_t b, uint64_t e, const StepStats&) {
+      reported.push_back({b, e});
+    });
     EXPECT_EQ(reported, ranges);
     EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
     EXPECT_EQ(EmulatedGpu(config, 2).Step(4, params.data(), grad.data()).target_tokens, 33);
@@ -80,7 +81,8 @@ TEST(EmulatedGpu, GradientIsAFunctionOfStepWorkerRangeAndPulledParameters) {
   FillEmulatedGradient(key, 0, 64, whole.data());
   FillEmulatedGradient(key, 0, 30, split.data());
   FillEmulatedGradient(key, 30, 64, split.data());
-  EXPECT_EQ(std::vector<float>(whole.begin(), whole.begin() + 30), std::vector<float>(split.begin(), split.begin() + 30));
+  EXPECT_EQ(std::vector<float>(whole.begin(), whole.begin() + 30),
+            std::vector<float>(split.begin(), split.begin() + 30));
   EXPECT_NE(std::vector<float>(whole.begin() + 30, whole.end()), std::vector<float>(split.begin() + 30, split.end()));
 }
 

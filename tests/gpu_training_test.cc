@@ -72,7 +72,6 @@ TEST(GpuTraining, Bf16WorkerLearnsTheCopyTask) {
   const std::vector<double> accuracy = MetricValues(dir.File("run/metrics.jsonl"), "valid_accuracy");
   ASSERT_FALSE(accuracy.empty());
   EXPECT_GE(accuracy.back(), 0.99);
-
 }
 
 // `psformer translate --gpu 0` writes what the CPU writes (a small random model over a BPE

@@ -85,8 +85,9 @@ TEST(RoleProcess, KillsAndRestartsAHungProcess) {
 TEST(RoleProcess, HeartbeatsKeepASlowProcessAlive) {
   TempDir dir;
   // Beats every 50 ms on the inherited descriptor for ~1 s, far past the 300 ms timeout.
-  auto options = ShellRole(dir, "i=0; while [ $i -lt 20 ]; do printf x >&$PSFORMER_HEARTBEAT_FD; sleep 0.05; "
-                                "i=$((i+1)); done");
+  auto options = ShellRole(dir,
+                           "i=0; while [ $i -lt 20 ]; do printf x >&$PSFORMER_HEARTBEAT_FD; sleep 0.05; "
+                           "i=$((i+1)); done");
   options.heartbeat_timeout_ms = 300;
   RoleProcess role(options);
   ASSERT_TRUE(role.Start().ok());

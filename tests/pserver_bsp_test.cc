@@ -8,9 +8,9 @@
 #include <mutex>
 #include <tuple>
 
-#include "pserver/wire/bfloat16.h"
 #include "common/crc32c.h"
 #include "pserver/server/shard_optimizer.h"
+#include "pserver/wire/bfloat16.h"
 #include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
 
@@ -64,7 +64,8 @@ std::vector<float> RunBspInPieces(int workers, int servers, int steps, const std
   EXPECT_GT(pieces->pieces().size(), static_cast<size_t>(servers) + 2);  // really cut
   ServerGroup group(config, kTotal, "", false, 2, cuts);
   std::vector<std::unique_ptr<PsClient>> clients;
-  for (int w = 0; w < workers; ++w) clients.push_back(MakeClient(group, kTotal, w, proto::FLOAT32, 0, proto::WORKER, pieces));
+  for (int w = 0; w < workers; ++w)
+    clients.push_back(MakeClient(group, kTotal, w, proto::FLOAT32, 0, proto::WORKER, pieces));
   std::vector<std::vector<float>> params(workers, std::vector<float>(kTotal));
   std::vector<PsClient::Ticket> pulls(workers);
   for (int w = 0; w < workers; ++w) pulls[w] = *clients[w]->Pull(0, params[w].data());
@@ -216,11 +217,14 @@ TEST(ShardOptimizer, Bf16SnapshotIsRoundedOncePerUpdate) {
   });
   const auto view = [](const SnapshotSlice& s) { return static_cast<const uint16_t*>(s.data); };
   const SnapshotSlice first = optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000);
-  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000)), view(first));  // the same bytes, not a second rounding
-  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000)), view(first) + 300);  // a piece of them
+  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 0, 1000)),
+            view(first));  // the same bytes, not a second rounding
+  EXPECT_EQ(view(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000)),
+            view(first) + 300);  // a piece of them
   for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(view(first)[i], FloatToBf16(optimizer.params()[i]));
   EXPECT_EQ(first.crc32c, Crc32c(0, first.data, first.bytes));
-  EXPECT_EQ(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000).crc32c, Crc32c(0, view(first) + 300, 700 * 2));
+  EXPECT_EQ(optimizer.Slice(ShardOptimizer::Version::kCurrent, true, 300, 1000).crc32c,
+            Crc32c(0, view(first) + 300, 700 * 2));
   const std::vector<uint16_t> before(view(first), view(first) + 1000);
   const std::vector<float> grad = Gradient(0, 1, 1000);
   optimizer.Apply(1, grad.data());
@@ -253,8 +257,8 @@ TEST(ShardOptimizer, SummingThePushesInTheUpdateEqualsUpdatingTheSum) {
     }
     for (const size_t workers : {1, 2, 3}) {
       for (const bool from_sum : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "misalign " << misalign << " workers " << workers << " from sum "
-                                          << from_sum);
+        SCOPED_TRACE(::testing::Message()
+                     << "misalign " << misalign << " workers " << workers << " from sum " << from_sum);
         ShardOptimizer direct(config, 0, n, 2, {0, 12345}), fused(config, 0, n, 2, {0, 12345});
         direct.Initialize(init);
         fused.Initialize(init);

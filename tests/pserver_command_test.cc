@@ -20,8 +20,8 @@ TEST(PserverCommand, ServesInitialShardsAndShutsDownCleanly) {
   std::vector<CommandResult> results(2);
   for (int k = 0; k < 2; ++k) {
     endpoints.push_back("ipc://" + dir.File("shard" + std::to_string(k) + ".sock"));
-    const std::string args = "pserver --config " + config_path + " --run-dir " + dir.path().string() +
-                             " --index " + std::to_string(k) + " --endpoint " + endpoints.back() + " --job-id " +
+    const std::string args = "pserver --config " + config_path + " --run-dir " + dir.path().string() + " --index " +
+                             std::to_string(k) + " --endpoint " + endpoints.back() + " --job-id " +
                              std::to_string(kJobId);
     processes.emplace_back([&results, k, args] { results[k] = RunPsformer(args); });
   }

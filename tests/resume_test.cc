@@ -16,8 +16,8 @@ namespace {
 
 using testing::BackgroundJob;
 using testing::CommandResult;
-using testing::RunPsformer;
 using testing::ModelDigest;
+using testing::RunPsformer;
 using testing::TempDir;
 
 // Two workers and two shards, so that a stop has to leave every shard at the same step. Early

@@ -81,7 +81,8 @@ void ExpectReattached(const std::string& logs, const std::string& role, const st
   EXPECT_TRUE(HasText(logs, "made shared-memory segment " + prefix + pids[1] + "-")) << role << "\n" << logs;
   // The restart's own log line (its ShmVan's summary when it ends) counts what it sent, copied
   // (a worker's pushes) or lent in place (a server's snapshot).
-  const std::string summary = role + " shm_van\\.cc:\\d+\\] transport: (\\d+) payload frame\\(s\\) sent through "
+  const std::string summary = role +
+                              " shm_van\\.cc:\\d+\\] transport: (\\d+) payload frame\\(s\\) sent through "
                               "shared memory, (\\d+) lent";
   const auto copied = All(logs, summary), lent = All(logs, summary, 2);
   ASSERT_FALSE(copied.empty()) << logs;

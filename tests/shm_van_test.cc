@@ -169,7 +169,7 @@ TEST(ShmVan, PayloadMemoryIsLentInPlaceAndHeldUntilReleased) {
   for (Frame& f : whole) b.frames.push_back(std::move(f));
   ASSERT_TRUE(p.server->Send(std::move(b)).ok());
   RawMessage got_b = RecvOne(*p.client);
-  EXPECT_EQ(p.server->stats().frames_lent, 5u);  // 2 + 3 frames of 1 MiB and less
+  EXPECT_EQ(p.server->stats().frames_lent, 5u);      // 2 + 3 frames of 1 MiB and less
   EXPECT_EQ(p.server->stats().frames_sent_shm, 0u);  // nothing copied
   EXPECT_EQ(p.server->stats().segments_created, 0u);
   EXPECT_EQ(p.client->stats().frames_received_shm, 5u);

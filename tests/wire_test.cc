@@ -282,7 +282,8 @@ TEST(Validation, ClientChecksumsParamsInTheCopy) {
     WireMessage msg;
     ASSERT_FALSE(ParseMessage(std::move(raw), &msg));
     const Verdict full = ValidateAtClient(msg, scope);
-    EXPECT_EQ(full ? full->reason : RejectReason::kNone, flip_at < 0 ? RejectReason::kNone : RejectReason::kBadChecksum);
+    EXPECT_EQ(full ? full->reason : RejectReason::kNone,
+              flip_at < 0 ? RejectReason::kNone : RejectReason::kBadChecksum);
     EXPECT_FALSE(ValidateAtClient(msg, scope, /*defer_checksum=*/true)) << flip_at;
     std::vector<float> out(100, 0.0f);
     EXPECT_EQ(CopyCheckedFloats(msg, out.data()), flip_at < 0) << flip_at;

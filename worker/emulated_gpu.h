@@ -28,8 +28,8 @@ namespace psformer {
 
 // What the gradient of a step depends on besides the element's position.
 struct EmulatedGradientKey {
-  uint64_t seed = 0;           // training.seed
-  uint32_t step = 0;           // 1-based training step (low 32 bits)
+  uint64_t seed = 0;  // training.seed
+  uint32_t step = 0;  // 1-based training step (low 32 bits)
   uint32_t worker = 0;
   uint32_t params_digest = 0;  // ParameterDigest of the weights the step computes from
 };

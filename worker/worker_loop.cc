@@ -11,12 +11,12 @@
 #include "common/logging.h"
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
+#include "pserver/client/ps_client.h"
+#include "pserver/wire/piece_table.h"
 #include "worker/coordinator.h"
 #include "worker/data/batch_source.h"
 #include "worker/emulated_gpu.h"
 #include "worker/model/transformer.h"
-#include "pserver/client/ps_client.h"
-#include "pserver/wire/piece_table.h"
 #include "worker/valid_bleu.h"
 #include "worker/validation.h"
 #include "worker/worker_backend.h"
@@ -31,8 +31,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 class WorkerLoop {
  public:
   // A real worker: trains on `source` with the Transformer on `backend`.
-  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source,
-             std::unique_ptr<Backend<float>> backend)
+  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source, std::unique_ptr<Backend<float>> backend)
       : options_(options),
         config_(options.config),
         source_(std::move(source)),
@@ -94,10 +93,10 @@ class WorkerLoop {
   std::unique_ptr<Coordinator> coordinator_;  // worker 0 only
   // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
   std::unique_ptr<ValidBleu> valid_bleu_;
-  std::vector<float> params_, grad_;                  // host, (n)
-  DeviceBuffer<float> device_params_, device_grad_;   // backend, (n)
-  std::unique_ptr<RangeDownloader> grad_download_;    // device_grad_ to grad_ as backward reports layers
-  int64_t started_at_ = 1;      // first step of this process: the one before it was validated already.
+  std::vector<float> params_, grad_;                 // host, (n)
+  DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
+  std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ as backward reports layers
+  int64_t started_at_ = 1;         // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0;  // replays after a rollback skip these.
   TrainInterval interval_;         // since the last metrics line
 };
@@ -119,8 +118,8 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
-  o.gradient_dtype = config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16
-                                                                                        : proto::FLOAT32;
+  o.gradient_dtype =
+      config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;
   o.pieces = std::make_shared<const PieceTable>(
       JobPieceTable(config_, n_, ParamLayout(config_.model(), vocab_).LayerStarts()));
   return o;
@@ -178,7 +177,7 @@ proto::DType WorkerLoop::PullDtype(int64_t step) const {
   // restarted or not, computes a step from the same values.
   const bool validation_step = ValidationDue(config_.training(), step);
   return config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step ? proto::BFLOAT16
-                                                                                          : proto::FLOAT32;
+                                                                                           : proto::FLOAT32;
 }
 
 Status WorkerLoop::PullEarly(int64_t step) {
@@ -267,8 +266,8 @@ Status WorkerLoop::Train(int64_t first) {
     faults_.At(step);  // injected faults strike after computing a step, before its push is acknowledged
     auto push_start = Clock::now();
     if (!push) {
-      PSF_ASSIGN_OR_RETURN(push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens),
-                                               stats.loss_sum));
+      PSF_ASSIGN_OR_RETURN(
+          push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
     }
     if (overlap_ && !pull_ && step < t.max_steps()) PSF_RETURN_IF_ERROR(PullEarly(step));
     PSF_RETURN_IF_ERROR(client_->Wait(*push).WithContext("push of step " + std::to_string(step)));

@@ -192,9 +192,9 @@ int Run(const BenchOptions& o) {
   std::printf(
       "impl=%s gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
       "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
-      o.fused_epilogues ? "psformer-cuda" : "psformer-cuda-unfused", be.device_name().c_str(), GemmMathName(o.math),
-      n, o.sentences, o.len, static_cast<long long>(batch.src_tokens),
-      static_cast<long long>(batch.tgt_tokens), median * 1e3, times.front() * 1e3, batch.tgt_tokens / median, tflops,
+      o.fused_epilogues ? "psformer-cuda" : "psformer-cuda-unfused", be.device_name().c_str(), GemmMathName(o.math), n,
+      o.sentences, o.len, static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens),
+      median * 1e3, times.front() * 1e3, batch.tgt_tokens / median, tflops,
       peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);
   if (o.profile) {

@@ -46,8 +46,7 @@ class TimedBackend final : public Backend<float> {
     Time("GemmStridedBatched",
          [&] { inner_->GemmStridedBatched(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch); });
   }
-  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,
-                float* y) override {
+  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu, float* y) override {
     Time(m == vocab_ || n == vocab_ || k == vocab_ ? "GemmBias (vocab)" : "GemmBias",
          [&] { inner_->GemmBias(m, n, k, x, w, bias, relu, y); });
   }

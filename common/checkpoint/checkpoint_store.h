@@ -32,8 +32,8 @@ struct CheckpointIdentity {
 // A digest of the model config (with the vocabulary size it is built with).
 uint64_t ModelConfigDigest(const proto::JobConfig& config, int vocab_size);
 
-std::string CheckpointDir(const std::string& run_dir, int64_t step);   // .../checkpoints/step-NNNNNNNN
-std::string ShardFileName(int shard, int shards);                      // shard-KKKK-of-SSSS.bin
+std::string CheckpointDir(const std::string& run_dir, int64_t step);  // .../checkpoints/step-NNNNNNNN
+std::string ShardFileName(int shard, int shards);                     // shard-KKKK-of-SSSS.bin
 
 // Writes `shard` (its step names the checkpoint) into its checkpoint directory, then the manifest
 // if every shard is now present, then removes complete checkpoints older than the newest

@@ -41,7 +41,9 @@ class CheckedWriter {
     return Status::Ok();
   }
   template <typename T>
-  Status Put(T value) { return Write(&value, sizeof(value)); }
+  Status Put(T value) {
+    return Write(&value, sizeof(value));
+  }
   uint32_t crc() const { return crc_; }
 
  private:
@@ -89,7 +91,9 @@ class Reader {
     return true;
   }
   template <typename T>
-  bool Get(T* out) { return Get(out, sizeof(T)); }
+  bool Get(T* out) {
+    return Get(out, sizeof(T));
+  }
   size_t at() const { return at_; }
 
  private:

@@ -8,9 +8,7 @@
 
 namespace psformer {
 
-Frame Frame::Copy(const void* data, size_t n) {
-  return Own(std::string(static_cast<const char*>(data), n));
-}
+Frame Frame::Copy(const void* data, size_t n) { return Own(std::string(static_cast<const char*>(data), n)); }
 
 Frame Frame::Own(std::string bytes) {
   auto owned = std::make_shared<std::string>(std::move(bytes));

@@ -60,8 +60,8 @@ struct ShmVanOptions {
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
   uint32_t slots_per_segment = 1024;
   bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
-  uint32_t lend_slots = 4096;     // slots of each AllocatePayload segment (lent frames at once).
-  int lend_patience_ms = 30000;   // a lent slot unclaimed this long is taken back.
+  uint32_t lend_slots = 4096;    // slots of each AllocatePayload segment (lent frames at once).
+  int lend_patience_ms = 30000;  // a lent slot unclaimed this long is taken back.
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).
@@ -70,9 +70,9 @@ struct ShmVanStats {
   uint64_t frames_sent_inline = 0;  // frames over the threshold that found no space
   uint64_t frames_received_shm = 0;
   uint64_t segments_created = 0;
-  uint64_t frames_lent = 0;          // payload frames sent in place from AllocatePayload memory
-  uint64_t payload_segments = 0;     // AllocatePayload segments made
-  uint64_t lent_taken_back = 0;      // lent slots nobody claimed in time
+  uint64_t frames_lent = 0;       // payload frames sent in place from AllocatePayload memory
+  uint64_t payload_segments = 0;  // AllocatePayload segments made
+  uint64_t lent_taken_back = 0;   // lent slots nobody claimed in time
 };
 
 class ShmVan : public Van {
@@ -132,7 +132,7 @@ class ShmVan : public Van {
   bool cannot_create_ = false;  // a segment could not be made: stop trying
   bool warned_inline_ = false;
   std::map<std::string, std::shared_ptr<ShmSegment>> mapped_;  // other processes' segments, by name
-  std::vector<std::weak_ptr<ShmSegment>> payload_segments_;     // AllocatePayload's
+  std::vector<std::weak_ptr<ShmSegment>> payload_segments_;    // AllocatePayload's
   bool cannot_create_payload_ = false;
   std::vector<Lent> lent_;
   std::chrono::steady_clock::time_point last_reclaim_{};

@@ -49,8 +49,8 @@ class Van {
   // lend to same-host receivers in place, without a copy per send; the default is the heap.
   virtual std::shared_ptr<void> AllocatePayload(size_t bytes) { return HeapPayload(bytes); }
   static std::shared_ptr<void> HeapPayload(size_t bytes) {
-    return std::shared_ptr<void>(::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}),
-                                 [](void* p) { ::operator delete(p, std::align_val_t{64}); });
+    return std::shared_ptr<void>(::operator new (std::max<size_t>(bytes, 1), std::align_val_t{64}),
+                                 [](void* p) { ::operator delete (p, std::align_val_t{64}); });
   }
 
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.

@@ -57,8 +57,9 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   const char* job = std::getenv(kShmJobVariable);
   if (job == nullptr || !config.cluster().same_host_shm()) {
     if (!ipc_endpoint.empty()) {
-      return Status::InvalidArgument("an ipc endpoint (" + ipc_endpoint + ") needs cluster.same_host_shm and the job id in " +
-                                     kShmJobVariable + " (set by psformer train)");
+      return Status::InvalidArgument("an ipc endpoint (" + ipc_endpoint +
+                                     ") needs cluster.same_host_shm and the job id in " + kShmJobVariable +
+                                     " (set by psformer train)");
     }
     return std::optional<ShmVanOptions>();
   }
@@ -66,7 +67,8 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   errno = 0;
   const unsigned long long id = std::strtoull(job, &end, 10);
   if (*job == '\0' || *end != '\0' || errno != 0) {
-    return Status::InvalidArgument(std::string(kShmJobVariable) + " = \"" + job + "\" is not a job id (a decimal number)");
+    return Status::InvalidArgument(std::string(kShmJobVariable) + " = \"" + job +
+                                   "\" is not a job id (a decimal number)");
   }
   ShmVanOptions o;
   o.job_id = id;

@@ -1,9 +1,9 @@
 // ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
 //
-// Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id its messages came
-// with); Connect opens one DEALER per named peer. Recv polls all of them. High-water marks are
-// off (a ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an
-// unknown peer an error instead of a silent drop.
+// Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id
+// its messages came with); Connect opens one DEALER per named peer. Recv polls all of them. High-water marks are off (a
+// ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an unknown peer an error instead of
+// a silent drop.
 //
 // Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a
 // deleter that releases the frame's owner (zmq_msg_init_data), so a payload split into frames

@@ -32,8 +32,8 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
   scope_.job_id = options_.job_id;
   scope_.shards = static_cast<int>(options_.servers.size());
   scope_.total = options_.parameter_count;
-  pieces_ = options_.pieces ? options_.pieces
-                            : std::make_shared<const PieceTable>(options_.parameter_count, scope_.shards);
+  pieces_ =
+      options_.pieces ? options_.pieces : std::make_shared<const PieceTable>(options_.parameter_count, scope_.shards);
 }
 
 PsClient::~PsClient() = default;
@@ -150,7 +150,8 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   // order) ending after `begin`; pieces are disjoint.
   const std::vector<int>& order = pieces_->model_order();
   const auto model_end = [&](int part) { return r.parts[part].model + (r.parts[part].end - r.parts[part].begin); };
-  auto q = std::upper_bound(order.begin(), order.end(), begin, [&](uint64_t b, int part) { return b < model_end(part); });
+  auto q =
+      std::upper_bound(order.begin(), order.end(), begin, [&](uint64_t b, int part) { return b < model_end(part); });
   // The pieces this report completes, with how many complete pieces of their shard come before
   // them: they leave taking each shard's first piece, then each one's second, and so on, so
   // that every server starts on a large layer (the embedding, reported last) at once.
@@ -165,8 +166,7 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
     }
     if (p.reported == p.end - p.begin) complete.emplace_back(per_shard[p.shard]++, *q);
   }
-  std::stable_sort(complete.begin(), complete.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [rank, part] : complete) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   r.sent = std::chrono::steady_clock::now();
   // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
@@ -275,8 +275,8 @@ void PsClient::HandleReply(RawMessage raw) {
     return;
   } else if (h.type() == proto::ERROR) {
     if (r.error.ok()) {
-      r.error = Status::Unavailable("shard " + std::to_string(shard) + " refused " +
-                                    proto::MessageType_Name(r.type) + ": " + h.error());
+      r.error = Status::Unavailable("shard " + std::to_string(shard) + " refused " + proto::MessageType_Name(r.type) +
+                                    ": " + h.error());
     }
   } else if (r.type == proto::PULL && h.type() == proto::PARAMS) {
     if (h.begin() != p.begin || h.end() != p.end) {

@@ -59,16 +59,16 @@ namespace psformer {
 
 struct PsClientOptions {
   uint64_t job_id = 0;
-  proto::Role role = proto::WORKER;  // WORKER, or COORDINATOR for Checkpoint / Shutdown / final pulls.
-  uint32_t id = 0;                   // worker index (0 for the coordinator).
-  uint32_t incarnation = 0;          // restart count of this process.
-  std::vector<std::string> servers;  // endpoint of shard k at index k.
-  uint64_t parameter_count = 0;      // elements of the flat vector.
-  size_t frame_bytes = 1 << 20;      // payload frame size (cluster.frame_bytes); 0 = one frame.
+  proto::Role role = proto::WORKER;              // WORKER, or COORDINATOR for Checkpoint / Shutdown / final pulls.
+  uint32_t id = 0;                               // worker index (0 for the coordinator).
+  uint32_t incarnation = 0;                      // restart count of this process.
+  std::vector<std::string> servers;              // endpoint of shard k at index k.
+  uint64_t parameter_count = 0;                  // elements of the flat vector.
+  size_t frame_bytes = 1 << 20;                  // payload frame size (cluster.frame_bytes); 0 = one frame.
   proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
-  int timeout_ms = 600000;           // Wait gives up (Unavailable) after this long without completion.
-  int retry_ms = 1000;               // first resend of an unanswered request (cluster.retry_ms).
-  int io_threads = 2;                // ZeroMQ I/O threads (when the client makes its own Van).
+  int timeout_ms = 600000;                       // Wait gives up (Unavailable) after this long without completion.
+  int retry_ms = 1000;                           // first resend of an unanswered request (cluster.retry_ms).
+  int io_threads = 2;                            // ZeroMQ I/O threads (when the client makes its own Van).
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
   std::shared_ptr<const PieceTable> pieces;
 };
@@ -146,31 +146,31 @@ class PsClient {
   struct Part {
     int shard = 0;
     uint64_t begin = 0, end = 0;  // wire range (PieceTable)
-    uint64_t model = 0;            // where [begin, end) lies in the caller's grad and params
-    uint64_t reported = 0;  // PUSH: elements PushReady has reported final
-    bool sent = false;      // PUSH parts go out when their gradient is ready; the others at once
+    uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
+    uint64_t reported = 0;        // PUSH: elements PushReady has reported final
+    bool sent = false;            // PUSH parts go out when their gradient is ready; the others at once
     bool answered = false;
   };
   struct Request {
     proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
     int64_t step = 0;
-    uint64_t epoch = 0;          // the epoch it is sent in (ROLLBACK: the one it enters).
-    std::vector<Part> parts;     // Broadcast: one per shard, part k = shard k.
-    int remaining = 0;           // parts not answered
-    float* params = nullptr;     // PULL destination.
+    uint64_t epoch = 0;                   // the epoch it is sent in (ROLLBACK: the one it enters).
+    std::vector<Part> parts;              // Broadcast: one per shard, part k = shard k.
+    int remaining = 0;                    // parts not answered
+    float* params = nullptr;              // PULL destination.
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
-    int64_t min_step = INT64_MAX;  // HELLO: smallest step reported.
-    std::vector<uint64_t> epochs;          // HELLO: each shard's epoch...
-    std::vector<int64_t> epoch_starts;     // ...and the step it began at.
+    int64_t min_step = INT64_MAX;         // HELLO: smallest step reported.
+    std::vector<uint64_t> epochs;         // HELLO: each shard's epoch...
+    std::vector<int64_t> epoch_starts;    // ...and the step it began at.
     Status error;
     // PUSH: what a resend needs. The payload bytes (the caller's grad, or the bf16 copy that
     // payload_owner keeps) stay valid until Finish.
     const float* grad = nullptr;
-    uint16_t* bf16 = nullptr;    // the bf16 copy, filled part by part as they are sent
+    uint16_t* bf16 = nullptr;  // the bf16 copy, filled part by part as they are sent
     uint64_t target_tokens = 0;
     double loss_sum = 0;
-    std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
-    std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
+    std::shared_ptr<const void> payload_owner;   // PUSH: released when the transport is done.
+    std::shared_ptr<bool> payload_released;      // set by the owner's deleter (under mutex_).
     std::chrono::steady_clock::time_point sent;  // last (re)send.
     int sends = 0;
   };
@@ -201,9 +201,9 @@ class PsClient {
   uint64_t epoch_ = 0;
   int64_t epoch_start_ = 0;
   bool job_finished_ = false;
-  bool rollback_pending_ = false;   // a shard refused a request as "other epoch"...
-  uint64_t rollback_epoch_ = 0;     // ...naming this epoch...
-  int64_t rollback_start_ = 0;      // ...begun at this step.
+  bool rollback_pending_ = false;  // a shard refused a request as "other epoch"...
+  uint64_t rollback_epoch_ = 0;    // ...naming this epoch...
+  int64_t rollback_start_ = 0;     // ...begun at this step.
   double last_first_reply_s_ = 0, last_wait_s_ = 0;
   double last_pull_loss_sum_ = 0;
   uint64_t last_pull_tokens_ = 0;

@@ -41,8 +41,8 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
                          << missing << " within " << grace_ms << " ms; taking it as done";
         break;
       }
-      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) +
-                                 " from shard(s) " + missing + " within " + std::to_string(limit_ms) + " ms");
+      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) + " from shard(s) " +
+                                 missing + " within " + std::to_string(limit_ms) + " ms");
     }
     // Resend to the shards that have not answered, backing off (pserver/timing.h).
     const auto interval = RetryInterval(options_.retry_ms, r.sends);
@@ -65,8 +65,8 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       r.sent = now;
       ++r.sends;
     }
-    const auto wait = std::min<int64_t>(
-        {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
+    const auto wait =
+        std::min<int64_t>({std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
     if (raw.has_value()) {
       HandleReply(std::move(*raw));

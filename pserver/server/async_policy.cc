@@ -1,6 +1,5 @@
 #include "pserver/server/async_policy.h"
 
-
 namespace psformer {
 
 std::optional<AppliedUpdate> AsyncPolicy::Accept(int, WireMessage push, ShardOptimizer* optimizer) {

@@ -7,11 +7,7 @@
 namespace psformer {
 
 BspPolicy::BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts)
-    : range_(range),
-      starts_(piece_starts),
-      heard_(workers, 0),
-      tokens_(workers, 0),
-      loss_(workers, 0) {
+    : range_(range), starts_(piece_starts), heard_(workers, 0), tokens_(workers, 0), loss_(workers, 0) {
   if (starts_.empty()) starts_.push_back(0);
   starts_.push_back(range.size());
   for (size_t p = 0; p + 1 < starts_.size(); ++p) pieces_.emplace_back(workers, starts_[p + 1] - starts_[p]);

@@ -49,11 +49,11 @@ class BspPolicy : public ConsistencyPolicy {
   ShardRange range_;
   std::vector<uint64_t> starts_;  // piece starts, shard offsets, then the shard's size
   std::vector<GradientAggregator> pieces_;
-  int64_t step_ = 1;                // the step being collected
-  int done_count_ = 0;              // pieces of step_ applied (each when its aggregator completes)
-  std::vector<int> heard_;          // per worker: pieces of step_ taken
-  std::vector<uint64_t> tokens_;    // per worker: target tokens its pieces of step_ carry
-  std::vector<double> loss_;        // ...and summed loss
+  int64_t step_ = 1;              // the step being collected
+  int done_count_ = 0;            // pieces of step_ applied (each when its aggregator completes)
+  std::vector<int> heard_;        // per worker: pieces of step_ taken
+  std::vector<uint64_t> tokens_;  // per worker: target tokens its pieces of step_ carry
+  std::vector<double> loss_;      // ...and summed loss
 };
 
 }  // namespace psformer

@@ -9,13 +9,16 @@ namespace psformer {
 
 int64_t ShardProgress::SlowestWorkerStep() const { return *std::min_element(worker_steps.begin(), worker_steps.end()); }
 
-std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range,
-                                                         int threads, const std::vector<uint64_t>& piece_starts) {
+std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range, int threads,
+                                                         const std::vector<uint64_t>& piece_starts) {
   const proto::ClusterConfig& cluster = config.cluster();
   switch (cluster.consistency()) {
-    case proto::ClusterConfig::BSP: return std::make_unique<BspPolicy>(cluster.workers(), range, piece_starts);
-    case proto::ClusterConfig::SSP: return std::make_unique<SspPolicy>(range, cluster.staleness(), threads);
-    default: return std::make_unique<AsyncPolicy>(range, threads);
+    case proto::ClusterConfig::BSP:
+      return std::make_unique<BspPolicy>(cluster.workers(), range, piece_starts);
+    case proto::ClusterConfig::SSP:
+      return std::make_unique<SspPolicy>(range, cluster.staleness(), threads);
+    default:
+      return std::make_unique<AsyncPolicy>(range, threads);
   }
 }
 

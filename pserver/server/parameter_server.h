@@ -150,9 +150,9 @@ class ParameterServer {
   // that step counts as pushed.
   std::vector<std::vector<bool>> heard_;
   std::vector<int> heard_count_;
-  double applied_loss_sum_ = 0;         // summed loss and target tokens of every worker's batch of
-  uint64_t applied_tokens_ = 0;         // the last whole step applied (sent with its PARAMS)...
-  double next_loss_sum_ = 0;            // ...and of the step whose pieces are being applied.
+  double applied_loss_sum_ = 0;  // summed loss and target tokens of every worker's batch of
+  uint64_t applied_tokens_ = 0;  // the last whole step applied (sent with its PARAMS)...
+  double next_loss_sum_ = 0;     // ...and of the step whose pieces are being applied.
   uint64_t next_tokens_ = 0;
   PendingRequests pending_pulls_;
   PendingRequests pending_checkpoints_;

@@ -15,8 +15,7 @@ void ParameterServer::HandleCheckpoint(const WireMessage& msg) {
                            {RejectReason::kNoRunDirectory, "this server has no run directory to checkpoint to"});
   }
   // BSP: only the newest step can be written (the state before it lives on only for pulls).
-  if (policy_->Overtaken(h.step(), progress_) ||
-      (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step)) {
+  if (policy_->Overtaken(h.step(), progress_) || (policy_->AppliesWholeSteps() && h.step() < progress_.applied_step)) {
     return replies_.Refuse(
         msg.peer, &h,
         {RejectReason::kStaleStep, "checkpoint of step " + std::to_string(h.step()) + ", but step " +
@@ -55,8 +54,8 @@ Status ParameterServer::CheckpointLastStep() {
   if (optimizer_.pieces_in_progress() > 0) {
     // Some pieces of the next step are applied: neither step's state is whole here.
     return Status::Unavailable("shard " + std::to_string(options_.shard) + " stopped halfway through step " +
-                                      std::to_string(step + 1) + "; the checkpoint of step " + std::to_string(step) +
-                                      " cannot be written from it");
+                               std::to_string(step + 1) + "; the checkpoint of step " + std::to_string(step) +
+                               " cannot be written from it");
   }
   return WriteCheckpoint(step);
 }

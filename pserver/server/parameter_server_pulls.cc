@@ -59,11 +59,10 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_end(request.end());
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
   // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
-  const SnapshotSlice slice =
-      optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
-                       : previous  ? ShardOptimizer::Version::kPrevious
-                                   : ShardOptimizer::Version::kCurrent,
-                       bf16, request.begin() - range_.begin, request.end() - range_.begin);
+  const SnapshotSlice slice = optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
+                                               : previous  ? ShardOptimizer::Version::kPrevious
+                                                           : ShardOptimizer::Version::kCurrent,
+                                               bf16, request.begin() - range_.begin, request.end() - range_.begin);
   std::vector<Frame> payload;
   AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
                    &payload);

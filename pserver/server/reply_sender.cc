@@ -36,7 +36,8 @@ void ReplySender::Send(const std::string& peer, proto::Header header, std::vecto
 
 void ReplySender::SendEncoded(proto::MessageType type, RawMessage message) {
   const Status s = van_->Send(std::move(message));
-  if (!s.ok()) PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
+  if (!s.ok())
+    PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
 }
 
 void ReplySender::Answer(const std::string& peer, const proto::Header& request, proto::MessageType type,

@@ -153,7 +153,8 @@ const std::shared_ptr<ShardOptimizer::Snapshot>& ShardOptimizer::Current() {
     const size_t offset = piece_starts_[p], n = PieceEnd(p) - offset;
     PartCrcs crc(ParallelPieces(threads_, n, kBlock));
     ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
-      std::memcpy(fresh->values.data() + offset + begin, params_.data() + offset + begin, (end - begin) * sizeof(float));
+      std::memcpy(fresh->values.data() + offset + begin, params_.data() + offset + begin,
+                  (end - begin) * sizeof(float));
       crc.crc[part] = Crc32c(0, fresh->values.data() + offset + begin, (end - begin) * sizeof(float));
       crc.bytes[part] = (end - begin) * sizeof(float);
     });

@@ -102,8 +102,8 @@ class ShardOptimizer {
     T* data() const { return static_cast<T*>(memory.get()); }
   };
   struct Snapshot {
-    Array<float> values;        // (size())
-    Array<uint16_t> rounded;    // (size()) when bf16 was made
+    Array<float> values;      // (size())
+    Array<uint16_t> rounded;  // (size()) when bf16 was made
     bool has_rounded = false;
     std::vector<uint32_t> crc, crc16;  // per piece
   };
@@ -112,9 +112,7 @@ class ShardOptimizer {
   // Restore).
   const std::shared_ptr<Snapshot>& Current();
   void Round(Snapshot* s);  // fills rounded and crc16 of a complete snapshot
-  uint64_t PieceEnd(int piece) const {
-    return piece + 1 < piece_count() ? piece_starts_[piece + 1] : params_.size();
-  }
+  uint64_t PieceEnd(int piece) const { return piece + 1 < piece_count() ? piece_starts_[piece + 1] : params_.size(); }
 
   template <typename T>
   Array<T> Allocate() const {

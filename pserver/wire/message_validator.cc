@@ -17,8 +17,8 @@ Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
   if (got != h.payload_bytes()) {
-    return Reject(RejectReason::kBadPayload, "header announces " + Str(h.payload_bytes()) + " payload bytes, " +
-                                                 Str(got) + " arrived");
+    return Reject(RejectReason::kBadPayload,
+                  "header announces " + Str(h.payload_bytes()) + " payload bytes, " + Str(got) + " arrived");
   }
   if (!carries_elements) {
     if (got != 0) return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes on a message that carries none");
@@ -55,8 +55,8 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   }
   const proto::MessageType type = h.type();
   bool from_worker = h.sender_role() == proto::WORKER && h.sender_id() < static_cast<uint32_t>(scope.workers);
-  bool from_control = (h.sender_role() == proto::COORDINATOR || h.sender_role() == proto::SUPERVISOR) &&
-                      h.sender_id() < 1u << 16;
+  bool from_control =
+      (h.sender_role() == proto::COORDINATOR || h.sender_role() == proto::SUPERVISOR) && h.sender_id() < 1u << 16;
   bool sender_ok = false;
   bool carries_elements = false;
   switch (type) {
@@ -79,13 +79,13 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
       sender_ok = from_worker || from_control;
       break;
     default:
-      return Reject(RejectReason::kUnknownType, "message type " + Str(static_cast<uint64_t>(type)) +
-                                                    " is not one a server handles");
+      return Reject(RejectReason::kUnknownType,
+                    "message type " + Str(static_cast<uint64_t>(type)) + " is not one a server handles");
   }
   if (!sender_ok) {
-    return Reject(RejectReason::kUnknownSender,
-                  proto::Role_Name(h.sender_role()) + " " + Str(h.sender_id()) + " may not send " +
-                      proto::MessageType_Name(type) + " in a job of " + Str(scope.workers) + " workers");
+    return Reject(RejectReason::kUnknownSender, proto::Role_Name(h.sender_role()) + " " + Str(h.sender_id()) +
+                                                    " may not send " + proto::MessageType_Name(type) + " in a job of " +
+                                                    Str(scope.workers) + " workers");
   }
   if (h.shard() != static_cast<uint32_t>(scope.shard)) {
     return Reject(RejectReason::kWrongShard, "addressed to shard " + Str(h.shard()) + ", this is shard " +
@@ -99,8 +99,8 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
     if (h.begin() < scope.begin || h.end() > scope.end || h.begin() >= h.end() || !is_bound(h.begin()) ||
         !is_bound(h.end())) {
       return Reject(RejectReason::kBadRange, "range [" + Str(h.begin()) + ", " + Str(h.end()) +
-                                                 ") is not a run of whole pieces of this shard's [" +
-                                                 Str(scope.begin) + ", " + Str(scope.end) + ")");
+                                                 ") is not a run of whole pieces of this shard's [" + Str(scope.begin) +
+                                                 ", " + Str(scope.end) + ")");
     }
     if (h.step() < (type == proto::PUSH ? 1 : 0)) {
       return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
@@ -121,8 +121,8 @@ Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool 
   }
   const proto::MessageType type = h.type();
   if (type != proto::PARAMS && type != proto::ACK && type != proto::ERROR && type != proto::HEARTBEAT) {
-    return Reject(RejectReason::kUnknownType, "message type " + Str(static_cast<uint64_t>(type)) +
-                                                  " is not one a client handles");
+    return Reject(RejectReason::kUnknownType,
+                  "message type " + Str(static_cast<uint64_t>(type)) + " is not one a client handles");
   }
   if (h.sender_role() != proto::SERVER || h.sender_id() >= static_cast<uint32_t>(scope.shards) ||
       h.shard() != h.sender_id()) {

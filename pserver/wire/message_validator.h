@@ -16,11 +16,11 @@ namespace psformer {
 // What a server knows about the job and itself.
 struct ServerScope {
   uint64_t job_id = 0;
-  int workers = 1;   // senders WORKER 0 .. workers-1.
-  int shard = 0;     // this server's index.
+  int workers = 1;     // senders WORKER 0 .. workers-1.
+  int shard = 0;       // this server's index.
   uint64_t begin = 0;  // this shard's element range [begin, end).
   uint64_t end = 0;
-  int threads = 1;     // for the checksum pass over a payload (PayloadCrc32c)
+  int threads = 1;  // for the checksum pass over a payload (PayloadCrc32c)
   // Where the shard's pieces begin (absolute), then `end` (PieceTable): a PUSH or PULL names a
   // run of whole pieces. Empty: the whole shard only.
   std::vector<uint64_t> piece_bounds;

@@ -51,8 +51,8 @@ PieceTable::PieceTable(uint64_t total, int shards, std::vector<uint64_t> cuts, u
   const std::vector<uint64_t> layer_bounds = Bounds(cuts, total);
   // Without cuts there is one run, and its shares are the contiguous shards.
   const bool runs = layer_bounds.size() > 2;
-  const auto shares = spread && shards > 1 && runs ? SpreadShares(layer_bounds, shards, total)
-                                                   : std::vector<std::vector<uint64_t>>();
+  const auto shares =
+      spread && shards > 1 && runs ? SpreadShares(layer_bounds, shards, total) : std::vector<std::vector<uint64_t>>();
   spread_ = !shares.empty();
   if (spread_) {
     // Shard k's wire range: part k of every run, in run order.
@@ -105,8 +105,8 @@ std::vector<float> PieceTable::ToModelOrder(const std::vector<float>& wire) cons
 }
 
 int PieceTable::IndexAt(uint64_t begin) const {
-  const auto it = std::lower_bound(pieces_.begin(), pieces_.end(), begin,
-                                   [](const Piece& p, uint64_t b) { return p.begin < b; });
+  const auto it =
+      std::lower_bound(pieces_.begin(), pieces_.end(), begin, [](const Piece& p, uint64_t b) { return p.begin < b; });
   return it != pieces_.end() && it->begin == begin ? static_cast<int>(it - pieces_.begin()) : -1;
 }
 

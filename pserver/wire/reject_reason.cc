@@ -4,24 +4,42 @@ namespace psformer {
 
 const char* RejectReasonName(RejectReason reason) {
   switch (reason) {
-    case RejectReason::kNone: return "none";
-    case RejectReason::kMalformedHeader: return "malformed header";
-    case RejectReason::kUnknownType: return "unknown type";
-    case RejectReason::kWrongJob: return "wrong job";
-    case RejectReason::kUnknownSender: return "unknown sender";
-    case RejectReason::kWrongShard: return "wrong shard";
-    case RejectReason::kBadRange: return "bad range";
-    case RejectReason::kBadPayload: return "bad payload";
-    case RejectReason::kBadChecksum: return "bad checksum";
-    case RejectReason::kStaleStep: return "stale step";
-    case RejectReason::kFutureStep: return "future step";
-    case RejectReason::kStaleIncarnation: return "stale incarnation";
-    case RejectReason::kOtherEpoch: return "other epoch";
-    case RejectReason::kJobFinished: return "job finished";
-    case RejectReason::kNoRunDirectory: return "no run directory";
-    case RejectReason::kRestoreFailed: return "restore failed";
-    case RejectReason::kBadSharedMemory: return "bad shared memory";
-    case RejectReason::kCount: break;
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kMalformedHeader:
+      return "malformed header";
+    case RejectReason::kUnknownType:
+      return "unknown type";
+    case RejectReason::kWrongJob:
+      return "wrong job";
+    case RejectReason::kUnknownSender:
+      return "unknown sender";
+    case RejectReason::kWrongShard:
+      return "wrong shard";
+    case RejectReason::kBadRange:
+      return "bad range";
+    case RejectReason::kBadPayload:
+      return "bad payload";
+    case RejectReason::kBadChecksum:
+      return "bad checksum";
+    case RejectReason::kStaleStep:
+      return "stale step";
+    case RejectReason::kFutureStep:
+      return "future step";
+    case RejectReason::kStaleIncarnation:
+      return "stale incarnation";
+    case RejectReason::kOtherEpoch:
+      return "other epoch";
+    case RejectReason::kJobFinished:
+      return "job finished";
+    case RejectReason::kNoRunDirectory:
+      return "no run directory";
+    case RejectReason::kRestoreFailed:
+      return "restore failed";
+    case RejectReason::kBadSharedMemory:
+      return "bad shared memory";
+    case RejectReason::kCount:
+      break;
   }
   return "unknown reason";
 }

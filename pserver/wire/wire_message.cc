@@ -25,7 +25,7 @@ void ForEachPayloadPart(const WireMessage& msg, int threads, Fn fn) {
   PSF_CHECK(msg.PayloadBytes() == PayloadElements(msg) * elem);
   ParallelFor(threads, PayloadElements(msg), kElementGrain, [&](int, size_t begin, size_t end) {
     ForEachPayloadSpan(msg.payload, elem, begin, end,
-                [&](const uint8_t* p, uint64_t first, uint64_t n) { fn(p, first, n, bf16); });
+                       [&](const uint8_t* p, uint64_t first, uint64_t n) { fn(p, first, n, bf16); });
   });
 }
 
@@ -39,9 +39,12 @@ uint64_t WireMessage::PayloadBytes() const {
 
 size_t DTypeBytes(proto::DType dtype) {
   switch (dtype) {
-    case proto::FLOAT32: return 4;
-    case proto::BFLOAT16: return 2;
-    default: return 0;
+    case proto::FLOAT32:
+      return 4;
+    case proto::BFLOAT16:
+      return 2;
+    default:
+      return 0;
   }
 }
 
@@ -51,9 +54,8 @@ uint32_t PayloadCrc32c(const std::vector<Frame>& payload, int threads) {
   std::vector<uint32_t> crc(ParallelPieces(threads, bytes, kByteGrain), 0);
   std::vector<uint64_t> len(crc.size(), 0);
   ParallelFor(threads, bytes, kByteGrain, [&](int piece, size_t begin, size_t end) {
-    ForEachPayloadSpan(payload, 1, begin, end, [&](const uint8_t* p, uint64_t, uint64_t n) {
-      crc[piece] = Crc32c(crc[piece], p, n);
-    });
+    ForEachPayloadSpan(payload, 1, begin, end,
+                       [&](const uint8_t* p, uint64_t, uint64_t n) { crc[piece] = Crc32c(crc[piece], p, n); });
     len[piece] = end - begin;
   });
   uint32_t whole = 0;
@@ -98,9 +100,8 @@ Verdict ParseMessage(RawMessage raw, WireMessage* out) {
   if (raw.frames.empty()) return Rejection{RejectReason::kMalformedHeader, "message has no frames"};
   const Frame& head = raw.frames.front();
   if (head.size() > kMaxHeaderBytes) {
-    return Rejection{RejectReason::kMalformedHeader,
-                     "header frame of " + std::to_string(head.size()) + " bytes exceeds " +
-                         std::to_string(kMaxHeaderBytes)};
+    return Rejection{RejectReason::kMalformedHeader, "header frame of " + std::to_string(head.size()) +
+                                                         " bytes exceeds " + std::to_string(kMaxHeaderBytes)};
   }
   proto::Header header;
   if (!header.ParseFromArray(head.data(), static_cast<int>(head.size()))) {

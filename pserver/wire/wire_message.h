@@ -19,7 +19,7 @@ namespace psformer {
 constexpr size_t kMaxHeaderBytes = 4096;
 
 struct WireMessage {
-  std::string peer;            // whom to answer (RawMessage::peer).
+  std::string peer;  // whom to answer (RawMessage::peer).
   proto::Header header;
   std::vector<Frame> payload;  // the frames after the header, in order.
   uint64_t PayloadBytes() const;

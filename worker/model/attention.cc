@@ -68,8 +68,8 @@ const T* MultiHeadAttention<T>::Forward(const T* params, const T* x, const T* me
   used_probs_ = probs_dropout_.Forward(probs, score_size, key);
   // Each head's context goes straight into its columns of (nq, d): the heads come out concatenated.
   T* context = context_.Reserve(be, static_cast<size_t>(nq) * d);
-  be->GemmBatched2(Transpose::kNo, Transpose::kNo, queries, hd, keys, T(1), used_probs_, keys, ScoreHeads(), v_,
-                   ldkv_, KeyHeads(), T(0), context, d, ContextHeads(), batch, h);
+  be->GemmBatched2(Transpose::kNo, Transpose::kNo, queries, hd, keys, T(1), used_probs_, keys, ScoreHeads(), v_, ldkv_,
+                   KeyHeads(), T(0), context, d, ContextHeads(), batch, h);
   T* out = out_.Reserve(be, static_cast<size_t>(nq) * d);
   LinearForward(be, nq, d, d, context, params + w_o_, params + b_o_, out);
   return out;

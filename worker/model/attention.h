@@ -46,9 +46,9 @@ class MultiHeadAttention {
   const T* x_ = nullptr;
   const T* memory_ = nullptr;
   int batch_ = 0, queries_ = 0, keys_ = 0;
-  DeviceBuffer<T> proj_q_;         // self: qkv (batch*queries, 3d); cross: q (batch*queries, d)
-  DeviceBuffer<T> proj_kv_;        // cross: kv (batch*keys, 2d)
-  const T* q_ = nullptr;           // Q, K, V inside the projections, rows ldq_ / ldkv_ apart
+  DeviceBuffer<T> proj_q_;   // self: qkv (batch*queries, 3d); cross: q (batch*queries, d)
+  DeviceBuffer<T> proj_kv_;  // cross: kv (batch*keys, 2d)
+  const T* q_ = nullptr;     // Q, K, V inside the projections, rows ldq_ / ldkv_ apart
   const T* k_ = nullptr;
   const T* v_ = nullptr;
   int ldq_ = 0, ldkv_ = 0;

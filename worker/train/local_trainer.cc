@@ -140,8 +140,9 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   namespace fs = std::filesystem;
   if (config.cluster().backend() == proto::ClusterConfig::EMULATED) {
     // Emulated workers exist to exercise the parameter servers, which --local has none of.
-    return Status::InvalidArgument("--local trains with the CPU backend; cluster.backend = EMULATED needs servers "
-                                   "(drop --local)");
+    return Status::InvalidArgument(
+        "--local trains with the CPU backend; cluster.backend = EMULATED needs servers "
+        "(drop --local)");
   }
   const std::string dir = options.run_dir;
   std::error_code ec;

@@ -82,8 +82,7 @@ class CudaBackend final : public Backend<float> {
   void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda,
                           int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
                           int64_t stride_c, int batch) override;
-  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu,
-                float* y) override;
+  void GemmBias(int m, int n, int k, const float* x, const float* w, const float* bias, bool relu, float* y) override;
   void MaskedSoftmaxForward(const AttentionShape& shape, float scale, const float* scores, const int32_t* key_tokens,
                             int32_t pad_id, bool causal, float* probs) override;
   void SoftmaxBackward(const AttentionShape& shape, float scale, const float* probs, const float* dprobs,

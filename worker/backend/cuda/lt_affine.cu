@@ -1,10 +1,9 @@
-#include "worker/backend/cuda/lt_affine.h"
-
 #include <cstdint>
 #include <string>
 
 #include "common/logging.h"
 #include "worker/backend/cuda/cuda_check.h"
+#include "worker/backend/cuda/lt_affine.h"
 
 namespace psformer {
 namespace {
@@ -55,11 +54,10 @@ LtAffine::Plan LtAffine::MakePlan(const Key& key, const float* bias, size_t work
               ok(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, k, m, k)) &&
               ok(cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_32F, n, m, n));
   const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  made = made && ok(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                   sizeof(epilogue)));
+  made =
+      made && ok(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   // The heuristic reads the bias pointer's value (not what it points to) for its alignment.
-  made = made && ok(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                   sizeof(bias)));
+  made = made && ok(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   cublasLtMatmulPreference_t pref = nullptr;
   made = made && ok(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t max_workspace = workspace_bytes;
@@ -68,16 +66,16 @@ LtAffine::Plan LtAffine::MakePlan(const Key& key, const float* bias, size_t work
   const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  made = made && ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &max_workspace, sizeof(max_workspace)));
+  made = made && ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                                         sizeof(max_workspace)));
   for (int i = 0; i < 4 && made; ++i) {
-    made = ok(cublasLtMatmulPreferenceSetAttribute(pref, alignment_attributes[i], &alignments[i],
-                                                   sizeof(alignments[i])));
+    made =
+        ok(cublasLtMatmulPreferenceSetAttribute(pref, alignment_attributes[i], &alignments[i], sizeof(alignments[i])));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  made = made && ok(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1,
-                                                   &result, &returned));
+  made = made && ok(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1, &result,
+                                                   &returned));
   if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
   if (made && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
     plan.algo = result.algo;
@@ -101,8 +99,7 @@ bool LtAffine::Run(cudaStream_t stream, GemmMath math, int m, int n, int k, cons
   if (it == plans_.end()) it = plans_.emplace(key, MakePlan(key, bias, workspace_bytes)).first;
   Plan& plan = it->second;
   if (!plan.usable) return false;
-  PSF_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  PSF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y, plan.d, y,
                                            plan.d, &plan.algo, workspace, workspace_bytes, stream);

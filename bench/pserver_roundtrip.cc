@@ -4,7 +4,7 @@
 // side: TCP without and with CURVE, ipc://, and the same-host path (ipc:// headers, payloads
 // through shared memory, common/transport/shm_van.h). Besides the round trip (which includes
 // the server's Adam update), the push alone and a repeated pull of the updated step measure
-// the transport itself.
+// the transport itself. "shm, threaded" splits each side's copies over --threads threads.
 //   build/bench/pserver_roundtrip [--params N] [--servers-max S] [--iters K] [--frame-bytes B] [--threads T]
 // Results and the machine go to bench/RESULTS.md ("Parameter server").
 #include <algorithm>
@@ -69,8 +69,12 @@ struct Timing {
 
 // kShmCrcApart: the same-host path with the push's CRC-32C computed in a pass of its own before
 // the copy, as before the copy computed it (ShmVanOptions::checksum_in_copy = false).
-enum class Transport { kTcp, kTcpCurve, kIpc, kShm, kShmCrcApart };
-bool SharedMemory(Transport t) { return t == Transport::kShm || t == Transport::kShmCrcApart; }
+// kShmThreaded: the same-host path with each side's copies and checksums split over --threads
+// threads (ShmVanOptions::copy_threads, PsClientOptions::copy_threads); the others use one.
+enum class Transport { kTcp, kTcpCurve, kIpc, kShm, kShmCrcApart, kShmThreaded };
+bool SharedMemory(Transport t) {
+  return t == Transport::kShm || t == Transport::kShmCrcApart || t == Transport::kShmThreaded;
+}
 const char* TransportName(Transport t) {
   switch (t) {
     case Transport::kTcp:
@@ -83,29 +87,34 @@ const char* TransportName(Transport t) {
       return "shm";
     case Transport::kShmCrcApart:
       return "shm, CRC apart";
+    case Transport::kShmThreaded:
+      return "shm, threaded";
   }
   return "?";
 }
 
 // A Van for `t`: `o` holds one side's own settings and `side_keys` its CURVE keys (used only for
 // kTcpCurve); kShm and kShmCrcApart put a ShmVan in front.
-std::unique_ptr<Van> TransportVan(Transport t, ZmqVanOptions o, const CurveKeys& side_keys) {
+std::unique_ptr<Van> TransportVan(Transport t, ZmqVanOptions o, const CurveKeys& side_keys, int copy_threads) {
   if (t == Transport::kTcpCurve) o.curve = side_keys;
   auto van = std::make_unique<ZmqVan>(o);
   if (!SharedMemory(t)) return van;
   ShmVanOptions so;
   so.job_id = 1;
-  so.checksum_in_copy = t == Transport::kShm;
+  so.checksum_in_copy = t != Transport::kShmCrcApart;
+  so.copy_threads = copy_threads;
   return std::make_unique<ShmVan>(std::move(van), so);
 }
 
 // The server's and the client's Van.
-std::unique_ptr<Van> ServerVan(Transport t, const CurveKeys& keys) { return TransportVan(t, {}, keys.ForServer()); }
+std::unique_ptr<Van> ServerVan(Transport t, const CurveKeys& keys, int copy_threads) {
+  return TransportVan(t, {}, keys.ForServer(), copy_threads);
+}
 
-std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys) {
+std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys, int copy_threads) {
   ZmqVanOptions o;
   o.io_threads = 2;
-  return TransportVan(t, o, keys.ForClient());
+  return TransportVan(t, o, keys.ForClient(), copy_threads);
 }
 
 // Best-of-iters time of one push + pull of the whole vector with `servers` shards. The push is
@@ -113,6 +122,7 @@ std::unique_ptr<Van> ClientVan(Transport t, const CurveKeys& keys) {
 // gradients and parameters travel as bf16 (cluster.gradient_dtype and param_dtype BF16).
 Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
   static const CurveKeys keys = *GenerateCurveKeys();
+  const int copy_threads = transport == Transport::kShmThreaded ? a.threads : 1;
   proto::JobConfig config;
   FillDefaults(&config);
   config.mutable_cluster()->set_servers(servers);
@@ -130,7 +140,7 @@ Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
     o.threads = a.threads;
     const bool tcp = transport == Transport::kTcp || transport == Transport::kTcpCurve;
     o.endpoint = tcp ? "tcp://127.0.0.1:0" : "ipc:///tmp/psformer-bench-" + std::to_string(k);
-    auto s = ParameterServer::Create(o, ServerVan(transport, keys));
+    auto s = ParameterServer::Create(o, ServerVan(transport, keys, copy_threads));
     PSF_CHECK(s.ok());
     endpoints.push_back(s.value()->endpoint());
     group.push_back(std::move(s).value());
@@ -143,8 +153,9 @@ Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
   co.parameter_count = a.params;
   co.frame_bytes = static_cast<size_t>(a.frame_bytes);
   co.io_threads = 2;
+  co.copy_threads = copy_threads;
   co.gradient_dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
-  auto client = PsClient::Create(co, ClientVan(transport, keys));
+  auto client = PsClient::Create(co, ClientVan(transport, keys, copy_threads));
   PSF_CHECK(client.ok());
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
   PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
@@ -242,8 +253,8 @@ int main(int argc, char** argv) {
   std::printf("STREAM-like copy, %d thread(s):   %8.1f ms  %6.2f GB/s\n", a.threads, stream_s * 1e3,
               8.0 * a.params / stream_s / 1e9);
 
-  for (Transport transport :
-       {Transport::kTcp, Transport::kTcpCurve, Transport::kIpc, Transport::kShm, Transport::kShmCrcApart}) {
+  for (Transport transport : {Transport::kTcp, Transport::kTcpCurve, Transport::kIpc, Transport::kShm,
+                              Transport::kShmCrcApart, Transport::kShmThreaded}) {
     for (int servers = 1; servers <= a.servers_max; ++servers) {
       const Timing rt = RoundTrip(a, servers, transport, false);
       const double moved = rt.best_push + rt.repull;

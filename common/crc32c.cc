@@ -1,5 +1,6 @@
 #include "common/crc32c.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
@@ -132,17 +133,34 @@ uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b) {
 }
 
 uint32_t Crc32cParallel(const void* data, size_t n, int threads) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
+  return Crc32cSpans({CrcSpan{data, nullptr, n}}, threads);
+}
+
+uint32_t Crc32cSpans(const std::vector<CrcSpan>& spans, int threads, uint32_t crc) {
+  size_t total = 0;
+  for (const CrcSpan& s : spans) total += s.n;
   constexpr size_t kGrain = 1 << 16;  // below this a thread costs more than it saves
-  std::vector<uint32_t> crc(ParallelPieces(threads, n, kGrain), 0);
-  std::vector<size_t> len(crc.size(), 0);
-  ParallelFor(threads, n, kGrain, [&](int piece, size_t begin, size_t end) {
-    crc[piece] = Crc32c(0, bytes + begin, end - begin);
-    len[piece] = end - begin;
+  std::vector<uint32_t> piece_crc(ParallelPieces(threads, total, kGrain), 0);
+  std::vector<size_t> piece_len(piece_crc.size(), 0);
+  ParallelFor(threads, total, kGrain, [&](int piece, size_t begin, size_t end) {
+    uint32_t c = 0;
+    size_t at = 0;  // where the current span starts in the whole
+    for (const CrcSpan& s : spans) {
+      if (at >= end) break;
+      const size_t from = std::max(begin, at), to = std::min(end, at + s.n);
+      if (from < to) {
+        const auto* src = static_cast<const uint8_t*>(s.src) + (from - at);
+        c = s.dst ? CopyWithCrc32c(static_cast<uint8_t*>(s.dst) + (from - at), src, to - from, c)
+                  : Crc32c(c, src, to - from);
+      }
+      at += s.n;
+    }
+    piece_crc[piece] = c;
+    piece_len[piece] = end - begin;
   });
-  uint32_t whole = 0;
-  for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], len[p]);
-  return whole;
+  // Combining extends any CRC state, not only one that began at 0.
+  for (size_t p = 0; p < piece_crc.size(); ++p) crc = Crc32cCombine(crc, piece_crc[p], piece_len[p]);
+  return crc;
 }
 
 uint32_t Crc32c(uint32_t crc, const void* data, size_t n) {

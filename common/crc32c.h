@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace psformer {
 
@@ -22,6 +23,20 @@ uint32_t CopyWithCrc32c(void* dst, const void* src, size_t n, uint32_t crc = 0);
 
 // Crc32c(0, data, n) computed in up to `threads` pieces on threads of their own (ParallelFor).
 uint32_t Crc32cParallel(const void* data, size_t n, int threads);
+
+// One stretch of a longer byte string: n bytes at src, also copied to dst in the pass that reads
+// them (dst nullptr: only read).
+struct CrcSpan {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t n = 0;
+};
+
+// Crc32c(crc, the spans' bytes one after another), copying each span that has a dst as
+// CopyWithCrc32c does. The bytes are split into up to `threads` equal pieces, whatever the
+// spans' sizes, each checksummed (and copied) on a thread of its own; the pieces' CRCs are
+// combined in order, so the result does not depend on `threads`.
+uint32_t Crc32cSpans(const std::vector<CrcSpan>& spans, int threads, uint32_t crc = 0);
 
 }  // namespace psformer
 

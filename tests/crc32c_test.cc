@@ -86,5 +86,34 @@ TEST(Crc32c, ParallelEqualsSerialForAnyThreadCount) {
   EXPECT_EQ(Crc32cParallel(bytes.data(), 0, 4), 0u);
 }
 
+// Spans of odd sizes (an empty one among them), some copied and some only read, split across
+// threads wherever the pieces fall: the CRC of the whole and the copies are as done in one pass.
+TEST(Crc32c, SpansGiveTheCrcOfTheWholeAndTheirCopiesForAnyThreadCount) {
+  const std::vector<size_t> sizes = {17, 0, 70001, 200003, 1, 65536, 3};
+  std::vector<std::vector<uint8_t>> src;
+  std::string whole;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    src.emplace_back(sizes[k]);
+    for (size_t i = 0; i < sizes[k]; ++i) src[k][i] = static_cast<uint8_t>((i + 31 * k) * 2654435761u >> 11);
+    whole.append(reinterpret_cast<const char*>(src[k].data()), sizes[k]);
+  }
+  const uint32_t expected = Crc32c(0x1234u, whole.data(), whole.size());
+  for (int threads : {1, 2, 3, 4, 7}) {
+    std::vector<std::vector<uint8_t>> dst;
+    std::vector<CrcSpan> spans;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      dst.emplace_back(sizes[k] + 1, uint8_t{0xA5});  // one byte past the span stays as it was
+      spans.push_back({src[k].data(), k % 2 == 0 ? dst[k].data() : nullptr, sizes[k]});
+    }
+    EXPECT_EQ(Crc32cSpans(spans, threads, 0x1234u), expected) << threads << " thread(s)";
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<uint8_t> want = k % 2 == 0 ? src[k] : std::vector<uint8_t>(sizes[k], 0xA5);
+      want.push_back(0xA5);
+      EXPECT_EQ(dst[k], want) << "span " << k << ", " << threads << " thread(s)";
+    }
+  }
+  EXPECT_EQ(Crc32cSpans({}, 4, 0x1234u), 0x1234u);
+}
+
 }  // namespace
 }  // namespace psformer

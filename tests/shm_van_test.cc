@@ -87,28 +87,35 @@ TEST(ShmVan, LargeFramesTravelThroughSharedMemoryBothWays) {
 }
 
 // A sender that leaves the payload's CRC-32C to the Van gets the CRC of every payload frame, in
-// order, those copied into a slot (checksummed in the copy) and those inline alike; a plain
-// ZeroMQ Van, never asked, still seals in a pass of its own.
+// order, those copied into a slot (checksummed in the copy) and those inline alike, whether the
+// copies run on one thread or are split over several; a plain ZeroMQ Van, never asked, still
+// seals in a pass of its own.
 TEST(ShmVan, ChecksumsThePayloadInTheCopyForASenderThatLeavesItToTheVan) {
-  Pair p;
-  EXPECT_TRUE(p.client->ChecksumsPayloadTo("srv"));
-  EXPECT_FALSE(p.client->ChecksumsPayloadTo("elsewhere"));
   const std::vector<std::string> payload = {Pattern(3 << 20, 3), "inline", Pattern((1 << 20) + 5, 4)};
   uint32_t expected = 0;
   for (const std::string& f : payload) expected = Crc32c(expected, f.data(), f.size());
-  RawMessage sealed = Message("srv", {"placeholder", payload[0], payload[1], payload[2]});
-  sealed.seal_header = [](uint32_t crc) { return Frame::Copy("crc " + std::to_string(crc)); };
-  ASSERT_TRUE(p.client->Send(std::move(sealed)).ok());
-  RawMessage got = RecvOne(*p.server);
-  ASSERT_EQ(got.frames.size(), 4u);
-  EXPECT_EQ(got.frames[0].bytes(), "crc " + std::to_string(expected));
-  for (size_t i = 0; i < payload.size(); ++i) EXPECT_EQ(got.frames[i + 1].bytes(), payload[i]) << i;
-  EXPECT_EQ(p.client->stats().frames_sent_shm, 2u);
+  const auto seal = [](uint32_t crc) { return Frame::Copy("crc " + std::to_string(crc)); };
+  for (int threads : {1, 3}) {
+    ShmVanOptions o;
+    o.copy_threads = threads;
+    Pair p(o);
+    EXPECT_TRUE(p.client->ChecksumsPayloadTo("srv"));
+    EXPECT_FALSE(p.client->ChecksumsPayloadTo("elsewhere"));
+    RawMessage sealed = Message("srv", {"placeholder", payload[0], payload[1], payload[2]});
+    sealed.seal_header = seal;
+    ASSERT_TRUE(p.client->Send(std::move(sealed)).ok());
+    RawMessage got = RecvOne(*p.server);
+    ASSERT_EQ(got.frames.size(), 4u);
+    EXPECT_EQ(got.frames[0].bytes(), "crc " + std::to_string(expected)) << threads << " thread(s)";
+    for (size_t i = 0; i < payload.size(); ++i) EXPECT_EQ(got.frames[i + 1].bytes(), payload[i]) << i;
+    EXPECT_EQ(p.client->stats().frames_sent_shm, 2u);
+  }
 
+  Pair p;
   ZmqVan plain;
   ASSERT_TRUE(plain.Connect("srv", "ipc://" + p.dir.File("ipc/server.sock")).ok());
   RawMessage unsealed = Message("srv", {"placeholder", payload[1]});
-  unsealed.seal_header = [](uint32_t crc) { return Frame::Copy("crc " + std::to_string(crc)); };
+  unsealed.seal_header = seal;
   ASSERT_TRUE(plain.Send(std::move(unsealed)).ok());
   RawMessage plain_got = RecvOne(*p.server);
   ASSERT_EQ(plain_got.frames.size(), 2u);

@@ -293,6 +293,36 @@ TEST(Validation, ClientChecksumsParamsInTheCopy) {
   }
 }
 
+// Split over threads, the copy checks the same: a payload of 400 kB in 64 kB frames, damaged or not.
+TEST(Validation, ClientCopyChecksTheSameOnSeveralThreads) {
+  constexpr size_t kN = 100000;
+  std::vector<float> params(kN);
+  for (size_t i = 0; i < kN; ++i) params[i] = 0.5f * static_cast<float>(i % 977) - 3.0f;
+  proto::Header h = MessageHeader(proto::PARAMS, 42, proto::SERVER, 1, 1);
+  h.set_dtype(proto::FLOAT32);
+  h.set_begin(0);
+  h.set_end(kN);
+  for (const int flip_at : {-1, 3, 250001, 4 * static_cast<int>(kN) - 1}) {
+    std::vector<Frame> payload;
+    AppendViewFrames(params.data(), 4 * kN, 1 << 16, 4, nullptr, &payload);
+    RawMessage raw = EncodeMessage("p", h, std::move(payload));
+    if (flip_at >= 0) {
+      std::string bytes(raw.frames[1 + flip_at / (1 << 16)].bytes());
+      bytes[flip_at % (1 << 16)] ^= 0x01;
+      raw.frames[1 + flip_at / (1 << 16)] = Frame::Own(bytes);
+    }
+    WireMessage msg;
+    ASSERT_FALSE(ParseMessage(std::move(raw), &msg));
+    for (int threads : {1, 3}) {
+      std::vector<float> out(kN, 0.0f);
+      EXPECT_EQ(CopyCheckedFloats(msg, out.data(), threads), flip_at < 0) << flip_at << ", " << threads;
+      if (flip_at < 0) {
+        EXPECT_EQ(out, params) << threads;
+      }
+    }
+  }
+}
+
 // A PULL names the element type it wants back: FLOAT32, BFLOAT16, or unspecified (FLOAT32).
 TEST(Validation, PullMayAskForFloat32OrBfloat16Only) {
   PushFixture f;

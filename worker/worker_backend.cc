@@ -1,32 +1,20 @@
 #include "worker/worker_backend.h"
 
-#include <algorithm>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "common/logging.h"
+#include "common/role_threads.h"
 #include "worker/backend/cpu_backend.h"
 #ifdef PSFORMER_HAVE_CUDA
 #include "worker/backend/cuda/cuda_backend.h"
 #endif
 
 namespace psformer {
-namespace {
-
-// CPU threads for this worker: cluster.threads_per_process, or the cores shared among the
-// workers of this machine.
-int CpuThreads(const proto::JobConfig& config) {
-  if (config.cluster().threads_per_process() > 0) return config.cluster().threads_per_process();
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, config.cluster().workers()));
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Backend<float>>> MakeWorkerBackend(const proto::JobConfig& config, int gpu) {
   if (gpu < 0) {
-    const int threads = CpuThreads(config);
+    const int threads = WorkerThreads(config);
     PSF_LOG(Info) << "computing on the CPU, " << threads << " thread(s), OpenBLAS kernels " << BlasCoreName();
     return std::unique_ptr<Backend<float>>(std::make_unique<CpuBackend<float>>(threads));
   }

@@ -9,6 +9,7 @@
 #include "common/config_loader.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
+#include "common/role_threads.h"
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "pserver/client/ps_client.h"
@@ -118,6 +119,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
+  o.copy_threads = WorkerThreads(config_);
   o.gradient_dtype =
       config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;
   o.pieces = std::make_shared<const PieceTable>(

@@ -243,9 +243,12 @@ Status ShmVan::Send(RawMessage message) {
   SweepLent();
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
   // The payload's CRC-32C, when the sender left it to us: frames in order, those copied into a
-  // slot checksummed in the copy (the header, frame 0, is not payload).
+  // slot checksummed in the copy (the header, frame 0, is not payload). Slots are reserved first;
+  // then all copies and checksums run in one pass split over copy_threads threads.
   const bool seal = static_cast<bool>(message.seal_header);
-  uint32_t crc = 0;
+  std::vector<CrcSpan> checksummed;  // with seal: the payload, in order; a dst where it is copied
+  std::vector<CrcSpan> copied;       // without seal: the copies into slots
+  std::vector<size_t> emptied;       // frames whose bytes travel in a slot once copied
   std::vector<ShmDescriptor> descriptors;
   std::vector<Placed> placed;
   const size_t lent_before = lent_.size();
@@ -257,12 +260,19 @@ Status ShmVan::Send(RawMessage message) {
   for (size_t i = 0; i < message.frames.size(); ++i) {
     Frame& f = message.frames[i];
     const bool payload = i > 0;
+    const auto pass = [&](void* dst) {
+      if (seal && payload) {
+        checksummed.push_back({f.data(), dst, f.size()});
+      } else if (dst != nullptr) {
+        copied.push_back({f.data(), dst, f.size()});
+      }
+    };
     if (f.size() < options_.threshold_bytes) {
-      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      pass(nullptr);
       continue;
     }
     if (std::optional<Lent> lent = LendInPlace(f)) {
-      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      pass(nullptr);  // the bytes stay where they are, owned by the frame the loan keeps
       std::optional<ShmFault> fault = TakeArmedShmFault();
       if (fault && !watched) watched = WatchedSlot{Placed{lent->segment.get(), lent->slot}, fault->step};
       lent->segment->Publish(lent->slot);
@@ -276,7 +286,7 @@ Status ShmVan::Send(RawMessage message) {
     }
     auto p = Place(f);
     if (!p) {
-      if (seal && payload) crc = Crc32c(crc, f.data(), f.size());
+      pass(nullptr);
       ++stats_.frames_sent_inline;
       if (!warned_inline_) {
         warned_inline_ = true;
@@ -293,18 +303,18 @@ Status ShmVan::Send(RawMessage message) {
       kill(getpid(), SIGKILL);
     }
     if (fault && !watched) watched = WatchedSlot{*p, fault->step};
-    if (seal && payload) {
-      crc = CopyWithCrc32c(p->segment->SlotData(p->slot), f.data(), f.size(), crc);
-    } else {
-      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size());
-    }
-    p->segment->Publish(p->slot);
+    pass(p->segment->SlotData(p->slot));
     descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
                            p->segment->name()});
     placed.push_back(*p);
-    f = Frame();  // the sender's buffer is free now
+    emptied.push_back(i);
     ++stats_.frames_sent_shm;
   }
+  const uint32_t crc = seal ? Crc32cSpans(checksummed, options_.copy_threads) : 0;
+  for (const CrcSpan& c : copied) std::memcpy(c.dst, c.src, c.n);
+  // A slot is published only once its bytes are in place.
+  for (const Placed& p : placed) p.segment->Publish(p.slot);
+  for (size_t i : emptied) message.frames[i] = Frame();  // the sender's buffers are free now
   if (seal) message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
   message.frames.insert(message.frames.begin(), EncodeShmEnvelope(descriptors));
   const Status sent = inner_->Send(std::move(message));

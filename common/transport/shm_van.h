@@ -12,7 +12,8 @@
 // segment (shm_segment.h) and replaced by an empty frame; the envelope lists, per replaced
 // frame, the segment, slot, generation, offset and size. The descriptor leaves only after the
 // copy is complete. A sender that leaves the payload's CRC-32C to the Van (RawMessage::seal_header)
-// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own. When no slot is free
+// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own. The copies of one
+// Send are split over copy_threads threads by bytes, whatever the frames' sizes (Crc32cSpans). When no slot is free
 // and no segment can be made (a small /dev/shm in a container, max_bytes reached), the frame
 // travels inline as over any Van, with one warning: correctness never depends on shared memory.
 //
@@ -62,6 +63,7 @@ struct ShmVanOptions {
   bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
   uint32_t lend_slots = 4096;    // slots of each AllocatePayload segment (lent frames at once).
   int lend_patience_ms = 30000;  // a lent slot unclaimed this long is taken back.
+  int copy_threads = 1;          // threads for a Send's copies into slots and its checksum.
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).

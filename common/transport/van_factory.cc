@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "common/logging.h"
+#include "common/role_threads.h"
 #include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 
@@ -52,7 +53,7 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
 
 // The ShmVan's options from the config and PSFORMER_SHM_JOB; nullopt when shared memory is off
 // or the launcher did not ask for it.
-StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::JobConfig& config,
+StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::JobConfig& config, Side side,
                                                                  const std::string& ipc_endpoint) {
   const char* job = std::getenv(kShmJobVariable);
   if (job == nullptr || !config.cluster().same_host_shm()) {
@@ -74,6 +75,7 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   o.job_id = id;
   o.ipc_endpoint = ipc_endpoint;
   o.max_bytes = static_cast<uint64_t>(config.cluster().shm_mib_per_process()) << 20;
+  o.copy_threads = side == Side::kServer ? ServerThreads(config) : WorkerThreads(config);
   return std::optional<ShmVanOptions>(o);
 }
 
@@ -83,7 +85,7 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
   }
-  PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm, ShmOptionsFromEnvironment(config, ipc_endpoint));
+  PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm, ShmOptionsFromEnvironment(config, side, ipc_endpoint));
   return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr);
 }
 

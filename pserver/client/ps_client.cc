@@ -291,7 +291,7 @@ void PsClient::HandleReply(RawMessage raw) {
                                       proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
       }
     } else if (check_in_copy) {
-      if (!CopyCheckedFloats(msg, r.params + p.model)) {
+      if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
         rejected_.Count(RejectReason::kBadChecksum);
         PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
                          << shard << ": payload CRC-32C differs from the header's (asked for again)";

@@ -69,6 +69,7 @@ struct PsClientOptions {
   int timeout_ms = 600000;                       // Wait gives up (Unavailable) after this long without completion.
   int retry_ms = 1000;                           // first resend of an unanswered request (cluster.retry_ms).
   int io_threads = 2;                            // ZeroMQ I/O threads (when the client makes its own Van).
+  int copy_threads = 1;                          // threads copying a pulled part into place (and checking it).
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
   std::shared_ptr<const PieceTable> pieces;
 };

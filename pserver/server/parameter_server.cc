@@ -2,20 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "common/logging.h"
+#include "common/role_threads.h"
 #include "pserver/timing.h"
 #include "pserver/wire/piece_table.h"
 
 namespace psformer {
 namespace {
 
-int UpdateThreads(const ParameterServerOptions& o) {
-  if (o.threads > 0) return o.threads;
-  if (o.config.cluster().threads_per_process() > 0) return o.config.cluster().threads_per_process();
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int UpdateThreads(const ParameterServerOptions& o) { return o.threads > 0 ? o.threads : ServerThreads(o.config); }
 
 // Where the shard's pieces begin, as offsets in the shard.
 std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {

@@ -146,15 +146,15 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
   });
 }
 
-bool CopyCheckedFloats(const WireMessage& msg, float* out) {
+bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads) {
   PSF_CHECK(msg.header.dtype() == proto::FLOAT32 && msg.PayloadBytes() == PayloadElements(msg) * sizeof(float));
-  uint32_t crc = 0;
+  std::vector<CrcSpan> spans;
   auto* at = reinterpret_cast<uint8_t*>(out);
   for (const Frame& f : msg.payload) {
-    crc = CopyWithCrc32c(at, f.data(), f.size(), crc);
+    spans.push_back({f.data(), at, f.size()});
     at += f.size();
   }
-  return crc == msg.header.payload_crc32c();
+  return Crc32cSpans(spans, threads) == msg.header.payload_crc32c();
 }
 
 void AddPayloadRange(const WireMessage& msg, uint64_t begin, uint64_t end, float* acc, bool assign) {

@@ -74,10 +74,10 @@ void ForEachPayloadSpan(const std::vector<Frame>& payload, size_t elem, uint64_t
 // validation (payload size matches dtype and range, frames split on element boundaries).
 // threads > 1 splits the elements among threads (elementwise: the same result).
 void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
-// The same for a FLOAT32 payload, with its CRC-32C computed in the copy (one pass, not two):
-// whether it matches the header's. On a mismatch out[] holds the damaged bytes, which the caller
-// must not use (a pull's part stays unanswered and is asked for again).
-bool CopyCheckedFloats(const WireMessage& msg, float* out);
+// The same for a FLOAT32 payload, with its CRC-32C computed in the copy (one pass, not two, split
+// over `threads` threads): whether it matches the header's. On a mismatch out[] holds the damaged
+// bytes, which the caller must not use (a pull's part stays unanswered and is asked for again).
+bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads = 1);
 // Elements [begin, end) of the payload (relative to its start) as fp32, widening bf16:
 // acc[i - begin] += payload[i], one addition per element (so the order of the additions is the
 // caller's, whatever the split into ranges); `assign` writes the values instead. Frames may lie

@@ -4,6 +4,9 @@
 // overtook its PUSH is refused as a future step and answered once retried after it, and a PULL
 // that arrives after the job moved on is refused as a stale step. Clients must treat the last two
 // ERRORs as answers to requests no longer in flight (pserver/client/ps_client.h).
+#include <atomic>
+#include <thread>
+
 #include "common/transport/faulty_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
@@ -190,6 +193,43 @@ TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
   ASSERT_TRUE((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u);
   for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
+}
+
+// A HELLO nobody answers (the server is not up yet) is resent until timeout_ms, unless the
+// process is asked to stop: then Hello gives up at once, so Ctrl-C during start-up does not wait
+// out the timeout. The silent "server" receives the HELLOs and never answers.
+TEST(PsClientStop, AHelloNobodyAnswersIsGivenUpWhenAskedToStop) {
+  ZmqVan silent;
+  const StatusOr<std::string> endpoint = silent.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  std::atomic<bool> stop{false};
+  PsClientOptions o;
+  o.job_id = kJobId;
+  o.servers = {*endpoint};
+  o.parameter_count = kTotal;
+  o.timeout_ms = 120000;
+  o.retry_ms = 20;
+  o.stop_requested = [&stop] { return stop.load(); };
+  auto client = PsClient::Create(std::move(o));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::thread asker([&] {
+    // Asked to stop once the client has sent its HELLO at least twice (it is waiting).
+    for (int hellos = 0, i = 0; hellos < 2 && i < 1000; ++i) {
+      auto r = silent.Recv(10);
+      if (!r.ok() || !r->has_value()) continue;
+      WireMessage msg;
+      if (!ParseMessage(std::move(**r), &msg) && msg.header.type() == proto::HELLO) ++hellos;
+    }
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const StatusOr<int64_t> hello = (*client)->Hello();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  asker.join();
+  ASSERT_FALSE(hello.ok());
+  EXPECT_TRUE(hello.status().IsAborted()) << hello.status().ToString();
+  EXPECT_NE(hello.status().message().find("asked to stop"), std::string::npos) << hello.status().ToString();
+  EXPECT_LT(waited, std::chrono::seconds(60));  // not the 120 s timeout
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Stopping and continuing a whole job (label `fault`): Ctrl-C in single-node mode stops it in
 // order and leaves a complete checkpoint; a job killed outright (SIGKILL to its process group)
 // continues from its last periodic checkpoint. Either way `--resume` ends with the weights of
-// an undisturbed run, bitwise (docs/determinism.md, docs/failure-model.md).
+// an undisturbed run, bitwise (docs/determinism.md, docs/failure-model.md). A worker asked to
+// stop before any server answered it exits at once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,6 +167,28 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
             std::string::npos);
   EXPECT_FALSE(undisturbed.empty());
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
+// A worker asked to stop (SIGTERM: how its supervisor passes a Ctrl-C on) while no server has
+// answered its HELLO yet (one still starting, or unreachable) exits at once and cleanly, instead
+// of resending until its timeout while the supervisor waits to kill it. Nothing listens at the
+// server endpoint given here.
+TEST(Stop, AWorkerAskedToStopBeforeAnyServerAnswersExitsAtOnce) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("run"));
+  BackgroundJob job(std::string("worker --config configs/copy.pbtxt --run-dir ") + dir.File("run") +
+                        " --index 0 --servers tcp://127.0.0.1:9",
+                    dir.File("worker.out"));
+  const std::string waiting = "no answer from shard 0 to HELLO";
+  for (int i = 0; i < 600 && job.Output().find(waiting) == std::string::npos && !job.Exited(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(job.Output().find(waiting), std::string::npos) << job.Output();
+  job.SignalGroup(SIGTERM);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(30)), 0) << job.Output();
+  EXPECT_NE(job.Output().find("stopped before training (asked to stop while waiting for the servers"),
+            std::string::npos)
+      << job.Output();
 }
 
 }  // namespace

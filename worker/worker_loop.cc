@@ -120,6 +120,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
   o.copy_threads = WorkerThreads(config_);
+  if (role == proto::WORKER) o.stop_requested = WorkerStopRequested;
   o.gradient_dtype =
       config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;
   o.pieces = std::make_shared<const PieceTable>(
@@ -145,7 +146,13 @@ Status WorkerLoop::Run() {
     PSF_ASSIGN_OR_RETURN(valid_bleu_,
                          ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
-  PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, client_->Hello());
+  const StatusOr<int64_t> hello = client_->Hello();
+  if (!hello.ok() && WorkerStopRequested()) {
+    PSF_LOG(Info) << "stopped before training (asked to stop while waiting for the servers: "
+                  << hello.status().message() << ")";
+    return Status::Ok();
+  }
+  PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, hello);
   started_at_ = last_pushed + 1;
   ReportToSupervisor(kReportReady);  // memory allocated, servers reached: started up
   if (started_at_ > 1) {

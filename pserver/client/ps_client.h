@@ -43,6 +43,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,10 @@ struct PsClientOptions {
   int copy_threads = 1;                          // threads copying a pulled part into place (and checking it).
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
   std::shared_ptr<const PieceTable> pieces;
+  // Asked while Hello waits: true gives the wait up (Aborted), so that a process asked to stop
+  // before every server answered (one not up yet, or unreachable) does not wait out timeout_ms.
+  // Null: never asked.
+  std::function<bool()> stop_requested;
 };
 
 class PsClient {

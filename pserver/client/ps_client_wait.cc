@@ -28,6 +28,10 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   last_pull_tokens_ = 0;
   while (it->second.remaining > 0) {
     Request& r = it->second;
+    if (r.type == proto::HELLO && options_.stop_requested && options_.stop_requested()) {
+      requests_.erase(it);  // a HELLO carries no payload: nothing is left in the transport's hands
+      return Status::Aborted("ps client: asked to stop before every server answered HELLO");
+    }
     const auto now = Clock::now();
     if (now >= deadline) {
       std::vector<bool> silent(shards(), false);

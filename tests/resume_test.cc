@@ -28,6 +28,12 @@ const char* kJob =
     "--set training.stop_at_valid_accuracy=0 --set logging.every_steps=5 --set cluster.workers=2 "
     "--set cluster.servers=2";
 
+// The jobs that get stopped or killed hold half their messages 50 ms: on a quiet machine the 200
+// steps take about 6 s, too little margin past step 20 for a signal through mpirun. No weight
+// changes (BSP sums in worker order, whatever the timing); the continued runs go without delays.
+const char* kSlowSteps = " --set fault.delay_fraction=0.5 --set fault.delay_ms=50";
+const char* kNoDelays = " --set fault.delay_fraction=0";
+
 std::string UndisturbedDigest(const TempDir& dir) {
   const std::string run = dir.File("undisturbed");
   CommandResult r = RunPsformer(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run);
@@ -76,7 +82,7 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   const std::string undisturbed = UndisturbedDigest(dir);
   const std::string run = dir.File("interrupted");
   {
-    BackgroundJob job(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run,
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
                       dir.File("interrupted.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
     job.SignalGroup(SIGINT);  // Ctrl-C: the terminal signals the foreground process group.
@@ -96,7 +102,8 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
   EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
 
-  CommandResult resumed = RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume");
+  CommandResult resumed =
+      RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
   EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-1.log")
                 .find("resumes from the checkpoint of step " + std::to_string(stopped)),
@@ -113,7 +120,7 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   const std::string run = dir.File("interrupted");
   const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 4 ";
   {
-    BackgroundJob job(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run,
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
                       dir.File("interrupted.out"), mpirun);
     ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
     job.SignalGroup(SIGINT);
@@ -129,7 +136,7 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
 
   CommandResult resumed =
       testing::RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + mpirun + PSFORMER_BINARY +
-                        " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume");
+                        " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
@@ -140,7 +147,7 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
   const std::string run = dir.File("killed");
   const std::string command = std::string("train ") + kJob + " --set checkpoint.every_steps=10 --run-dir " + run;
   {
-    BackgroundJob job(command, dir.File("killed.out"));
+    BackgroundJob job(command + kSlowSteps, dir.File("killed.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 35, std::chrono::seconds(120))) << job.Output();
     job.SignalGroup(SIGKILL);  // the supervisor and everything in its group; role processes follow it
     ASSERT_EQ(job.Wait(std::chrono::seconds(30)), 128 + SIGKILL);

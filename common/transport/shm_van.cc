@@ -244,7 +244,8 @@ Status ShmVan::Send(RawMessage message) {
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
   // The payload's CRC-32C, when the sender left it to us: frames in order, those copied into a
   // slot checksummed in the copy (the header, frame 0, is not payload). Slots are reserved first;
-  // then all copies and checksums run in one pass split over copy_threads threads.
+  // then the payload is checksummed, and copied where it goes into a slot, in one pass split over
+  // copy_threads threads. Without a seal the copies are plain memcpys.
   const bool seal = static_cast<bool>(message.seal_header);
   std::vector<CrcSpan> checksummed;  // with seal: the payload, in order; a dst where it is copied
   std::vector<CrcSpan> copied;       // without seal: the copies into slots

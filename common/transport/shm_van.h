@@ -12,10 +12,10 @@
 // segment (shm_segment.h) and replaced by an empty frame; the envelope lists, per replaced
 // frame, the segment, slot, generation, offset and size. The descriptor leaves only after the
 // copy is complete. A sender that leaves the payload's CRC-32C to the Van (RawMessage::seal_header)
-// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own. The copies of one
-// Send are split over copy_threads threads by bytes, whatever the frames' sizes (Crc32cSpans). When no slot is free
-// and no segment can be made (a small /dev/shm in a container, max_bytes reached), the frame
-// travels inline as over any Van, with one warning: correctness never depends on shared memory.
+// gets it computed in that copy (CopyWithCrc32c), not in a pass of its own, split by bytes over
+// copy_threads threads whatever the frames' sizes (Crc32cSpans). When no slot is free and no
+// segment can be made (a small /dev/shm in a container, max_bytes reached), the frame travels
+// inline as over any Van, with one warning: correctness never depends on shared memory.
 //
 // Lending: memory from AllocatePayload lies in a segment of its own. A frame viewing it is not
 // copied: its slot names the bytes in place (ShmSegment::Lend), and the Van keeps the frame, and

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <sstream>
@@ -16,13 +15,6 @@
 #include "common/logging.h"
 
 namespace psformer {
-namespace {
-
-// Process-wide, unlike the rest of the plan: the ShmVan that makes the copy is built apart from
-// the loop that knows the step, and what it triggers, a SIGKILL, is process-wide too.
-std::atomic<ShmFault> g_armed_shm_fault{ShmFault{}};  // NOLINT: see above.
-
-}  // namespace
 
 StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault) {
   std::vector<std::string> entries;
@@ -102,8 +94,9 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
   return events;
 }
 
-FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation)
-    : role_(role) {
+FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation,
+                     std::shared_ptr<ShmFaultSwitch> shm_faults)
+    : role_(role), shm_faults_(shm_faults ? std::move(shm_faults) : std::make_shared<ShmFaultSwitch>()) {
   auto events = FaultEvents(fault);
   PSF_CHECK(events.ok());
   std::vector<FaultEvent> ours;
@@ -115,7 +108,7 @@ FaultPlan::FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int
   if (incarnation < ours.size()) mine_.push_back(ours[incarnation]);
 }
 
-void FaultPlan::At(int64_t step) const {
+void FaultPlan::KillOrStallAt(int64_t step) const {
   for (const FaultEvent& e : mine_) {
     if (e.at_step() != step) continue;
     if (e.action() == FaultEvent::KILL_IN_SHM) {
@@ -149,13 +142,13 @@ void FaultPlan::At(int64_t step) const {
   }
 }
 
-bool FaultPlan::StrikesAt(int64_t step) const {
+bool FaultPlan::WillKillOrStallAt(int64_t step) const {
   return std::any_of(mine_.begin(), mine_.end(), [&](const FaultEvent& e) {
     return e.at_step() == step && (e.action() == FaultEvent::KILL || e.action() == FaultEvent::STALL);
   });
 }
 
-void FaultPlan::DuringPush(int64_t step) const {
+void FaultPlan::KillDuringPush(int64_t step) const {
   for (const FaultEvent& e : mine_) {
     if (e.at_step() == step && e.action() == FaultEvent::KILL_IN_PUSH) {
       PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through the push of step " << step;
@@ -170,16 +163,10 @@ void FaultPlan::ArmShmFault(int64_t step) const {
   ShmFault fault;
   fault.point = role_ == FaultEvent::WORKER ? ShmFault::kHalfwayThroughCopy : ShmFault::kOnceAReaderClaims;
   fault.step = static_cast<int32_t>(step);
-  g_armed_shm_fault.store(fault);
+  shm_faults_->Arm(fault);
 }
 
-std::optional<ShmFault> TakeArmedShmFault() {
-  const ShmFault fault = g_armed_shm_fault.exchange(ShmFault{});
-  if (fault.point == ShmFault::kNone) return std::nullopt;
-  return fault;
-}
-
-void FaultPlan::DuringCheckpoint(int64_t step) const {
+void FaultPlan::KillDuringCheckpoint(int64_t step) const {
   for (const FaultEvent& e : mine_) {
     if (e.at_step() == step && e.action() == FaultEvent::KILL_IN_CHECKPOINT) {
       PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) while writing the checkpoint of step " << step;

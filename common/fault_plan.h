@@ -5,7 +5,9 @@
 #ifndef PSFORMER_COMMON_FAULT_PLAN_H_
 #define PSFORMER_COMMON_FAULT_PLAN_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,30 +26,8 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault);
 // fault.restart_environment as NAME=VALUE entries; errors name the malformed entry.
 StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault);
 
-class FaultPlan {
- public:
-  // REQUIRES: a validated config (FaultEvents succeeds).
-  FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation);
-  // Acts on the events due at `step` for this process: SIGKILLs itself, or SIGSTOPs itself for
-  // stall_ms (a forked waker sends SIGCONT), or arms a KILL_IN_SHM (TakeArmedShmFault).
-  void At(int64_t step) const;
-  // Whether At(step) will kill or stall this process (a worker then holds its push until after).
-  bool StrikesAt(int64_t step) const;
-  // Workers, once half of `step`'s gradient is handed over: SIGKILLs itself for a KILL_IN_PUSH;
-  // arms a KILL_IN_SHM (as At does, for a push that starts after computing the step).
-  void DuringPush(int64_t step) const;
-  // Servers, while writing the checkpoint of `step`: SIGKILLs itself for a KILL_IN_CHECKPOINT.
-  void DuringCheckpoint(int64_t step) const;
-
- private:
-  void ArmShmFault(int64_t step) const;
-
-  FaultEvent::Role role_;
-  std::vector<FaultEvent> mine_;  // this incarnation's events
-};
-
-// A KILL_IN_SHM armed by At or DuringPush, for the ShmVan (shm_van.h) to carry out in the next
-// payload it sends through shared memory.
+// A KILL_IN_SHM armed by a FaultPlan, for the ShmVan (shm_van.h) to carry out in the next payload
+// it sends through shared memory.
 struct ShmFault {
   enum Point : int32_t {
     kNone,
@@ -57,8 +37,51 @@ struct ShmFault {
   Point point = kNone;
   int32_t step = 0;  // for the log line
 };
-// The armed fault, disarming it; nullopt when none is armed. Any thread.
-std::optional<ShmFault> TakeArmedShmFault();
+
+// Where a FaultPlan arms a KILL_IN_SHM and the process's ShmVan takes it: one per process, shared
+// by the two (FaultPlan::shm_faults, ShmVanOptions::faults). Any thread.
+class ShmFaultSwitch {
+ public:
+  void Arm(ShmFault fault) { armed_.store(fault); }
+  // The armed fault, disarming it; nullopt when none is armed.
+  std::optional<ShmFault> Take() {
+    const ShmFault fault = armed_.exchange(ShmFault{});
+    if (fault.point == ShmFault::kNone) return std::nullopt;
+    return fault;
+  }
+
+ private:
+  std::atomic<ShmFault> armed_{ShmFault{}};
+};
+
+class FaultPlan {
+ public:
+  // REQUIRES: a validated config (FaultEvents succeeds). `shm_faults`: where KILL_IN_SHM events
+  // are armed (the switch the process's ShmVan was given); null makes one of its own.
+  FaultPlan(const proto::FaultConfig& fault, FaultEvent::Role role, int index, uint32_t incarnation,
+            std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
+  // Acts on the events due at `step` for this process: SIGKILLs itself, or SIGSTOPs itself for
+  // stall_ms (a forked waker sends SIGCONT), or arms a KILL_IN_SHM in shm_faults().
+  void KillOrStallAt(int64_t step) const;
+  // Whether KillOrStallAt(step) will kill or stall this process (a worker then holds its push
+  // until after).
+  bool WillKillOrStallAt(int64_t step) const;
+  // Workers, once half of `step`'s gradient is handed over: SIGKILLs itself for a KILL_IN_PUSH;
+  // arms a KILL_IN_SHM (as KillOrStallAt does, for a push that starts after computing the step).
+  void KillDuringPush(int64_t step) const;
+  // Servers, while writing the checkpoint of `step`: SIGKILLs itself for a KILL_IN_CHECKPOINT.
+  void KillDuringCheckpoint(int64_t step) const;
+
+  // The switch this plan arms KILL_IN_SHM events in: hand it to the process's ShmVan.
+  const std::shared_ptr<ShmFaultSwitch>& shm_faults() const { return shm_faults_; }
+
+ private:
+  void ArmShmFault(int64_t step) const;
+
+  FaultEvent::Role role_;
+  std::vector<FaultEvent> mine_;  // this incarnation's events
+  std::shared_ptr<ShmFaultSwitch> shm_faults_;
+};
 
 }  // namespace psformer
 

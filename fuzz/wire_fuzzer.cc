@@ -28,7 +28,7 @@ void ReadPayload(const WireMessage& msg) {
 
 // One side's verdict: a refusal is counted and described; an accepted message of the type that
 // side reads the payload of (`payload_type`) has it read.
-void JudgeAt(const Verdict& verdict, const WireMessage& msg, proto::MessageType payload_type,
+void JudgeAt(const Refusal& verdict, const WireMessage& msg, proto::MessageType payload_type,
              RejectCounters* counters) {
   if (verdict) {
     counters->Count(verdict->reason);
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace psformer;
   WireMessage msg;
-  const Verdict parsed = ParseMessage(fuzz::SplitFrames(data, size), &msg);
+  const Refusal parsed = ParseMessage(fuzz::SplitFrames(data, size), &msg);
   if (parsed) {
     (void)parsed->ToString();
     return 0;

@@ -78,7 +78,7 @@ int Main(int argc, char** argv) {
     const RawMessage copy = raw;
     if (ParseMessage(copy, &msg)) return std::cerr << name << ": does not parse\n", 1;
     const bool to_client = msg.header.sender_role() == proto::SERVER;
-    const Verdict v = to_client ? ValidateAtClient(msg, FuzzClientScope()) : ValidateAtServer(msg, FuzzServerScope());
+    const Refusal v = to_client ? ValidateAtClient(msg, FuzzClientScope()) : ValidateAtServer(msg, FuzzServerScope());
     if (v) return std::cerr << name << ": refused: " << v->ToString() << "\n", 1;
     std::ofstream(dir / name, std::ios::binary) << JoinFrames(raw);
   }

@@ -142,7 +142,9 @@ int RunPserverCommand(const Args& args) {
   if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
     return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
   }
-  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), role.ipc_endpoint);
+  o.shm_faults = std::make_shared<ShmFaultSwitch>();  // the fault plan arms, the ShmVan strikes
+  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), role.ipc_endpoint,
+                           o.shm_faults);
   if (!van.ok()) return ReportError("pserver", van.status());
   // Bytes in and out are counted at the Van, so that the server's own code stays out of it.
   auto traffic = std::make_shared<VanTraffic>();

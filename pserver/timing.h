@@ -24,16 +24,22 @@ inline std::chrono::milliseconds RetryInterval(int retry_ms, int sends) {
   return std::chrono::milliseconds(static_cast<int64_t>(retry_ms) << std::min(sends - 1, kMaxRetryDoublings));
 }
 
-// The longest interval between two sends of one request.
+// The slowest link the client's resends allow for: a pull's answer of B bytes is waited for
+// B / this longer before the pull is sent again (Resender). On a slower link an answer may be
+// asked for twice, which costs bytes, never correctness. 1 Gbit/s.
+inline constexpr uint64_t kSlowestLinkBytesPerSecond = 125'000'000;
+
+// The longest interval between two sends of one request (without payload or awaited answers).
 inline std::chrono::milliseconds LongestRetryInterval(int retry_ms) {
   return RetryInterval(retry_ms, kMaxRetryDoublings + 1);
 }
 
 // A server that has refused a request as "job finished" stops this long after every worker is
-// done: the longest resend interval plus a margin for delivery, so a worker whose refusal was
-// lost hears it again on its next resend.
-inline std::chrono::milliseconds ServerLingerAfterJobEnd(int retry_ms) {
-  return LongestRetryInterval(retry_ms) + std::chrono::milliseconds(1000);
+// done: the longest resend interval, lengthened for a pull of all `shard_bytes` (Resender), plus
+// a margin for delivery, so a worker whose refusal was lost hears it again on its next resend.
+inline std::chrono::milliseconds ServerLingerAfterJobEnd(int retry_ms, uint64_t shard_bytes = 0) {
+  return LongestRetryInterval(retry_ms) + std::chrono::milliseconds(shard_bytes * 1000 / kSlowestLinkBytesPerSecond) +
+         std::chrono::milliseconds(1000);
 }
 
 // After the coordinator ends the job, a server waits at most this long for every worker it has

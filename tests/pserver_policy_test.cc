@@ -178,7 +178,7 @@ TEST(RecoveryEpoch, RefusesRequestsOfAnotherEpochAndRollbacksIntoAnOlderOne) {
   h.set_epoch(3);
   EXPECT_FALSE(epoch.Check(h).has_value());
   h.set_epoch(2);
-  const Verdict old = epoch.Check(h);
+  const Refusal old = epoch.Check(h);
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ(old->reason, RejectReason::kOtherEpoch);
   EXPECT_NE(old->detail.find("began at step 40"), std::string::npos) << old->detail;

@@ -224,7 +224,7 @@ TEST(ShmVan, AnUnclaimedLoanIsTakenBackAndItsLateDescriptorRefused) {
   RawMessage late = RecvOne(*p.client);
   EXPECT_NE(late.transport_error.find("stale"), std::string::npos) << late.transport_error;
   WireMessage parsed;
-  const Verdict v = ParseMessage(std::move(late), &parsed);
+  const Refusal v = ParseMessage(std::move(late), &parsed);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->reason, RejectReason::kBadSharedMemory);
 }
@@ -276,7 +276,7 @@ struct Forger {
     EXPECT_TRUE(sender.Connect("r", *bound).ok());
   }
   // Sends [envelope, header, placeholder] and returns ParseMessage's verdict on what arrives.
-  Verdict Deliver(const ShmDescriptor& d) {
+  Refusal Deliver(const ShmDescriptor& d) {
     RawMessage m;
     m.peer = "r";
     m.frames.push_back(EncodeShmEnvelope({d}));
@@ -290,7 +290,7 @@ struct Forger {
   }
 };
 
-void ExpectRefused(const Verdict& v, const std::string& why) {
+void ExpectRefused(const Refusal& v, const std::string& why) {
   ASSERT_TRUE(v.has_value()) << "accepted; expected: " << why;
   EXPECT_EQ(v->reason, RejectReason::kBadSharedMemory) << v->ToString();
   EXPECT_NE(v->detail.find(why), std::string::npos) << v->detail;

@@ -24,3 +24,6 @@ else()
 endif()
 psformer_test(pserver_retry_test integration SOURCES pserver_retry_test.cc
   LIBS psformer_pserver psformer_common)
+# When the client sends again (Resender): the policy on a set clock, and a push and a pull through
+# a slow link on loopback (tests/slow_link.h) that outlast retry_ms and still cross it once.
+psformer_test(resend_test integration SOURCES resend_test.cc LIBS psformer_pserver psformer_common)

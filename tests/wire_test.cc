@@ -90,13 +90,13 @@ struct PushFixture {
     AppendViewFrames(grad.data(), grad.size() * 4, 100, 4, nullptr, &payload);
     return EncodeMessage("peer", h, std::move(payload));
   }
-  Verdict Check(RawMessage raw) const {
+  Refusal Check(RawMessage raw) const {
     WireMessage msg;
-    if (Verdict v = ParseMessage(std::move(raw), &msg)) return v;
+    if (Refusal v = ParseMessage(std::move(raw), &msg)) return v;
     return ValidateAtServer(msg, scope);
   }
   RejectReason Reason(RawMessage raw) const {
-    Verdict v = Check(std::move(raw));
+    Refusal v = Check(std::move(raw));
     return v ? v->reason : RejectReason::kNone;
   }
 };
@@ -238,7 +238,7 @@ TEST(Validation, ClientChecksParamsReplies) {
     AppendViewFrames(params.data(), 400, 0, 4, nullptr, &payload);
     WireMessage msg;
     EXPECT_FALSE(ParseMessage(EncodeMessage("p", hh, std::move(payload)), &msg));
-    Verdict v = ValidateAtClient(msg, scope);
+    Refusal v = ValidateAtClient(msg, scope);
     return v ? v->reason : RejectReason::kNone;
   };
   EXPECT_EQ(check(h), RejectReason::kNone);
@@ -281,7 +281,7 @@ TEST(Validation, ClientChecksumsParamsInTheCopy) {
     }
     WireMessage msg;
     ASSERT_FALSE(ParseMessage(std::move(raw), &msg));
-    const Verdict full = ValidateAtClient(msg, scope);
+    const Refusal full = ValidateAtClient(msg, scope);
     EXPECT_EQ(full ? full->reason : RejectReason::kNone,
               flip_at < 0 ? RejectReason::kNone : RejectReason::kBadChecksum);
     EXPECT_FALSE(ValidateAtClient(msg, scope, /*defer_checksum=*/true)) << flip_at;

@@ -15,12 +15,8 @@
 #include "pserver/client/ps_client.h"
 #include "pserver/wire/piece_table.h"
 #include "worker/coordinator.h"
-#include "worker/data/batch_source.h"
-#include "worker/emulated_gpu.h"
-#include "worker/model/transformer.h"
-#include "worker/valid_bleu.h"
+#include "worker/step_computer.h"
 #include "worker/validation.h"
-#include "worker/worker_backend.h"
 
 namespace psformer {
 namespace {
@@ -31,46 +27,59 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 class WorkerLoop {
  public:
-  // A real worker: trains on `source` with the Transformer on `backend`.
-  WorkerLoop(const WorkerOptions& options, std::unique_ptr<BatchSource> source, std::unique_ptr<Backend<float>> backend)
+  // `computer` computes the steps; `faults` are this process's injected faults (the same plan
+  // whose shared-memory switch the client's Van takes).
+  WorkerLoop(const WorkerOptions& options, std::unique_ptr<StepComputer> computer, const FaultPlan& faults)
       : options_(options),
         config_(options.config),
-        source_(std::move(source)),
-        backend_(std::move(backend)),
-        model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())),
-        vocab_(source_->vocab_size()),
-        n_(model_->parameter_count()),
-        faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
-  // An emulated worker (cluster.backend EMULATED): no data, no model, no validation.
-  explicit WorkerLoop(const WorkerOptions& options)
-      : options_(options),
-        config_(options.config),
-        emulated_(std::make_unique<EmulatedGpu>(config_, options.index)),
-        vocab_(ResolvedVocabSize(config_)),
-        n_(emulated_->parameter_count()),
-        faults_(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation) {}
+        computer_(std::move(computer)),
+        n_(computer_->parameter_count()),
+        faults_(faults) {}
 
   Status Run();
 
  private:
+  // The push of one step as backward hands its gradient over range by range (cluster.overlap).
+  struct StepPush {
+    int64_t step = 0;
+    std::optional<PsClient::Ticket> ticket;  // once the first range began it
+    Status status;                           // the first failure; later ranges are then ignored
+    uint64_t handed_over = 0;                // elements so far
+  };
+
   Status Connect();
+  PsClientOptions ClientOptions(proto::Role role) const;
   // Trains from step `first` to the end. Returns Aborted when the job rolls back (the client
-  // knows where to), OK at the end or when asked to stop.
+  // knows where to), OK at the end or when asked to stop. Each step is its phases, in order.
   Status Train(int64_t first);
-  // Forward and backward of this worker's batch of `step` from params_ into grad_. With `ready`,
-  // each layer's gradient is handed over as backward finishes it (on a backend still on the device:
-  // `ready` copies it to grad_).
-  StepStats ComputeStep(int64_t step, const GradientReady& ready = nullptr);
-  // The element type of the pull of the parameters after `step` (see Train).
+  // Phase 1: the parameters after `step` into the computer's params() (BSP: once every worker
+  // pushed it; with overlap this pull went out with the step's first pushed piece, and its
+  // pieces have been arriving as the servers updated them, most during backward). The
+  // coordinator reports the step and checkpoints when due.
+  Status PullParameters(int64_t step);
+  // Phase 2: validation of the weights after `step`, on every worker alike (see the header),
+  // when due and not done before; `*stop`: whether it ends training.
+  Status MaybeValidate(int64_t step, bool* stop);
+  // Phase 3: computes `step` and pushes its gradient (with overlap, range by range as backward
+  // finishes them), then waits until every shard holds it.
+  StatusOr<StepStats> ComputeAndPush(int64_t step);
+  // A range of `push`'s gradient is final: pushes what it completes (the first range begins the
+  // push and sends the early pull).
+  void PushFinal(StepPush* push, uint64_t begin, uint64_t end, const StepStats& stats);
+  // Phase 4: the step's loss and tokens into the interval the next metrics line reports.
+  void Report(const StepStats& stats);
+  // After the last step: the final weights validated, and the coordinator's end of the job.
+  Status Conclude(int64_t next_step);
+
+  // The element type of the pull of the parameters after `step` (see PullParameters).
   proto::DType PullDtype(int64_t step) const;
-  // A pull of the parameters after `step`: the one already in flight if it asks for the same.
   // With overlap: asks for the parameters after `step` while it is still being pushed (its
-  // forward pass has read params_ already; every backend computes from its own copy), so that
+  // forward pass has read params() already; every backend computes from its own copy), so that
   // each piece comes back as soon as its server has updated it, most of them during backward.
   Status PullEarly(int64_t step);
+  // A pull of the parameters after `step`: the one already in flight if it asks for the same.
   StatusOr<PsClient::Ticket> PullAfter(int64_t step, proto::DType dtype);
-  PsClientOptions ClientOptions(proto::Role role) const;
-  // Validates the weights after `step` (in params_); `*stop`: whether that ends training.
+  // Validates the weights after `step` (in params()); `*stop`: whether that ends training.
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   // Coordinator: the final weights to model.bin, then the job ends.
   Status Finish(int64_t last_step);
@@ -78,13 +87,9 @@ class WorkerLoop {
 
   WorkerOptions options_;
   const proto::JobConfig& config_;
-  std::unique_ptr<BatchSource> source_;
-  std::unique_ptr<Backend<float>> backend_;
-  std::unique_ptr<Transformer<float>> model_;  // null when emulated
-  std::unique_ptr<EmulatedGpu> emulated_;      // null when real
-  int vocab_;
+  std::unique_ptr<StepComputer> computer_;
   uint64_t n_;
-  FaultPlan faults_;
+  const FaultPlan& faults_;
   std::unique_ptr<PsClient> client_;
   // Overlap (cluster.overlap, BSP): pieces pushed during backward, the next pull sent at once.
   bool overlap_ = false;
@@ -92,19 +97,15 @@ class WorkerLoop {
   int64_t pull_step_ = -1;                // ...of the parameters after this step,
   proto::DType pull_dtype_ = proto::FLOAT32;
   std::unique_ptr<Coordinator> coordinator_;  // worker 0 only
-  // Validation BLEU: on the coordinator, and on every worker when it decides early stopping.
-  std::unique_ptr<ValidBleu> valid_bleu_;
-  std::vector<float> params_, grad_;                 // host, (n)
-  DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
-  std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ as backward reports layers
-  int64_t started_at_ = 1;         // first step of this process: the one before it was validated already.
-  int64_t validated_through_ = 0;  // replays after a rollback skip these.
-  TrainInterval interval_;         // since the last metrics line
+  int64_t started_at_ = 1;                    // first step of this process: the one before it was validated already.
+  int64_t validated_through_ = 0;             // replays after a rollback skip these.
+  TrainInterval interval_;                    // since the last metrics line
 };
 
 Status WorkerLoop::Connect() {
   // The job's transport: CURVE-authenticated, with the config's injected faults (van_factory.h).
-  PSF_ASSIGN_OR_RETURN(auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2));
+  PSF_ASSIGN_OR_RETURN(
+      auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2, faults_.shm_faults()));
   PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
   return Status::Ok();
 }
@@ -124,27 +125,15 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.gradient_dtype =
       config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;
   o.pieces = std::make_shared<const PieceTable>(
-      JobPieceTable(config_, n_, ParamLayout(config_.model(), vocab_).LayerStarts()));
+      JobPieceTable(config_, n_, ParamLayout(config_.model(), computer_->vocab_size()).LayerStarts()));
   return o;
 }
 
 Status WorkerLoop::Run() {
   PSF_RETURN_IF_ERROR(Connect());
   overlap_ = client_->pieces().pieces().size() > static_cast<size_t>(client_->shards());
-  params_.assign(n_, 0.0f);
-  grad_.assign(n_, 0.0f);
-  if (backend_) {
-    device_params_ = backend_->Allocate<float>(n_);
-    device_grad_ = backend_->Allocate<float>(n_);
-    PSF_ASSIGN_OR_RETURN(grad_download_, backend_->MakeRangeDownloader(device_grad_.data(), grad_.data(), n_));
-  }
   if (is_coordinator()) {
     PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
-  }
-  const auto& t = config_.training();
-  if (!emulated_ && t.valid_bleu_sentences() > 0 && (is_coordinator() || t.stop_at_valid_bleu() > 0)) {
-    PSF_ASSIGN_OR_RETURN(valid_bleu_,
-                         ValidBleu::Create(config_, source_->vocab_size(), source_->ValidBatches(), backend_.get()));
   }
   const StatusOr<int64_t> hello = client_->Hello();
   if (!hello.ok() && WorkerStopRequested()) {
@@ -180,6 +169,104 @@ Status WorkerLoop::Run() {
   }
 }
 
+Status WorkerLoop::Train(int64_t first) {
+  const int64_t max_steps = config_.training().max_steps();
+  int64_t step = first;
+  for (; step <= max_steps; ++step) {
+    PSF_RETURN_IF_ERROR(PullParameters(step - 1));
+    bool stop = false;
+    PSF_RETURN_IF_ERROR(MaybeValidate(step - 1, &stop));
+    if (stop) break;
+    PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step));
+    Report(stats);
+    if (WorkerStopRequested()) {
+      // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
+      PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
+      return Status::Ok();
+    }
+  }
+  return Conclude(step);
+}
+
+Status WorkerLoop::PullParameters(int64_t step) {
+  const auto pull_start = Clock::now();
+  PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(step, PullDtype(step)));
+  PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step)));
+  interval_.wait_s += client_->last_wait_first_reply_s();
+  interval_.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
+  if (!coordinator_) return Status::Ok();
+  PSF_RETURN_IF_ERROR(coordinator_->Pulled(step, *client_, &interval_));
+  coordinator_->MaybeCheckpoint(step, *client_);
+  return Status::Ok();
+}
+
+Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
+  *stop = false;
+  const bool due = computer_->validates() && ValidationDue(config_.training(), step) && step >= started_at_ &&
+                   step > validated_through_;
+  return due ? ValidateAndMaybeStop(step, stop) : Status::Ok();
+}
+
+StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
+  // With overlap each layer's gradient is pushed as backward finishes it; not in a step where an
+  // injected kill or stall strikes before the push: it must find nothing sent.
+  StepPush push;
+  push.step = step;
+  const bool overlapped = overlap_ && !faults_.WillKillOrStallAt(step);
+  const auto compute_start = Clock::now();
+  const StepStats stats = computer_->Compute(
+      step, overlapped ? GradientFinal([&](uint64_t b, uint64_t e, const StepStats& s) { PushFinal(&push, b, e, s); })
+                       : GradientFinal());
+  interval_.compute_s += Seconds(Clock::now() - compute_start);
+  PSF_RETURN_IF_ERROR(push.status.WithContext("push of step " + std::to_string(step)));
+
+  faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
+  const auto push_start = Clock::now();
+  if (!push.ticket) {
+    PSF_ASSIGN_OR_RETURN(push.ticket, client_->Push(step, computer_->grad().data(),
+                                                    static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
+  }
+  if (overlap_ && !pull_ && step < config_.training().max_steps()) PSF_RETURN_IF_ERROR(PullEarly(step));
+  PSF_RETURN_IF_ERROR(client_->Wait(*push.ticket).WithContext("push of step " + std::to_string(step)));
+  interval_.push_s += Seconds(Clock::now() - push_start);
+  return stats;
+}
+
+void WorkerLoop::PushFinal(StepPush* push, uint64_t begin, uint64_t end, const StepStats& stats) {
+  if (!push->status.ok()) return;
+  const uint64_t half = n_ / 2;
+  if (push->handed_over < half && (push->handed_over += end - begin) >= half) faults_.KillDuringPush(push->step);
+  if (!push->ticket) {
+    auto begun = client_->BeginPush(push->step, computer_->grad().data(), static_cast<uint64_t>(stats.target_tokens),
+                                    stats.loss_sum);
+    if (!begun.ok()) {
+      push->status = begun.status();
+      return;
+    }
+    push->ticket = *begun;
+  }
+  push->status = client_->PushReady(*push->ticket, begin, end);
+  if (push->status.ok() && !pull_ && push->step < config_.training().max_steps()) push->status = PullEarly(push->step);
+}
+
+void WorkerLoop::Report(const StepStats& stats) {
+  interval_.loss_sum += stats.loss_sum;
+  interval_.tokens += stats.target_tokens;
+}
+
+Status WorkerLoop::Conclude(int64_t next_step) {
+  const int64_t max_steps = config_.training().max_steps();
+  const int64_t last_step = std::min<int64_t>(next_step, max_steps);
+  if (computer_->validates() && next_step > max_steps && last_step > validated_through_) {
+    // The final weights, validated on every worker (early stopping validated already).
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
+    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
+    bool stop = false;
+    PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
+  }
+  return coordinator_ ? Finish(next_step > max_steps ? last_step : next_step - 1) : Status::Ok();
+}
+
 proto::DType WorkerLoop::PullDtype(int64_t step) const {
   // In bf16 when the config says so, except after the steps that are validated, so that the
   // metrics describe the fp32 masters. The choice depends on the step alone: every worker,
@@ -190,7 +277,7 @@ proto::DType WorkerLoop::PullDtype(int64_t step) const {
 }
 
 Status WorkerLoop::PullEarly(int64_t step) {
-  PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, params_.data(), PullDtype(step)));
+  PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, computer_->params().data(), PullDtype(step)));
   pull_step_ = step;
   pull_dtype_ = PullDtype(step);
   return Status::Ok();
@@ -201,133 +288,26 @@ StatusOr<PsClient::Ticket> WorkerLoop::PullAfter(int64_t step, proto::DType dtyp
   if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
   if (in_flight) {
     // Asked for something else (a final fp32 pull after a bf16 one): let it finish first, so
-    // that its replies cannot land in params_ later.
+    // that its replies cannot land in params() later.
     PSF_RETURN_IF_ERROR(client_->Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
   }
-  return client_->Pull(step, params_.data(), dtype);
-}
-
-Status WorkerLoop::Train(int64_t first) {
-  const auto& t = config_.training();
-  TrainInterval& interval = interval_;
-  int64_t step = first;
-  for (; step <= t.max_steps(); ++step) {
-    // Parameters after the previous step (BSP: once every worker pushed it; with overlap this
-    // pull went out with the previous step's first pushed piece, and its pieces have been
-    // arriving as the servers updated them, most during backward).
-    const bool validate =
-        !emulated_ && ValidationDue(t, step - 1) && step - 1 >= started_at_ && step - 1 > validated_through_;
-    auto pull_start = Clock::now();
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(step - 1, PullDtype(step - 1)));
-    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step - 1)));
-    interval.wait_s += client_->last_wait_first_reply_s();
-    interval.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
-    if (coordinator_) {
-      PSF_RETURN_IF_ERROR(coordinator_->Pulled(step - 1, *client_, &interval));
-      coordinator_->MaybeCheckpoint(step - 1, *client_);
-    }
-
-    // Validation of the weights after step - 1, on every worker alike (see the header).
-    if (validate) {
-      bool stop = false;
-      PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(step - 1, &stop));
-      if (stop) break;
-    }
-
-    // With overlap each layer's gradient is pushed as backward finishes it (not in a step where
-    // an injected kill or stall strikes before the push: it must find nothing sent).
-    std::optional<PsClient::Ticket> push;
-    Status pushing;
-    uint64_t handed_over = 0;
-    // Ranges reach the push only once their copy to grad_ is complete, in the order reported.
-    const auto push_copied = [&](bool wait_all) {
-      for (const ElementRange& r : grad_download_->TakeComplete(wait_all)) {
-        if (pushing.ok()) pushing = client_->PushReady(*push, r.begin, r.end);
-      }
-    };
-    const GradientReady push_ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
-      if (!pushing.ok()) return;
-      if (handed_over < n_ / 2 && (handed_over += end - begin) >= n_ / 2) faults_.DuringPush(step);
-      if (!push) {
-        auto begun = client_->BeginPush(step, grad_.data(), static_cast<uint64_t>(s.target_tokens), s.loss_sum);
-        if (!begun.ok()) {
-          pushing = begun.status();
-          return;
-        }
-        push = *begun;
-      }
-      if (!grad_download_) {  // emulated: the gradient is in grad_ already
-        pushing = client_->PushReady(*push, begin, end);
-      } else {
-        grad_download_->Start(begin, end);  // on CUDA, copied while backward goes on
-        push_copied(/*wait_all=*/false);
-      }
-      if (pushing.ok() && !pull_ && step < t.max_steps()) pushing = PullEarly(step);
-    };
-    auto compute_start = Clock::now();
-    const StepStats stats = ComputeStep(step, overlap_ && !faults_.StrikesAt(step) ? push_ready : nullptr);
-    // The last layers' copies; after a failed push also the ones still in flight, which must not
-    // land in grad_ during what comes next.
-    if (grad_download_) push_copied(/*wait_all=*/true);
-    interval.compute_s += Seconds(Clock::now() - compute_start);
-    PSF_RETURN_IF_ERROR(pushing.WithContext("push of step " + std::to_string(step)));
-
-    faults_.At(step);  // injected faults strike after computing a step, before its push is acknowledged
-    auto push_start = Clock::now();
-    if (!push) {
-      PSF_ASSIGN_OR_RETURN(
-          push, client_->Push(step, grad_.data(), static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
-    }
-    if (overlap_ && !pull_ && step < t.max_steps()) PSF_RETURN_IF_ERROR(PullEarly(step));
-    PSF_RETURN_IF_ERROR(client_->Wait(*push).WithContext("push of step " + std::to_string(step)));
-    interval.push_s += Seconds(Clock::now() - push_start);
-
-    interval.loss_sum += stats.loss_sum;
-    interval.tokens += stats.target_tokens;
-    if (WorkerStopRequested()) {
-      // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
-      PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
-      return Status::Ok();
-    }
-  }
-  const int64_t last_step = std::min<int64_t>(step, t.max_steps());
-  if (!emulated_ && step > t.max_steps() && last_step > validated_through_) {
-    // The final weights, validated on every worker (early stopping validated already).
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
-    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
-    bool stop = false;
-    PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
-  }
-  return coordinator_ ? Finish(step > t.max_steps() ? last_step : step - 1) : Status::Ok();
-}
-
-StepStats WorkerLoop::ComputeStep(int64_t step, const GradientReady& ready) {
-  if (emulated_) return emulated_->Step(step, params_.data(), grad_.data(), ready);
-  const Batch batch = source_->TrainBatch(step, options_.index, config_.cluster().workers());
-  device_params_.Upload(params_.data(), n_);
-  const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(options_.index)};
-  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
-  if (!ready) device_grad_.Download(grad_.data(), n_);  // else each range is copied as it is reported
-  return stats;
+  return client_->Pull(step, computer_->params().data(), dtype);
 }
 
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   validated_through_ = std::max(validated_through_, step);
-  device_params_.Upload(params_.data(), n_);
   std::vector<std::string> hypotheses;
-  PSF_ASSIGN_OR_RETURN(
-      const ValidationResult v,
-      ValidateWithBleu(model_.get(), device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), &hypotheses));
+  PSF_ASSIGN_OR_RETURN(const ValidationResult v, computer_->Validate(&hypotheses));
   *stop = !EarlyStopReason(config_.training(), v).empty();
   if (!coordinator_) return Status::Ok();
-  return coordinator_->reporter()->Validation(step, v, valid_bleu_ ? &valid_bleu_->references() : nullptr, hypotheses);
+  return coordinator_->reporter()->Validation(step, v, computer_->bleu_references(), hypotheses);
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
   PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
   PSF_RETURN_IF_ERROR(coordinator_->Pulled(last_step, *client_, &interval_));
-  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, vocab_, params_));
+  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
   PSF_RETURN_IF_ERROR(client_->Goodbye());
   // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
   return coordinator_->ShutDownJob(*client_);
@@ -341,15 +321,12 @@ void RequestWorkerStop() { g_worker_stop.store(true); }
 bool WorkerStopRequested() { return g_worker_stop.load(); }
 
 Status RunWorker(const WorkerOptions& options) {
-  if (options.config.cluster().backend() == proto::ClusterConfig::EMULATED) {
-    PSF_LOG(Info) << "emulated GPU: " << options.config.cluster().emulated_step_ms()
-                  << " ms a step, no arithmetic; gradients are pseudo-random, loss and tokens synthetic";
-    WorkerLoop loop(options);
-    return loop.Run();
-  }
-  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(options.config, options.gpu));
-  PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(options.config));
-  WorkerLoop loop(options, std::move(source), std::move(backend));
+  const proto::TrainingConfig& t = options.config.training();
+  // Validation BLEU on the coordinator, and on every worker when it decides early stopping.
+  const bool with_bleu = t.valid_bleu_sentences() > 0 && (options.index == 0 || t.stop_at_valid_bleu() > 0);
+  PSF_ASSIGN_OR_RETURN(auto computer, MakeStepComputer(options.config, options.index, options.gpu, with_bleu));
+  const FaultPlan faults(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation);
+  WorkerLoop loop(options, std::move(computer), faults);
   return loop.Run();
 }
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "common/transport/van.h"
+#include "common/transport/forwarding_van.h"
 
 namespace psformer {
 
@@ -26,23 +26,16 @@ struct VanTraffic {
   std::atomic<uint64_t> bytes_out{0};
 };
 
-class CountingVan : public Van {
+class CountingVan : public ForwardingVan {
  public:
   // `traffic` is shared so that a reader may outlive the Van (the Van usually belongs to a server).
   CountingVan(std::unique_ptr<Van> inner, std::shared_ptr<VanTraffic> traffic)
-      : inner_(std::move(inner)), traffic_(std::move(traffic)) {}
+      : ForwardingVan(std::move(inner)), traffic_(std::move(traffic)) {}
 
-  StatusOr<std::string> Bind(const std::string& endpoint) override { return inner_->Bind(endpoint); }
-  Status Connect(const std::string& peer, const std::string& endpoint) override {
-    return inner_->Connect(peer, endpoint);
-  }
   Status Send(RawMessage message) override;
-  bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
-  std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
  private:
-  std::unique_ptr<Van> inner_;
   std::shared_ptr<VanTraffic> traffic_;
 };
 

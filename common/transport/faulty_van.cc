@@ -88,7 +88,7 @@ FaultAction DecideFault(const FaultyVanOptions& o, uint64_t counter) {
 }
 
 FaultyVan::FaultyVan(std::unique_ptr<Van> inner, FaultyVanOptions options)
-    : inner_(std::move(inner)), options_(options) {
+    : ForwardingVan(std::move(inner)), options_(options) {
   PSF_CHECK(inner_ != nullptr);
   PSF_CHECK(options_.Validate().ok());
 }

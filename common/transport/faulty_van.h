@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "common/proto/config.pb.h"
-#include "common/transport/van.h"
+#include "common/transport/forwarding_van.h"
 
 namespace psformer {
 
@@ -65,24 +65,17 @@ struct FaultyVanStats {
   uint64_t reordered = 0;
 };
 
-class FaultyVan : public Van {
+class FaultyVan : public ForwardingVan {
  public:
   // REQUIRES: options.Validate() is OK.
   FaultyVan(std::unique_ptr<Van> inner, FaultyVanOptions options);
   ~FaultyVan() override;  // held messages are sent before the inner Van goes.
 
-  StatusOr<std::string> Bind(const std::string& endpoint) override { return inner_->Bind(endpoint); }
-  Status Connect(const std::string& peer, const std::string& endpoint) override {
-    return inner_->Connect(peer, endpoint);
-  }
   // Decides the message's fate; errors are the inner Van's, for messages sent now.
   Status Send(RawMessage message) override;
-  bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
-  std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override;
 
   const FaultyVanStats& stats() const { return stats_; }
-  Van& inner() { return *inner_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -95,7 +88,6 @@ class FaultyVan : public Van {
   void SendHeld(const std::string* after_peer);
   void SendNow(RawMessage message);
 
-  std::unique_ptr<Van> inner_;
   FaultyVanOptions options_;
   uint64_t counter_ = 0;
   std::deque<Held> held_;  // in the order they were held.

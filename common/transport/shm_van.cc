@@ -113,7 +113,7 @@ StatusOr<std::vector<ShmDescriptor>> DecodeShmEnvelope(const Frame& frame) {
 }
 
 ShmVan::ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options)
-    : inner_(std::move(inner)), options_(std::move(options)) {}
+    : ForwardingVan(std::move(inner)), options_(std::move(options)) {}
 
 ShmVan::~ShmVan() {
   if (stats_.frames_sent_shm + stats_.frames_sent_inline + stats_.frames_received_shm + stats_.frames_lent > 0) {
@@ -239,6 +239,19 @@ void ShmVan::SweepLent() {
   });
 }
 
+// One message on its way through shared memory: what becomes of its frames before it is sent.
+struct ShmVan::Outgoing {
+  bool seal = false;                 // the sender left the payload's CRC-32C to this Van
+  std::vector<CrcSpan> checksummed;  // with seal: the payload, in order; a dst where it is copied
+  std::vector<CrcSpan> copied;       // without seal: the copies into slots
+  std::vector<size_t> emptied;       // frames whose bytes travel in a slot once copied
+  std::vector<ShmDescriptor> descriptors;
+  std::vector<Placed> placed;
+  size_t lent_before = 0;         // lent_ entries before this message's
+  std::optional<Placed> watched;  // an injected fault strikes once its receiver claims it...
+  int64_t watched_step = 0;       // ...in the push or reply of this step
+};
+
 Status ShmVan::Send(RawMessage message) {
   SweepLent();
   if (!shm_peers_.count(message.peer)) return inner_->Send(std::move(message));
@@ -246,87 +259,84 @@ Status ShmVan::Send(RawMessage message) {
   // slot checksummed in the copy (the header, frame 0, is not payload). Slots are reserved first;
   // then the payload is checksummed, and copied where it goes into a slot, in one pass split over
   // copy_threads threads. Without a seal the copies are plain memcpys.
-  const bool seal = static_cast<bool>(message.seal_header);
-  std::vector<CrcSpan> checksummed;  // with seal: the payload, in order; a dst where it is copied
-  std::vector<CrcSpan> copied;       // without seal: the copies into slots
-  std::vector<size_t> emptied;       // frames whose bytes travel in a slot once copied
-  std::vector<ShmDescriptor> descriptors;
-  std::vector<Placed> placed;
-  const size_t lent_before = lent_.size();
-  struct WatchedSlot {
-    Placed placed;
-    int64_t step;
-  };
-  std::optional<WatchedSlot> watched;  // an injected fault strikes once its receiver claims it
-  for (size_t i = 0; i < message.frames.size(); ++i) {
-    Frame& f = message.frames[i];
-    const bool payload = i > 0;
-    const auto pass = [&](void* dst) {
-      if (seal && payload) {
-        checksummed.push_back({f.data(), dst, f.size()});
-      } else if (dst != nullptr) {
-        copied.push_back({f.data(), dst, f.size()});
-      }
-    };
-    if (f.size() < options_.threshold_bytes) {
-      pass(nullptr);
-      continue;
-    }
-    if (std::optional<Lent> lent = LendInPlace(f)) {
-      pass(nullptr);  // the bytes stay where they are, owned by the frame the loan keeps
-      std::optional<ShmFault> fault = TakeArmedShmFault();
-      if (fault && !watched) watched = WatchedSlot{Placed{lent->segment.get(), lent->slot}, fault->step};
-      lent->segment->Publish(lent->slot);
-      descriptors.push_back({static_cast<uint32_t>(i), lent->slot.index, lent->slot.generation, lent->slot.offset,
-                             lent->slot.size, lent->segment->name()});
-      lent->frame = std::move(f);
-      lent_.push_back(std::move(*lent));
-      f = Frame();
-      ++stats_.frames_lent;
-      continue;
-    }
-    auto p = Place(f);
-    if (!p) {
-      pass(nullptr);
-      ++stats_.frames_sent_inline;
-      if (!warned_inline_) {
-        warned_inline_ = true;
-        PSF_LOG(Warning) << "transport: no free shared memory for a frame of " << f.size()
-                         << " bytes; it travels inline (said once; shared memory in use: " << own_bytes_ << " bytes)";
-      }
-      continue;
-    }
-    std::optional<ShmFault> fault = TakeArmedShmFault();
-    if (fault && fault->point == ShmFault::kHalfwayThroughCopy) {
-      std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size() / 2);
-      PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through copying a payload of " << f.size()
-                       << " bytes into shared memory (push of step " << fault->step << ")";
-      kill(getpid(), SIGKILL);
-    }
-    if (fault && !watched) watched = WatchedSlot{*p, fault->step};
-    pass(p->segment->SlotData(p->slot));
-    descriptors.push_back({static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size,
-                           p->segment->name()});
-    placed.push_back(*p);
-    emptied.push_back(i);
-    ++stats_.frames_sent_shm;
-  }
-  const uint32_t crc = seal ? Crc32cSpans(checksummed, options_.copy_threads) : 0;
-  for (const CrcSpan& c : copied) std::memcpy(c.dst, c.src, c.n);
+  Outgoing out;
+  out.seal = static_cast<bool>(message.seal_header);
+  out.lent_before = lent_.size();
+  for (size_t i = 0; i < message.frames.size(); ++i) Stage(message.frames[i], i, &out);
+  const uint32_t crc = out.seal ? Crc32cSpans(out.checksummed, options_.copy_threads) : 0;
+  for (const CrcSpan& c : out.copied) std::memcpy(c.dst, c.src, c.n);
   // A slot is published only once its bytes are in place.
-  for (const Placed& p : placed) p.segment->Publish(p.slot);
-  for (size_t i : emptied) message.frames[i] = Frame();  // the sender's buffers are free now
-  if (seal) message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
-  message.frames.insert(message.frames.begin(), EncodeShmEnvelope(descriptors));
+  for (const Placed& p : out.placed) p.segment->Publish(p.slot);
+  for (size_t i : out.emptied) message.frames[i] = Frame();  // the sender's buffers are free now
+  if (out.seal) message.frames[0] = std::exchange(message.seal_header, nullptr)(crc);
+  message.frames.insert(message.frames.begin(), EncodeShmEnvelope(out.descriptors));
   const Status sent = inner_->Send(std::move(message));
   if (!sent.ok()) {
-    for (const Placed& p : placed) p.segment->Unpublish(p.slot);
-    for (size_t l = lent_before; l < lent_.size(); ++l) lent_[l].segment->Unpublish(lent_[l].slot);
-  } else if (watched) {
-    KillOnceClaimed(watched->placed, watched->step);
+    for (const Placed& p : out.placed) p.segment->Unpublish(p.slot);
+    for (size_t l = out.lent_before; l < lent_.size(); ++l) lent_[l].segment->Unpublish(lent_[l].slot);
+  } else if (out.watched) {
+    KillOnceClaimed(*out.watched, out.watched_step);
   }
   return sent;
 }
+
+void ShmVan::Stage(Frame& f, size_t i, Outgoing* out) {
+  const bool payload = i > 0;
+  const auto pass = [&](void* dst) {
+    if (out->seal && payload) {
+      out->checksummed.push_back({f.data(), dst, f.size()});
+    } else if (dst != nullptr) {
+      out->copied.push_back({f.data(), dst, f.size()});
+    }
+  };
+  if (f.size() < options_.threshold_bytes) return pass(nullptr);
+  if (std::optional<Lent> lent = LendInPlace(f)) {
+    pass(nullptr);  // the bytes stay where they are, owned by the frame the loan keeps
+    const std::optional<ShmFault> fault = TakeInjectedFault();
+    if (fault && !out->watched) {
+      out->watched = Placed{lent->segment.get(), lent->slot};
+      out->watched_step = fault->step;
+    }
+    lent->segment->Publish(lent->slot);
+    out->descriptors.push_back({static_cast<uint32_t>(i), lent->slot.index, lent->slot.generation, lent->slot.offset,
+                                lent->slot.size, lent->segment->name()});
+    lent->frame = std::move(f);
+    lent_.push_back(std::move(*lent));
+    f = Frame();
+    ++stats_.frames_lent;
+    return;
+  }
+  const std::optional<Placed> p = Place(f);
+  if (!p) {
+    pass(nullptr);
+    ++stats_.frames_sent_inline;
+    if (!warned_inline_) {
+      warned_inline_ = true;
+      PSF_LOG(Warning) << "transport: no free shared memory for a frame of " << f.size()
+                       << " bytes; it travels inline (said once; shared memory in use: " << own_bytes_ << " bytes)";
+    }
+    return;
+  }
+  const std::optional<ShmFault> fault = TakeInjectedFault();
+  if (fault && fault->point == ShmFault::kHalfwayThroughCopy) {
+    std::memcpy(p->segment->SlotData(p->slot), f.data(), f.size() / 2);
+    PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) halfway through copying a payload of " << f.size()
+                     << " bytes into shared memory (push of step " << fault->step << ")";
+    kill(getpid(), SIGKILL);
+  }
+  if (fault && !out->watched) {
+    out->watched = *p;
+    out->watched_step = fault->step;
+  }
+  pass(p->segment->SlotData(p->slot));
+  out->descriptors.push_back(
+      {static_cast<uint32_t>(i), p->slot.index, p->slot.generation, p->slot.offset, p->slot.size, p->segment->name()});
+  out->placed.push_back(*p);
+  out->emptied.push_back(i);
+  ++stats_.frames_sent_shm;
+}
+
+std::optional<ShmFault> ShmVan::TakeInjectedFault() { return options_.faults ? options_.faults->Take() : std::nullopt; }
 
 void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
   // Bounded: a receiver that never comes to read (it died too) must not hold the fault off forever.

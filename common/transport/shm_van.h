@@ -32,9 +32,9 @@
 // reason. The envelope is recognised by its first byte, zero, which no wire header can begin
 // with (a protobuf field tag is never zero).
 //
-// Fault injection: a KILL_IN_SHM armed by the process's FaultPlan (fault_plan.h) strikes in the
-// next Send that places a frame: halfway through its copy (workers), or once its receiver has
-// claimed it (servers).
+// Fault injection: a KILL_IN_SHM armed by the process's FaultPlan (fault_plan.h) in the switch
+// handed in as options.faults strikes in the next Send that places a frame: halfway through its copy (workers), or once
+// its receiver has claimed it (servers).
 //
 // Thread safety: as any Van, one thread at a time; received frames may be released on any thread.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
@@ -48,8 +48,9 @@
 #include <string>
 #include <vector>
 
+#include "common/fault_plan.h"
+#include "common/transport/forwarding_van.h"
 #include "common/transport/shm_segment.h"
-#include "common/transport/van.h"
 
 namespace psformer {
 
@@ -64,6 +65,8 @@ struct ShmVanOptions {
   uint32_t lend_slots = 4096;    // slots of each AllocatePayload segment (lent frames at once).
   int lend_patience_ms = 30000;  // a lent slot unclaimed this long is taken back.
   int copy_threads = 1;          // threads for a Send's copies into slots and its checksum.
+  // Where the process's FaultPlan arms a KILL_IN_SHM (FaultPlan::shm_faults); null: none.
+  std::shared_ptr<ShmFaultSwitch> faults;
 };
 
 // What a ShmVan did so far (this thread's view; for tests and benchmarks).
@@ -77,7 +80,7 @@ struct ShmVanStats {
   uint64_t lent_taken_back = 0;   // lent slots nobody claimed in time
 };
 
-class ShmVan : public Van {
+class ShmVan : public ForwardingVan {
  public:
   ShmVan(std::unique_ptr<Van> inner, ShmVanOptions options);
   ~ShmVan() override;  // unlinks this process's segments (mappings held by received frames stay valid).
@@ -117,6 +120,12 @@ class ShmVan : public Van {
   std::optional<Lent> LendInPlace(const Frame& frame);
   // Lets go of lent frames their receivers are done with; takes back those unclaimed too long.
   void SweepLent();
+  struct Outgoing;
+  // Frame `i` of a message to a same-host peer: lent in place, or given a slot to be copied into
+  // (checksummed on the way when sealed), or left inline; what it becomes goes to `out`.
+  void Stage(Frame& frame, size_t i, Outgoing* out);
+  // A KILL_IN_SHM armed in options.faults, disarming it.
+  std::optional<ShmFault> TakeInjectedFault();
   // Replaces the envelope and placeholders of `message` by frames viewing the slots; the first
   // refusal, if any, goes to message.transport_error.
   void Unpack(RawMessage& message);
@@ -125,7 +134,6 @@ class ShmVan : public Van {
   // has claimed `placed`, i.e. while it reads the reply, or after 10 s without a claim.
   void KillOnceClaimed(const Placed& placed, int64_t step);
 
-  std::unique_ptr<Van> inner_;
   ShmVanOptions options_;
   bool ipc_bound_ = false;
   std::set<std::string> shm_peers_;  // peers that get envelopes

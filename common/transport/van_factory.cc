@@ -54,7 +54,8 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
 // The ShmVan's options from the config and PSFORMER_SHM_JOB; nullopt when shared memory is off
 // or the launcher did not ask for it.
 StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::JobConfig& config, Side side,
-                                                                 const std::string& ipc_endpoint) {
+                                                                 const std::string& ipc_endpoint,
+                                                                 std::shared_ptr<ShmFaultSwitch> shm_faults) {
   const char* job = std::getenv(kShmJobVariable);
   if (job == nullptr || !config.cluster().same_host_shm()) {
     if (!ipc_endpoint.empty()) {
@@ -76,16 +77,19 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   o.ipc_endpoint = ipc_endpoint;
   o.max_bytes = static_cast<uint64_t>(config.cluster().shm_mib_per_process()) << 20;
   o.copy_threads = side == Side::kServer ? ServerThreads(config) : WorkerThreads(config);
+  o.faults = std::move(shm_faults);
   return std::optional<ShmVanOptions>(o);
 }
 
 StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
-                                                   int io_threads, Side side, const std::string& ipc_endpoint = "") {
+                                                   int io_threads, Side side, const std::string& ipc_endpoint,
+                                                   std::shared_ptr<ShmFaultSwitch> shm_faults) {
   std::optional<CurveKeys> keys;
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
   }
-  PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm, ShmOptionsFromEnvironment(config, side, ipc_endpoint));
+  PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm,
+                       ShmOptionsFromEnvironment(config, side, ipc_endpoint, std::move(shm_faults)));
   return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr);
 }
 
@@ -111,12 +115,14 @@ std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string
 }
 
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
-                                             const std::string& ipc_endpoint) {
-  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint);
+                                             const std::string& ipc_endpoint,
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults) {
+  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint, std::move(shm_faults));
 }
 
-StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads) {
-  return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient);
+StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads,
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults) {
+  return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient, "", std::move(shm_faults));
 }
 
 StatusOr<std::unique_ptr<Van>> MakeServerVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,

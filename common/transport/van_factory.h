@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "common/fault_plan.h"
 #include "common/proto/config.pb.h"
 #include "common/transport/curve_keys.h"
 #include "common/transport/faulty_van.h"
@@ -30,13 +31,16 @@ inline constexpr char kShmJobVariable[] = "PSFORMER_SHM_JOB";
 // A server's Van (Bind it): CURVE server admitting only the job's client key.
 // fault_stream: FaultStream(FaultRole::kServer, shard). ipc_endpoint: "ipc://PATH" where same-host
 // clients reach it besides the endpoint it binds ("" = none; needs PSFORMER_SHM_JOB).
+// shm_faults: where the process's FaultPlan arms KILL_IN_SHM events (FaultPlan::shm_faults).
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
-                                             const std::string& ipc_endpoint = "");
+                                             const std::string& ipc_endpoint = "",
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
 
 // A client's Van (Connect it to the servers): CURVE client trusting only the job's server key.
 // fault_stream: FaultStream(FaultRole::kWorker, worker) or FaultStream(FaultRole::kControl, id).
-// io_threads: ZeroMQ I/O threads of its context.
-StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1);
+// io_threads: ZeroMQ I/O threads of its context. shm_faults: as for MakeServerVan.
+StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1,
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
 
 // Where a server listens for `endpoint` (what clients connect to). With a wildcard
 // cluster.bind_host (0.0.0.0, * or empty) the launcher names the endpoint by this host's name,

@@ -13,10 +13,6 @@ namespace {
 
 std::string PeerName(int shard) { return "server-" + std::to_string(shard); }
 
-// A message's sequence names its request and the part of it: replies echo it.
-constexpr uint64_t kMaxParts = uint64_t{1} << 16;
-uint64_t SequenceOf(uint64_t ticket, int part) { return ticket * kMaxParts + static_cast<uint64_t>(part); }
-
 // Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
 struct PushPayload {
   std::vector<uint16_t> bf16;  // (parameter_count) when gradient_dtype is BFLOAT16
@@ -26,6 +22,7 @@ struct PushPayload {
 
 PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
+      resender_(options_.retry_ms, static_cast<int>(options_.servers.size())),
       van_(std::move(van)),
       release_mutex_(std::make_shared<std::mutex>()),
       release_cv_(std::make_shared<std::condition_variable>()) {
@@ -101,8 +98,6 @@ PsClient::Request& PsClient::NewRequest(Ticket ticket, proto::MessageType type, 
   r.epoch = type == proto::ROLLBACK ? rollback_epoch_ : epoch_;
   r.parts = std::move(parts);
   r.remaining = static_cast<int>(r.parts.size());
-  r.sent = std::chrono::steady_clock::now();
-  r.sends = 1;
   return r;
 }
 
@@ -168,7 +163,6 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   }
   std::stable_sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [rank, part] : complete) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-  r.sent = std::chrono::steady_clock::now();
   // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
   // pull sent early), so that they do not wait for the end of backward.
   return Progress();
@@ -186,6 +180,7 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   Part& p = r.parts[part];
   proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
+  const auto now = std::chrono::steady_clock::now();
   if (r.type == proto::PUSH) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
@@ -193,11 +188,15 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     const void* base = r.grad + p.model;
     size_t elem = sizeof(float);
     if (r.bf16 != nullptr) {
-      if (!p.sent) FloatsToBf16(r.grad + p.model, p.end - p.begin, r.bf16 + p.model);
+      if (!p.sent()) FloatsToBf16(r.grad + p.model, p.end - p.begin, r.bf16 + p.model);
       base = r.bf16 + p.model;
       elem = sizeof(uint16_t);
     }
-    AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, r.payload_owner, &payload);
+    // The frames hold the Resender's token: it tells when this part's bytes have left.
+    AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem,
+                     resender_.Sent(&p.send, now, r.payload_owner), &payload);
+  } else {
+    resender_.Sent(&p.send, now, nullptr);
   }
   if (r.type == proto::PULL) h.set_dtype(r.dtype);  // no payload: the type wanted in the answer
   if (r.type == proto::PUSH || r.type == proto::PULL) {
@@ -205,7 +204,6 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_end(p.end);
   }
   h.set_epoch(r.epoch);
-  p.sent = true;
   const std::string peer = PeerName(p.shard);
   // Where the Van copies the payload anyway (shared memory), it checksums it in that copy.
   if (van_->ChecksumsPayloadTo(peer)) {
@@ -225,97 +223,6 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
   // The pieces the next forward pass needs first go first: the flat vector is in forward order.
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   return ticket;
-}
-
-void PsClient::HandleReply(RawMessage raw) {
-  WireMessage msg;
-  Verdict v = ParseMessage(std::move(raw), &msg);
-  // fp32 parameters are checksummed in the pass that copies them into place (below).
-  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS && msg.header.dtype() == proto::FLOAT32;
-  if (!v) v = ValidateAtClient(msg, scope_, check_in_copy);
-  if (v) {
-    rejected_.Count(v->reason);
-    PSF_LOG(Warning) << "ps client: ignoring a reply: " << v->ToString();
-    return;
-  }
-  const proto::Header& h = msg.header;
-  if (h.type() == proto::HEARTBEAT) return;
-  auto it = requests_.find(h.sequence() / kMaxParts);
-  const int shard = static_cast<int>(h.shard());
-  const uint64_t part = h.sequence() % kMaxParts;
-  if (it == requests_.end() || part >= it->second.parts.size()) return;  // late or unknown answer.
-  Request& r = it->second;
-  Part& p = r.parts[part];
-  if (p.answered) return;  // a repeated answer
-  if (p.shard != shard) {
-    rejected_.Count(RejectReason::kUnknownSender);
-    PSF_LOG(Warning) << "ps client: ignoring a reply from shard " << shard << " to a request sent to shard " << p.shard;
-    return;
-  }
-  if (h.type() == proto::ERROR && h.reject_reason() == static_cast<uint32_t>(RejectReason::kOtherEpoch)) {
-    // The job is recovering. A newer epoch is followed; a shard behind ours (it missed our
-    // ROLLBACK, or was restarted from an older state) is moved into ours again.
-    const bool newer = h.epoch() > epoch_;
-    if (!rollback_pending_ || h.epoch() > rollback_epoch_) {
-      rollback_pending_ = true;
-      rollback_epoch_ = newer ? h.epoch() : epoch_;
-      rollback_start_ = newer ? h.restored_step() : epoch_start_;
-    }
-    if (r.type != proto::ROLLBACK) {
-      r.error = Status::Aborted("shard " + std::to_string(shard) + " is in recovery epoch " +
-                                std::to_string(h.epoch()) + " (from step " + std::to_string(h.restored_step()) +
-                                "), this worker in epoch " + std::to_string(epoch_));
-      r.remaining = 0;  // nothing else about this request matters now.
-      return;
-    }
-  } else if (h.type() == proto::ERROR && h.reject_reason() == static_cast<uint32_t>(RejectReason::kJobFinished)) {
-    job_finished_ = true;
-    r.error = Status::Aborted("shard " + std::to_string(shard) + ": the coordinator has ended the job");
-    r.remaining = 0;
-    return;
-  } else if (h.type() == proto::ERROR) {
-    if (r.error.ok()) {
-      r.error = Status::Unavailable("shard " + std::to_string(shard) + " refused " + proto::MessageType_Name(r.type) +
-                                    ": " + h.error());
-    }
-  } else if (r.type == proto::PULL && h.type() == proto::PARAMS) {
-    if (h.begin() != p.begin || h.end() != p.end) {
-      rejected_.Count(RejectReason::kBadRange);
-      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
-                       << shard << ", asked for [" << p.begin << ", " << p.end << ")";
-      return;
-    }
-    if (h.dtype() != r.dtype) {
-      if (r.error.ok()) {
-        r.error = Status::Unavailable("shard " + std::to_string(shard) + " answered a pull for " +
-                                      proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
-      }
-    } else if (check_in_copy) {
-      if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
-        rejected_.Count(RejectReason::kBadChecksum);
-        PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
-                         << shard << ": payload CRC-32C differs from the header's (asked for again)";
-        return;  // unanswered: the resend brings them again and overwrites what was copied
-      }
-    } else {
-      CopyPayloadAsFloats(msg, r.params + p.model);
-    }
-    if (h.target_tokens() > 0) {  // every piece of a whole step says the same
-      last_pull_loss_sum_ = h.loss_sum();
-      last_pull_tokens_ = h.target_tokens();
-    }
-  } else if (h.type() == proto::ACK) {
-    if (h.duplicate()) ++duplicate_acks_;
-    if (r.type == proto::HELLO) {
-      r.min_step = std::min(r.min_step, h.step());
-      r.epochs[shard] = h.epoch();
-      r.epoch_starts[shard] = h.restored_step();
-    }
-  } else {
-    return;  // an answer of the wrong kind does not complete the request.
-  }
-  p.answered = true;
-  --r.remaining;
 }
 
 }  // namespace psformer

@@ -26,17 +26,19 @@
 // and may be reused at once. Pull writes into `params` during Wait; keep it alive until then.
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
 //
-// Lost messages and recovery. A request not fully answered after retry_ms is sent again to the
-// shards that have not answered (then after 2x, 4x, up to 8x retry_ms; pserver/timing.h):
-// servers answer a repeated PULL again and ACK a repeated PUSH as a duplicate, so a dropped
-// message or a restarted server costs a delay, never an update. Requests carry the client's
+// Lost messages and recovery. A part of a request not answered retry_ms after it left this
+// process is sent again (then after 2x, 4x, up to 8x retry_ms; Resender, resender.h): a push
+// still queued behind a slow link is never sent twice. Servers answer a repeated PULL again and
+// ACK a repeated PUSH as a duplicate, so a dropped message or a restarted server costs a delay,
+// never an update. Requests carry the client's
 // recovery epoch (docs/failure-model.md); when a server refuses one as "other epoch", Wait
 // returns Aborted and the caller calls Rollback(), which moves every shard into the newest epoch
 // and returns the step the job restarts after. The protocol: docs/wire-protocol.md.
 //
-// The implementation, by concern: ps_client.cc sends requests and takes in replies,
-// ps_client_wait.cc waits and resends, ps_client_broadcasts.cc holds the requests to every shard
-// (HELLO, ROLLBACK, CHECKPOINT, SHUTDOWN).
+// The implementation, by concern: ps_client.cc sends requests, ps_client_replies.cc takes in
+// replies (one handler per kind), ps_client_wait.cc waits and resends (when: Resender),
+// ps_client_broadcasts.cc holds the requests to every shard (HELLO, ROLLBACK, CHECKPOINT,
+// SHUTDOWN).
 #ifndef PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 #define PSFORMER_PSERVER_CLIENT_PS_CLIENT_H_
 
@@ -53,6 +55,7 @@
 #include "common/param_layout.h"
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
+#include "pserver/client/resender.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -148,14 +151,19 @@ class PsClient {
   const PieceTable& pieces() const { return *pieces_; }
 
  private:
+  // A message's sequence names its request and the part of it: replies echo it.
+  static constexpr uint64_t kMaxParts = uint64_t{1} << 16;
+  static uint64_t SequenceOf(Ticket ticket, int part) { return ticket * kMaxParts + static_cast<uint64_t>(part); }
+
   // What a request is sent to: a shard, and for PUSH and PULL a run of its pieces.
   struct Part {
     int shard = 0;
     uint64_t begin = 0, end = 0;  // wire range (PieceTable)
     uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;        // PUSH: elements PushReady has reported final
-    bool sent = false;            // PUSH parts go out when their gradient is ready; the others at once
+    Resender::Send send;          // PUSH parts go out when their gradient is ready; the others at once
     bool answered = false;
+    bool sent() const { return send.count() > 0; }
   };
   struct Request {
     proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
@@ -175,10 +183,8 @@ class PsClient {
     uint16_t* bf16 = nullptr;  // the bf16 copy, filled part by part as they are sent
     uint64_t target_tokens = 0;
     double loss_sum = 0;
-    std::shared_ptr<const void> payload_owner;   // PUSH: released when the transport is done.
-    std::shared_ptr<bool> payload_released;      // set by the owner's deleter (under mutex_).
-    std::chrono::steady_clock::time_point sent;  // last (re)send.
-    int sends = 0;
+    std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
+    std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
   };
   // A request's parts per piece run: every piece (PUSH, PULL) or one per shard (the rest).
   std::vector<Part> PieceParts() const;
@@ -188,7 +194,16 @@ class PsClient {
   StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step, proto::DType dtype = proto::FLOAT32);
   // Sends part `part` of the request; its sequence names both (SequenceOf).
   Status SendPart(Ticket ticket, Request& r, int part);
+  // Takes in one reply: validates it, finds its request and part, and dispatches by type to the
+  // handlers below, each of which returns whether the part is now answered.
   void HandleReply(RawMessage raw);
+  bool HandleRefusal(const proto::Header& h, Request& r);
+  bool HandleParams(const WireMessage& msg, bool check_in_copy, Request& r, const Part& p);
+  bool HandleAck(const proto::Header& h, Request& r);
+  // Sends again the parts of `r` that the Resender finds due at `now`.
+  Status ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock::time_point now);
+  // The Status of a Finish that ran out of time: the shards still silent, named.
+  Status NoAnswer(const Request& r, int limit_ms, bool grace) const;
   // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:
   // give up after that long and report success (a SHUTDOWN whose ACK is lost with its server).
   Status Finish(Ticket ticket, Request* done, int grace_ms = 0);
@@ -197,6 +212,7 @@ class PsClient {
   Status EnterEpoch(uint64_t epoch, int64_t start);
 
   PsClientOptions options_;
+  Resender resender_;
   std::unique_ptr<Van> van_;
   ClientScope scope_;
   std::shared_ptr<const PieceTable> pieces_;

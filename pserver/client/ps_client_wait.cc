@@ -1,12 +1,11 @@
-// PsClient's waiting: Wait blocks on a request, resending to the shards that have not answered
-// (with backoff) until every part is answered, the job rolls back, or timeout_ms passes. The
-// requests themselves are sent in ps_client.cc.
+// PsClient's waiting: Wait blocks on a request, sending again the parts that have not been
+// answered when the Resender finds them due, until every part is answered, the job rolls back,
+// or timeout_ms passes. The requests themselves are sent in ps_client.cc.
 #include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
 #include "pserver/client/ps_client.h"
-#include "pserver/timing.h"
 
 namespace psformer {
 
@@ -34,41 +33,11 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     }
     const auto now = Clock::now();
     if (now >= deadline) {
-      std::vector<bool> silent(shards(), false);
-      for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
-      std::string missing;
-      for (int k = 0; k < shards(); ++k) {
-        if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      }
-      if (grace_ms > 0) {
-        PSF_LOG(Warning) << "ps client: no answer to " << proto::MessageType_Name(r.type) << " from shard(s) "
-                         << missing << " within " << grace_ms << " ms; taking it as done";
-        break;
-      }
-      return Status::Unavailable("ps client: no answer to " + proto::MessageType_Name(r.type) + " from shard(s) " +
-                                 missing + " within " + std::to_string(limit_ms) + " ms");
+      const Status silent = NoAnswer(r, limit_ms, grace_ms > 0);
+      if (!silent.ok()) return silent;
+      break;  // within a grace: taken as done
     }
-    // Resend to the shards that have not answered, backing off (pserver/timing.h).
-    const auto interval = RetryInterval(options_.retry_ms, r.sends);
-    if (options_.retry_ms > 0 && now - r.sent >= interval) {
-      std::vector<int> resend;  // a push's piece is sent once its gradient is ready
-      for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
-        if (!r.parts[part].answered && r.parts[part].sent) resend.push_back(part);
-      }
-      if (!resend.empty()) {
-        // Said before sending: a send to a peer that never connected blocks.
-        // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
-        const bool unusual = r.type != proto::PULL || r.sends >= 3;
-        PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
-            << "ps client: no answer from shard " << r.parts[resend[0]].shard << " to "
-            << proto::MessageType_Name(r.type) << " of step " << r.step << " after " << interval.count()
-            << " ms; sending it again"
-            << (resend.size() > 1 ? " (" + std::to_string(resend.size()) + " parts in all)" : std::string());
-      }
-      for (int part : resend) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-      r.sent = now;
-      ++r.sends;
-    }
+    PSF_RETURN_IF_ERROR(ResendDue(ticket, r, now));
     const auto wait =
         std::min<int64_t>({std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
@@ -92,6 +61,46 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     return error;
   }
   return r.error;
+}
+
+Status PsClient::ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock::time_point now) {
+  // Per shard, the bytes of parameters still to come from it for this request (a pull's).
+  std::vector<uint64_t> awaited(shards(), 0);
+  if (r.type == proto::PULL) {
+    const uint64_t elem = r.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
+    for (const Part& p : r.parts) awaited[p.shard] += p.answered ? 0 : (p.end - p.begin) * elem;
+  }
+  std::vector<int> due;  // a push's piece is sent once its gradient is ready
+  for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
+    const Part& p = r.parts[part];
+    if (!p.answered && p.sent() && resender_.Due(p.send, p.shard, awaited[p.shard], now)) due.push_back(part);
+  }
+  if (due.empty()) return Status::Ok();
+  // Said before sending: a send to a peer that never connected blocks.
+  // Other requests are answered at once; a BSP pull legitimately waits for the slowest worker.
+  const Part& first = r.parts[due[0]];
+  const bool unusual = r.type != proto::PULL || first.send.count() >= 3;
+  PSF_LOG_AT(unusual ? LogLevel::kInfo : LogLevel::kDebug)
+      << "ps client: no answer from shard " << first.shard << " to " << proto::MessageType_Name(r.type) << " of step "
+      << r.step << " " << resender_.Wait(first.send.count(), awaited[first.shard]).count()
+      << " ms after it left (or the shard's last reply); sending it again"
+      << (due.size() > 1 ? " (" + std::to_string(due.size()) + " parts in all)" : std::string());
+  for (int part : due) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
+  return Status::Ok();
+}
+
+Status PsClient::NoAnswer(const Request& r, int limit_ms, bool grace) const {
+  std::vector<bool> silent(shards(), false);
+  for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
+  std::string missing;
+  for (int k = 0; k < shards(); ++k) {
+    if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+  }
+  const std::string what = "no answer to " + proto::MessageType_Name(r.type) + " from shard(s) " + missing +
+                           " within " + std::to_string(limit_ms) + " ms";
+  if (!grace) return Status::Unavailable("ps client: " + what);
+  PSF_LOG(Warning) << "ps client: " << what << "; taking it as done";
+  return Status::Ok();
 }
 
 // Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.

@@ -11,7 +11,7 @@
 
 namespace psformer {
 
-Verdict RecoveryEpoch::Check(const proto::Header& h) const {
+Refusal RecoveryEpoch::Check(const proto::Header& h) const {
   const proto::MessageType t = h.type();
   if (t != proto::PUSH && t != proto::PULL && t != proto::CHECKPOINT && t != proto::ROLLBACK) return std::nullopt;
   if (t == proto::ROLLBACK ? h.epoch() >= epoch_ : h.epoch() == epoch_) return std::nullopt;

@@ -29,7 +29,7 @@ class RecoveryEpoch {
   // Refuses (reason "other epoch") a PUSH, PULL or CHECKPOINT of another epoch, and a ROLLBACK
   // into an older one (into this one it is a repeat, into a newer one what recovery needs).
   // Other types are answered in any epoch: HELLO is how a restarted worker learns the epoch.
-  Verdict Check(const proto::Header& request) const;
+  Refusal Check(const proto::Header& request) const;
 
  private:
   uint64_t epoch_ = 0;

@@ -39,10 +39,11 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
                  [van = van_.get()](size_t bytes) { return van->AllocatePayload(bytes); }),
       policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_), piece_starts_)),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
-      shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms()),
+      shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms(),
+                (range_.end - range_.begin) * sizeof(float)),
       replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
       incarnations_(options_.config.cluster().workers(), 0),
-      faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation) {
+      faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation, options_.shm_faults) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
   scope_.threads = UpdateThreads(options_);
@@ -165,16 +166,16 @@ Status ParameterServer::Run() {
 void ParameterServer::Handle(RawMessage raw) {
   WireMessage msg;
   const std::string peer = raw.peer;
-  if (Verdict v = ParseMessage(std::move(raw), &msg)) return replies_.Refuse(peer, nullptr, *v);
+  if (Refusal v = ParseMessage(std::move(raw), &msg)) return replies_.Refuse(peer, nullptr, *v);
   const proto::Header& h = msg.header;
-  if (Verdict v = ValidateAtServer(msg, scope_)) return replies_.Refuse(peer, &h, *v);
-  if (Verdict v = CheckIncarnation(h)) return replies_.Refuse(peer, &h, *v);
+  if (Refusal v = ValidateAtServer(msg, scope_)) return replies_.Refuse(peer, &h, *v);
+  if (Refusal v = CheckIncarnation(h)) return replies_.Refuse(peer, &h, *v);
   const bool from_worker = h.sender_role() == proto::WORKER;
   if (from_worker) shutdown_.Heard(static_cast<int>(h.sender_id()));
   if (from_worker && shutdown_.job_ended() && (h.type() == proto::PUSH || h.type() == proto::PULL)) {
     return RefuseJobFinished(peer, h);
   }
-  if (Verdict v = epoch_.Check(h)) return replies_.Refuse(peer, &h, *v);
+  if (Refusal v = epoch_.Check(h)) return replies_.Refuse(peer, &h, *v);
   switch (h.type()) {
     case proto::ROLLBACK:
       return HandleRollback(msg);
@@ -195,7 +196,7 @@ void ParameterServer::Handle(RawMessage raw) {
   }
 }
 
-Verdict ParameterServer::CheckIncarnation(const proto::Header& h) {
+Refusal ParameterServer::CheckIncarnation(const proto::Header& h) {
   if (h.sender_role() != proto::WORKER) return std::nullopt;
   uint32_t& known = incarnations_[h.sender_id()];
   if (h.incarnation() < known) {
@@ -297,7 +298,7 @@ void ParameterServer::Applied(const AppliedUpdate& update) {
     const Status s = WriteCheckpoint(update.step);
     if (!s.ok()) PSF_LOG(Error) << "checkpoint of step " << update.step << " failed: " << s.message();
   }
-  faults_.At(update.step);  // injected faults strike after a step is applied (and checkpointed)
+  faults_.KillOrStallAt(update.step);  // injected faults strike after a step is applied (and checkpointed)
 }
 
 void ParameterServer::HandleShutdown(const WireMessage& msg) {

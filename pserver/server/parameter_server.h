@@ -61,6 +61,9 @@ struct ParameterServerOptions {
   // Where the model's layers begin (ParamLayout::LayerStarts): with cluster.overlap under BSP the
   // shard is collected and updated in pieces cut there (JobPieceTable). Empty: whole shards.
   std::vector<uint64_t> layer_starts;
+  // Where this process's ShmVan takes injected KILL_IN_SHM faults from (the switch given to
+  // MakeServerVan); null: a server without shared memory, whose plan arms a switch nobody reads.
+  std::shared_ptr<ShmFaultSwitch> shm_faults;
 };
 
 // Counters, readable from any thread while Run works.
@@ -71,6 +74,8 @@ struct ParameterServerStats {
   std::atomic<uint64_t> pieces_applied{0};  // piece updates (BSP with overlap; else one per update)
   std::atomic<uint64_t> pulls_answered{0};
   std::atomic<uint64_t> bf16_pulls_answered{0};  // of pulls_answered: in bf16 (cluster.param_dtype)
+  // Resent pulls not answered twice: the first was still waiting for its step (PendingRequests).
+  std::atomic<uint64_t> resent_pulls_absorbed{0};
   std::atomic<uint64_t> checkpoints_written{0};
   std::atomic<int64_t> applied_step{0};  // BSP: the last step applied.
   std::atomic<uint64_t> rollbacks{0};    // times this server reloaded a checkpoint for a ROLLBACK.
@@ -110,7 +115,7 @@ class ParameterServer {
  private:
   Status Start();
   void Handle(RawMessage raw);
-  Verdict CheckIncarnation(const proto::Header& h);
+  Refusal CheckIncarnation(const proto::Header& h);
   void HandleHello(const WireMessage& msg);
   void HandlePush(WireMessage msg);
   // Takes the pieces [first, last) of an accepted push (or its retry) not yet heard from worker `w`.

@@ -39,7 +39,7 @@ void ParameterServer::ServePendingCheckpoints() {
 
 Status ParameterServer::WriteCheckpoint(int64_t step) {
   const Status saved = checkpointer_.Write(step, optimizer_, range_, policy_->CheckpointWorkerSteps(step, progress_),
-                                           [this, step] { faults_.DuringCheckpoint(step); });
+                                           [this, step] { faults_.KillDuringCheckpoint(step); });
   if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
   PSF_RETURN_IF_ERROR(saved);
   stats_.checkpoints_written.fetch_add(1);

@@ -34,7 +34,7 @@ void ParameterServer::HandlePull(const WireMessage& msg) {
                                        std::to_string(progress_.applied_step) + " is already applied"});
   }
   if (policy_->PullReady(h, progress_)) return SendParams(msg.peer, h);
-  pending_pulls_.Add(msg.peer, h);
+  if (!pending_pulls_.Add(msg.peer, h)) stats_.resent_pulls_absorbed.fetch_add(1);
 }
 
 void ParameterServer::ServePendingPulls() {

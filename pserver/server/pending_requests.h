@@ -20,7 +20,16 @@ class PendingRequests {
     proto::Header request;
   };
 
-  void Add(std::string peer, proto::Header request) { entries_.push_back({std::move(peer), std::move(request)}); }
+  // Keeps `request` from `peer` waiting; returns false, keeping nothing, when it is a resend of
+  // one already waiting (same peer, sequence, sender, incarnation and epoch): it is answered
+  // once.
+  bool Add(std::string peer, proto::Header request) {
+    for (const Entry& e : entries_) {
+      if (e.peer == peer && SameRequest(e.request, request)) return false;
+    }
+    entries_.push_back({std::move(peer), std::move(request)});
+    return true;
+  }
   size_t size() const { return entries_.size(); }
 
   // Hands each request that `ready(header)` accepts to `serve(entry)`, in arrival order, and
@@ -47,6 +56,11 @@ class PendingRequests {
   }
 
  private:
+  static bool SameRequest(const proto::Header& a, const proto::Header& b) {
+    return a.sequence() == b.sequence() && a.sender_id() == b.sender_id() && a.sender_role() == b.sender_role() &&
+           a.incarnation() == b.incarnation() && a.epoch() == b.epoch() && a.type() == b.type();
+  }
+
   std::vector<Entry> entries_;
 };
 

@@ -4,8 +4,8 @@
 
 namespace psformer {
 
-ShutdownTracker::ShutdownTracker(int workers, int retry_ms)
-    : retry_ms_(retry_ms), done_(workers, false), seen_(workers, false) {}
+ShutdownTracker::ShutdownTracker(int workers, int retry_ms, uint64_t shard_bytes)
+    : retry_ms_(retry_ms), shard_bytes_(shard_bytes), done_(workers, false), seen_(workers, false) {}
 
 void ShutdownTracker::JobEnded(Clock::time_point now) {
   if (!job_ended_) deadline_ = now + kServerFinishDeadline;
@@ -30,7 +30,7 @@ void ShutdownTracker::Update(Clock::time_point now) {
     if (seen_[w] && !done_[w]) return;
   }
   // Nobody can have missed a refusal that was never sent: stop at once.
-  stop_at_ = told_finished_ ? now + ServerLingerAfterJobEnd(retry_ms_) : now;
+  stop_at_ = told_finished_ ? now + ServerLingerAfterJobEnd(retry_ms_, shard_bytes_) : now;
 }
 
 }  // namespace psformer

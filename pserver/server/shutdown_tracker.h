@@ -21,8 +21,9 @@ class ShutdownTracker {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `workers` in the job; `retry_ms` is the clients' first resend interval (cluster.retry_ms).
-  ShutdownTracker(int workers, int retry_ms);
+  // `workers` in the job; `retry_ms` is the clients' first resend interval (cluster.retry_ms);
+  // `shard_bytes`: the largest answer to a pull (the shard in fp32), which resends wait for.
+  ShutdownTracker(int workers, int retry_ms, uint64_t shard_bytes = 0);
 
   // A message came from `worker`: the server must wait for it to be done.
   void Heard(int worker) { seen_[worker] = true; }
@@ -43,6 +44,7 @@ class ShutdownTracker {
   void Update(Clock::time_point now);
 
   int retry_ms_;
+  uint64_t shard_bytes_;
   std::vector<bool> done_;  // said SHUTDOWN or were told "job finished".
   std::vector<bool> seen_;  // heard from at all; a worker never heard from counts as done.
   bool job_ended_ = false;

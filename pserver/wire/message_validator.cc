@@ -9,11 +9,11 @@ namespace {
 
 std::string Str(uint64_t v) { return std::to_string(v); }
 
-Verdict Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
+Refusal Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
 
 // Payload size against dtype and range, element-aligned frames, then the checksum (unless the
 // caller checks it in its copy).
-Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
+Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
   if (got != h.payload_bytes()) {
@@ -48,7 +48,7 @@ Verdict CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
 
 }  // namespace
 
-Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
+Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   const proto::Header& h = msg.header;
   if (h.job_id() != scope.job_id) {
     return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this server serves job " + Str(scope.job_id));
@@ -114,7 +114,7 @@ Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   return CheckPayload(msg, carries_elements, scope.threads);
 }
 
-Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum) {
+Refusal ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum) {
   const proto::Header& h = msg.header;
   if (h.job_id() != scope.job_id) {
     return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this client is in job " + Str(scope.job_id));

@@ -31,7 +31,7 @@ struct ServerScope {
 // or supervisor). PUSH and PULL name a run of whole pieces of the shard (piece_bounds); PUSH
 // carries it in FLOAT32 or BFLOAT16 with step >= 1;
 // other types carry no payload.
-Verdict ValidateAtServer(const WireMessage& msg, const ServerScope& scope);
+Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope);
 
 // What a worker-side client knows.
 struct ClientScope {
@@ -43,7 +43,7 @@ struct ClientScope {
 // For a reply arriving at a client: PARAMS (over part of the sender shard's range), ACK,
 // ERROR, HEARTBEAT, from SERVER `shard` < shards of this job. `defer_checksum`: every check but
 // the payload's CRC-32C, which the caller makes in the pass that copies it (CopyCheckedFloats).
-Verdict ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum = false);
+Refusal ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum = false);
 
 }  // namespace psformer
 

@@ -43,7 +43,9 @@ struct Rejection {
   std::string detail;  // what was wrong, with the values involved.
   std::string ToString() const { return std::string(RejectReasonName(reason)) + ": " + detail; }
 };
-using Verdict = std::optional<Rejection>;  // nullopt = accepted.
+// What a check says of a message: the rejection when it is refused, nullopt when it is accepted
+// (so `if (refusal)` reads as it means).
+using Refusal = std::optional<Rejection>;
 
 // Counts refusals by reason. Thread-safe: the receiving thread counts, anyone may read.
 class RejectCounters {

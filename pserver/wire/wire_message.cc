@@ -95,7 +95,7 @@ RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header 
   return raw;
 }
 
-Verdict ParseMessage(RawMessage raw, WireMessage* out) {
+Refusal ParseMessage(RawMessage raw, WireMessage* out) {
   if (!raw.transport_error.empty()) return Rejection{RejectReason::kBadSharedMemory, raw.transport_error};
   if (raw.frames.empty()) return Rejection{RejectReason::kMalformedHeader, "message has no frames"};
   const Frame& head = raw.frames.front();

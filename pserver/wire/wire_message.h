@@ -48,7 +48,7 @@ RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header 
 // Splits a RawMessage into header and payload. Refuses (kMalformedHeader) a message without
 // frames, a header frame over kMaxHeaderBytes, or one that does not parse, and (kBadSharedMemory)
 // one the transport marked as undeliverable (RawMessage::transport_error).
-Verdict ParseMessage(RawMessage raw, WireMessage* out);
+Refusal ParseMessage(RawMessage raw, WireMessage* out);
 
 // Elements [begin, end) (absolute, inside the message's range) of a validated message with a
 // payload: the header with that range, and views of the payload frames (no copy). The header's

@@ -1,0 +1,134 @@
+// PsClient's replies: each is validated, matched to its request and part by its sequence, and
+// handed to the handler of its type, as the server dispatches requests (ParameterServer::Handle).
+#include <algorithm>
+#include <chrono>
+
+#include "common/logging.h"
+#include "pserver/client/ps_client.h"
+#include "pserver/wire/wire_message.h"
+
+namespace psformer {
+
+void PsClient::HandleReply(RawMessage raw) {
+  WireMessage msg;
+  Refusal v = ParseMessage(std::move(raw), &msg);
+  // fp32 parameters are checksummed in the pass that copies them into place (HandleParams).
+  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS && msg.header.dtype() == proto::FLOAT32;
+  if (!v) v = ValidateAtClient(msg, scope_, check_in_copy);
+  if (v) {
+    rejected_.Count(v->reason);
+    PSF_LOG(Warning) << "ps client: ignoring a reply: " << v->ToString();
+    return;
+  }
+  const proto::Header& h = msg.header;
+  if (h.type() == proto::HEARTBEAT) return;
+  const int shard = static_cast<int>(h.shard());
+  resender_.Heard(shard, std::chrono::steady_clock::now());  // validated: the shard is in range
+  auto it = requests_.find(h.sequence() / kMaxParts);
+  const uint64_t part = h.sequence() % kMaxParts;
+  if (it == requests_.end() || part >= it->second.parts.size()) return;  // late or unknown answer.
+  Request& r = it->second;
+  Part& p = r.parts[part];
+  if (p.answered) return;  // a repeated answer
+  if (p.shard != shard) {
+    rejected_.Count(RejectReason::kUnknownSender);
+    PSF_LOG(Warning) << "ps client: ignoring a reply from shard " << shard << " to a request sent to shard " << p.shard;
+    return;
+  }
+  bool answered = false;
+  switch (h.type()) {
+    case proto::ERROR:
+      answered = HandleRefusal(h, r);
+      break;
+    case proto::PARAMS:
+      answered = r.type == proto::PULL && HandleParams(msg, check_in_copy, r, p);
+      break;
+    case proto::ACK:
+      answered = HandleAck(h, r);
+      break;
+    default:
+      break;  // an answer of the wrong kind does not complete the request.
+  }
+  if (!answered) return;
+  p.answered = true;
+  --r.remaining;
+}
+
+// An ERROR. The job recovering or finished ends the request at once (remaining = 0, false);
+// any other refusal answers the part and is what Wait returns.
+bool PsClient::HandleRefusal(const proto::Header& h, Request& r) {
+  const std::string shard = "shard " + std::to_string(h.shard());
+  if (h.reject_reason() == static_cast<uint32_t>(RejectReason::kOtherEpoch)) {
+    // A newer epoch is followed; a shard behind ours (it missed our ROLLBACK, or was restarted
+    // from an older state) is moved into ours again.
+    const bool newer = h.epoch() > epoch_;
+    if (!rollback_pending_ || h.epoch() > rollback_epoch_) {
+      rollback_pending_ = true;
+      rollback_epoch_ = newer ? h.epoch() : epoch_;
+      rollback_start_ = newer ? h.restored_step() : epoch_start_;
+    }
+    if (r.type == proto::ROLLBACK) return true;
+    r.error = Status::Aborted(shard + " is in recovery epoch " + std::to_string(h.epoch()) + " (from step " +
+                              std::to_string(h.restored_step()) + "), this worker in epoch " + std::to_string(epoch_));
+    r.remaining = 0;  // nothing else about this request matters now.
+    return false;
+  }
+  if (h.reject_reason() == static_cast<uint32_t>(RejectReason::kJobFinished)) {
+    job_finished_ = true;
+    r.error = Status::Aborted(shard + ": the coordinator has ended the job");
+    r.remaining = 0;
+    return false;
+  }
+  if (r.error.ok())
+    r.error = Status::Unavailable(shard + " refused " + proto::MessageType_Name(r.type) + ": " + h.error());
+  return true;
+}
+
+// PARAMS answering a pull: copied into the caller's params (checked on the way where
+// `check_in_copy`). A wrong range or a damaged payload leaves the part unanswered, to be asked
+// for again.
+bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request& r, const Part& p) {
+  const proto::Header& h = msg.header;
+  const std::string from = " from shard " + std::to_string(h.shard());
+  if (h.begin() != p.begin || h.end() != p.end) {
+    rejected_.Count(RejectReason::kBadRange);
+    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ")" << from
+                     << ", asked for [" << p.begin << ", " << p.end << ")";
+    return false;
+  }
+  if (h.dtype() != r.dtype) {
+    if (r.error.ok()) {
+      r.error = Status::Unavailable("shard " + std::to_string(h.shard()) + " answered a pull for " +
+                                    proto::DType_Name(r.dtype) + " with " + proto::DType_Name(h.dtype()));
+    }
+    return true;
+  }
+  if (check_in_copy) {
+    if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
+      rejected_.Count(RejectReason::kBadChecksum);
+      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ")" << from
+                       << ": payload CRC-32C differs from the header's (asked for again)";
+      return false;  // the resend brings them again and overwrites what was copied
+    }
+  } else {
+    CopyPayloadAsFloats(msg, r.params + p.model);
+  }
+  if (h.target_tokens() > 0) {  // every piece of a whole step says the same
+    last_pull_loss_sum_ = h.loss_sum();
+    last_pull_tokens_ = h.target_tokens();
+  }
+  return true;
+}
+
+bool PsClient::HandleAck(const proto::Header& h, Request& r) {
+  if (h.duplicate()) ++duplicate_acks_;
+  if (r.type == proto::HELLO) {
+    const int shard = static_cast<int>(h.shard());
+    r.min_step = std::min(r.min_step, h.step());
+    r.epochs[shard] = h.epoch();
+    r.epoch_starts[shard] = h.restored_step();
+  }
+  return true;
+}
+
+}  // namespace psformer

@@ -1,0 +1,24 @@
+#include "worker/emulated_step.h"
+
+#include <utility>
+
+#include "common/config_loader.h"
+
+namespace psformer {
+
+EmulatedStep::EmulatedStep(const proto::JobConfig& config, int worker)
+    : EmulatedStep(config, worker, std::make_unique<EmulatedGpu>(config, worker)) {}
+
+EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::unique_ptr<EmulatedGpu> gpu)
+    : StepComputer(gpu->parameter_count()), gpu_(std::move(gpu)), vocab_(ResolvedVocabSize(config)) {}
+
+StepStats EmulatedStep::Compute(int64_t step, const GradientFinal& on_final) {
+  // The emulated GPU writes grad_ itself: each range is in place when it is reported.
+  return gpu_->Step(step, params_.data(), grad_.data(), on_final);
+}
+
+StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {
+  return Status::Unimplemented("an emulated GPU has no model to validate");
+}
+
+}  // namespace psformer

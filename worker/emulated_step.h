@@ -1,0 +1,34 @@
+// EmulatedStep: the StepComputer of cluster.backend EMULATED, an EmulatedGpu (emulated_gpu.h)
+// behind the worker's step interface. No data, no model, nothing to validate.
+#ifndef PSFORMER_WORKER_EMULATED_STEP_H_
+#define PSFORMER_WORKER_EMULATED_STEP_H_
+
+#include <string>
+#include <vector>
+
+#include "worker/emulated_gpu.h"
+#include "worker/step_computer.h"
+
+namespace psformer {
+
+class EmulatedStep final : public StepComputer {
+ public:
+  // REQUIRES: as EmulatedGpu's.
+  EmulatedStep(const proto::JobConfig& config, int worker);
+
+  int vocab_size() const override { return vocab_; }
+  StepStats Compute(int64_t step, const GradientFinal& on_final) override;
+  bool validates() const override { return false; }
+  StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
+  const std::vector<std::string>* bleu_references() const override { return nullptr; }
+
+ private:
+  EmulatedStep(const proto::JobConfig& config, int worker, std::unique_ptr<EmulatedGpu> gpu);
+
+  std::unique_ptr<EmulatedGpu> gpu_;
+  int vocab_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_EMULATED_STEP_H_

@@ -1,0 +1,27 @@
+#include "worker/step_computer.h"
+
+#include <utility>
+
+#include "common/logging.h"
+#include "worker/data/batch_source.h"
+#include "worker/emulated_step.h"
+#include "worker/transformer_step.h"
+#include "worker/worker_backend.h"
+
+namespace psformer {
+
+StatusOr<std::unique_ptr<StepComputer>> MakeStepComputer(const proto::JobConfig& config, int worker, int gpu,
+                                                         bool with_bleu) {
+  if (config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    PSF_LOG(Info) << "emulated GPU: " << config.cluster().emulated_step_ms()
+                  << " ms a step, no arithmetic; gradients are pseudo-random, loss and tokens synthetic";
+    return std::unique_ptr<StepComputer>(std::make_unique<EmulatedStep>(config, worker));
+  }
+  PSF_ASSIGN_OR_RETURN(auto backend, MakeWorkerBackend(config, gpu));
+  PSF_ASSIGN_OR_RETURN(auto source, MakeBatchSource(config));
+  PSF_ASSIGN_OR_RETURN(auto step,
+                       TransformerStep::Create(config, worker, std::move(source), std::move(backend), with_bleu));
+  return std::unique_ptr<StepComputer>(std::move(step));
+}
+
+}  // namespace psformer

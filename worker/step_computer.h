@@ -1,0 +1,71 @@
+// StepComputer: what a worker computes a training step with, one interface with two kinds
+// (docs/architecture.md), so that the worker loop (worker_loop.cc) never asks which it has:
+//   TransformerStep (transformer_step.h)  the paper's Transformer on a backend (CPU or CUDA), over
+//                                         this worker's share of the step's batch; validates.
+//   EmulatedStep (emulated_step.h)        an emulated GPU (cluster.backend EMULATED): the step's
+//                                         time asleep, pseudo-random gradients; nothing to validate.
+// A computer owns the host copies of the parameters (pulled into params()) and of the gradient
+// (pushed from grad()), so that a backend may pin or map them as its copies need.
+//
+// Thread safety: one thread, the worker loop's.
+#ifndef PSFORMER_WORKER_STEP_COMPUTER_H_
+#define PSFORMER_WORKER_STEP_COMPUTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/proto/config.pb.h"
+#include "common/status.h"
+#include "worker/model/transformer.h"
+#include "worker/validation.h"
+
+namespace psformer {
+
+// Elements [begin, end) of the gradient are final and in grad(); `stats` are the step's (known
+// before backward starts). Ranges come last layer first, disjoint.
+using GradientFinal = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
+
+class StepComputer {
+ public:
+  virtual ~StepComputer() = default;
+
+  // Elements of the flat parameter vector, and the vocabulary the model was sized for.
+  uint64_t parameter_count() const { return params_.size(); }
+  virtual int vocab_size() const = 0;
+
+  // Forward and backward of this worker's batch of `step` (1-based) from params() into grad().
+  // With `on_final`, each layer's range is handed to it as soon as its gradient is in grad(),
+  // while backward goes on; every range has been handed over when Compute returns.
+  virtual StepStats Compute(int64_t step, const GradientFinal& on_final = nullptr) = 0;
+
+  // Whether Validate measures anything (an emulated GPU has no model to validate).
+  virtual bool validates() const = 0;
+  // Validation of the weights in params(): loss, accuracy and, when this computer was made with
+  // validation BLEU, BLEU, whose translations go to `hypotheses`. REQUIRES: validates().
+  virtual StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) = 0;
+  // The references validation BLEU scores against; null when it is not computed here.
+  virtual const std::vector<std::string>* bleu_references() const = 0;
+
+  std::vector<float>& params() { return params_; }          // (parameter_count): what a step computes from
+  const std::vector<float>& grad() const { return grad_; }  // (parameter_count): the last step's
+
+ protected:
+  explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count, 0.0f) {}
+
+  std::vector<float> params_;  // host, (n)
+  std::vector<float> grad_;    // host, (n)
+};
+
+// The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,
+// else TransformerStep on the backend MakeWorkerBackend picks (`gpu` -1: the CPU). `with_bleu`:
+// validation BLEU is computed too (training.valid_bleu_sentences > 0). Fails as the backend, the
+// corpus or the SentencePiece model fail to open.
+StatusOr<std::unique_ptr<StepComputer>> MakeStepComputer(const proto::JobConfig& config, int worker, int gpu,
+                                                         bool with_bleu);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_STEP_COMPUTER_H_

@@ -1,0 +1,66 @@
+#include "worker/transformer_step.h"
+
+#include <utility>
+
+#include "common/logging.h"
+
+namespace psformer {
+
+TransformerStep::TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
+                                 std::unique_ptr<Backend<float>> backend)
+    : StepComputer(ParamLayout(config.model(), source->vocab_size()).total_size()),
+      config_(config),
+      worker_(worker),
+      source_(std::move(source)),
+      backend_(std::move(backend)),
+      model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())) {
+  PSF_CHECK(model_->parameter_count() == parameter_count());
+}
+
+StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::JobConfig& config, int worker,
+                                                                   std::unique_ptr<BatchSource> source,
+                                                                   std::unique_ptr<Backend<float>> backend,
+                                                                   bool with_bleu) {
+  std::unique_ptr<TransformerStep> s(new TransformerStep(config, worker, std::move(source), std::move(backend)));
+  const uint64_t n = s->parameter_count();
+  s->device_params_ = s->backend_->Allocate<float>(n);
+  s->device_grad_ = s->backend_->Allocate<float>(n);
+  PSF_ASSIGN_OR_RETURN(s->grad_download_, s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
+  if (with_bleu) {
+    PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
+                                                           s->backend_.get()));
+  }
+  return s;
+}
+
+StepStats TransformerStep::Compute(int64_t step, const GradientFinal& on_final) {
+  const uint64_t n = parameter_count();
+  const Batch batch = source_->TrainBatch(step, worker_, config_.cluster().workers());
+  device_params_.Upload(params_.data(), n);
+  const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
+  if (!on_final) {
+    const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+    device_grad_.Download(grad_.data(), n);
+    return stats;
+  }
+  StepStats stats;
+  // Ranges reach on_final only once their copy to grad_ is complete, in the order reported.
+  const auto hand_over_copied = [&](bool wait_all) {
+    for (const ElementRange& r : grad_download_->TakeComplete(wait_all)) on_final(r.begin, r.end, stats);
+  };
+  const GradientReady ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
+    stats = s;
+    grad_download_->Start(begin, end);  // on CUDA, copied while backward goes on
+    hand_over_copied(/*wait_all=*/false);
+  };
+  stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
+  hand_over_copied(/*wait_all=*/true);  // the last layers' copies
+  return stats;
+}
+
+StatusOr<ValidationResult> TransformerStep::Validate(std::vector<std::string>* hypotheses) {
+  device_params_.Upload(params_.data(), parameter_count());
+  return ValidateWithBleu(model_.get(), device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), hypotheses);
+}
+
+}  // namespace psformer

@@ -1,0 +1,56 @@
+// TransformerStep: the StepComputer of a real worker, the paper's Transformer on a backend (CPU:
+// OpenBLAS; CUDA) over this worker's share of each step's batch, a pure function of (seed, step,
+// worker) (data/batch_source.h).
+//
+// On a backend whose memory is not the host's, each layer's gradient leaves the device as backward
+// reports it final, on the backend's RangeDownloader (backend/range_downloader.h), and is handed
+// on (GradientFinal) once its copy is complete, in the order reported; what is still in flight
+// when backward ends is waited for then, so that no copy lands in grad() after Compute returns.
+#ifndef PSFORMER_WORKER_TRANSFORMER_STEP_H_
+#define PSFORMER_WORKER_TRANSFORMER_STEP_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/backend/backend.h"
+#include "worker/backend/range_downloader.h"
+#include "worker/data/batch_source.h"
+#include "worker/model/transformer.h"
+#include "worker/step_computer.h"
+#include "worker/valid_bleu.h"
+
+namespace psformer {
+
+class TransformerStep final : public StepComputer {
+ public:
+  // `with_bleu`: validation BLEU is computed too (needs the corpus's spm.model).
+  static StatusOr<std::unique_ptr<TransformerStep>> Create(const proto::JobConfig& config, int worker,
+                                                           std::unique_ptr<BatchSource> source,
+                                                           std::unique_ptr<Backend<float>> backend, bool with_bleu);
+
+  int vocab_size() const override { return source_->vocab_size(); }
+  StepStats Compute(int64_t step, const GradientFinal& on_final) override;
+  bool validates() const override { return true; }
+  StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
+  const std::vector<std::string>* bleu_references() const override {
+    return valid_bleu_ ? &valid_bleu_->references() : nullptr;
+  }
+
+ private:
+  TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
+                  std::unique_ptr<Backend<float>> backend);
+
+  const proto::JobConfig& config_;
+  int worker_;
+  std::unique_ptr<BatchSource> source_;
+  std::unique_ptr<Backend<float>> backend_;
+  std::unique_ptr<Transformer<float>> model_;
+  DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
+  std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ as backward reports layers
+  std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_TRANSFORMER_STEP_H_

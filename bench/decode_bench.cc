@@ -15,14 +15,41 @@
 
 #include "common/param_init.h"
 #include "common/param_layout.h"
-#include "worker/backend/cpu_backend.h"
-#ifdef PSFORMER_HAVE_CUDA
-#include "worker/backend/cuda/cuda_backend.h"
-#endif
-#include "translate/beam_search.h"
+#include "worker/backend/backend_factory.h"
 #include "worker/data/batch.h"
+#include "worker/translate/beam_search.h"
 
 namespace po = boost::program_options;
+
+namespace psformer {
+namespace {
+
+// `sentences` sources of `length` random non-reserved ids (the same every run).
+std::vector<std::vector<int32_t>> RandomSources(int sentences, int length, int vocab) {
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> token(kNumReservedIds, vocab - 1);
+  std::vector<std::vector<int32_t>> sources(sentences, std::vector<int32_t>(length));
+  for (auto& s : sources) {
+    for (int32_t& t : s) t = token(rng);
+  }
+  return sources;
+}
+
+// Translates `sources` `batch` at a time; returns the output tokens, eos included.
+StatusOr<long long> TranslateAll(BeamSearch<float>& search, const float* params,
+                                 const std::vector<std::vector<int32_t>>& sources, int batch) {
+  long long output_tokens = 0;
+  for (size_t first = 0; first < sources.size(); first += batch) {
+    const size_t end = std::min(sources.size(), first + batch);
+    const std::vector<std::vector<int32_t>> part(sources.begin() + first, sources.begin() + end);
+    PSF_ASSIGN_OR_RETURN(const std::vector<Translation> translations, search.Translate(params, part));
+    for (const Translation& t : translations) output_tokens += static_cast<long long>(t.tokens.size()) + 1;
+  }
+  return output_tokens;
+}
+
+}  // namespace
+}  // namespace psformer
 
 int main(int argc, char** argv) {
   using namespace psformer;
@@ -74,48 +101,25 @@ int main(int argc, char** argv) {
   const ParamLayout layout(config, vocab);
   std::vector<float> params(layout.total_size());
   InitParamRange(layout, 1, 0, layout.total_size(), params.data());
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> token(kNumReservedIds, vocab - 1);
-  std::vector<std::vector<int32_t>> sources(sentences, std::vector<int32_t>(src_len));
-  for (auto& s : sources) {
-    for (int32_t& t : s) t = token(rng);
-  }
 
-  CpuBackend<float> cpu(threads);
-  Backend<float>* backend = &cpu;
-  std::string device = "CPU, " + std::to_string(cpu.threads()) + " threads";
-#ifdef PSFORMER_HAVE_CUDA
-  std::unique_ptr<CudaBackend> cuda;
-  if (values.count("cuda")) {
-    auto created = CudaBackend::Create(CudaBackendOptions{});
-    if (!created.ok()) {
-      std::cerr << "decode_bench: error: " << created.status().ToString() << "\n";
-      return 1;
-    }
-    cuda = std::move(created).value();
-    backend = cuda.get();
-    device = "CUDA device 0, fp32 GEMMs";
-  }
-#else
-  if (values.count("cuda")) {
-    std::cerr << "decode_bench: error: built without CUDA\n";
+  BackendChoice choice;
+  choice.gpu = values.count("cuda") ? 0 : -1;
+  choice.cpu_threads = threads;
+  std::string device;
+  auto backend = MakeBackend(choice, &device);
+  if (!backend.ok()) {
+    std::cerr << "decode_bench: error: " << backend.status().ToString() << "\n";
     return 1;
   }
-#endif
-  BeamSearch<float> search(config, vocab, backend, beam);
-  DeviceBuffer<float> device_params = backend->Allocate<float>(params.size());
+  BeamSearch<float> search(config, vocab, backend->get(), beam);
+  DeviceBuffer<float> device_params = (*backend)->Allocate<float>(params.size());
   device_params.Upload(params.data(), params.size());
   const auto start = std::chrono::steady_clock::now();
-  long long output_tokens = 0;
-  for (int first = 0; first < sentences; first += batch) {
-    const int end = std::min(sentences, first + batch);
-    std::vector<std::vector<int32_t>> part(sources.begin() + first, sources.begin() + end);
-    auto translations = search.Translate(device_params.data(), part);
-    if (!translations.ok()) {
-      std::cerr << "decode_bench: error: " << translations.status().ToString() << "\n";
-      return 1;
-    }
-    for (const Translation& t : *translations) output_tokens += static_cast<long long>(t.tokens.size()) + 1;
+  const StatusOr<long long> output_tokens =
+      TranslateAll(search, device_params.data(), RandomSources(sentences, src_len, vocab), batch);
+  if (!output_tokens.ok()) {
+    std::cerr << "decode_bench: error: " << output_tokens.status().ToString() << "\n";
+    return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
@@ -123,6 +127,6 @@ int main(int argc, char** argv) {
       "%d sentences of %d source tokens, beam %d, batch %d: %lld output tokens (eos included) in %.2f s\n"
       "%.2f sentences/s, %.1f output tokens/s\n",
       layers, d_model, d_ff, heads, vocab, static_cast<unsigned long long>(layout.total_size()), device.c_str(),
-      sentences, src_len, beam.beam, batch, output_tokens, seconds, sentences / seconds, output_tokens / seconds);
+      sentences, src_len, beam.beam, batch, *output_tokens, seconds, sentences / seconds, *output_tokens / seconds);
   return 0;
 }

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "launcher/command_line.h"
-#include "translate/bleu.h"
-#include "translate/text_lines.h"
+#include "worker/translate/bleu.h"
+#include "worker/translate/text_lines.h"
 
 namespace psformer {
 

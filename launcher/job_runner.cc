@@ -21,7 +21,7 @@
 #include "launcher/role_supervisor.h"
 #include "launcher/same_host_path.h"
 #include "launcher/supervisor_events.h"
-#include "worker/backend/cuda/cuda_device.h"
+#include "worker/backend/backend_factory.h"
 
 namespace psformer {
 namespace {

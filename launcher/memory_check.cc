@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "worker/backend/cuda/cuda_device.h"
+#include "worker/backend/backend_factory.h"
 
 namespace psformer {
 namespace {

@@ -12,13 +12,10 @@
 #include "common/model_file.h"
 #include "launcher/command_line.h"
 #include "launcher/terminal_progress.h"
-#include "worker/backend/cpu_backend.h"
-#ifdef PSFORMER_HAVE_CUDA
-#include "worker/backend/cuda/cuda_backend.h"
-#endif
-#include "translate/beam_search.h"
-#include "translate/length_batches.h"
+#include "worker/backend/backend_factory.h"
 #include "worker/data/subword_vocabulary.h"
+#include "worker/translate/beam_search.h"
+#include "worker/translate/length_batches.h"
 
 namespace psformer {
 
@@ -67,22 +64,12 @@ int RunTranslateCommand(const Args& args) {
   }
 
   // Declared before every buffer of it, so that they go first.
-  std::unique_ptr<Backend<float>> backend;
-  if (gpu < 0) {
-    backend = std::make_unique<CpuBackend<float>>(threads);
-  } else {
-#ifdef PSFORMER_HAVE_CUDA
-    CudaBackendOptions cuda;
-    cuda.device = gpu;
-    auto created = CudaBackend::Create(cuda);
-    if (!created.ok()) return ReportError("translate", created.status());
-    backend = std::move(created).value();
-#else
-    return ReportError("translate",
-                       "--gpu " + std::to_string(gpu) +
-                           ": this psformer was built without the CUDA backend (PSFORMER_CUDA=OFF or no nvcc)");
-#endif
-  }
+  BackendChoice choice;
+  choice.gpu = gpu;
+  choice.cpu_threads = threads;
+  auto made = MakeBackend(choice);
+  if (!made.ok()) return ReportError("translate", made.status());
+  std::unique_ptr<Backend<float>> backend = std::move(made).value();
 
   std::vector<std::string> lines;
   for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));

@@ -1,7 +1,7 @@
 // Beam search against independent references that score with full recomputation
 // (Transformer<T>::Evaluate): a plain greedy decoder for beam 1, and exhaustive search over every
 // output sequence on a tiny vocabulary for a beam wide enough to be exact.
-#include "translate/beam_search.h"
+#include "worker/translate/beam_search.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Corpus BLEU against scores computed once with sacreBLEU 2.6.0 (tests/data/bleu/<case>/, made by
 // tests/reference/make_bleu_vectors.py), hand-worked statistics, and the `psformer bleu` command:
 // its printed line and its errors.
-#include "translate/bleu.h"
+#include "worker/translate/bleu.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "tests/test_util.h"
-#include "translate/text_lines.h"
+#include "worker/translate/text_lines.h"
 
 namespace psformer {
 namespace {

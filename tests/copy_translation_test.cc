@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "common/config_loader.h"
-#include "translate/beam_search.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
+#include "worker/translate/beam_search.h"
 
 namespace psformer {
 namespace {

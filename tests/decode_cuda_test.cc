@@ -8,8 +8,8 @@
 
 #include "tests/cuda_test_util.h"
 #include "tests/decode_test_util.h"
-#include "translate/beam_search.h"
-#include "translate/incremental_decoder.h"
+#include "worker/translate/beam_search.h"
+#include "worker/translate/incremental_decoder.h"
 
 namespace psformer {
 namespace {

@@ -1,7 +1,7 @@
 // Incremental decoding (cached encoder output, cached cross-attention keys/values, self-attention
 // keys/values of earlier positions kept) must give the same per-step log-probabilities as full
 // recomputation with Transformer<T>::Evaluate: within 1e-5 in fp32, 1e-10 in fp64.
-#include "translate/incremental_decoder.h"
+#include "worker/translate/incremental_decoder.h"
 
 #include <gtest/gtest.h>
 

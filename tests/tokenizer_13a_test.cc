@@ -1,11 +1,11 @@
 // The 13a tokenizer and the UTF-8 check, against sacreBLEU's Tokenizer13a output on 300+ lines
 // (tests/data/bleu/tokenizer) and hand-worked rules.
-#include "translate/tokenizer_13a.h"
+#include "worker/translate/tokenizer_13a.h"
 
 #include <gtest/gtest.h>
 
 #include "common/utf8.h"
-#include "translate/text_lines.h"
+#include "worker/translate/text_lines.h"
 
 namespace psformer {
 namespace {

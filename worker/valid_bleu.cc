@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "translate/bleu.h"
+#include "worker/translate/bleu.h"
 
 namespace psformer {
 namespace {

@@ -15,10 +15,10 @@
 
 #include "common/proto/config.pb.h"
 #include "common/status.h"
-#include "translate/beam_search.h"
 #include "worker/backend/backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/subword_vocabulary.h"
+#include "worker/translate/beam_search.h"
 
 namespace psformer {
 

@@ -115,8 +115,11 @@ Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, in
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) {
-  auto corrupt = [&path](const std::string& what) { return Status::Corruption(path + ": " + what); };
+namespace {
+
+// `path` mapped read-only: the mapping and its size. Fails as open, fstat or mmap do, or when the
+// file is too short to hold a header.
+StatusOr<std::pair<void*, size_t>> MapCorpusFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -132,33 +135,31 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
   const auto bytes = static_cast<size_t>(st.st_size);
   if (bytes < kCorpusHeaderBytes) {
     ::close(fd);
-    return corrupt("file of " + std::to_string(bytes) + " bytes is shorter than the " +
-                   std::to_string(kCorpusHeaderBytes) + "-byte header (not a corpus file, or truncated)");
+    return Status::Corruption(path + ": file of " + std::to_string(bytes) + " bytes is shorter than the " +
+                              std::to_string(kCorpusHeaderBytes) + "-byte header (not a corpus file, or truncated)");
   }
   void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   const std::string map_error = Errno();
   ::close(fd);  // the mapping keeps the file open
   if (mapping == MAP_FAILED) return Status::IoError(path + ": cannot memory-map: " + map_error);
-  auto file = std::make_unique<CorpusFile>();
-  file->mapping_ = mapping;  // unmapped by the destructor on every path below
-  file->mapping_bytes_ = bytes;
+  return std::pair<void*, size_t>(mapping, bytes);
+}
 
-  const auto* base = static_cast<const unsigned char*>(mapping);
-  Header header;
-  std::memcpy(&header, base, sizeof(header));
+// What is wrong with a header read from a file of `bytes` bytes starting at `base`, or "".
+std::string HeaderProblem(const Header& header, const unsigned char* base, size_t bytes) {
   if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    return corrupt("bad magic number (not a corpus file written by `psformer prepare`)");
+    return "bad magic number (not a corpus file written by `psformer prepare`)";
   }
   if (header.version != kCorpusFileVersion) {
-    return corrupt("format version " + std::to_string(header.version) + ", this build reads version " +
-                   std::to_string(kCorpusFileVersion) + " (prepare the corpus again)");
+    return "format version " + std::to_string(header.version) + ", this build reads version " +
+           std::to_string(kCorpusFileVersion) + " (prepare the corpus again)";
   }
-  if (Crc32c(0, &header, kHeaderCrcBytes) != header.header_crc) return corrupt("header checksum mismatch");
+  if (Crc32c(0, &header, kHeaderCrcBytes) != header.header_crc) return "header checksum mismatch";
   if (header.token_bytes != 2 && header.token_bytes != 4) {
-    return corrupt("token width " + std::to_string(header.token_bytes) + " bytes (expected 2 or 4)");
+    return "token width " + std::to_string(header.token_bytes) + " bytes (expected 2 or 4)";
   }
   if (header.vocab_size == 0 || header.vocab_size > static_cast<uint32_t>(INT32_MAX)) {
-    return corrupt("vocabulary size " + std::to_string(header.vocab_size) + " out of range");
+    return "vocabulary size " + std::to_string(header.vocab_size) + " out of range";
   }
   // Sizes in 128 bits: absurd counts in a damaged header must not wrap around.
   const unsigned __int128 expected =
@@ -166,12 +167,28 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
       static_cast<unsigned __int128>(header.pairs + 1) * 2 * sizeof(uint64_t) +
       (static_cast<unsigned __int128>(header.src_tokens) + header.tgt_tokens) * header.token_bytes;
   if (header.pairs >= (uint64_t{1} << 62) || expected != bytes) {
-    return corrupt("file is " + std::to_string(bytes) + " bytes but its header counts (" +
-                   std::to_string(header.pairs) + " pairs, " + std::to_string(header.src_tokens) + " + " +
-                   std::to_string(header.tgt_tokens) + " tokens) need a different size (truncated?)");
+    return "file is " + std::to_string(bytes) + " bytes but its header counts (" + std::to_string(header.pairs) +
+           " pairs, " + std::to_string(header.src_tokens) + " + " + std::to_string(header.tgt_tokens) +
+           " tokens) need a different size (truncated?)";
   }
   if (Crc32c(0, base + kCorpusHeaderBytes, bytes - kCorpusHeaderBytes) != header.body_crc) {
-    return corrupt("data checksum mismatch (the file is damaged)");
+    return "data checksum mismatch (the file is damaged)";
+  }
+  return "";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) {
+  PSF_ASSIGN_OR_RETURN(const auto mapped, MapCorpusFile(path));
+  auto file = std::make_unique<CorpusFile>();
+  file->mapping_ = mapped.first;  // unmapped by the destructor on every path below
+  file->mapping_bytes_ = mapped.second;
+  const auto* base = static_cast<const unsigned char*>(mapped.first);
+  Header header;
+  std::memcpy(&header, base, sizeof(header));
+  if (const std::string problem = HeaderProblem(header, base, mapped.second); !problem.empty()) {
+    return Status::Corruption(path + ": " + problem);
   }
   file->pairs_ = static_cast<int64_t>(header.pairs);
   file->vocab_size_ = static_cast<int32_t>(header.vocab_size);
@@ -180,36 +197,44 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
   file->tgt_offsets_ = file->src_offsets_ + header.pairs + 1;
   file->src_ids_ = reinterpret_cast<const unsigned char*>(file->tgt_offsets_ + header.pairs + 1);
   file->tgt_ids_ = file->src_ids_ + header.src_tokens * header.token_bytes;
-  for (const auto& [offsets, total, side] : {std::tuple{file->src_offsets_, header.src_tokens, "source"},
-                                             std::tuple{file->tgt_offsets_, header.tgt_tokens, "target"}}) {
-    if (offsets[0] != 0 || offsets[header.pairs] != total) {
-      return corrupt(std::string(side) + " offsets must run from 0 to the token count " + std::to_string(total));
+  if (const std::string problem = file->ContentProblem(header.src_tokens, header.tgt_tokens); !problem.empty()) {
+    return Status::Corruption(path + ": " + problem);
+  }
+  return file;
+}
+
+std::string CorpusFile::ContentProblem(uint64_t src_tokens, uint64_t tgt_tokens) const {
+  const auto pairs = static_cast<uint64_t>(pairs_);
+  for (const auto& [offsets, total, side] :
+       {std::tuple{src_offsets_, src_tokens, "source"}, std::tuple{tgt_offsets_, tgt_tokens, "target"}}) {
+    if (offsets[0] != 0 || offsets[pairs] != total) {
+      return std::string(side) + " offsets must run from 0 to the token count " + std::to_string(total);
     }
-    for (uint64_t i = 0; i < header.pairs; ++i) {
+    for (uint64_t i = 0; i < pairs; ++i) {
       if (offsets[i + 1] < offsets[i] || offsets[i + 1] - offsets[i] > static_cast<uint64_t>(INT32_MAX)) {
-        return corrupt(std::string(side) + " offsets decrease or jump at pair " + std::to_string(i));
+        return std::string(side) + " offsets decrease or jump at pair " + std::to_string(i);
       }
     }
   }
   // Ids beyond the vocabulary would index past the embedding table: check each once here.
   std::vector<int32_t> ids;  // (one sentence)
-  for (int64_t i = 0; i < file->pairs_; ++i) {
+  for (int64_t i = 0; i < pairs_; ++i) {
     for (bool source : {true, false}) {
-      ids.resize(source ? file->src_length(i) : file->tgt_length(i));
-      if (source)
-        file->CopySrc(i, ids.data());
-      else
-        file->CopyTgt(i, ids.data());
+      ids.resize(source ? src_length(i) : tgt_length(i));
+      if (source) {
+        CopySrc(i, ids.data());
+      } else {
+        CopyTgt(i, ids.data());
+      }
       for (int32_t id : ids) {
-        if (id < 0 || id >= file->vocab_size_) {
-          return corrupt("token id " + std::to_string(id) + " in pair " + std::to_string(i) + " (" +
-                         (source ? "source" : "target") + ") is outside the vocabulary of " +
-                         std::to_string(file->vocab_size_));
+        if (id < 0 || id >= vocab_size_) {
+          return "token id " + std::to_string(id) + " in pair " + std::to_string(i) + " (" +
+                 (source ? "source" : "target") + ") is outside the vocabulary of " + std::to_string(vocab_size_);
         }
       }
     }
   }
-  return file;
+  return "";
 }
 
 CorpusFile::~CorpusFile() {

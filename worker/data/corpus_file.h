@@ -62,6 +62,9 @@ class CorpusFile : public ParallelCorpus {
   int64_t tgt_tokens() const { return static_cast<int64_t>(tgt_offsets_[pairs_]); }
 
  private:
+  // What is wrong with the offsets and ids once mapped (the header counts these tokens), or "".
+  std::string ContentProblem(uint64_t src_tokens, uint64_t tgt_tokens) const;
+
   void CopyIds(uint64_t begin, uint64_t end, const unsigned char* ids, int32_t* out) const;
 
   void* mapping_ = nullptr;  // the whole file

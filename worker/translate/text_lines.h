@@ -1,8 +1,8 @@
 // Reading a plain-text corpus file as lines, the way sacreBLEU's command line does: lines end at
 // "\n" only (a "\r" before it stays, and 13a tokenization treats it as whitespace), and a last line
 // without "\n" still counts. Every line must be valid UTF-8.
-#ifndef PSFORMER_TRANSLATE_TEXT_LINES_H_
-#define PSFORMER_TRANSLATE_TEXT_LINES_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_TEXT_LINES_H_
+#define PSFORMER_WORKER_TRANSLATE_TEXT_LINES_H_
 
 #include <string>
 #include <vector>
@@ -17,4 +17,4 @@ StatusOr<std::vector<std::string>> ReadTextLines(const std::string& path);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_TEXT_LINES_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_TEXT_LINES_H_

@@ -1,7 +1,7 @@
 // Beam search reorders the decoder's attention caches at every step: row r of the new cache is
 // row ids[r] of the old one (hypotheses copied, dropped or permuted).
-#ifndef PSFORMER_TRANSLATE_CACHE_ROWS_H_
-#define PSFORMER_TRANSLATE_CACHE_ROWS_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_CACHE_ROWS_H_
+#define PSFORMER_WORKER_TRANSLATE_CACHE_ROWS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -27,4 +27,4 @@ void GatherCacheRows(Backend<T>* be, const int32_t* ids, size_t count, int row_s
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_CACHE_ROWS_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_CACHE_ROWS_H_

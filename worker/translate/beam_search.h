@@ -16,16 +16,16 @@
 //   hypothesis with log-probability s < 0 can reach at most s / lp(max_len + 1)), or when none is
 //   live. The result is the finished hypothesis with the best score (ties: the earliest found).
 // With k = 1 this is greedy decoding: the argmax token each step until eos.
-#ifndef PSFORMER_TRANSLATE_BEAM_SEARCH_H_
-#define PSFORMER_TRANSLATE_BEAM_SEARCH_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_BEAM_SEARCH_H_
+#define PSFORMER_WORKER_TRANSLATE_BEAM_SEARCH_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "common/proto/config.pb.h"
 #include "common/status.h"
-#include "translate/incremental_decoder.h"
 #include "worker/backend/backend.h"
+#include "worker/translate/incremental_decoder.h"
 
 namespace psformer {
 
@@ -70,4 +70,4 @@ class BeamSearch {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_BEAM_SEARCH_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_BEAM_SEARCH_H_

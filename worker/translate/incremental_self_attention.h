@@ -8,8 +8,8 @@
 // contiguous block, and attention over every (row, head) is one strided batched GEMM because the
 // (row, head) blocks sit head_dim apart. Reorder() gathers rows when beam search keeps, copies or
 // drops hypotheses. Not thread-safe.
-#ifndef PSFORMER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_
-#define PSFORMER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_
+#define PSFORMER_WORKER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_
 
 #include <cstdint>
 #include <string>
@@ -57,4 +57,4 @@ class IncrementalSelfAttention {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_INCREMENTAL_SELF_ATTENTION_H_

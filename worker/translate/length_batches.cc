@@ -1,4 +1,4 @@
-#include "translate/length_batches.h"
+#include "worker/translate/length_batches.h"
 
 #include <algorithm>
 #include <numeric>

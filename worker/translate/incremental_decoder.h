@@ -9,8 +9,8 @@
 // at step t are log_softmax of the logits Evaluate gives for its position t.
 // Encoder layers, LayerNorms, residual connections and feed-forward layers are the model's own
 // classes, run without dropout. Not thread-safe.
-#ifndef PSFORMER_TRANSLATE_INCREMENTAL_DECODER_H_
-#define PSFORMER_TRANSLATE_INCREMENTAL_DECODER_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_INCREMENTAL_DECODER_H_
+#define PSFORMER_WORKER_TRANSLATE_INCREMENTAL_DECODER_H_
 
 #include <cstdint>
 #include <memory>
@@ -80,4 +80,4 @@ class IncrementalDecoder {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_INCREMENTAL_DECODER_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_INCREMENTAL_DECODER_H_

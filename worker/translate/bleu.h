@@ -4,8 +4,8 @@
 // hypothesis length (the shorter on a tie), brevity penalty, and sacreBLEU's "exp" smoothing as
 // it applies at corpus level (an order with no match gets 100 / (2^k * total), k counting such
 // orders). Statistics are summed over the corpus before precisions are taken, as sacreBLEU does.
-#ifndef PSFORMER_TRANSLATE_BLEU_H_
-#define PSFORMER_TRANSLATE_BLEU_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_BLEU_H_
+#define PSFORMER_WORKER_TRANSLATE_BLEU_H_
 
 #include <array>
 #include <cstdint>
@@ -58,4 +58,4 @@ std::string FormatBleuLine(const BleuScore& score);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_BLEU_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_BLEU_H_

@@ -1,4 +1,4 @@
-#include "translate/bleu.h"
+#include "worker/translate/bleu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "common/logging.h"
 #include "common/utf8.h"
-#include "translate/tokenizer_13a.h"
+#include "worker/translate/tokenizer_13a.h"
 
 namespace psformer {
 namespace {

@@ -1,15 +1,15 @@
-#include "translate/incremental_decoder.h"
+#include "worker/translate/incremental_decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "common/logging.h"
-#include "translate/cached_cross_attention.h"
-#include "translate/incremental_self_attention.h"
 #include "worker/data/batch.h"
 #include "worker/model/feed_forward.h"
 #include "worker/model/residual_norm.h"
+#include "worker/translate/cached_cross_attention.h"
+#include "worker/translate/incremental_self_attention.h"
 
 namespace psformer {
 

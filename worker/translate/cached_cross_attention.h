@@ -4,8 +4,8 @@
 // b_q, w_kv, b_kv, w_o, b_o); source pad positions are masked as in training.
 // Rows are hypotheses; Reorder() makes row r a copy of an earlier row (beam search). Not
 // thread-safe.
-#ifndef PSFORMER_TRANSLATE_CACHED_CROSS_ATTENTION_H_
-#define PSFORMER_TRANSLATE_CACHED_CROSS_ATTENTION_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_CACHED_CROSS_ATTENTION_H_
+#define PSFORMER_WORKER_TRANSLATE_CACHED_CROSS_ATTENTION_H_
 
 #include <cstdint>
 #include <string>
@@ -47,4 +47,4 @@ class CachedCrossAttention {
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_CACHED_CROSS_ATTENTION_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_CACHED_CROSS_ATTENTION_H_

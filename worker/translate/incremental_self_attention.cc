@@ -1,4 +1,4 @@
-#include "translate/incremental_self_attention.h"
+#include "worker/translate/incremental_self_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "translate/cache_rows.h"
 #include "worker/data/batch.h"
 #include "worker/model/linear.h"
+#include "worker/translate/cache_rows.h"
 
 namespace psformer {
 

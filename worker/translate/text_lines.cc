@@ -1,4 +1,4 @@
-#include "translate/text_lines.h"
+#include "worker/translate/text_lines.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -9,8 +9,8 @@
 //   6. split on whitespace as Python's str.split() defines it (Unicode: NBSP, U+2000..U+200A,
 //      U+3000, U+0085, U+001C..U+001F, ...) and join with single spaces.
 // "Digit" means ASCII 0-9 only, as in sacreBLEU's patterns. Non-ASCII letters are untouched.
-#ifndef PSFORMER_TRANSLATE_TOKENIZER_13A_H_
-#define PSFORMER_TRANSLATE_TOKENIZER_13A_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_TOKENIZER_13A_H_
+#define PSFORMER_WORKER_TRANSLATE_TOKENIZER_13A_H_
 
 #include <cstddef>
 #include <string>
@@ -29,4 +29,4 @@ size_t PythonSpaceLength(std::string_view s, size_t i);
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_TOKENIZER_13A_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_TOKENIZER_13A_H_

@@ -1,8 +1,8 @@
 // Groups sentences of similar length into translation batches, so that padding wastes little
 // work, without changing what each sentence translates to (the callers put results back in input
 // order by index).
-#ifndef PSFORMER_TRANSLATE_LENGTH_BATCHES_H_
-#define PSFORMER_TRANSLATE_LENGTH_BATCHES_H_
+#ifndef PSFORMER_WORKER_TRANSLATE_LENGTH_BATCHES_H_
+#define PSFORMER_WORKER_TRANSLATE_LENGTH_BATCHES_H_
 
 #include <vector>
 
@@ -16,4 +16,4 @@ std::vector<std::vector<int>> LengthBatches(const std::vector<int>& lengths, int
 
 }  // namespace psformer
 
-#endif  // PSFORMER_TRANSLATE_LENGTH_BATCHES_H_
+#endif  // PSFORMER_WORKER_TRANSLATE_LENGTH_BATCHES_H_

@@ -3,7 +3,7 @@
 // exactly. Working on bytes rather than code points is safe on valid UTF-8: every pattern
 // character is ASCII, and ASCII bytes never occur inside a multi-byte sequence, so matches start
 // and end at the same places in both views.
-#include "translate/tokenizer_13a.h"
+#include "worker/translate/tokenizer_13a.h"
 
 #include <cstdint>
 

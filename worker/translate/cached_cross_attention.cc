@@ -1,12 +1,12 @@
-#include "translate/cached_cross_attention.h"
+#include "worker/translate/cached_cross_attention.h"
 
 #include <cmath>
 #include <utility>
 
 #include "common/logging.h"
-#include "translate/cache_rows.h"
 #include "worker/data/batch.h"
 #include "worker/model/linear.h"
+#include "worker/translate/cache_rows.h"
 
 namespace psformer {
 

@@ -13,6 +13,7 @@
 #include "common/transport/curve_keys.h"
 #include "common/transport/host_identity.h"
 #include "common/transport/van_factory.h"
+#include "common/write_file.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_bootstrap.h"

@@ -162,8 +162,10 @@ int RunPlotCommand(const Args& args) {
   if (!fs::exists(metrics_path)) {
     return ReportError("plot", run_dir.string() + " has no metrics.jsonl: not a run directory, or no step logged yet");
   }
-  auto metrics = ReadMetricsFile(metrics_path.string());
+  std::vector<std::string> unreadable;
+  auto metrics = ReadMetricsFile(metrics_path.string(), &unreadable);
   if (!metrics.ok()) return ReportError("plot", metrics.status());
+  for (const std::string& line : unreadable) std::cerr << "psformer plot: warning: " << line << "\n";
   ScratchDir scratch;
   if (scratch.path().empty()) return ReportError("plot", "cannot make a temporary directory");
   std::ofstream train(scratch.path() / "train.dat"), valid(scratch.path() / "valid.dat");

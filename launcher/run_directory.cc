@@ -192,18 +192,4 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
   return Status::Ok();
 }
 
-StatusOr<std::vector<std::string>> RemoveEarlierRun(const std::string& dir) {
-  std::vector<std::string> removed = EarlierRunFiles(dir);
-  for (const std::string& name : removed) {
-    std::error_code ec;
-    fs::remove_all(fs::path(dir) / name, ec);
-    if (ec)
-      return Status::IoError("--overwrite: cannot remove " + (fs::path(dir) / name).string() + ": " + ec.message());
-  }
-  // An empty checkpoints/ (an earlier run stopped before its first checkpoint) goes too.
-  std::error_code ec;
-  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) fs::remove_all(fs::path(dir) / "checkpoints", ec);
-  return removed;
-}
-
 }  // namespace psformer

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "common/config_loader.h"
@@ -14,6 +15,8 @@
 #include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/run_directory.h"
+#include "launcher/run_files.h"
+#include "launcher/run_lock.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
 
@@ -21,26 +24,46 @@ namespace psformer {
 namespace {
 
 // Under mpirun every rank runs this command, before MPI starts; rank 0 (as the launcher's
-// environment names it) alone clears the run directory for --overwrite.
-bool RemovesEarlierRuns() {
+// environment names it) alone holds the run directory's lock and clears it for --overwrite.
+bool OwnsRunDirectory() {
   if (!StartedByMpirun()) return true;
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (rank == nullptr) rank = std::getenv("PMIX_RANK");
   return rank != nullptr && std::string(rank) == "0";
 }
 
-// Checks that the run may use its directory as asked, then (--overwrite) clears it, saying what
-// went. Nothing is written when the answer is no.
-Status UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
-  PSF_RETURN_IF_ERROR(CheckRunDirectory(request, config));
-  if (request.mode != RunDirectoryMode::kOverwrite || !RemovesEarlierRuns()) return Status::Ok();
-  PSF_ASSIGN_OR_RETURN(const std::vector<std::string> removed, RemoveEarlierRun(request.path));
-  if (!removed.empty()) {
-    std::cerr << "psformer train: --overwrite: removed the earlier run's ";
-    for (size_t i = 0; i < removed.size(); ++i) std::cerr << (i ? ", " : "") << removed[i];
-    std::cerr << " from " << request.path << "\n";
+// Whether the run's lock is taken before the checks: not for a --resume of a directory that is
+// missing or no directory (the check refuses it, and taking the lock would create it).
+bool LocksBeforeChecking(const RunDirectoryRequest& request) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(request.path, ec)) return true;
+  return request.mode != RunDirectoryMode::kResume && !std::filesystem::exists(request.path, ec);
+}
+
+// Takes the run directory's lock (run_lock.h), checks that the run may use the directory as
+// asked, then (--overwrite) clears it, saying what went and what stayed. The lock is returned
+// for the job's life (null on ranks other than 0); nothing is changed when the answer is no.
+StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
+  std::unique_ptr<RunLock> lock;
+  if (OwnsRunDirectory() && LocksBeforeChecking(request)) {
+    PSF_ASSIGN_OR_RETURN(lock, RunLock::Acquire(request.path));
   }
-  return Status::Ok();
+  if (Status checked = CheckRunDirectory(request, config); !checked.ok()) {
+    if (lock) lock->Abandon();
+    return checked;
+  }
+  if (request.mode != RunDirectoryMode::kOverwrite || !OwnsRunDirectory()) return lock;
+  auto cleared = RemoveRunFiles(request.path);
+  if (!cleared.ok()) return cleared.status();
+  if (!cleared->removed.empty()) {
+    std::cerr << "psformer train: --overwrite: removed the earlier run's " << JoinNames(cleared->removed) << " from "
+              << request.path << "\n";
+  }
+  if (!cleared->kept.empty()) {
+    std::cerr << "psformer train: --overwrite: kept " << JoinNames(cleared->kept) << " in " << request.path
+              << ": not files psformer writes\n";
+  }
+  return lock;
 }
 
 }  // namespace
@@ -114,7 +137,8 @@ int RunTrainCommand(const Args& args) {
   request.mode = resume                           ? RunDirectoryMode::kResume
                  : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
                                                   : RunDirectoryMode::kFresh;
-  if (Status ready = UseRunDirectory(request, *config); !ready.ok()) return ReportError("train", ready);
+  auto lock = UseRunDirectory(request, *config);
+  if (!lock.ok()) return ReportError("train", lock.status());
 
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config->logging().level()));

@@ -5,6 +5,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,6 +27,11 @@ class FirstErrorCollector : public pb::io::ErrorCollector {
       line_ = line + 1;
       column_ = column + 1;
       message_ = message;
+      // protobuf names the token it met; at the end of the text that is nothing, mostly
+      // because a section's '{' was never closed.
+      if (message_.size() >= 5 && message_.compare(message_.size() - 5, 5, "got: ") == 0) {
+        message_ += "the end of the config (is a '{' not closed by its '}'?)";
+      }
     }
   }
   void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
@@ -114,6 +120,40 @@ std::string Str(T v) {
   std::ostringstream out;
   out << v;
   return out.str();
+}
+
+// Every float and double field of `message` and its sections, named "section.field": NaN and
+// infinities pass many a range check (inf > 0) and then train nothing or diverge, so none is
+// accepted anywhere, whatever the field means.
+void RequireFinite(const pb::Message& message, const std::string& prefix, Checker* check) {
+  const pb::Descriptor* descriptor = message.GetDescriptor();
+  const pb::Reflection* reflection = message.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const pb::FieldDescriptor* field = descriptor->field(i);
+    const std::string path = prefix + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int j = 0; j < count; ++j) {
+      double value = 0;
+      switch (field->cpp_type()) {
+        case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+          RequireFinite(field->is_repeated() ? reflection->GetRepeatedMessage(message, field, j)
+                                             : reflection->GetMessage(message, field),
+                        path + ".", check);
+          continue;
+        case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+          value = field->is_repeated() ? reflection->GetRepeatedDouble(message, field, j)
+                                       : reflection->GetDouble(message, field);
+          break;
+        case pb::FieldDescriptor::CPPTYPE_FLOAT:
+          value = field->is_repeated() ? reflection->GetRepeatedFloat(message, field, j)
+                                       : reflection->GetFloat(message, field);
+          break;
+        default:
+          continue;
+      }
+      check->Require(std::isfinite(value), path, Str(value), "must be a finite number");
+    }
+  }
 }
 
 }  // namespace
@@ -207,6 +247,7 @@ int ResolvedVocabSize(const JobConfig& config) {
 
 Status ValidateConfig(const JobConfig& c) {
   Checker check;
+  RequireFinite(c, "", &check);
   const auto& m = c.model();
   check.Require(m.layers() > 0, "model.layers", Str(m.layers()), "must be positive");
   check.Require(m.d_model() > 0, "model.d_model", Str(m.d_model()), "must be positive");

@@ -66,6 +66,31 @@ StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& re
   return lock;
 }
 
+// --dry-run: prints the resolved config and its memory figures, and refuses what the run would
+// refuse for the config and the run directory (read only: no lock is taken, nothing created).
+// What depends on the machine it runs on (the data present, the memory) only warns, since a
+// config is often checked on another machine than the one that trains it.
+int DryRun(const JobConfig& config, JobPlacement placement, const Status& files, const RunDirectoryRequest* request) {
+  std::cout << ConfigToText(config);
+  // ValidateConfig computed the same figures with overflow checks: this cannot fail.
+  auto estimate = EstimateMemory(config, ResolvedVocabSize(config));
+  const MachineMemory machine = ThisMachine();
+  if (estimate.ok()) {
+    std::cout << DescribeMemory(config, *estimate, placement, machine);
+    const Status fits = CheckMemoryFits(config, *estimate, placement, machine);
+    if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
+  }
+  if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
+  if (request == nullptr) return 0;
+  if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {
+    return ReportError("train", "run directory " + request->path + " is in use by a live job: " + holder);
+  }
+  // A resume's checkpoints are checked against the vocabulary, which only the data can name.
+  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(config) == 0) return 0;
+  if (Status usable = CheckRunDirectory(*request, config); !usable.ok()) return ReportError("train", usable);
+  return 0;
+}
+
 }  // namespace
 
 int RunTrainCommand(const Args& args) {
@@ -94,21 +119,6 @@ int RunTrainCommand(const Args& args) {
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank
                                                      : JobPlacement::kSingleNode;
-  const Status files = CheckConfigFiles(*config);
-  if (values["dry-run"].as<bool>()) {
-    std::cout << ConfigToText(*config);
-    // ValidateConfig computed the same figures with overflow checks: this cannot fail.
-    auto estimate = EstimateMemory(*config, ResolvedVocabSize(*config));
-    const MachineMemory machine = ThisMachine();
-    if (estimate.ok()) {
-      std::cout << DescribeMemory(*config, *estimate, placement, machine);
-      const Status fits = CheckMemoryFits(*config, *estimate, placement, machine);
-      if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
-    }
-    if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
-    return 0;
-  }
-  if (!files.ok()) return ReportError("train", files);
   const bool resume = values["resume"].as<bool>();
   if (resume && !values.count("run-dir")) {
     return ReportError("train", "--resume needs --run-dir: the run directory to continue", kExitUsage);
@@ -119,6 +129,16 @@ int RunTrainCommand(const Args& args) {
   }
   const std::string run_dir = values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
   if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", kExitUsage);
+  RunDirectoryRequest request;
+  request.path = run_dir;
+  request.local = local;
+  request.mode = resume                           ? RunDirectoryMode::kResume
+                 : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
+                                                  : RunDirectoryMode::kFresh;
+  const Status files = CheckConfigFiles(*config);
+  if (values["dry-run"].as<bool>())
+    return DryRun(*config, placement, files, values.count("run-dir") ? &request : nullptr);
+  if (!files.ok()) return ReportError("train", files);
   // Role processes get the vocabulary size in their config, so servers need not read the data;
   // it is resolved before anything is checked against it (the memory, the run's checkpoints).
   if (!local && config->model().vocab_size() == 0) {
@@ -131,12 +151,6 @@ int RunTrainCommand(const Args& args) {
   if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
     return ReportError("train", fits);
   }
-  RunDirectoryRequest request;
-  request.path = run_dir;
-  request.local = local;
-  request.mode = resume                           ? RunDirectoryMode::kResume
-                 : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
-                                                  : RunDirectoryMode::kFresh;
   auto lock = UseRunDirectory(request, *config);
   if (!lock.ok()) return ReportError("train", lock.status());
 

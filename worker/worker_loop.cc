@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/emulated_gpu.h"
 #include "worker/model/transformer.h"
+#include "worker/train/loss_check.h"
 #include "worker/valid_bleu.h"
 #include "worker/validation.h"
 #include "worker/worker_backend.h"
@@ -246,7 +248,9 @@ Status WorkerLoop::Train(int64_t first) {
       }
     };
     const GradientReady push_ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
-      if (!pushing.ok()) return;
+      // A diverged step pushes nothing: CheckLossIsFinite below ends the worker, and no frame of
+      // grad_ may still be on its way then.
+      if (!pushing.ok() || !std::isfinite(s.loss_sum)) return;
       if (handed_over < n_ / 2 && (handed_over += end - begin) >= n_ / 2) faults_.DuringPush(step);
       if (!push) {
         auto begun = client_->BeginPush(step, grad_.data(), static_cast<uint64_t>(s.target_tokens), s.loss_sum);
@@ -270,6 +274,7 @@ Status WorkerLoop::Train(int64_t first) {
     // land in grad_ during what comes next.
     if (grad_download_) push_copied(/*wait_all=*/true);
     interval.compute_s += Seconds(Clock::now() - compute_start);
+    PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
     PSF_RETURN_IF_ERROR(pushing.WithContext("push of step " + std::to_string(step)));
 
     faults_.At(step);  // injected faults strike after computing a step, before its push is acknowledged

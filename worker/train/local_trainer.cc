@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/param_init.h"
+#include "worker/train/loss_check.h"
 #include "worker/train/training_reporter.h"
 
 namespace psformer {
@@ -174,6 +175,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   int64_t last_validated = -1;
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
+    PSF_RETURN_IF_ERROR(CheckLossIsFinite(r.step, r.stats.loss_sum));
     interval.loss_sum += r.stats.loss_sum;
     interval.tokens += r.stats.target_tokens;
     if (r.step % every == 0) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <regex>
+#include <thread>
 
 #include "tests/background_job.h"
 #include "tests/test_util.h"
@@ -110,6 +111,62 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
             std::string::npos);
   EXPECT_FALSE(undisturbed.empty());
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
+// The job's shared-memory segments still in /dev/shm, by the prefix its supervisor logged.
+std::vector<std::string> JobSegmentsLeft(const std::string& run) {
+  static const std::regex kPrefix("shared memory: /dev/shm/([^*]+)\\*");
+  const std::string log = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  std::smatch m;
+  std::vector<std::string> left;
+  if (!std::regex_search(log, m, kPrefix)) return {"(no prefix logged)"};
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    if (entry.path().filename().string().rfind(m[1].str(), 0) == 0) left.push_back(entry.path().string());
+  }
+  return left;
+}
+
+TEST(Resume, AHangUpStopsInOrderLikeCtrlCAndExits129) {
+  TempDir dir;
+  const std::string run = dir.File("hungup");
+  {
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("hungup.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 10, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGHUP);  // the terminal closed: the shell passes SIGHUP to its jobs
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 129) << job.Output();
+    EXPECT_NE(job.Output().find("hung up (SIGHUP: the terminal closed)"), std::string::npos) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; continue with: psformer train --config " + run), std::string::npos)
+        << job.Output();
+  }
+  const int64_t stopped = StoppedCut(run);
+  ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+  EXPECT_EQ(JobSegmentsLeft(run), std::vector<std::string>{});
+}
+
+TEST(Resume, AStopBeforeAnyCheckpointSaysSoAndAdvisesNoResume) {
+  TempDir dir;
+  const std::string run = dir.File("early");
+  {
+    // Nearly every message held 2 s: the signal comes long before a step completes.
+    BackgroundJob job(std::string("train ") + kJob +
+                          " --set fault.delay_fraction=0.99 --set fault.delay_ms=2000 --set checkpoint.every_steps=0 "
+                          "--run-dir " +
+                          run,
+                      dir.File("early.out"));
+    for (int i = 0;
+         i < 600 && BackgroundJob::ReadAll(run + "/logs/supervisor.log").find("started pid") == std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    job.SignalGroup(SIGINT);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+    if (NewestCompleteCheckpoint(run) >= 0) GTEST_SKIP() << "a step completed before the signal; nothing to check";
+    EXPECT_NE(job.Output().find("no checkpoint was written"), std::string::npos) << job.Output();
+    EXPECT_NE(job.Output().find("--overwrite"), std::string::npos) << job.Output();
+    EXPECT_EQ(job.Output().find("continue with"), std::string::npos) << job.Output();
+  }
 }
 
 // Under mpirun the Ctrl-C reaches every rank; the server ranks stop only after every worker

@@ -187,6 +187,12 @@ int RunLaunchCommand(const Args& all_args) {
   const Args args(all_args.begin(), dashes);
   LaunchOptions launch;
   if (dashes != all_args.end()) launch.train_args.assign(dashes + 1, all_args.end());
+  if (dashes == all_args.end() && std::find(args.begin(), args.end(), "train") != args.end()) {
+    return ReportError("launch",
+                       "the train command must follow -- after launch's own options: psformer launch " +
+                           std::string("--hostfile FILE --np N -- train --config FILE --run-dir DIR ..."),
+                       kExitUsage);
+  }
 
   po::options_description options("launch options");
   double host_timeout_s = 30;

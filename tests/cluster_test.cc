@@ -372,6 +372,14 @@ TEST(Launch, UsageErrorsSayWhatIsMissing) {
   EXPECT_TRUE(EndsSaying(
       bad_hostfile, 1,
       "psformer launch: error: " + dir.File("bad") + ":1: \"cores=2\": expected slots=N after the host name"));
+  const CommandResult no_dashes = RunPsformer("launch --hostfile " + hostfile +
+                                              " -np 1 train --config configs/copy.pbtxt --run-dir " + dir.File("run"));
+  EXPECT_TRUE(EndsSaying(no_dashes, 2, "the train command must follow -- after launch's own options"));
+  const CommandResult directory =
+      RunPsformer("launch --hostfile " + dir.path().string() +
+                  " -np 1 -- train --config configs/copy.pbtxt --run-dir " + dir.File("run"));
+  EXPECT_TRUE(EndsSaying(directory, 1, "hostfile " + dir.path().string() + " is a directory"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
 }  // namespace

@@ -189,6 +189,14 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
     return Status::NotFound("--resume: nothing to continue in " + dir + ": " + newest.status().message() +
                             "; start over with --overwrite");
   }
+  // The servers would load a step past the end and every role would fail, restart after restart.
+  if (*newest > config.training().max_steps()) {
+    return Status::InvalidArgument("--resume: the newest checkpoint in " + dir + " is of step " +
+                                   std::to_string(*newest) + ", past training.max_steps (" +
+                                   std::to_string(config.training().max_steps()) +
+                                   "): continue with --set training.max_steps=N for an N of at least " +
+                                   std::to_string(*newest));
+  }
   return Status::Ok();
 }
 

@@ -179,6 +179,15 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
 }
 
+TEST_F(RunDirectory, ResumeWithMaxStepsBelowTheNewestCheckpointIsRefusedUpFront) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1, "the newest checkpoint in " + run + " is of step 20, past training.max_steps (15)"));
+  EXPECT_FALSE(HasText(r.output, "restarting")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
 TEST_F(RunDirectory, ResumeOfAMissingDirectoryFailsAndCreatesNothing) {
   const std::string run = dir_.File("never");
   const CommandResult r = RunPsformer(std::string(kRun) + " --resume --run-dir " + run);

@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "common/adam.h"
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/param_init.h"
+#include "common/write_file.h"
 #include "worker/train/loss_check.h"
 #include "worker/train/training_reporter.h"
 
@@ -117,13 +117,7 @@ Status LocalTrainer::Restore(const TrainerState& state) {
 
 namespace {
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
-}
+Status WriteTextFile(const std::string& path, const std::string& text) { return WriteFileAtomically(path, text); }
 
 // Validates the trainer's weights and reports the validation; `*stop` says whether it ends training.
 Status ValidateAndReport(LocalTrainer* trainer, TrainingReporter* reporter, const proto::TrainingConfig& training,

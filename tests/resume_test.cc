@@ -198,6 +198,33 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
+// psformer launch on this machine alone: Ctrl-C reaches launch, mpirun and the ranks (one
+// foreground process group, as at a terminal); launch ends with 130 and names the checkpoint.
+TEST(Resume, CtrlCThroughLaunchExits130AndNamesTheCheckpoint) {
+  TempDir dir;
+  const std::string run = dir.File("launched");
+  // The "remote" shell of this one-host cluster runs the command here.
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
+  {
+    BackgroundJob job("launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
+                          " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("launched.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGINT);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+    const int64_t newest = NewestCompleteCheckpoint(run);
+    if (newest >= 0) {
+      EXPECT_NE(job.Output().find("--resume added to the train arguments (newest complete checkpoint: "),
+                std::string::npos)
+          << job.Output();
+    } else {
+      EXPECT_NE(job.Output().find("No checkpoint was written"), std::string::npos) << job.Output();
+    }
+  }
+}
+
 TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
   TempDir dir;
   const std::string undisturbed = UndisturbedDigest(dir);

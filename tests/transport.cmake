@@ -19,8 +19,8 @@ elseif(IS_ABSOLUTE "${PSFORMER_FUZZ_RUNTIME}" AND EXISTS "${PSFORMER_FUZZ_RUNTIM
   add_test(NAME wire_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz 25)
   set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
     ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
-  # The readers of a run's text files (metrics.jsonl, supervisor logs), briefly, from their seeds.
-  foreach(reader metrics_line supervisor_log)
+  # The readers of text files (metrics.jsonl, supervisor logs, hostfiles), briefly, from their seeds.
+  foreach(reader metrics_line supervisor_log hostfile)
     add_test(NAME ${reader}_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz --target ${reader} 10)
     set_tests_properties(${reader}_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
       ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")

@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <regex>
+
+#include "common/line_reader.h"
 
 namespace psformer {
 namespace {
+
+// Problems described at most: one broken file needs a few lines of report, not one per line.
+constexpr size_t kMaxProblems = 100;
 
 std::string Quote(const std::string& s) {
   std::string out = "\"";
@@ -81,21 +83,24 @@ Status MetricsLog::Write(const MetricsLine& line) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path) {
+StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path, std::vector<std::string>* problems) {
   std::vector<MetricsRecord> records;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return records;
-  std::ifstream in(path);
-  if (!in) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
-  // MetricsLine writes flat objects whose keys hold no quotes: a pattern reads them.
-  static const std::regex kField("\"([^\"]+)\": (-?[0-9][-+.0-9eE]*)");
-  for (std::string line; std::getline(in, line);) {
-    MetricsRecord record;
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), kField); it != std::sregex_iterator(); ++it) {
-      record[(*it)[1].str()] = std::stod((*it)[2].str());
+  LineReader reader(path);
+  std::string line;
+  while (reader.Next(&line)) {
+    if (line.empty()) continue;
+    auto parsed = ParseMetricsLine(line);
+    if (!parsed.ok()) {
+      const std::string problem = path + ":" + std::to_string(reader.number()) + ": " + parsed.status().message();
+      if (problems == nullptr) return Status::Corruption(problem);
+      if (problems->size() < kMaxProblems) problems->push_back(problem + "; line skipped");
+      continue;
     }
-    if (!record.empty()) records.push_back(std::move(record));
+    if (!parsed->numbers.empty()) records.push_back(std::move(parsed->numbers));
   }
+  PSF_RETURN_IF_ERROR(reader.status());
+  if (!reader.too_long().empty() && problems == nullptr) return Status::Corruption(reader.too_long().front());
+  if (problems != nullptr) problems->insert(problems->end(), reader.too_long().begin(), reader.too_long().end());
   return records;
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/metrics_parser.h"
 #include "common/status.h"
 
 namespace psformer {
@@ -54,10 +55,13 @@ class MetricsLog {
   std::string path_;
 };
 
-// The numbers of each line of a metrics.jsonl, in file order (strings and nulls left out). A file
-// that does not exist reads as no lines; IoError if it exists but cannot be read.
-using MetricsRecord = std::map<std::string, double>;
-StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path);
+// The numbers of each line of a metrics.jsonl, in file order (strings and nulls left out), read
+// in time and memory linear in the file (line_reader.h, metrics_parser.h). A file that does not
+// exist reads as no lines; IoError if it exists but cannot be read. A line that is no metrics line
+// (or longer than LineReader's limit) is Corruption "PATH:LINE: column C: problem", or, when
+// `problems` is given, left out and described there (the first 100).
+StatusOr<std::vector<MetricsRecord>> ReadMetricsFile(const std::string& path,
+                                                     std::vector<std::string>* problems = nullptr);
 
 }  // namespace psformer
 

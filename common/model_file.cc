@@ -1,8 +1,5 @@
 #include "common/model_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +9,7 @@
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/param_layout.h"
+#include "common/write_file.h"
 
 namespace psformer {
 namespace {
@@ -39,35 +37,6 @@ class Reader {
 };
 
 }  // namespace
-
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  // Unique per process: several processes may write the same file (every rank writes the
-  // resolved config.pbtxt); each rename is atomic and the contents are the same.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::IoError("cannot write " + tmp + ": " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError("cannot flush " + tmp + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
 
 Status WriteModelFile(const std::string& path, const ModelFile& file) {
   PSF_CHECK(file.params.size() == ParamLayout(file.model, file.vocab_size).total_size());

@@ -33,9 +33,6 @@ Status WriteModelFile(const std::string& path, const ModelFile& file);
 // matches the layout of the stored config. Errors name the file and what is wrong.
 StatusOr<ModelFile> ReadModelFile(const std::string& path);
 
-// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
-
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_MODEL_FILE_H_

@@ -1,32 +1,36 @@
 #include "common/run_metrics.h"
 
 #include <filesystem>
-#include <fstream>
-#include <regex>
 
+#include "common/line_reader.h"
 #include "common/logging.h"
+#include "common/metrics_parser.h"
 
 namespace psformer {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Each key's last step in an existing metrics.jsonl (empty if there is none).
+// Each key's last step in an existing metrics.jsonl (empty if there is none). Lines that are no
+// metrics line are left out with a warning: they hold no step this run logged.
 std::map<std::string, int64_t> LastSteps(const std::string& path) {
   std::map<std::string, int64_t> last;
-  std::ifstream in(path);
-  static const std::regex kStep("\"step\": (-?[0-9]+)");
-  static const std::regex kKey("\"([^\"]+)\": ");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_search(line, m, kStep)) continue;
-    const int64_t step = std::stoll(m[1].str());
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), kKey); it != std::sregex_iterator(); ++it) {
-      int64_t& s = last.emplace((*it)[1].str(), step).first->second;
-      s = std::max(s, step);
+  LineReader reader(path);
+  for (std::string line; reader.Next(&line);) {
+    auto parsed = ParseMetricsLine(line);
+    if (!parsed.ok()) {
+      PSF_LOG(Warning) << path << ":" << reader.number() << ": " << parsed.status().message() << "; line skipped";
+      continue;
+    }
+    const std::optional<int64_t> step = StepOf(parsed->numbers);
+    if (!step) continue;
+    for (const std::string& key : parsed->keys) {
+      int64_t& s = last.emplace(key, *step).first->second;
+      s = std::max(s, *step);
     }
   }
+  for (const std::string& problem : reader.too_long()) PSF_LOG(Warning) << problem;
+  if (!reader.status().ok()) PSF_LOG(Warning) << reader.status().message();
   return last;
 }
 

@@ -3,11 +3,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 namespace psformer {
+namespace {
+
+// Set once, never cleared: a fatal report is the last thing a role says.
+std::atomic<bool> g_fatal_sent{false};
+
+}  // namespace
+
+bool FatalReportSent() { return g_fatal_sent.load(); }
 
 void ReportToSupervisor(std::string_view kind, std::string_view text) {
+  if (kind == kReportFatal) g_fatal_sent.store(true);
   const char* fd_text = std::getenv("PSFORMER_HEARTBEAT_FD");
   if (fd_text == nullptr) return;
   const int fd = std::atoi(fd_text);

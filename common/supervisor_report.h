@@ -29,6 +29,10 @@ inline constexpr int kExitDoNotRestart = 78;
 // non-blocking once a HeartbeatSender runs).
 void ReportToSupervisor(std::string_view kind, std::string_view text = "");
 
+// Whether this process sent kReportFatal: its command then exits with kExitDoNotRestart, since
+// the supervisor reads the report only together with that status.
+bool FatalReportSent();
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_SUPERVISOR_REPORT_H_

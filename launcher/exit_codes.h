@@ -17,6 +17,8 @@ inline constexpr int kExitExecFailed = 127;
 // Stopped by Ctrl-C or SIGTERM after an orderly stop: 128 + SIGINT, as shells report it, so a
 // script can tell an interrupted job (continue it with --resume) from a failed one.
 inline constexpr int kExitInterrupted = 130;
+// The same orderly stop after SIGHUP (the terminal closed): 128 + SIGHUP.
+inline constexpr int kExitHangup = 129;
 
 }  // namespace psformer
 

@@ -1,6 +1,7 @@
 #include "launcher/hostfile.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -48,6 +49,11 @@ StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const st
 }
 
 StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path) {
+  std::error_code ec;
+  // A directory opens as a stream that reads nothing: say what it is rather than "no hosts".
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument("hostfile " + path + " is a directory; name a file of hosts, one a line");
+  }
   std::ifstream in(path);
   if (!in) return Status::NotFound("cannot read hostfile " + path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

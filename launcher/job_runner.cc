@@ -13,6 +13,7 @@
 #include "common/transport/curve_keys.h"
 #include "common/transport/host_identity.h"
 #include "common/transport/van_factory.h"
+#include "common/write_file.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_bootstrap.h"
@@ -88,6 +89,20 @@ int Fail(const std::string& message) {
 std::string ResumeCommand(const std::string& run_dir) {
   const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
   return "psformer train --config " + config + " --run-dir " + run_dir + " --resume";
+}
+
+// What a stopped job says last: how to continue it, or, when no complete checkpoint exists (the
+// stop came before the first step, or a server could not write it), that there is nothing to
+// continue and how to start over. `launcher` prefixes the commands ("mpirun ... ").
+std::string AfterStop(const std::string& run_dir, const std::string& launcher) {
+  if (!NewestCompleteCheckpoint(run_dir).empty()) {
+    return "psformer train: interrupted; continue with: " + launcher + ResumeCommand(run_dir) + "\n";
+  }
+  const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
+  return "psformer train: interrupted; no checkpoint was written (the job stopped before a server wrote one; see "
+         "any warnings above and " +
+         (fs::path(run_dir) / "logs").string() + "/): nothing to resume; start over with: " + launcher +
+         "psformer train --config " + config + " --run-dir " + run_dir + " --overwrite\n";
 }
 
 uint64_t NewJobId() {
@@ -167,9 +182,7 @@ int RunSingleNode(const JobOptions& options) {
   const int status = SuperviseRoles(roles, job.run_dir, &events);
   roles.clear();  // every role process is gone
   RemoveJobSegments(job_id);
-  if (status == kExitInterrupted) {
-    std::cerr << "psformer train: interrupted; continue with: " << ResumeCommand(job.run_dir) << "\n";
-  }
+  if (status == kExitInterrupted || status == kExitHangup) std::cerr << AfterStop(job.run_dir, "");
   return status;
 }
 
@@ -277,7 +290,7 @@ int RunClusterRank(const JobOptions& options) {
     });
     if (!all) PSF_LOG(Warning) << "not every rank stopped its workers in time; stopping the servers anyway";
   });
-  if (status != kExitSuccess && status != kExitInterrupted) {
+  if (status != kExitSuccess && status != kExitInterrupted && status != kExitHangup) {
     // This rank's role cannot continue: the job cannot either. MPI_Abort ends every rank.
     std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << ") cannot continue; "
               << "aborting the job\n";
@@ -286,8 +299,8 @@ int RunClusterRank(const JobOptions& options) {
   roles.clear();
   RemoveJobSegments(job_id);
   const int job_status = mpi.AllReduceMax(status);
-  if (job_status == kExitInterrupted && mpi.rank() == 0) {
-    std::cerr << "psformer train: interrupted; continue with: mpirun ... " << ResumeCommand(local.run_dir) << "\n";
+  if ((job_status == kExitInterrupted || job_status == kExitHangup) && mpi.rank() == 0) {
+    std::cerr << AfterStop(local.run_dir, "mpirun ... ");
   }
   return job_status;
 }

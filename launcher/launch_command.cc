@@ -19,6 +19,7 @@
 #include "launcher/host_probe.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpirun_command.h"
+#include "launcher/role_supervisor.h"
 #include "launcher/supervisor_events.h"
 #include "launcher/watched_mpirun.h"
 
@@ -155,9 +156,18 @@ int Launch(const LaunchOptions& options) {
     const std::time_t started = std::time(nullptr);
     const WatchedMpirunResult result = RunWatchedMpirun(watched);
     if (result.interrupted) {
-      Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
-          "the train arguments");
-      return result.exit_status == kExitSuccess ? kExitInterrupted : result.exit_status;
+      // mpirun's own status after a Ctrl-C is its abort's (1), whatever the ranks did: the
+      // command was interrupted, and says so by 130 like train.
+      if (NewestCompleteCheckpoint(options.run_dir).empty()) {
+        Say("interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
+            "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with the same "
+            "psformer launch command and --overwrite added to the train arguments");
+      } else {
+        Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
+            "the train arguments (newest complete checkpoint: " +
+            NewestCompleteCheckpoint(options.run_dir) + ")");
+      }
+      return kExitInterrupted;
     }
     if (result.exit_status == 0) return 0;
     if (!JobStarted(options.run_dir, started)) {
@@ -187,6 +197,12 @@ int RunLaunchCommand(const Args& all_args) {
   const Args args(all_args.begin(), dashes);
   LaunchOptions launch;
   if (dashes != all_args.end()) launch.train_args.assign(dashes + 1, all_args.end());
+  if (dashes == all_args.end() && std::find(args.begin(), args.end(), "train") != args.end()) {
+    return ReportError("launch",
+                       "the train command must follow -- after launch's own options: psformer launch " +
+                           std::string("--hostfile FILE --np N -- train --config FILE --run-dir DIR ..."),
+                       kExitUsage);
+  }
 
   po::options_description options("launch options");
   double host_timeout_s = 30;

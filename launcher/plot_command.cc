@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/metrics_log.h"
+#include "common/write_file.h"
 #include "launcher/command_line.h"
 
 extern char** environ;
@@ -49,15 +50,21 @@ class ScratchDir {
   fs::path path_;
 };
 
-// The gnuplot script for the data files train.dat (step loss lr tokens/s compute push wait pull,
+// `text` as a gnuplot single-quoted string, where '' stands for one quote.
+std::string Quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += (c == '\'' ? std::string("''") : std::string(1, c));
+  return out + "'";
+}
+
+// The gnuplot script that draws plot.png from the data files train.dat (step loss lr tokens/s compute push wait pull,
 // times per step) and valid.dat (step loss nll accuracy bleu).
-std::string Script(const std::string& title, const fs::path& out, int width, int height, bool have_valid,
-                   bool have_bleu) {
+std::string Script(const std::string& title, int width, int height, bool have_valid, bool have_bleu) {
   std::ostringstream s;
   s << "set terminal pngcairo size " << width << "," << height << " font 'sans,10'\n"
-    << "set output '" << out.string() << "'\n"
+    << "set output 'plot.png'\n"
     << "set datafile missing 'nan'\n"
-    << "set multiplot layout 2,2 title '" << title << "'\n"
+    << "set multiplot layout 2,2 title " << Quoted(title) << "\n"
     << "set grid\nset xlabel 'step'\nset key top right\n"
     << "set title 'loss per target token'\n"
     << "plot 'train.dat' using 1:2 with lines lw 2 title 'train (label-smoothed)'";
@@ -84,6 +91,23 @@ std::string Script(const std::string& title, const fs::path& out, int width, int
     << "'' using 1:5 with filledcurves x1 title 'compute'\n"
     << "unset multiplot\n";
   return s.str();
+}
+
+// Checks what gnuplot drew (`drawn`: a PNG it may have left empty or cut short when its file
+// system filled up), then writes it to `out` with the one result writer (common/write_file.h).
+Status DeliverPlot(const fs::path& drawn, const fs::path& out) {
+  std::ifstream in(drawn, std::ios::binary);
+  const std::string png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const char kPngMagic[] = "\x89PNG\r\n\x1a\n";
+  if (png.empty()) return Status::IoError("gnuplot wrote an empty " + drawn.string() + " (is its file system full?)");
+  if (png.size() < 8 || png.compare(0, 8, kPngMagic, 8) != 0) {
+    return Status::IoError("gnuplot's " + drawn.string() + " is not a PNG (it does not begin with the PNG signature)");
+  }
+  // A PNG ends with its IEND chunk; one cut short by a full disk does not.
+  if (png.size() < 20 || png.compare(png.size() - 8, 4, "IEND") != 0) {
+    return Status::IoError("gnuplot's " + drawn.string() + " is cut short (no IEND chunk; is its file system full?)");
+  }
+  return WriteFileAtomically(out.string(), png);
 }
 
 // Runs gnuplot on `script` in `dir`; its messages are in the returned error.
@@ -138,8 +162,10 @@ int RunPlotCommand(const Args& args) {
   if (!fs::exists(metrics_path)) {
     return ReportError("plot", run_dir.string() + " has no metrics.jsonl: not a run directory, or no step logged yet");
   }
-  auto metrics = ReadMetricsFile(metrics_path.string());
+  std::vector<std::string> unreadable;
+  auto metrics = ReadMetricsFile(metrics_path.string(), &unreadable);
   if (!metrics.ok()) return ReportError("plot", metrics.status());
+  for (const std::string& line : unreadable) std::cerr << "psformer plot: warning: " << line << "\n";
   ScratchDir scratch;
   if (scratch.path().empty()) return ReportError("plot", "cannot make a temporary directory");
   std::ofstream train(scratch.path() / "train.dat"), valid(scratch.path() / "valid.dat");
@@ -166,13 +192,16 @@ int RunPlotCommand(const Args& args) {
   }
   train.close();
   valid.close();
+  if (!train || !valid) return ReportError("plot", "cannot write the data files in " + scratch.path().string());
   if (train_lines == 0)
     return ReportError("plot", metrics_path.string() + " has no training step yet: nothing to plot");
   const std::string title = "psformer run " + run_dir.filename().string();
   const fs::path script = scratch.path() / "plot.gp";
-  std::ofstream(script) << Script(title, out, width, height, valid_lines > 0, have_bleu);
+  std::ofstream(script) << Script(title, width, height, valid_lines > 0, have_bleu);
   const Status plotted = RunGnuplot(scratch.path(), script);
   if (!plotted.ok()) return ReportError("plot", plotted);
+  if (Status written = DeliverPlot(scratch.path() / "plot.png", out); !written.ok())
+    return ReportError("plot", written);
   std::cout << "wrote " << out.string() << " (" << width << "x" << height << ", " << train_lines << " training and "
             << valid_lines << " validation points)\n";
   return 0;

@@ -16,10 +16,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// SIGINT and SIGTERM seen by this supervisor: the first stops the job in order, a second one
-// kills what is still running.
-std::atomic<int> g_interrupts{0};  // NOLINT: a signal handler can reach nothing else.
-void OnInterrupt(int) { g_interrupts.fetch_add(1); }
+// SIGINT, SIGTERM and SIGHUP seen by this supervisor: the first stops the job in order, a second
+// one kills what is still running. The first one's number decides the exit status.
+std::atomic<int> g_interrupts{0};    // NOLINT: a signal handler can reach nothing else.
+std::atomic<int> g_first_signal{0};  // NOLINT: as above.
+void OnInterrupt(int signal) {
+  int none = 0;
+  g_first_signal.compare_exchange_strong(none, signal);
+  g_interrupts.fetch_add(1);
+}
 
 // Stops the roles of `kind` (SIGTERM) while the others stay supervised, waiting at most `timeout`
 // (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
@@ -53,14 +58,22 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
   return clean;
 }
 
-// The newest checkpoint of the run with its manifest (complete), as a path; "none" if none.
-std::string NewestCompleteCheckpoint(const std::string& run_dir) {
-  for (int64_t step : ListCheckpointSteps(run_dir)) {
-    const fs::path dir = CheckpointDir(run_dir, step);
-    std::error_code ec;
-    if (fs::exists(dir / "manifest.pbtxt", ec)) return dir.string();
+// The orderly stop of every role: workers first (then `after_workers_stopped`), then servers,
+// which write a checkpoint of the step the workers stopped after.
+int StopInOrder(std::vector<SupervisedRole>& roles, const std::function<void()>& after_workers_stopped) {
+  const bool hangup = g_first_signal.load() == SIGHUP;
+  const char* why = hangup ? "hung up (SIGHUP: the terminal closed)" : "interrupted";
+  PSF_LOG(Warning) << why << "; stopping the workers after their current step, then the servers";
+  std::cerr << "psformer train: " << why
+            << "; workers finish their step, then servers write a checkpoint (interrupt again to kill at once)\n";
+  const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
+  if (after_workers_stopped) after_workers_stopped();
+  const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
+  if (!workers_clean || !servers_clean) {
+    // What there is to continue from, if anything, is said last (job_runner.cc).
+    std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/)\n";
   }
-  return "none";
+  return hangup ? kExitHangup : kExitInterrupted;
 }
 
 // Says each checkpoint failure a role reported on the console (not in the role's log alone: a
@@ -85,11 +98,22 @@ void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) 
 
 }  // namespace
 
+std::string NewestCompleteCheckpoint(const std::string& run_dir) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    const fs::path dir = CheckpointDir(run_dir, step);
+    std::error_code ec;
+    if (fs::exists(dir / "manifest.pbtxt", ec)) return dir.string();
+  }
+  return "";
+}
+
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const std::function<void()>& after_workers_stopped) {
   g_interrupts.store(0);
+  g_first_signal.store(0);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
+  signal(SIGHUP, OnInterrupt);
   for (auto& role : roles) {
     const Status started = role.process->Start();
     if (!started.ok()) {
@@ -101,19 +125,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   while (true) {
     checkpoint_failures += ReportCheckpointFailures(roles);
     NoteRestarts(roles, events);
-    if (g_interrupts.load() != 0) {
-      PSF_LOG(Warning) << "interrupted; stopping the workers after their current step, then the servers";
-      std::cerr << "psformer train: interrupted; workers finish their step, then servers write a checkpoint "
-                   "(interrupt again to kill at once)\n";
-      const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
-      if (after_workers_stopped) after_workers_stopped();
-      const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
-      if (!workers_clean || !servers_clean) {
-        std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/); "
-                     "--resume continues from the newest complete checkpoint\n";
-      }
-      return kExitInterrupted;
-    }
+    if (g_interrupts.load() != 0) return StopInOrder(roles, after_workers_stopped);
     bool all_done = true;
     for (auto& role : roles) {
       const RoleProcess::State state = role.process->Poll();
@@ -128,9 +140,10 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
       checkpoint_failures += ReportCheckpointFailures(roles);
       if (checkpoint_failures == 0) return kExitSuccess;
       // The model was written, but the run lacks checkpoints its config asked for.
+      const std::string newest = NewestCompleteCheckpoint(run_dir);
       std::cerr << "psformer train: error: training finished, but " << checkpoint_failures
                 << " checkpoint(s) could not be written (see above); last good checkpoint: "
-                << NewestCompleteCheckpoint(run_dir) << "\n";
+                << (newest.empty() ? "none" : newest) << "\n";
       return kExitFailure;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -31,13 +31,17 @@ struct SupervisedRole {
 // Starts the roles and polls them until every one finished: kExitSuccess, or kExitFailure when
 // checkpoints failed on the way (the newest complete one of `run_dir` is named); one failed for
 // good: kExitFailure, the others killed; Ctrl-C / SIGTERM: kExitInterrupted after the orderly
-// stop (a second one kills what is still running). In cluster mode each rank holds one role;
+// stop, SIGHUP (the terminal closed) the same stop and kExitHangup (a second signal of any of
+// these kills what is still running). In cluster mode each rank holds one role;
 // `after_workers_stopped` (if set) waits there until every rank's workers have stopped, so that
 // the servers of the whole job stop after all of them.
 // Each restart a role's supervisor decides is noted in `events` (TensorBoard).
-// REQUIRES: one call at a time in a process (it installs SIGINT and SIGTERM handlers).
+// REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM and SIGHUP handlers).
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const std::function<void()>& after_workers_stopped = nullptr);
+
+// The newest checkpoint of the run with its manifest (complete), as a path; "" if none.
+std::string NewestCompleteCheckpoint(const std::string& run_dir);
 
 }  // namespace psformer
 

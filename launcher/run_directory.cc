@@ -189,21 +189,15 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
     return Status::NotFound("--resume: nothing to continue in " + dir + ": " + newest.status().message() +
                             "; start over with --overwrite");
   }
-  return Status::Ok();
-}
-
-StatusOr<std::vector<std::string>> RemoveEarlierRun(const std::string& dir) {
-  std::vector<std::string> removed = EarlierRunFiles(dir);
-  for (const std::string& name : removed) {
-    std::error_code ec;
-    fs::remove_all(fs::path(dir) / name, ec);
-    if (ec)
-      return Status::IoError("--overwrite: cannot remove " + (fs::path(dir) / name).string() + ": " + ec.message());
+  // The servers would load a step past the end and every role would fail, restart after restart.
+  if (*newest > config.training().max_steps()) {
+    return Status::InvalidArgument("--resume: the newest checkpoint in " + dir + " is of step " +
+                                   std::to_string(*newest) + ", past training.max_steps (" +
+                                   std::to_string(config.training().max_steps()) +
+                                   "): continue with --set training.max_steps=N for an N of at least " +
+                                   std::to_string(*newest));
   }
-  // An empty checkpoints/ (an earlier run stopped before its first checkpoint) goes too.
-  std::error_code ec;
-  if (fs::is_directory(fs::path(dir) / "checkpoints", ec)) fs::remove_all(fs::path(dir) / "checkpoints", ec);
-  return removed;
+  return Status::Ok();
 }
 
 }  // namespace psformer

@@ -2,7 +2,8 @@
 // whether it may use a directory the way it was told to:
 //
 //   fresh (no flag)  the directory is missing, empty, or holds no file a run writes;
-//   --overwrite      whatever an earlier run left is removed first (and named on the console);
+//   --overwrite      the files an earlier run left are removed first (run_files.h: psformer's
+//                    only, each named on the console);
 //   --resume         the directory holds a run of the same model (ResumeConflicts finds nothing)
 //                    and a checkpoint it can continue from.
 //
@@ -36,9 +37,6 @@ std::vector<std::string> EarlierRunFiles(const std::string& dir);
 // and what to do instead. Reads only. REQUIRES: `config` is resolved, its vocabulary size
 // filled in unless --local (the checkpoints it can resume from depend on it).
 Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& config);
-
-// --overwrite: removes what EarlierRunFiles lists and returns those names (other files stay).
-StatusOr<std::vector<std::string>> RemoveEarlierRun(const std::string& dir);
 
 // The fields in which `config` differs from the config a run was trained with (`run`) and that
 // may not change on resume, each as "field.path: the run has X, this config Y". The fields that

@@ -7,13 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/config_loader.h"
 #include "common/duration_text.h"
+#include "common/line_reader.h"
 #include "common/metrics_log.h"
+#include "launcher/supervisor_log.h"
 
 namespace psformer {
 namespace {
@@ -52,39 +53,73 @@ bool RunsOn(int64_t pid, const fs::path& run_dir) {
 }
 
 // Follows one supervisor log through the life of each of its role processes.
-void ReadSupervisorLog(const fs::path& log, const std::string& host, std::vector<RoleStatus>* roles) {
-  static const std::regex kLine("\\] ((?:worker|pserver)-[0-9]+):? (.*)$");
-  static const std::regex kStarted("started pid ([0-9]+) \\(incarnation ([0-9]+)\\)");
-  static const std::regex kRestarting("^(.*); restarting in [0-9]+ ms as incarnation [0-9]+$");
-  std::ifstream in(log);
-  const std::string supervisor = log.stem().string();
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m, detail;
-    if (!std::regex_search(line, m, kLine)) continue;
-    const std::string name = m[1].str(), message = m[2].str();
-    auto it = std::find_if(roles->begin(), roles->end(), [&](const RoleStatus& r) { return r.name == name; });
-    if (it == roles->end()) {
-      RoleStatus role;
-      role.name = name;
-      role.supervisor = supervisor;
-      role.host = host;
-      roles->push_back(role);
-      it = roles->end() - 1;
-    }
-    if (std::regex_search(message, detail, kStarted)) {
-      it->pid = std::stoll(detail[1].str());
-      it->incarnation = std::stoi(detail[2].str());
+void ApplySupervisorLogLine(const std::string& line, const std::string& supervisor, const std::string& host,
+                            std::vector<RoleStatus>* roles) {
+  const std::optional<RoleLogEvent> event = ParseSupervisorLogLine(line);
+  if (!event) return;
+  auto it = std::find_if(roles->begin(), roles->end(), [&](const RoleStatus& r) { return r.name == event->role; });
+  if (it == roles->end()) {
+    RoleStatus role;
+    role.name = event->role;
+    role.supervisor = supervisor;
+    role.host = host;
+    roles->push_back(role);
+    it = roles->end() - 1;
+  }
+  switch (event->kind) {
+    case RoleLogEvent::Kind::kStarted:
+      it->pid = event->pid;
+      it->incarnation = event->incarnation;
       it->state = "running";
-    } else if (message == "finished") {
+      break;
+    case RoleLogEvent::Kind::kFinished:
       it->state = "finished";
-    } else if (std::regex_search(message, detail, kRestarting)) {
+      break;
+    case RoleLogEvent::Kind::kRestarting:
       it->state = "restarting";
-      it->last_exit = detail[1].str();
-    } else if (message.find("cluster.max_restarts") != std::string::npos ||
-               message.find("while stopping") != std::string::npos) {
+      it->last_exit = event->detail;
+      break;
+    case RoleLogEvent::Kind::kFailed:
       it->state = "failed";
-      it->last_exit = message;
+      it->last_exit = event->detail;
+      break;
+    case RoleLogEvent::Kind::kOther:
+      break;
+  }
+}
+
+// A log line "L YYYY-MM-DD HH:MM:SS.mmm TAG] MESSAGE" of level W or E: the newest (by its stamp,
+// which orders lines across files) becomes the status's last problem.
+void NoteProblem(const std::string& line, std::string* newest_stamp, std::string* last_problem) {
+  if (line.size() < 27 || (line[0] != 'W' && line[0] != 'E') || line[1] != ' ') return;
+  const std::string stamp = line.substr(2, 23);
+  if (stamp < *newest_stamp) return;
+  *newest_stamp = stamp;
+  const size_t bracket = line.find("] ");
+  const std::string tag = line.substr(26, line.find(' ', 26) - 26);
+  *last_problem =
+      stamp.substr(11, 8) + " " + tag + ": " + (bracket == std::string::npos ? line : line.substr(bracket + 2));
+}
+
+// Reads the logs in logs/: the roles from the supervisors' logs, the newest problem from all.
+void ReadLogs(const fs::path& dir, RunStatus* status) {
+  std::vector<fs::path> logs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir / "logs", ec)) {
+    if (entry.path().extension() == ".log") logs.push_back(entry.path());
+  }
+  std::sort(logs.begin(), logs.end());
+  std::string newest_problem_stamp;
+  for (const fs::path& log : logs) {
+    const std::string stem = log.stem().string();
+    const bool single_node = stem == "supervisor", rank = stem.rfind("supervisor-", 0) == 0;
+    LineReader reader(log.string());
+    for (std::string line; reader.Next(&line);) {
+      if (single_node || rank) ApplySupervisorLogLine(line, stem, single_node ? HostName() : "", &status->roles);
+      NoteProblem(line, &newest_problem_stamp, &status->last_problem);
     }
+    status->unreadable.insert(status->unreadable.end(), reader.too_long().begin(), reader.too_long().end());
+    if (!reader.status().ok()) status->unreadable.push_back(reader.status().message());
   }
 }
 
@@ -110,31 +145,7 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
   status.max_steps = config.training().max_steps();
   status.every_steps = std::max(1, config.logging().every_steps());
 
-  std::vector<fs::path> logs;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir / "logs", ec)) {
-    if (entry.path().extension() == ".log") logs.push_back(entry.path());
-  }
-  std::sort(logs.begin(), logs.end());
-  std::string newest_problem_stamp;
-  for (const fs::path& log : logs) {
-    const std::string stem = log.stem().string();
-    if (stem == "supervisor") ReadSupervisorLog(log, HostName(), &status.roles);
-    if (stem.rfind("supervisor-", 0) == 0) ReadSupervisorLog(log, "", &status.roles);
-    // Lines begin "L YYYY-MM-DD HH:MM:SS.mmm": the stamp orders them across files.
-    std::ifstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      if (line.size() < 25 || (line[0] != 'W' && line[0] != 'E') || line[1] != ' ') continue;
-      const std::string stamp = line.substr(2, 23);
-      if (stamp >= newest_problem_stamp) {
-        newest_problem_stamp = stamp;
-        const size_t bracket = line.find("] ");
-        const std::string tag = line.substr(26, line.find(' ', 26) - 26);
-        status.last_problem =
-            stamp.substr(11, 8) + " " + tag + ": " + (bracket == std::string::npos ? line : line.substr(bracket + 2));
-      }
-    }
-  }
+  ReadLogs(dir, &status);
   bool alive = false;
   for (RoleStatus& role : status.roles) {
     const bool runs = role.pid > 0 && RunsOn(role.pid, dir);
@@ -152,7 +163,8 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
                  : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
                                                  : RunStatus::State::kStopped;
 
-  PSF_ASSIGN_OR_RETURN(const std::vector<MetricsRecord> metrics, ReadMetricsFile((dir / "metrics.jsonl").string()));
+  PSF_ASSIGN_OR_RETURN(const std::vector<MetricsRecord> metrics,
+                       ReadMetricsFile((dir / "metrics.jsonl").string(), &status.unreadable));
   for (const MetricsRecord& record : metrics) {
     if (record.count("loss")) status.last_train = record;
     if (record.count("valid_loss")) status.last_valid = record;
@@ -169,7 +181,7 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
 std::string FormatRunStatus(const RunStatus& s) {
   std::ostringstream out;
   char buf[512];
-  const int64_t step = static_cast<int64_t>(Get(s.last_train, "step"));
+  const int64_t step = StepOf(s.last_train).value_or(0);
   const char* state = s.state == RunStatus::State::kRunning    ? "running"
                       : s.state == RunStatus::State::kFinished ? "finished"
                                                                : "not running (stopped or died)";
@@ -197,8 +209,8 @@ std::string FormatRunStatus(const RunStatus& s) {
     }
   }
   if (!s.last_valid.empty()) {
-    std::snprintf(buf, sizeof(buf), "  valid (step %lld): loss %.3f", static_cast<long long>(Get(s.last_valid, "step")),
-                  Get(s.last_valid, "valid_loss"));
+    std::snprintf(buf, sizeof(buf), "  valid (step %lld): loss %.3f",
+                  static_cast<long long>(StepOf(s.last_valid).value_or(0)), Get(s.last_valid, "valid_loss"));
     out << buf;
     for (const auto& [key, label] : {std::pair<const char*, const char*>{"valid_nll_loss", "nll"},
                                      {"valid_ppl", "ppl"},
@@ -230,6 +242,7 @@ std::string FormatRunStatus(const RunStatus& s) {
   }
   if (s.roles.empty()) out << "  (no role process started yet)\n";
   if (!s.last_problem.empty()) out << "\n  last warning or error: " << s.last_problem << "\n";
+  for (const std::string& line : s.unreadable) out << "  unreadable: " << line << "\n";
   if (s.state == RunStatus::State::kStopped) {
     out << "  continue with: psformer train --config " << (fs::path(s.run_dir) / "config.pbtxt").string()
         << " --run-dir " << s.run_dir << " --resume\n";

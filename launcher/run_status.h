@@ -40,6 +40,7 @@ struct RunStatus {
   std::map<std::string, double> last_valid;  // ... with "valid_loss"
   int64_t newest_checkpoint = -1;            // the newest step whose checkpoint has its manifest
   std::string last_problem;                  // the newest warning or error line of the logs
+  std::vector<std::string> unreadable;       // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };
 
 // NotFound (saying so) if `run_dir` is not a run directory: no config.pbtxt or logs/ in it.

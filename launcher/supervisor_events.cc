@@ -2,23 +2,23 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 
+#include "common/line_reader.h"
 #include "common/logging.h"
+#include "common/metrics_parser.h"
 
 namespace psformer {
 
 namespace fs = std::filesystem;
 
 int64_t LastLoggedStep(const std::string& run_dir) {
-  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
-  static const std::regex kStep("\"step\": ([0-9]+)");
+  // Lines that are no metrics line hold no step; the worker's log names them.
+  LineReader reader((fs::path(run_dir) / "metrics.jsonl").string());
   int64_t last = 0;
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, kStep)) last = std::max<int64_t>(last, std::stoll(m[1].str()));
+  for (std::string line; reader.Next(&line);) {
+    auto parsed = ParseMetricsLine(line);
+    if (!parsed.ok()) continue;
+    if (const std::optional<int64_t> step = StepOf(parsed->numbers)) last = std::max(last, *step);
   }
   return last;
 }

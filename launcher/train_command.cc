@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "common/config_loader.h"
@@ -14,6 +15,8 @@
 #include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/run_directory.h"
+#include "launcher/run_files.h"
+#include "launcher/run_lock.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
 
@@ -21,26 +24,71 @@ namespace psformer {
 namespace {
 
 // Under mpirun every rank runs this command, before MPI starts; rank 0 (as the launcher's
-// environment names it) alone clears the run directory for --overwrite.
-bool RemovesEarlierRuns() {
+// environment names it) alone holds the run directory's lock and clears it for --overwrite.
+bool OwnsRunDirectory() {
   if (!StartedByMpirun()) return true;
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (rank == nullptr) rank = std::getenv("PMIX_RANK");
   return rank != nullptr && std::string(rank) == "0";
 }
 
-// Checks that the run may use its directory as asked, then (--overwrite) clears it, saying what
-// went. Nothing is written when the answer is no.
-Status UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
-  PSF_RETURN_IF_ERROR(CheckRunDirectory(request, config));
-  if (request.mode != RunDirectoryMode::kOverwrite || !RemovesEarlierRuns()) return Status::Ok();
-  PSF_ASSIGN_OR_RETURN(const std::vector<std::string> removed, RemoveEarlierRun(request.path));
-  if (!removed.empty()) {
-    std::cerr << "psformer train: --overwrite: removed the earlier run's ";
-    for (size_t i = 0; i < removed.size(); ++i) std::cerr << (i ? ", " : "") << removed[i];
-    std::cerr << " from " << request.path << "\n";
+// Whether the run's lock is taken before the checks: not for a --resume of a directory that is
+// missing or no directory (the check refuses it, and taking the lock would create it).
+bool LocksBeforeChecking(const RunDirectoryRequest& request) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(request.path, ec)) return true;
+  return request.mode != RunDirectoryMode::kResume && !std::filesystem::exists(request.path, ec);
+}
+
+// Takes the run directory's lock (run_lock.h), checks that the run may use the directory as
+// asked, then (--overwrite) clears it, saying what went and what stayed. The lock is returned
+// for the job's life (null on ranks other than 0); nothing is changed when the answer is no.
+StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
+  std::unique_ptr<RunLock> lock;
+  if (OwnsRunDirectory() && LocksBeforeChecking(request)) {
+    PSF_ASSIGN_OR_RETURN(lock, RunLock::Acquire(request.path));
   }
-  return Status::Ok();
+  if (Status checked = CheckRunDirectory(request, config); !checked.ok()) {
+    if (lock) lock->Abandon();
+    return checked;
+  }
+  if (request.mode != RunDirectoryMode::kOverwrite || !OwnsRunDirectory()) return lock;
+  auto cleared = RemoveRunFiles(request.path);
+  if (!cleared.ok()) return cleared.status();
+  if (!cleared->removed.empty()) {
+    std::cerr << "psformer train: --overwrite: removed the earlier run's " << JoinNames(cleared->removed) << " from "
+              << request.path << "\n";
+  }
+  if (!cleared->kept.empty()) {
+    std::cerr << "psformer train: --overwrite: kept " << JoinNames(cleared->kept) << " in " << request.path
+              << ": not files psformer writes\n";
+  }
+  return lock;
+}
+
+// --dry-run: prints the resolved config and its memory figures, and refuses what the run would
+// refuse for the config and the run directory (read only: no lock is taken, nothing created).
+// What depends on the machine it runs on (the data present, the memory) only warns, since a
+// config is often checked on another machine than the one that trains it.
+int DryRun(const JobConfig& config, JobPlacement placement, const Status& files, const RunDirectoryRequest* request) {
+  std::cout << ConfigToText(config);
+  // ValidateConfig computed the same figures with overflow checks: this cannot fail.
+  auto estimate = EstimateMemory(config, ResolvedVocabSize(config));
+  const MachineMemory machine = ThisMachine();
+  if (estimate.ok()) {
+    std::cout << DescribeMemory(config, *estimate, placement, machine);
+    const Status fits = CheckMemoryFits(config, *estimate, placement, machine);
+    if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
+  }
+  if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
+  if (request == nullptr) return 0;
+  if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {
+    return ReportError("train", "run directory " + request->path + " is in use by a live job: " + holder);
+  }
+  // A resume's checkpoints are checked against the vocabulary, which only the data can name.
+  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(config) == 0) return 0;
+  if (Status usable = CheckRunDirectory(*request, config); !usable.ok()) return ReportError("train", usable);
+  return 0;
 }
 
 }  // namespace
@@ -71,21 +119,6 @@ int RunTrainCommand(const Args& args) {
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank
                                                      : JobPlacement::kSingleNode;
-  const Status files = CheckConfigFiles(*config);
-  if (values["dry-run"].as<bool>()) {
-    std::cout << ConfigToText(*config);
-    // ValidateConfig computed the same figures with overflow checks: this cannot fail.
-    auto estimate = EstimateMemory(*config, ResolvedVocabSize(*config));
-    const MachineMemory machine = ThisMachine();
-    if (estimate.ok()) {
-      std::cout << DescribeMemory(*config, *estimate, placement, machine);
-      const Status fits = CheckMemoryFits(*config, *estimate, placement, machine);
-      if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
-    }
-    if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
-    return 0;
-  }
-  if (!files.ok()) return ReportError("train", files);
   const bool resume = values["resume"].as<bool>();
   if (resume && !values.count("run-dir")) {
     return ReportError("train", "--resume needs --run-dir: the run directory to continue", kExitUsage);
@@ -96,6 +129,16 @@ int RunTrainCommand(const Args& args) {
   }
   const std::string run_dir = values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
   if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", kExitUsage);
+  RunDirectoryRequest request;
+  request.path = run_dir;
+  request.local = local;
+  request.mode = resume                           ? RunDirectoryMode::kResume
+                 : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
+                                                  : RunDirectoryMode::kFresh;
+  const Status files = CheckConfigFiles(*config);
+  if (values["dry-run"].as<bool>())
+    return DryRun(*config, placement, files, values.count("run-dir") ? &request : nullptr);
+  if (!files.ok()) return ReportError("train", files);
   // Role processes get the vocabulary size in their config, so servers need not read the data;
   // it is resolved before anything is checked against it (the memory, the run's checkpoints).
   if (!local && config->model().vocab_size() == 0) {
@@ -108,13 +151,8 @@ int RunTrainCommand(const Args& args) {
   if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
     return ReportError("train", fits);
   }
-  RunDirectoryRequest request;
-  request.path = run_dir;
-  request.local = local;
-  request.mode = resume                           ? RunDirectoryMode::kResume
-                 : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
-                                                  : RunDirectoryMode::kFresh;
-  if (Status ready = UseRunDirectory(request, *config); !ready.ok()) return ReportError("train", ready);
+  auto lock = UseRunDirectory(request, *config);
+  if (!lock.ok()) return ReportError("train", lock.status());
 
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config->logging().level()));

@@ -5,6 +5,7 @@
 #include "common/config_loader.h"
 #include "common/heartbeat.h"
 #include "common/logging.h"
+#include "common/supervisor_report.h"
 #include "launcher/role_arguments.h"
 #include "worker/worker_loop.h"
 
@@ -35,7 +36,8 @@ int RunWorkerCommand(const Args& args) {
   // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.
   signal(SIGTERM, [](int) { RequestWorkerStop(); });
   const Status status = RunWorker(worker);
-  if (!status.ok()) return ReportError("worker", status);
+  // A fatal report (a diverged loss) asks the supervisor to end the job, not to restart.
+  if (!status.ok()) return ReportError("worker", status, FatalReportSent() ? kExitDoNotRestart : kExitFailure);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // mean of the newest N complete checkpoints of a run directory, written as a model file; corrupt
 // and incomplete checkpoints skipped; each user mistake a named error with no output file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -227,6 +228,31 @@ TEST_F(AverageTest, UnwritableOutputLeavesNoFile) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
   EXPECT_TRUE(fs::is_empty(out));
+}
+
+TEST_F(AverageTest, ADeviceIsWrittenInPlaceAndNeverReplaced) {
+  // /dev/full: every write fails, and the device must stay a device (a rename would replace it).
+  const auto full = RunPsformer("average --run-dir " + run_ + " --last 1 --output /dev/full");
+  EXPECT_TRUE(EndsSaying(full, 1, "cannot write /dev/full: No space left on device")) << full.output;
+  struct stat st;
+  ASSERT_EQ(stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // /dev/null takes the bytes: a device is written, not refused.
+  const auto null = RunPsformer("average --run-dir " + run_ + " --last 1 --output /dev/null");
+  EXPECT_EQ(null.exit_status, 0) << null.output;
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST_F(AverageTest, ASymbolicLinkKeepsPointingAtItsReplacedTarget) {
+  const std::string target = dir_.File("target.bin");
+  const std::string link = dir_.File("link.bin");
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + link);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(ReadOutput(target).params == Params(30));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The psformer command as a user meets it: help, dry runs, and errors without stack traces.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -120,6 +122,37 @@ TEST(Cli, AnEmptyConfigFileIsRefusedUnlessEveryFieldComesFromSet) {
   const std::string path = dir.Write("empty.pbtxt", "");
   auto set_only = RunPsformer("train --config " + path + " --set model.d_model=64 --set model.layers=1 --dry-run");
   EXPECT_TRUE(EndsSaying(set_only, 0, "d_model: 64"));
+}
+
+TEST(Cli, NonFiniteSettingsAreRefusedUpFrontByTheRunAndTheDryRunAlike) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"optimizer.epsilon=inf", "optimizer.epsilon = inf: must be a finite number"},
+      {"schedule.scale=inf", "schedule.scale = inf: must be a finite number"},
+      {"model.dropout=nan", "model.dropout = nan: must be a finite number"},
+      {"optimizer.clip_norm=-inf", "optimizer.clip_norm = -inf: must be a finite number"},
+  };
+  for (const auto& [setting, message] : cases) {
+    const std::string run = dir.File("run");
+    ExpectEndsSaying("train --config configs/copy.pbtxt --set " + setting + " --dry-run", 1, message);
+    ExpectEndsSaying("train --config configs/copy.pbtxt --set " + setting + " --run-dir " + run, 1, message);
+    EXPECT_FALSE(std::filesystem::exists(run)) << setting;
+  }
+}
+
+TEST(Cli, ADryRunRefusesTheFlagsAndRunDirectoryTheRunRefuses) {
+  TempDir dir;
+  ExpectEndsSaying("train --config configs/copy.pbtxt --resume --dry-run", 2, "--resume needs --run-dir");
+  ExpectEndsSaying("train --config configs/copy.pbtxt --resume --dry-run --run-dir " + dir.File("none"), 1,
+                   "does not exist");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("none")));
+}
+
+TEST(Cli, AnUnclosedSectionIsNamedAsSuch) {
+  TempDir dir;
+  const std::string path = dir.Write("open.pbtxt", "name: \"open\"\nmodel {\n  layers: 2\n");
+  ExpectEndsSaying("train --config " + path + " --dry-run", 1,
+                   "the end of the config (is a '{' not closed by its '}'?)");
 }
 
 TEST(Cli, HelpShowsDefaultsAsAPersonWritesThem) {

@@ -1,5 +1,6 @@
 // `psformer plot RUN_DIR`: a PNG of the expected size from a finished run; clear errors otherwise.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <fstream>
@@ -49,6 +50,24 @@ TEST(PlotCommand, DrawsAPngOfTheAskedSize) {
   r = RunPsformer("plot " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(run + "/plot.png"));
+}
+
+TEST(PlotCommand, ADeviceIsNeverReplacedAndAFailedWriteFails) {
+  TempDir dir;
+  const std::string run = dir.File("run's");  // a quote in the name reaches gnuplot's title
+  CommandResult r = RunPsformer(
+      "train --config configs/copy.pbtxt --set training.max_steps=10 "
+      "--set logging.every_steps=5 --set training.valid_every=0 --run-dir \"" +
+      run + "\"");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  r = RunPsformer("plot \"" + run + "\" --out /dev/full");
+  EXPECT_TRUE(EndsSaying(r, 1, "cannot write /dev/full: No space left on device"));
+  EXPECT_EQ(r.output.find("wrote"), std::string::npos) << r.output;
+  struct stat st;
+  ASSERT_EQ(stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  r = RunPsformer("plot \"" + run + "\" --out " + dir.path().string());
+  EXPECT_TRUE(EndsSaying(r, 1, "it is a directory"));
 }
 
 TEST(PlotCommand, ClearErrors) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <regex>
+#include <thread>
 
 #include "tests/background_job.h"
 #include "tests/test_util.h"
@@ -112,6 +113,62 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
+// The job's shared-memory segments still in /dev/shm, by the prefix its supervisor logged.
+std::vector<std::string> JobSegmentsLeft(const std::string& run) {
+  static const std::regex kPrefix("shared memory: /dev/shm/([^*]+)\\*");
+  const std::string log = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  std::smatch m;
+  std::vector<std::string> left;
+  if (!std::regex_search(log, m, kPrefix)) return {"(no prefix logged)"};
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    if (entry.path().filename().string().rfind(m[1].str(), 0) == 0) left.push_back(entry.path().string());
+  }
+  return left;
+}
+
+TEST(Resume, AHangUpStopsInOrderLikeCtrlCAndExits129) {
+  TempDir dir;
+  const std::string run = dir.File("hungup");
+  {
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("hungup.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 10, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGHUP);  // the terminal closed: the shell passes SIGHUP to its jobs
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 129) << job.Output();
+    EXPECT_NE(job.Output().find("hung up (SIGHUP: the terminal closed)"), std::string::npos) << job.Output();
+    EXPECT_NE(job.Output().find("interrupted; continue with: psformer train --config " + run), std::string::npos)
+        << job.Output();
+  }
+  const int64_t stopped = StoppedCut(run);
+  ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+  EXPECT_EQ(JobSegmentsLeft(run), std::vector<std::string>{});
+}
+
+TEST(Resume, AStopBeforeAnyCheckpointSaysSoAndAdvisesNoResume) {
+  TempDir dir;
+  const std::string run = dir.File("early");
+  {
+    // Nearly every message held 2 s: the signal comes long before a step completes.
+    BackgroundJob job(std::string("train ") + kJob +
+                          " --set fault.delay_fraction=0.99 --set fault.delay_ms=2000 --set checkpoint.every_steps=0 "
+                          "--run-dir " +
+                          run,
+                      dir.File("early.out"));
+    for (int i = 0;
+         i < 600 && BackgroundJob::ReadAll(run + "/logs/supervisor.log").find("started pid") == std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    job.SignalGroup(SIGINT);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+    if (NewestCompleteCheckpoint(run) >= 0) GTEST_SKIP() << "a step completed before the signal; nothing to check";
+    EXPECT_NE(job.Output().find("no checkpoint was written"), std::string::npos) << job.Output();
+    EXPECT_NE(job.Output().find("--overwrite"), std::string::npos) << job.Output();
+    EXPECT_EQ(job.Output().find("continue with"), std::string::npos) << job.Output();
+  }
+}
+
 // Under mpirun the Ctrl-C reaches every rank; the server ranks stop only after every worker
 // rank stopped its worker (an MPI barrier), so the checkpoint is as complete as on one machine.
 TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
@@ -139,6 +196,33 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
                         " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
+// psformer launch on this machine alone: Ctrl-C reaches launch, mpirun and the ranks (one
+// foreground process group, as at a terminal); launch ends with 130 and names the checkpoint.
+TEST(Resume, CtrlCThroughLaunchExits130AndNamesTheCheckpoint) {
+  TempDir dir;
+  const std::string run = dir.File("launched");
+  // The "remote" shell of this one-host cluster runs the command here.
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
+  {
+    BackgroundJob job("launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
+                          " --set checkpoint.every_steps=0 --run-dir " + run,
+                      dir.File("launched.out"));
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGINT);
+    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+    const int64_t newest = NewestCompleteCheckpoint(run);
+    if (newest >= 0) {
+      EXPECT_NE(job.Output().find("--resume added to the train arguments (newest complete checkpoint: "),
+                std::string::npos)
+          << job.Output();
+    } else {
+      EXPECT_NE(job.Output().find("No checkpoint was written"), std::string::npos) << job.Output();
+    }
+  }
 }
 
 TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {

@@ -3,22 +3,28 @@
 // must leave the directory's files byte for byte as they were.
 #include "launcher/run_directory.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
 
+#include "tests/background_job.h"
 #include "tests/test_util.h"
 
 namespace psformer {
 namespace {
 
+using testing::BackgroundJob;
 using testing::CommandResult;
 using testing::EndsSaying;
 using testing::HasText;
 using testing::ReadTextFile;
 using testing::RunPsformer;
 using testing::TempDir;
+using testing::WaitForStep;
 
 // 20 steps of the copy task with a checkpoint every 10: a run with model.bin and checkpoints.
 const char* kRun =
@@ -74,6 +80,81 @@ TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
   EXPECT_EQ(ReadTextFile(notes), "mine\n");  // not a file of the run: left alone
 }
 
+TEST_F(RunDirectory, OverwriteKeepsAndNamesFilesThatAreNotPsformers) {
+  const std::string run = TrainedRun("run");
+  std::filesystem::create_directories(run + "/data");
+  std::ofstream(run + "/checkpoints/my-own-model.pt") << "weights of mine\n";
+  std::ofstream(run + "/logs/notes.txt") << "notes\n";
+  std::ofstream(run + "/data/corpus.txt") << "text\n";
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(ReadTextFile(run + "/checkpoints/my-own-model.pt"), "weights of mine\n");
+  EXPECT_EQ(ReadTextFile(run + "/logs/notes.txt"), "notes\n");
+  EXPECT_EQ(ReadTextFile(run + "/data/corpus.txt"), "text\n");
+  EXPECT_TRUE(HasText(r.output, "kept checkpoints/my-own-model.pt, data/, logs/notes.txt")) << r.output;
+  // The earlier run's checkpoints and logs went, each named, since their folders stay.
+  EXPECT_TRUE(HasText(r.output, "checkpoints/step-00000020/")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "logs/pserver-0.log")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step-00000020"));
+}
+
+// Holds RUN_DIR/.lock as a live job's supervisor does, naming a made-up holder.
+class HeldRunLock {
+ public:
+  explicit HeldRunLock(const std::string& run) {
+    // Close-on-exec: a psformer started by the test must not share this lock.
+    fd_ = open((run + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT_GE(fd_, 0);
+    EXPECT_EQ(flock(fd_, LOCK_EX | LOCK_NB), 0);
+    const std::string holder = "pid 4242 on host testhost since 2026-11-25T10:00:00Z\n";
+    EXPECT_EQ(ftruncate(fd_, 0), 0);
+    EXPECT_EQ(pwrite(fd_, holder.data(), holder.size(), 0), static_cast<ssize_t>(holder.size()));
+  }
+  ~HeldRunLock() { close(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
+TEST_F(RunDirectory, ALiveJobsDirectoryIsRefusedToTrainResumeAndOverwriteAlike) {
+  const std::string run = TrainedRun("run");
+  HeldRunLock live(run);
+  const auto before = Snapshot(run);
+  for (const std::string flag : {"", " --resume", " --overwrite"}) {
+    const CommandResult r =
+        RunPsformer(std::string(kRun) + " --set training.max_steps=30" + flag + " --run-dir " + run);
+    EXPECT_TRUE(EndsSaying(r, 1, "is in use by a live job: pid 4242 on host testhost")) << flag;
+    EXPECT_EQ(Snapshot(run), before) << flag;
+  }
+}
+
+TEST_F(RunDirectory, ARefusedRunLeavesAnUnlockedDirectoryAsItWas) {
+  // The finished run's .lock is empty; a refusal (here: another run's files) restores it.
+  const std::string run = TrainedRun("run");
+  ASSERT_EQ(ReadTextFile(run + "/.lock"), "");
+  const auto before = Snapshot(run);
+  EXPECT_TRUE(EndsSaying(RunPsformer(std::string(kRun) + " --run-dir " + run), 1, "already holds a run"));
+  EXPECT_EQ(Snapshot(run), before);
+}
+
+TEST_F(RunDirectory, ASecondJobOnALiveRunIsRefusedAndTheLockGoesWithAKilledJob) {
+  const std::string run = dir_.File("live");
+  BackgroundJob job(std::string(kRun) + " --set training.max_steps=100000 --run-dir " + run, dir_.File("job.out"));
+  ASSERT_TRUE(WaitForStep(&job, run, 1, std::chrono::seconds(120))) << job.Output();
+  const std::string holder = "pid " + std::to_string(job.pid()) + " on host ";
+  EXPECT_TRUE(HasText(ReadTextFile(run + "/.lock"), holder)) << ReadTextFile(run + "/.lock");
+  for (const std::string flag : {"", " --resume", " --overwrite"}) {
+    const CommandResult r = RunPsformer(std::string(kRun) + flag + " --run-dir " + run);
+    EXPECT_TRUE(EndsSaying(r, 1, "is in use by a live job: " + holder)) << flag;
+  }
+  job.SignalGroup(SIGKILL);
+  ASSERT_GE(job.Wait(std::chrono::seconds(60)), 0);
+  // The kernel dropped the dead job's lock: the directory may be used again at once.
+  const CommandResult again =
+      RunPsformer(std::string(kRun) + " --set training.max_steps=5 --overwrite --run-dir " + run);
+  EXPECT_EQ(again.exit_status, 0) << again.output;
+}
+
 TEST_F(RunDirectory, ResumeWithAnotherModelNamesEachFieldAndTouchesNothing) {
   const std::string run = TrainedRun("run");
   const auto before = Snapshot(run);
@@ -96,6 +177,15 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_TRUE(HasText(ReadTextFile(run + "/logs/pserver-0.log"), "resumes from the checkpoint of step 20"));
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
+}
+
+TEST_F(RunDirectory, ResumeWithMaxStepsBelowTheNewestCheckpointIsRefusedUpFront) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1, "the newest checkpoint in " + run + " is of step 20, past training.max_steps (15)"));
+  EXPECT_FALSE(HasText(r.output, "restarting")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
 }
 
 TEST_F(RunDirectory, ResumeOfAMissingDirectoryFailsAndCreatesNothing) {

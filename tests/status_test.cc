@@ -2,6 +2,7 @@
 // restarted), on a finished one, after Ctrl-C, and on directories that are not runs.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -59,6 +60,32 @@ TEST(StatusCommand, AFinishedRun) {
   // --watch on a job that is not running draws once and returns.
   r = RunPsformer("status " + run + " --watch 0.1");
   EXPECT_TRUE(EndsSaying(r, 0, "finished"));
+}
+
+TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {
+  // ~30 KB lines once overflowed the stack of the regex readers (signal 11); a --resume of such a
+  // run crash-looped worker 0, which reads metrics.jsonl at start.
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob + " --set training.max_steps=10 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::string long_text(30000, '(');
+  std::ofstream(run + "/metrics.jsonl", std::ios::app) << "{\"step\": 10, \"note\": \"" << long_text << "\"}\n"
+                                                       << "{\"step\": 11, \"loss\": " << long_text << "\n";
+  std::ofstream(run + "/logs/supervisor.log", std::ios::app) << "I x] worker-0: " << long_text << "\n"
+                                                             << "] worker-" << std::string(30000, '9') << "\n";
+  r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("  step 10/10 (100%)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unreadable: " + run + "/metrics.jsonl:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": column 22: expected a number, a string, true, false or null; line skipped"),
+            std::string::npos)
+      << r.output;
+  r = RunPsformer("plot " + run + " --out " + dir.File("p.png"));
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer plot: warning: " + run + "/metrics.jsonl:"), std::string::npos) << r.output;
+  r = RunPsformer(std::string("train ") + kJob + " --set training.max_steps=15 --resume --run-dir " + run);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
 }
 
 TEST(StatusCommand, ARunningJobAndItsRestartedWorker) {

@@ -17,8 +17,14 @@ if(PSFORMER_FUZZ)
   # This is the fuzz build itself.
 elseif(IS_ABSOLUTE "${PSFORMER_FUZZ_RUNTIME}" AND EXISTS "${PSFORMER_FUZZ_RUNTIME}")
   add_test(NAME wire_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz 25)
-  set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200
+  set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
     ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
+  # The readers of text files (metrics.jsonl, supervisor logs, hostfiles), briefly, from their seeds.
+  foreach(reader metrics_line supervisor_log hostfile)
+    add_test(NAME ${reader}_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz --target ${reader} 10)
+    set_tests_properties(${reader}_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
+      ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
+  endforeach()
 else()
   message(STATUS "psformer: no clang++ with libFuzzer (clang-14, libclang-rt-14-dev); the wire_fuzz test is left out")
 endif()

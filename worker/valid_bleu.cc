@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include "common/write_file.h"
 #include "worker/translate/bleu.h"
 
 namespace psformer {
@@ -83,15 +83,9 @@ StatusOr<ValidBleu::Result> ValidBleu::Score(const float* params) {
 namespace {
 
 Status WriteLines(const std::filesystem::path& path, const std::vector<std::string>& lines) {
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  std::ofstream out(temporary, std::ios::trunc);
-  for (const std::string& line : lines) out << line << "\n";
-  out.close();
-  if (!out) return Status::IoError("cannot write " + temporary.string());
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) return Status::IoError("cannot rename " + temporary.string() + " to " + path.string() + ": " + ec.message());
-  return Status::Ok();
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return WriteFileAtomically(path.string(), text);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "pserver/wire/piece_table.h"
 #include "worker/coordinator.h"
 #include "worker/step_computer.h"
+#include "worker/train/loss_check.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -218,6 +220,7 @@ StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
       step, overlapped ? GradientFinal([&](uint64_t b, uint64_t e, const StepStats& s) { PushFinal(&push, b, e, s); })
                        : GradientFinal());
   interval_.compute_s += Seconds(Clock::now() - compute_start);
+  PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
   PSF_RETURN_IF_ERROR(push.status.WithContext("push of step " + std::to_string(step)));
 
   faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
@@ -233,7 +236,9 @@ StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
 }
 
 void WorkerLoop::PushFinal(StepPush* push, uint64_t begin, uint64_t end, const StepStats& stats) {
-  if (!push->status.ok()) return;
+  // A diverged step pushes nothing: CheckLossIsFinite ends the worker after Compute, and no frame
+  // of grad() may still be on its way then.
+  if (!push->status.ok() || !std::isfinite(stats.loss_sum)) return;
   const uint64_t half = n_ / 2;
   if (push->handed_over < half && (push->handed_over += end - begin) >= half) faults_.KillDuringPush(push->step);
   if (!push->ticket) {

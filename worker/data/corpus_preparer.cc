@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/write_file.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/in_memory_corpus.h"
 #include "worker/data/subword_vocabulary.h"
@@ -105,13 +106,7 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-Status WriteWholeFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.flush();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
-}
+Status WriteWholeFile(const std::string& path, const std::string& bytes) { return WriteFileAtomically(path, bytes); }
 
 // Removes the temporary output directory unless the preparation got to the final rename.
 class TemporaryDirectory {

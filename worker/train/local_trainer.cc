@@ -2,13 +2,14 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "common/adam.h"
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/param_init.h"
+#include "common/write_file.h"
+#include "worker/train/loss_check.h"
 #include "worker/train/training_reporter.h"
 
 namespace psformer {
@@ -116,13 +117,7 @@ Status LocalTrainer::Restore(const TrainerState& state) {
 
 namespace {
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
-}
+Status WriteTextFile(const std::string& path, const std::string& text) { return WriteFileAtomically(path, text); }
 
 // Validates the trainer's weights and reports the validation; `*stop` says whether it ends training.
 Status ValidateAndReport(LocalTrainer* trainer, TrainingReporter* reporter, const proto::TrainingConfig& training,
@@ -174,6 +169,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   int64_t last_validated = -1;
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
+    PSF_RETURN_IF_ERROR(CheckLossIsFinite(r.step, r.stats.loss_sum));
     interval.loss_sum += r.stats.loss_sum;
     interval.tokens += r.stats.target_tokens;
     if (r.step % every == 0) {

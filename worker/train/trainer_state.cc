@@ -8,6 +8,7 @@
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/model_file.h"
+#include "common/write_file.h"
 
 namespace psformer {
 namespace {

@@ -1,0 +1,103 @@
+#include "common/write_file.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+namespace psformer {
+namespace {
+
+Status Failed(const std::string& what, const std::string& path, int error) {
+  return Status::IoError("cannot " + what + " " + path + ": " + std::strerror(error));
+}
+
+// Writes all of `bytes` to `fd`; 0 or the errno of the write that failed.
+int WriteAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;  // a write that moves nothing would loop forever
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// A device or a pipe: written where it is; nothing to rename, nothing to sync.
+Status WriteInPlace(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Failed("open", path, errno);
+  const int error = WriteAll(fd, bytes);
+  if (error != 0) {
+    ::close(fd);
+    return Failed("write", path, error);
+  }
+  if (::close(fd) != 0) return Failed("write", path, errno);
+  return Status::Ok();
+}
+
+// Syncs the directory holding `path`, so that the rename survives a crash. EINVAL: a file
+// system that cannot sync directories; the rename is then as durable as that file system makes it.
+Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Failed("open the directory", dir, errno);
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  if (synced != 0 && synced != EINVAL) return Failed("sync the directory", dir, synced);
+  return Status::Ok();
+}
+
+Status ReplaceRegularFile(const std::string& path, const std::string& bytes) {
+  // Unique per process: several processes may write the same file (every rank writes the
+  // resolved config.pbtxt); each rename is atomic and the contents are the same.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Failed("create", tmp, errno);
+  int error = WriteAll(fd, bytes);
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(tmp.c_str());
+    return Failed("write", path, error);
+  }
+  return SyncDirectoryOf(path);
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  struct stat link;
+  if (::lstat(path.c_str(), &link) != 0) {
+    if (errno != ENOENT) return Failed("write", path, errno);
+    return ReplaceRegularFile(path, bytes);
+  }
+  std::string target = path;
+  struct stat st = link;
+  if (S_ISLNK(link.st_mode)) {
+    if (::stat(path.c_str(), &st) != 0) return Failed("write", path + " (a symbolic link)", errno);
+    char resolved[PATH_MAX];
+    // A pipe behind /dev/stdout has no path; it is written in place through the link.
+    if (S_ISREG(st.st_mode)) {
+      if (::realpath(path.c_str(), resolved) == nullptr) return Failed("resolve", path, errno);
+      target = resolved;
+    }
+  }
+  if (S_ISREG(st.st_mode)) return ReplaceRegularFile(target, bytes);
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return WriteInPlace(path, bytes);
+  const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
+  return Status::InvalidArgument("cannot write " + path + ": it is " + kind +
+                                 "; psformer writes results to regular files, character devices or pipes only");
+}
+
+}  // namespace psformer

@@ -1,0 +1,26 @@
+// The one way psformer writes a result file (a model, a config, a plot, trainer state): the
+// whole file or a failure that says why, never a success that did not happen.
+//
+// A regular file (or a missing one) is replaced atomically: the bytes go to PATH.tmp.PID beside
+// it, every write, the fsync and the close are checked, then it is renamed over PATH and the
+// directory is synced; on failure PATH is as it was and the temporary file is gone. A symbolic
+// link is followed: its target is replaced, the link stays.
+//
+// What is not a regular file is never replaced: a character device or a pipe (/dev/stdout,
+// /dev/null, a FIFO) is written in place, each write checked, so /dev/full fails with "No space
+// left on device" and stays the device it was; a directory, block device or socket is refused.
+#ifndef PSFORMER_COMMON_WRITE_FILE_H_
+#define PSFORMER_COMMON_WRITE_FILE_H_
+
+#include <string>
+
+#include "common/status.h"
+
+namespace psformer {
+
+// Writes `bytes` to `path` as above. Errors name `path` and the cause (strerror).
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_COMMON_WRITE_FILE_H_

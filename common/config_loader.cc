@@ -5,6 +5,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,6 +27,11 @@ class FirstErrorCollector : public pb::io::ErrorCollector {
       line_ = line + 1;
       column_ = column + 1;
       message_ = message;
+      // protobuf names the token it met; at the end of the text that is nothing, mostly
+      // because a section's '{' was never closed.
+      if (message_.size() >= 5 && message_.compare(message_.size() - 5, 5, "got: ") == 0) {
+        message_ += "the end of the config (is a '{' not closed by its '}'?)";
+      }
     }
   }
   void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
@@ -114,6 +120,40 @@ std::string Str(T v) {
   std::ostringstream out;
   out << v;
   return out.str();
+}
+
+// Every float and double field of `message` and its sections, named "section.field": NaN and
+// infinities pass many a range check (inf > 0) and then train nothing or diverge, so none is
+// accepted anywhere, whatever the field means.
+void RequireFinite(const pb::Message& message, const std::string& prefix, Checker* check) {
+  const pb::Descriptor* descriptor = message.GetDescriptor();
+  const pb::Reflection* reflection = message.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const pb::FieldDescriptor* field = descriptor->field(i);
+    const std::string path = prefix + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int j = 0; j < count; ++j) {
+      double value = 0;
+      switch (field->cpp_type()) {
+        case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+          RequireFinite(field->is_repeated() ? reflection->GetRepeatedMessage(message, field, j)
+                                             : reflection->GetMessage(message, field),
+                        path + ".", check);
+          continue;
+        case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+          value = field->is_repeated() ? reflection->GetRepeatedDouble(message, field, j)
+                                       : reflection->GetDouble(message, field);
+          break;
+        case pb::FieldDescriptor::CPPTYPE_FLOAT:
+          value = field->is_repeated() ? reflection->GetRepeatedFloat(message, field, j)
+                                       : reflection->GetFloat(message, field);
+          break;
+        default:
+          continue;
+      }
+      check->Require(std::isfinite(value), path, Str(value), "must be a finite number");
+    }
+  }
 }
 
 }  // namespace
@@ -205,164 +245,210 @@ int ResolvedVocabSize(const JobConfig& config) {
   return 0;
 }
 
-Status ValidateConfig(const JobConfig& c) {
-  Checker check;
-  const auto& m = c.model();
-  check.Require(m.layers() > 0, "model.layers", Str(m.layers()), "must be positive");
-  check.Require(m.d_model() > 0, "model.d_model", Str(m.d_model()), "must be positive");
-  check.Require(m.d_ff() > 0, "model.d_ff", Str(m.d_ff()), "must be positive");
-  check.Require(m.heads() > 0, "model.heads", Str(m.heads()), "must be positive");
-  if (m.heads() > 0 && m.d_model() > 0) {
-    check.Require(m.d_model() % m.heads() == 0, "model.heads", Str(m.heads()),
-                  "d_model (" + Str(m.d_model()) + ") must be divisible by heads");
+namespace {
+
+void CheckModel(const proto::ModelConfig& model, Checker* check) {
+  check->Require(model.layers() > 0, "model.layers", Str(model.layers()), "must be positive");
+  check->Require(model.d_model() > 0, "model.d_model", Str(model.d_model()), "must be positive");
+  check->Require(model.d_ff() > 0, "model.d_ff", Str(model.d_ff()), "must be positive");
+  check->Require(model.heads() > 0, "model.heads", Str(model.heads()), "must be positive");
+  if (model.heads() > 0 && model.d_model() > 0) {
+    check->Require(model.d_model() % model.heads() == 0, "model.heads", Str(model.heads()),
+                   "d_model (" + Str(model.d_model()) + ") must be divisible by heads");
   }
-  check.Require(m.dropout() >= 0 && m.dropout() < 1, "model.dropout", Str(m.dropout()), "must be in [0, 1)");
-  check.Require(m.attention_dropout() >= 0 && m.attention_dropout() < 1, "model.attention_dropout",
-                Str(m.attention_dropout()), "must be in [0, 1)");
-  check.Require(m.relu_dropout() >= 0 && m.relu_dropout() < 1, "model.relu_dropout", Str(m.relu_dropout()),
-                "must be in [0, 1)");
-  check.Require(m.label_smoothing() >= 0 && m.label_smoothing() < 1, "model.label_smoothing", Str(m.label_smoothing()),
-                "must be in [0, 1)");
-  check.Require(m.vocab_size() >= 0, "model.vocab_size", Str(m.vocab_size()), "must be >= 0 (0 = from the data)");
-  check.Require(m.vocab_size() == 0 || m.vocab_size() > 4, "model.vocab_size", Str(m.vocab_size()),
-                "must exceed the 4 reserved ids (pad, bos, eos, unk)");
-  check.Require(m.max_positions() > 2, "model.max_positions", Str(m.max_positions()), "must be > 2");
+  for (auto [value, field] :
+       {std::pair{model.dropout(), "model.dropout"}, std::pair{model.attention_dropout(), "model.attention_dropout"},
+        std::pair{model.relu_dropout(), "model.relu_dropout"},
+        std::pair{model.label_smoothing(), "model.label_smoothing"}}) {
+    check->Require(value >= 0 && value < 1, field, Str(value), "must be in [0, 1)");
+  }
+  check->Require(model.vocab_size() >= 0, "model.vocab_size", Str(model.vocab_size()),
+                 "must be >= 0 (0 = from the data)");
+  check->Require(model.vocab_size() == 0 || model.vocab_size() > 4, "model.vocab_size", Str(model.vocab_size()),
+                 "must exceed the 4 reserved ids (pad, bos, eos, unk)");
+  check->Require(model.max_positions() > 2, "model.max_positions", Str(model.max_positions()), "must be > 2");
+}
 
-  const auto& o = c.optimizer();
-  check.Require(o.beta1() >= 0 && o.beta1() < 1, "optimizer.beta1", Str(o.beta1()), "must be in [0, 1)");
-  check.Require(o.beta2() >= 0 && o.beta2() < 1, "optimizer.beta2", Str(o.beta2()), "must be in [0, 1)");
-  check.Require(o.epsilon() > 0, "optimizer.epsilon", Str(o.epsilon()), "must be positive");
-  check.Require(o.warmup_steps() > 0, "optimizer.warmup_steps", Str(o.warmup_steps()),
-                "must be positive (the schedule divides by it)");
-  check.Require(o.clip_norm() >= 0, "optimizer.clip_norm", Str(o.clip_norm()), "must be >= 0 (0 = off)");
+void CheckOptimizer(const proto::OptimizerConfig& optimizer, const proto::ScheduleConfig& schedule, Checker* check) {
+  check->Require(optimizer.beta1() >= 0 && optimizer.beta1() < 1, "optimizer.beta1", Str(optimizer.beta1()),
+                 "must be in [0, 1)");
+  check->Require(optimizer.beta2() >= 0 && optimizer.beta2() < 1, "optimizer.beta2", Str(optimizer.beta2()),
+                 "must be in [0, 1)");
+  check->Require(optimizer.epsilon() > 0, "optimizer.epsilon", Str(optimizer.epsilon()), "must be positive");
+  check->Require(optimizer.warmup_steps() > 0, "optimizer.warmup_steps", Str(optimizer.warmup_steps()),
+                 "must be positive (the schedule divides by it)");
+  check->Require(optimizer.clip_norm() >= 0, "optimizer.clip_norm", Str(optimizer.clip_norm()),
+                 "must be >= 0 (0 = off)");
+  check->Require(schedule.scale() > 0, "schedule.scale", Str(schedule.scale()), "must be positive");
+  check->Require(schedule.constant_lr() > 0, "schedule.constant_lr", Str(schedule.constant_lr()), "must be positive");
+}
 
-  const auto& s = c.schedule();
-  check.Require(s.scale() > 0, "schedule.scale", Str(s.scale()), "must be positive");
-  check.Require(s.constant_lr() > 0, "schedule.constant_lr", Str(s.constant_lr()), "must be positive");
-
-  const auto& d = c.data();
-  if (d.task() == proto::DataConfig::COPY) {
-    check.Require(d.copy_vocab_size() > 4, "data.copy_vocab_size", Str(d.copy_vocab_size()),
-                  "must exceed the 4 reserved ids (pad, bos, eos, unk)");
-    check.Require(d.copy_min_length() >= 1, "data.copy_min_length", Str(d.copy_min_length()), "must be >= 1");
-    check.Require(d.copy_max_length() >= d.copy_min_length(), "data.copy_max_length", Str(d.copy_max_length()),
-                  "must be >= data.copy_min_length (" + Str(d.copy_min_length()) + ")");
-    check.Require(d.copy_max_length() + 2 <= m.max_positions(), "data.copy_max_length", Str(d.copy_max_length()),
-                  "plus bos/eos must fit model.max_positions (" + Str(m.max_positions()) + ")");
-    check.Require(d.copy_train_size() > 0, "data.copy_train_size", Str(d.copy_train_size()), "must be positive");
-    check.Require(d.copy_valid_size() > 0, "data.copy_valid_size", Str(d.copy_valid_size()), "must be positive");
-    check.Require(m.vocab_size() == 0 || m.vocab_size() >= d.copy_vocab_size(), "model.vocab_size", Str(m.vocab_size()),
-                  "is smaller than data.copy_vocab_size (" + Str(d.copy_vocab_size()) + ")");
+void CheckData(const proto::DataConfig& data, const proto::ModelConfig& model, Checker* check) {
+  if (data.task() == proto::DataConfig::COPY) {
+    check->Require(data.copy_vocab_size() > 4, "data.copy_vocab_size", Str(data.copy_vocab_size()),
+                   "must exceed the 4 reserved ids (pad, bos, eos, unk)");
+    check->Require(data.copy_min_length() >= 1, "data.copy_min_length", Str(data.copy_min_length()), "must be >= 1");
+    check->Require(data.copy_max_length() >= data.copy_min_length(), "data.copy_max_length",
+                   Str(data.copy_max_length()),
+                   "must be >= data.copy_min_length (" + Str(data.copy_min_length()) + ")");
+    check->Require(data.copy_max_length() + 2 <= model.max_positions(), "data.copy_max_length",
+                   Str(data.copy_max_length()),
+                   "plus bos/eos must fit model.max_positions (" + Str(model.max_positions()) + ")");
+    check->Require(data.copy_train_size() > 0, "data.copy_train_size", Str(data.copy_train_size()), "must be positive");
+    check->Require(data.copy_valid_size() > 0, "data.copy_valid_size", Str(data.copy_valid_size()), "must be positive");
+    check->Require(model.vocab_size() == 0 || model.vocab_size() >= data.copy_vocab_size(), "model.vocab_size",
+                   Str(model.vocab_size()),
+                   "is smaller than data.copy_vocab_size (" + Str(data.copy_vocab_size()) + ")");
   } else {
-    check.Require(!d.train_dir().empty(), "data.train_dir", "\"\"",
-                  "a CORPUS task needs the directory written by `psformer prepare`");
+    check->Require(!data.train_dir().empty(), "data.train_dir", "\"\"",
+                   "a CORPUS task needs the directory written by `psformer prepare`");
   }
-  check.Require(d.max_length() > 0, "data.max_length", Str(d.max_length()), "must be positive");
-  check.Require(d.max_length_ratio() >= 1, "data.max_length_ratio", Str(d.max_length_ratio()), "must be >= 1");
+  check->Require(data.max_length() > 0, "data.max_length", Str(data.max_length()), "must be positive");
+  check->Require(data.max_length_ratio() >= 1, "data.max_length_ratio", Str(data.max_length_ratio()), "must be >= 1");
+}
 
-  const auto& b = c.batching();
-  check.Require(b.src_tokens_per_step() > 0, "batching.src_tokens_per_step", Str(b.src_tokens_per_step()),
-                "must be positive");
-  check.Require(b.tgt_tokens_per_step() > 0, "batching.tgt_tokens_per_step", Str(b.tgt_tokens_per_step()),
-                "must be positive");
-  check.Require(b.bucket_width() > 0, "batching.bucket_width", Str(b.bucket_width()), "must be positive");
+void CheckBatching(const proto::BatchingConfig& batching, Checker* check) {
+  check->Require(batching.src_tokens_per_step() > 0, "batching.src_tokens_per_step",
+                 Str(batching.src_tokens_per_step()), "must be positive");
+  check->Require(batching.tgt_tokens_per_step() > 0, "batching.tgt_tokens_per_step",
+                 Str(batching.tgt_tokens_per_step()), "must be positive");
+  check->Require(batching.bucket_width() > 0, "batching.bucket_width", Str(batching.bucket_width()),
+                 "must be positive");
+}
 
-  const auto& k = c.cluster();
-  check.Require(k.workers() >= 0, "cluster.workers", Str(k.workers()), "must be >= 0 (0 = one per GPU)");
-  check.Require(k.servers() >= 1, "cluster.servers", Str(k.servers()), "must be >= 1");
-  const int vocab = ResolvedVocabSize(c);
-  if (m.d_model() > 0 && m.d_ff() > 0 && m.layers() > 0 && m.heads() > 0) {
+// The cluster's sizes, its timing and transport settings, and what its backend needs.
+void CheckCluster(const JobConfig& config, Checker* check) {
+  const proto::ClusterConfig& cluster = config.cluster();
+  const proto::ModelConfig& model = config.model();
+  check->Require(cluster.workers() >= 0, "cluster.workers", Str(cluster.workers()), "must be >= 0 (0 = one per GPU)");
+  check->Require(cluster.servers() >= 1, "cluster.servers", Str(cluster.servers()), "must be >= 1");
+  const int vocab = ResolvedVocabSize(config);
+  if (model.d_model() > 0 && model.d_ff() > 0 && model.layers() > 0 && model.heads() > 0) {
     // Sizes computed with overflow checks before anything allocates or indexes by them; whether
     // they fit the machine is the launcher's question (it knows the machine).
-    auto estimate = EstimateMemory(c, vocab);
-    check.Add(estimate.status());
+    auto estimate = EstimateMemory(config, vocab);
+    check->Add(estimate.status());
     if (estimate.ok() && vocab > 0) {
-      check.Require(static_cast<uint64_t>(k.servers()) <= estimate->parameters, "cluster.servers", Str(k.servers()),
-                    "more servers than parameters (" + Str(estimate->parameters) + ")");
+      check->Require(static_cast<uint64_t>(cluster.servers()) <= estimate->parameters, "cluster.servers",
+                     Str(cluster.servers()), "more servers than parameters (" + Str(estimate->parameters) + ")");
     }
   }
-  check.Require(k.staleness() >= 0, "cluster.staleness", Str(k.staleness()), "must be >= 0");
-  check.Require(k.heartbeat_interval_ms() > 0, "cluster.heartbeat_interval_ms", Str(k.heartbeat_interval_ms()),
-                "must be positive");
-  check.Require(k.heartbeat_timeout_ms() > k.heartbeat_interval_ms(), "cluster.heartbeat_timeout_ms",
-                Str(k.heartbeat_timeout_ms()),
-                "must exceed cluster.heartbeat_interval_ms (" + Str(k.heartbeat_interval_ms()) + ")");
-  check.Require(k.max_restarts() >= 0, "cluster.max_restarts", Str(k.max_restarts()), "must be >= 0");
-  check.Require(k.restart_backoff_ms() >= 0, "cluster.restart_backoff_ms", Str(k.restart_backoff_ms()), "must be >= 0");
-  check.Require(k.base_port() == 0 || (k.base_port() >= 1024 && k.base_port() <= 65000), "cluster.base_port",
-                Str(k.base_port()), "must be 0 (pick free ports) or in [1024, 65000]");
-  check.Require(k.threads_per_process() >= 0, "cluster.threads_per_process", Str(k.threads_per_process()),
-                "must be >= 0");
-  check.Require(k.frame_bytes() >= 0, "cluster.frame_bytes", Str(k.frame_bytes()), "must be >= 0");
-  check.Require(k.retry_ms() > 0, "cluster.retry_ms", Str(k.retry_ms()), "must be > 0");
-  check.Require(k.shm_mib_per_process() >= 0, "cluster.shm_mib_per_process", Str(k.shm_mib_per_process()),
-                "must be >= 0 (0 = every payload inline)");
-  check.Require(k.piece_elements() >= 0, "cluster.piece_elements", Str(k.piece_elements()), "must be >= 0");
-  check.Require(!(k.compute_dtype() == proto::ClusterConfig::BF16 && k.backend() == proto::ClusterConfig::CPU),
-                "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
-
-  if (k.backend() == proto::ClusterConfig::EMULATED) {
-    check.Require(k.emulated_step_ms() > 0, "cluster.emulated_step_ms", Str(k.emulated_step_ms()), "must be positive");
-    check.Require(vocab > 0, "model.vocab_size", Str(m.vocab_size()),
-                  "emulated workers read no data: set the vocabulary size (cluster.backend = EMULATED)");
+  check->Require(cluster.staleness() >= 0, "cluster.staleness", Str(cluster.staleness()), "must be >= 0");
+  check->Require(cluster.heartbeat_interval_ms() > 0, "cluster.heartbeat_interval_ms",
+                 Str(cluster.heartbeat_interval_ms()), "must be positive");
+  check->Require(cluster.heartbeat_timeout_ms() > cluster.heartbeat_interval_ms(), "cluster.heartbeat_timeout_ms",
+                 Str(cluster.heartbeat_timeout_ms()),
+                 "must exceed cluster.heartbeat_interval_ms (" + Str(cluster.heartbeat_interval_ms()) + ")");
+  check->Require(cluster.max_restarts() >= 0, "cluster.max_restarts", Str(cluster.max_restarts()), "must be >= 0");
+  check->Require(cluster.restart_backoff_ms() >= 0, "cluster.restart_backoff_ms", Str(cluster.restart_backoff_ms()),
+                 "must be >= 0");
+  check->Require(cluster.base_port() == 0 || (cluster.base_port() >= 1024 && cluster.base_port() <= 65000),
+                 "cluster.base_port", Str(cluster.base_port()), "must be 0 (pick free ports) or in [1024, 65000]");
+  check->Require(cluster.threads_per_process() >= 0, "cluster.threads_per_process", Str(cluster.threads_per_process()),
+                 "must be >= 0");
+  check->Require(cluster.frame_bytes() >= 0, "cluster.frame_bytes", Str(cluster.frame_bytes()), "must be >= 0");
+  check->Require(cluster.retry_ms() > 0, "cluster.retry_ms", Str(cluster.retry_ms()), "must be > 0");
+  check->Require(cluster.shm_mib_per_process() >= 0, "cluster.shm_mib_per_process", Str(cluster.shm_mib_per_process()),
+                 "must be >= 0 (0 = every payload inline)");
+  check->Require(cluster.piece_elements() >= 0, "cluster.piece_elements", Str(cluster.piece_elements()),
+                 "must be >= 0");
+  check->Require(cluster.streams() >= 1 && cluster.streams() <= 64, "cluster.streams", Str(cluster.streams()),
+                 "must be in [1, 64]");
+  check->Require(
+      !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),
+      "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
+  if (cluster.backend() == proto::ClusterConfig::EMULATED) {
+    check->Require(cluster.emulated_step_ms() > 0, "cluster.emulated_step_ms", Str(cluster.emulated_step_ms()),
+                   "must be positive");
+    check->Require(vocab > 0, "model.vocab_size", Str(model.vocab_size()),
+                   "emulated workers read no data: set the vocabulary size (cluster.backend = EMULATED)");
   }
+}
 
-  const auto& t = c.training();
-  check.Require(t.max_steps() > 0, "training.max_steps", Str(t.max_steps()), "must be positive");
-  check.Require(t.valid_every() >= 0, "training.valid_every", Str(t.valid_every()), "must be >= 0");
-  check.Require(t.stop_at_valid_accuracy() >= 0 && t.stop_at_valid_accuracy() <= 1, "training.stop_at_valid_accuracy",
-                Str(t.stop_at_valid_accuracy()), "must be in [0, 1]");
-  check.Require(t.valid_bleu_sentences() >= 0, "training.valid_bleu_sentences", Str(t.valid_bleu_sentences()),
-                "must be >= 0");
-  check.Require(t.valid_bleu_beam() >= 1, "training.valid_bleu_beam", Str(t.valid_bleu_beam()), "must be >= 1");
-  check.Require(t.stop_at_valid_bleu() >= 0 && t.stop_at_valid_bleu() <= 100, "training.stop_at_valid_bleu",
-                Str(t.stop_at_valid_bleu()), "must be in [0, 100]");
-  check.Require(t.stop_at_valid_bleu() == 0 || t.valid_bleu_sentences() > 0, "training.stop_at_valid_bleu",
-                Str(t.stop_at_valid_bleu()), "needs training.valid_bleu_sentences > 0");
+void CheckTraining(const proto::TrainingConfig& training, Checker* check) {
+  check->Require(training.max_steps() > 0, "training.max_steps", Str(training.max_steps()), "must be positive");
+  check->Require(training.valid_every() >= 0, "training.valid_every", Str(training.valid_every()), "must be >= 0");
+  check->Require(training.stop_at_valid_accuracy() >= 0 && training.stop_at_valid_accuracy() <= 1,
+                 "training.stop_at_valid_accuracy", Str(training.stop_at_valid_accuracy()), "must be in [0, 1]");
+  check->Require(training.valid_bleu_sentences() >= 0, "training.valid_bleu_sentences",
+                 Str(training.valid_bleu_sentences()), "must be >= 0");
+  check->Require(training.valid_bleu_beam() >= 1, "training.valid_bleu_beam", Str(training.valid_bleu_beam()),
+                 "must be >= 1");
+  check->Require(training.stop_at_valid_bleu() >= 0 && training.stop_at_valid_bleu() <= 100,
+                 "training.stop_at_valid_bleu", Str(training.stop_at_valid_bleu()), "must be in [0, 100]");
+  check->Require(training.stop_at_valid_bleu() == 0 || training.valid_bleu_sentences() > 0,
+                 "training.stop_at_valid_bleu", Str(training.stop_at_valid_bleu()),
+                 "needs training.valid_bleu_sentences > 0");
+}
 
-  const auto& p = c.checkpoint();
-  check.Require(p.every_steps() >= 0, "checkpoint.every_steps", Str(p.every_steps()), "must be >= 0");
-  check.Require(p.every_minutes() >= 0, "checkpoint.every_minutes", Str(p.every_minutes()), "must be >= 0");
-  check.Require(p.keep_last() >= 0, "checkpoint.keep_last", Str(p.keep_last()), "must be >= 0 (0 = keep all)");
-  check.Require(p.average_last() >= 1, "checkpoint.average_last", Str(p.average_last()), "must be >= 1");
-  check.Require(p.max_failures_in_a_row() >= 1, "checkpoint.max_failures_in_a_row", Str(p.max_failures_in_a_row()),
-                "must be >= 1");
-  check.Require(p.keep_last() == 0 || p.keep_last() >= p.average_last(), "checkpoint.keep_last", Str(p.keep_last()),
-                "must keep at least checkpoint.average_last (" + Str(p.average_last()) + ") checkpoints");
+void CheckCheckpoints(const proto::CheckpointConfig& checkpoint, const proto::LoggingConfig& logging, Checker* check) {
+  check->Require(checkpoint.every_steps() >= 0, "checkpoint.every_steps", Str(checkpoint.every_steps()),
+                 "must be >= 0");
+  check->Require(checkpoint.every_minutes() >= 0, "checkpoint.every_minutes", Str(checkpoint.every_minutes()),
+                 "must be >= 0");
+  check->Require(checkpoint.keep_last() >= 0, "checkpoint.keep_last", Str(checkpoint.keep_last()),
+                 "must be >= 0 (0 = keep all)");
+  check->Require(checkpoint.average_last() >= 1, "checkpoint.average_last", Str(checkpoint.average_last()),
+                 "must be >= 1");
+  check->Require(checkpoint.max_failures_in_a_row() >= 1, "checkpoint.max_failures_in_a_row",
+                 Str(checkpoint.max_failures_in_a_row()), "must be >= 1");
+  check->Require(checkpoint.keep_last() == 0 || checkpoint.keep_last() >= checkpoint.average_last(),
+                 "checkpoint.keep_last", Str(checkpoint.keep_last()),
+                 "must keep at least checkpoint.average_last (" + Str(checkpoint.average_last()) + ") checkpoints");
+  check->Require(logging.every_steps() > 0, "logging.every_steps", Str(logging.every_steps()), "must be positive");
+}
 
-  check.Require(c.logging().every_steps() > 0, "logging.every_steps", Str(c.logging().every_steps()),
-                "must be positive");
-
-  const auto& f = c.fault();
-  auto fault_events = FaultEvents(f);
-  if (!fault_events.ok()) return check.status().ok() ? fault_events.status() : check.status();
-  for (size_t i = 0; i < fault_events->size(); ++i) {
-    const auto& e = (*fault_events)[i];
-    const std::string name =
-        static_cast<int>(i) < f.events_size() ? "fault.events[" + Str(i) + "]" : "fault.kill (" + f.kill() + ")";
-    const int count = e.role() == proto::FaultConfig::Event::WORKER ? k.workers() : k.servers();
-    check.Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
-                  "no such " + std::string(e.role() == proto::FaultConfig::Event::WORKER ? "worker" : "server"));
-    check.Require(e.at_step() >= 1 && e.at_step() <= t.max_steps(), name + ".at_step", Str(e.at_step()),
-                  "must be in [1, training.max_steps]");
-    check.Require(e.stall_ms() >= 0, name + ".stall_ms", Str(e.stall_ms()), "must be >= 0");
-    check.Require(e.action() != proto::FaultConfig::Event::KILL_IN_SHM || k.same_host_shm(), name + ".action",
-                  "KILL_IN_SHM", "strikes in a copy through shared memory: needs cluster.same_host_shm = true");
+// The fault section: each event aimed at a role and step that exist, transport fault fractions
+// that a message can meet (at most one each), and the restart environment.
+void CheckFaults(const JobConfig& config, Checker* check) {
+  const proto::FaultConfig& fault = config.fault();
+  const proto::ClusterConfig& cluster = config.cluster();
+  auto events = FaultEvents(fault);
+  check->Add(events.status());
+  for (size_t i = 0; events.ok() && i < events->size(); ++i) {
+    const auto& e = (*events)[i];
+    const std::string name = static_cast<int>(i) < fault.events_size() ? "fault.events[" + Str(i) + "]"
+                                                                       : "fault.kill (" + fault.kill() + ")";
+    const bool worker = e.role() == proto::FaultConfig::Event::WORKER;
+    const int count = worker ? cluster.workers() : cluster.servers();
+    check->Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
+                   std::string("no such ") + (worker ? "worker" : "server"));
+    check->Require(e.at_step() >= 1 && e.at_step() <= config.training().max_steps(), name + ".at_step",
+                   Str(e.at_step()), "must be in [1, training.max_steps]");
+    check->Require(e.stall_ms() >= 0, name + ".stall_ms", Str(e.stall_ms()), "must be >= 0");
+    check->Require(e.action() != proto::FaultConfig::Event::KILL_IN_SHM || cluster.same_host_shm(), name + ".action",
+                   "KILL_IN_SHM", "strikes in a copy through shared memory: needs cluster.same_host_shm = true");
   }
-  for (auto [value, field] : {std::pair{f.drop_fraction(), "fault.drop_fraction"},
-                              std::pair{f.duplicate_fraction(), "fault.duplicate_fraction"},
-                              std::pair{f.delay_fraction(), "fault.delay_fraction"},
-                              std::pair{f.reorder_fraction(), "fault.reorder_fraction"}}) {
-    check.Require(value >= 0 && value < 1, field, Str(value), "must be in [0, 1)");
+  for (auto [value, field] : {std::pair{fault.drop_fraction(), "fault.drop_fraction"},
+                              std::pair{fault.duplicate_fraction(), "fault.duplicate_fraction"},
+                              std::pair{fault.delay_fraction(), "fault.delay_fraction"},
+                              std::pair{fault.reorder_fraction(), "fault.reorder_fraction"}}) {
+    check->Require(value >= 0 && value < 1, field, Str(value), "must be in [0, 1)");
   }
   // A message meets at most one transport fault (common/transport/faulty_van.h).
-  const float faults = f.drop_fraction() + f.duplicate_fraction() + f.delay_fraction() + f.reorder_fraction();
-  check.Require(faults <= 1.0f + 1e-6f, "fault.drop_fraction + duplicate_fraction + delay_fraction + reorder_fraction",
-                Str(faults), "must be <= 1: a message meets at most one fault");
-  check.Require(f.delay_ms() >= 0, "fault.delay_ms", Str(f.delay_ms()), "must be >= 0");
-  if (auto environment = RestartEnvironment(f); !environment.ok()) {
-    return check.status().ok() ? environment.status() : check.status();
-  }
+  const float fractions =
+      fault.drop_fraction() + fault.duplicate_fraction() + fault.delay_fraction() + fault.reorder_fraction();
+  check->Require(fractions <= 1.0f + 1e-6f,
+                 "fault.drop_fraction + duplicate_fraction + delay_fraction + reorder_fraction", Str(fractions),
+                 "must be <= 1: a message meets at most one fault");
+  check->Require(fault.delay_ms() >= 0, "fault.delay_ms", Str(fault.delay_ms()), "must be >= 0");
+  check->Add(RestartEnvironment(fault).status());
+}
+
+}  // namespace
+
+Status ValidateConfig(const JobConfig& config) {
+  // Section by section; the first failure is the one reported.
+  Checker check;
+  RequireFinite(config, "", &check);
+  CheckModel(config.model(), &check);
+  CheckOptimizer(config.optimizer(), config.schedule(), &check);
+  CheckData(config.data(), config.model(), &check);
+  CheckBatching(config.batching(), &check);
+  CheckCluster(config, &check);
+  CheckTraining(config.training(), &check);
+  CheckCheckpoints(config.checkpoint(), config.logging(), &check);
+  CheckFaults(config, &check);
   return check.status();
 }
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "common/fault_plan.h"
@@ -128,15 +130,74 @@ std::string DefaultRunDir(const JobConfig& config) {
   return "runs/" + config.name() + "-" + stamp;
 }
 
-int RunSingleNode(const JobOptions& options) {
-  JobOptions job = options;
-  auto& cluster = *job.config.mutable_cluster();
+namespace {
+
+// Where a job's roles run and what they need to find each other: decided once, by a single node
+// (PlaceOnThisNode) or by every MPI rank alike (PlaceThisRank); then SuperviseJob runs the same
+// sequence either way.
+struct Placement {
+  JobOptions job;  // with the worker count resolved, the job's keys, run_dir
+  uint64_t job_id = 0;
+  std::vector<RoleSlot> mine;            // the roles this process supervises
+  std::vector<ServerAddress> addresses;  // every server's
+  std::string host_identity;             // SameHostIdentity() of this host
+  std::string log_file;                  // this supervisor's
+  std::string resume_prefix;             // what the advice to continue begins with ("mpirun ... ")
+  bool advises = true;                   // this process says how to continue an interrupted job
+  std::string summary;                   // the log line that says what runs here
+};
+
+// What a cluster rank adds to the sequence.
+struct JobHooks {
+  // Before the servers stop on Ctrl-C: wait for every rank's workers to stop first.
+  std::function<void(std::vector<SupervisedRole>&)> before_servers_stop;
+  // With the supervision's status, before anything is cleaned up (a rank that cannot continue
+  // aborts the whole job here); and the status the job ends with (every rank's worst).
+  std::function<void(int status)> after_supervision;
+  std::function<int(int status)> job_status;
+};
+
+// The common sequence: log file, shared-memory sweep, the roles supervised, cleaned up, and the
+// advice after an interrupted run.
+int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
+  const JobOptions& job = placement.job;
+  // The supervisor's lines still reach stderr without the file; say why it is missing.
+  if (Status s = SetLogFile(placement.log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
+  PSF_LOG(Info) << placement.summary;
+  SweepOrphanSegments();
+  LogJobSegments(job.config, placement.job_id);
+  std::vector<SupervisedRole> roles;
+  for (const RoleSlot& slot : placement.mine) {
+    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(
+                                    job, slot, placement.job_id, placement.addresses, placement.host_identity))});
+  }
+  SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
+  std::function<void()> before_servers_stop;
+  if (hooks.before_servers_stop) before_servers_stop = [&] { hooks.before_servers_stop(roles); };
+  const int status = SuperviseRoles(roles, job.run_dir, &events, before_servers_stop);
+  if (hooks.after_supervision) hooks.after_supervision(status);
+  roles.clear();  // every role process is gone
+  RemoveJobSegments(placement.job_id);
+  const int job_status = hooks.job_status ? hooks.job_status(status) : status;
+  if ((job_status == kExitInterrupted || job_status == kExitHangup) && placement.advises) {
+    std::cerr << AfterStop(job.run_dir, placement.resume_prefix);
+  }
+  return job_status;
+}
+
+// Every role on this machine: each worker reaches each server over ipc:// and shared memory.
+// Fails (naming why) before the run directory is touched.
+StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
+  Placement p;
+  p.job = options;
+  auto& cluster = *p.job.config.mutable_cluster();
   const std::string host = HostName();
   const int gpus = CudaDeviceCount();
   auto gpu_workers = ChooseGpuWorkers(cluster.backend(), {{host, gpus}});
   if (!gpu_workers.ok()) {
-    return Fail("cluster.backend = CUDA but this machine (" + host + ") has no GPU (CUDA device count 0; " +
-                CudaUnavailableReason() + "); set cluster.backend to CPU or AUTO");
+    return Status::InvalidArgument("cluster.backend = CUDA but this machine (" + host +
+                                   ") has no GPU (CUDA device count 0; " + CudaUnavailableReason() +
+                                   "); set cluster.backend to CPU or AUTO");
   }
   // Role processes read the worker count from the run's config.pbtxt, so 0 is resolved here.
   if (cluster.workers() == 0) cluster.set_workers(*gpu_workers ? gpus : 1);
@@ -145,164 +206,170 @@ int RunSingleNode(const JobOptions& options) {
   plan_options.workers = cluster.workers();
   plan_options.gpu_workers = *gpu_workers;
   plan_options.gpus_per_host = {{host, gpus}};
-  auto plan = ClusterPlan::Make(plan_options, std::vector<std::string>(cluster.servers() + cluster.workers(), host));
-  if (!plan.ok()) return Fail(plan.status().message());
+  PSF_ASSIGN_OR_RETURN(
+      const ClusterPlan plan,
+      ClusterPlan::Make(plan_options, std::vector<std::string>(cluster.servers() + cluster.workers(), host)));
   // Ports before the run directory: a refused job leaves nothing behind.
   std::vector<std::string> endpoints;
-  for (int s = 0; s < plan->servers(); ++s) {
-    auto endpoint = ServerEndpoint(cluster, s, 1);
-    if (!endpoint.ok()) return Fail(endpoint.status().message());
-    endpoints.push_back(*endpoint);
+  for (int s = 0; s < plan.servers(); ++s) {
+    PSF_ASSIGN_OR_RETURN(const std::string endpoint, ServerEndpoint(cluster, s, 1));
+    endpoints.push_back(endpoint);
   }
-  if (Status s = PrepareRunDir(job); !s.ok()) return Fail(s.message());
-  // The supervisor's lines still reach stderr without the file; say why it is missing.
-  if (Status s = SetLogFile((fs::path(job.run_dir) / "logs" / "supervisor.log").string()); !s.ok()) {
-    PSF_LOG(Warning) << "no supervisor log file: " << s.message();
+  PSF_RETURN_IF_ERROR(PrepareRunDir(p.job));
+  p.job_id = NewJobId();
+  PSF_ASSIGN_OR_RETURN(p.job.curve_keys, NewJobKeys(p.job.config));
+  p.host_identity = SameHostIdentity();
+  for (int s = 0; s < plan.servers(); ++s) {
+    p.addresses.push_back({endpoints[s], ServerIpcEndpoint(p.job.config, p.job.run_dir, s), p.host_identity});
   }
-  const uint64_t job_id = NewJobId();
-  auto keys = NewJobKeys(job.config);
-  if (!keys.ok()) return Fail(keys.status().message());
-  job.curve_keys = *keys;
-  // Every role runs here: each worker reaches each server over ipc:// and shared memory.
-  const std::string host_identity = SameHostIdentity();
-  std::vector<ServerAddress> addresses;
-  for (int s = 0; s < plan->servers(); ++s) {
-    addresses.push_back({endpoints[s], ServerIpcEndpoint(job.config, job.run_dir, s), host_identity});
-  }
-  SweepOrphanSegments();
-  LogJobSegments(job.config, job_id);
-  std::vector<SupervisedRole> roles;
-  for (const RoleSlot& slot : plan->slots()) {
-    roles.push_back(
-        {slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, job_id, addresses, host_identity))});
-  }
-  PSF_LOG(Info) << "single-node job: " << plan->servers() << " server(s), " << plan->workers() << " worker(s) on "
-                << (*gpu_workers ? "GPUs" : "CPU") << "; run directory " << job.run_dir;
-  SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
-  const int status = SuperviseRoles(roles, job.run_dir, &events);
-  roles.clear();  // every role process is gone
-  RemoveJobSegments(job_id);
-  if (status == kExitInterrupted || status == kExitHangup) std::cerr << AfterStop(job.run_dir, "");
-  return status;
+  p.mine = plan.slots();
+  p.log_file = (fs::path(p.job.run_dir) / "logs" / "supervisor.log").string();
+  p.summary = "single-node job: " + std::to_string(plan.servers()) + " server(s), " + std::to_string(plan.workers()) +
+              " worker(s) on " + (*gpu_workers ? "GPUs" : "CPU") + "; run directory " + p.job.run_dir;
+  return p;
 }
 
-int RunClusterRank(const JobOptions& options) {
-  MpiBootstrap mpi;
-  SetLogTag("supervisor-" + std::to_string(mpi.rank()));
-  // Every rank reports its host and the GPUs it sees there: "HOST GPUS".
+// The hosts of every rank and the GPUs each host has, from every rank's report "HOST GPUS".
+void ReadHostReports(const std::vector<std::string>& reports, std::vector<std::string>* hosts,
+                     std::vector<std::pair<std::string, int>>* gpus_per_host) {
+  for (const std::string& report : reports) {
+    const size_t space = report.rfind(' ');
+    hosts->push_back(report.substr(0, space));
+    const bool seen = std::any_of(gpus_per_host->begin(), gpus_per_host->end(),
+                                  [&](const auto& h) { return h.first == hosts->back(); });
+    if (!seen) gpus_per_host->emplace_back(hosts->back(), std::stoi(report.substr(space + 1)));
+  }
+}
+
+// The plan every rank computes alike from every rank's report, with the worker count resolved
+// into `config`. Every rank fails the same way.
+StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
+  // Every rank reports its host and the GPUs it sees there.
   auto reports = mpi.AllGather(HostName() + " " + std::to_string(CudaDeviceCount()));
   if (!reports.ok()) mpi.Abort(kExitFailure);
   std::vector<std::string> hosts;
   std::vector<std::pair<std::string, int>> gpus_per_host;
-  for (const std::string& report : *reports) {
-    const size_t space = report.rfind(' ');
-    hosts.push_back(report.substr(0, space));
-    const bool seen =
-        std::any_of(gpus_per_host.begin(), gpus_per_host.end(), [&](const auto& h) { return h.first == hosts.back(); });
-    if (!seen) gpus_per_host.emplace_back(hosts.back(), std::stoi(report.substr(space + 1)));
-  }
-  // Every rank computes the same decisions from the same reports and fails the same way; rank 0
-  // says why.
-  auto fail_everywhere = [&](const std::string& message) {
-    if (mpi.rank() == 0) std::cerr << "psformer train: error: " << message << "\n";
-    return kExitFailure;
-  };
-  JobOptions local = options;
-  auto& cluster = *local.config.mutable_cluster();
-  auto gpu_workers = ChooseGpuWorkers(cluster.backend(), gpus_per_host);
-  if (!gpu_workers.ok()) return fail_everywhere(gpu_workers.status().message());
+  ReadHostReports(*reports, &hosts, &gpus_per_host);
+  auto& cluster = *config->mutable_cluster();
+  PSF_ASSIGN_OR_RETURN(const bool gpu_workers, ChooseGpuWorkers(cluster.backend(), gpus_per_host));
   if (cluster.workers() == 0) {
     // Under mpirun the ranks say how many workers there are: every rank that is not a server.
     if (mpi.size() <= cluster.servers()) {
-      return fail_everywhere("cluster.workers = 0 makes every rank that is not a server a worker, but " +
-                             std::to_string(mpi.size()) + " rank(s) leave none beside cluster.servers (" +
-                             std::to_string(cluster.servers()) + "); start more ranks (mpirun -np)");
+      return Status::InvalidArgument("cluster.workers = 0 makes every rank that is not a server a worker, but " +
+                                     std::to_string(mpi.size()) + " rank(s) leave none beside cluster.servers (" +
+                                     std::to_string(cluster.servers()) + "); start more ranks (mpirun -np)");
     }
     cluster.set_workers(mpi.size() - cluster.servers());
   }
   ClusterPlanOptions plan_options;
   plan_options.servers = cluster.servers();
   plan_options.workers = cluster.workers();
-  plan_options.gpu_workers = *gpu_workers;
+  plan_options.gpu_workers = gpu_workers;
   plan_options.gpus_per_host = gpus_per_host;
-  auto plan = ClusterPlan::Make(plan_options, hosts);
-  if (!plan.ok()) return fail_everywhere(plan.status().message());
-  local.run_dir = mpi.Broadcast(options.run_dir);
-  const uint64_t job_id = std::stoull(mpi.Broadcast(std::to_string(NewJobId())));
-  // Rank 0 makes the job's keys; MPI hands them to the other ranks (or rank 0's reason not to).
-  auto keys = mpi.rank() == 0 ? NewJobKeys(local.config) : StatusOr<std::string>(std::string());
-  local.curve_keys = mpi.Broadcast(keys.ok() ? *keys : "error: " + keys.status().message());
-  if (local.curve_keys.rfind("error: ", 0) == 0) return fail_everywhere(local.curve_keys.substr(7));
-  const Status prepared = PrepareRunDir(local);
-  const RoleSlot& me = plan->slot(mpi.rank());
-  std::string my_endpoint;
-  Status endpoint_status = prepared;
-  if (prepared.ok() && me.kind == RoleSlot::Kind::kServer) {
-    auto endpoint = ServerEndpoint(cluster, me.index, plan->hosts());
-    if (endpoint.ok()) my_endpoint = *endpoint;
-    endpoint_status = endpoint.status();
+  return ClusterPlan::Make(plan_options, hosts);
+}
+
+// This rank's server endpoint ("" for a worker) once every rank has its run directory; every
+// rank learns whether all of them got that far (false: each failing rank said why).
+bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
+  const RoleSlot& me = plan.slot(mpi.rank());
+  Status status = PrepareRunDir(job);
+  if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
+    auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());
+    if (mine.ok()) *endpoint = *mine;
+    status = mine.status();
   }
-  if (!endpoint_status.ok()) {
+  if (!status.ok()) {
     std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << " on " << me.host
-              << "): " << endpoint_status.message() << "\n";
+              << "): " << status.message() << "\n";
   }
-  if (mpi.AllReduceMax(endpoint_status.ok() ? kExitSuccess : kExitFailure) != kExitSuccess) return kExitFailure;
+  return mpi.AllReduceMax(status.ok() ? kExitSuccess : kExitFailure) == kExitSuccess;
+}
+
+// This rank's role, and every server's addresses, agreed over MPI. Returns the exit status in
+// `failed` when the job cannot start (rank 0 has said why).
+std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& options, int* failed) {
+  *failed = kExitFailure;
+  Placement p;
+  p.job = options;
+  auto plan = PlanCluster(mpi, &p.job.config);
+  if (!plan.ok()) {
+    if (mpi.rank() == 0) std::cerr << "psformer train: error: " << plan.status().message() << "\n";
+    return std::nullopt;
+  }
+  p.job.run_dir = mpi.Broadcast(options.run_dir);
+  p.job_id = std::stoull(mpi.Broadcast(std::to_string(NewJobId())));
+  // Rank 0 makes the job's keys; MPI hands them to the other ranks (or rank 0's reason not to).
+  auto keys = mpi.rank() == 0 ? NewJobKeys(p.job.config) : StatusOr<std::string>(std::string());
+  p.job.curve_keys = mpi.Broadcast(keys.ok() ? *keys : "error: " + keys.status().message());
+  if (p.job.curve_keys.rfind("error: ", 0) == 0) {
+    if (mpi.rank() == 0) std::cerr << "psformer train: error: " << p.job.curve_keys.substr(7) << "\n";
+    return std::nullopt;
+  }
+  std::string my_endpoint;
+  if (!PrepareEveryRank(mpi, *plan, p.job, &my_endpoint)) return std::nullopt;
   auto all_endpoints = mpi.AllGather(my_endpoint);
-  if (!all_endpoints.ok()) return kExitFailure;
   // Which ranks share a kernel and a network namespace (not just a host name: the cluster
   // simulator's hosts are namespaces of one kernel, and they talk TCP).
-  const std::string host_identity = SameHostIdentity();
-  auto identities = mpi.AllGather(host_identity);
-  if (!identities.ok()) return kExitFailure;
-  std::vector<std::string> server_endpoints;
-  std::vector<ServerAddress> addresses;
+  p.host_identity = SameHostIdentity();
+  auto identities = mpi.AllGather(p.host_identity);
+  if (!all_endpoints.ok() || !identities.ok()) return std::nullopt;
   for (int s = 0; s < plan->servers(); ++s) {
     const int slot = plan->server(s).slot;
-    server_endpoints.push_back((*all_endpoints)[slot]);
-    addresses.push_back(
-        {(*all_endpoints)[slot], ServerIpcEndpoint(local.config, local.run_dir, s), (*identities)[slot]});
+    p.addresses.push_back(
+        {(*all_endpoints)[slot], ServerIpcEndpoint(p.job.config, p.job.run_dir, s), (*identities)[slot]});
   }
-  const std::string log_file =
-      (fs::path(local.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
-  if (Status s = SetLogFile(log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
-  std::string servers;
-  for (const std::string& e : server_endpoints) servers += (servers.empty() ? "" : ",") + e;
-  PSF_LOG(Info) << "rank " << mpi.rank() << " runs " << me.name() << " on host " << me.host << "; servers at "
-                << servers;
-  if (me.kind == RoleSlot::Kind::kWorker) {
-    std::string reached;
-    for (const std::string& e : WorkerServerEndpoints(addresses, host_identity)) {
-      reached += (reached.empty() ? "" : ",") + e;
-    }
-    if (reached != servers) PSF_LOG(Info) << me.name() << " reaches the servers of its host over ipc: " << reached;
+  const RoleSlot& me = plan->slot(mpi.rank());
+  p.mine = {me};
+  p.log_file = (fs::path(p.job.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
+  p.resume_prefix = "mpirun ... ";
+  p.advises = mpi.rank() == 0;
+  std::string servers, reached;
+  for (const ServerAddress& a : p.addresses) servers += (servers.empty() ? "" : ",") + a.tcp;
+  for (const std::string& e : WorkerServerEndpoints(p.addresses, p.host_identity)) {
+    reached += (reached.empty() ? "" : ",") + e;
   }
+  p.summary =
+      "rank " + std::to_string(mpi.rank()) + " runs " + me.name() + " on host " + me.host + "; servers at " + servers;
+  if (me.kind == RoleSlot::Kind::kWorker && reached != servers) {
+    p.summary += "; " + me.name() + " reaches the servers of its host over ipc: " + reached;
+  }
+  *failed = kExitSuccess;
+  return p;
+}
 
-  SweepOrphanSegments();
-  LogJobSegments(local.config, job_id);
-  std::vector<SupervisedRole> roles;
-  roles.push_back({me.kind, std::make_unique<RoleProcess>(RoleOptions(local, me, job_id, addresses, host_identity))});
+}  // namespace
+
+int RunSingleNode(const JobOptions& options) {
+  auto placement = PlaceOnThisNode(options);
+  if (!placement.ok()) return Fail(placement.status().message());
+  return SuperviseJob(*placement);
+}
+
+int RunClusterRank(const JobOptions& options) {
+  MpiBootstrap mpi;
+  SetLogTag("supervisor-" + std::to_string(mpi.rank()));
+  int failed = kExitFailure;
+  std::optional<Placement> placement = PlaceThisRank(mpi, options, &failed);
+  if (!placement) return failed;
+  JobHooks hooks;
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
-  SupervisorEvents events(local.run_dir, local.config.logging().tensorboard());
-  const int status = SuperviseRoles(roles, local.run_dir, &events, [&] {
+  hooks.before_servers_stop = [&](std::vector<SupervisedRole>& roles) {
     const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
       for (auto& role : roles) role.process->Poll();
     });
     if (!all) PSF_LOG(Warning) << "not every rank stopped its workers in time; stopping the servers anyway";
-  });
-  if (status != kExitSuccess && status != kExitInterrupted && status != kExitHangup) {
+  };
+  hooks.after_supervision = [&](int status) {
+    if (status == kExitSuccess || status == kExitInterrupted || status == kExitHangup) return;
     // This rank's role cannot continue: the job cannot either. MPI_Abort ends every rank.
-    std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << ") cannot continue; "
-              << "aborting the job\n";
+    std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << placement->mine[0].name()
+              << ") cannot continue; aborting the job\n";
     mpi.Abort(status);
-  }
-  roles.clear();
-  RemoveJobSegments(job_id);
-  const int job_status = mpi.AllReduceMax(status);
-  if ((job_status == kExitInterrupted || job_status == kExitHangup) && mpi.rank() == 0) {
-    std::cerr << AfterStop(local.run_dir, "mpirun ... ");
-  }
-  return job_status;
+  };
+  hooks.job_status = [&](int status) { return mpi.AllReduceMax(status); };
+  return SuperviseJob(*placement, hooks);
 }
 
 }  // namespace psformer

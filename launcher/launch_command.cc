@@ -72,7 +72,7 @@ void Say(const std::string& line) { std::cerr << "psformer launch: [" << Now() <
 
 // What the ranks need beyond the user's arguments: servers reachable from other hosts. A
 // config that keeps them on loopback (the single-node default) gets bind_host 0.0.0.0, and
-// workers then reach the servers by host name (README, Security: CURVE guards the ports).
+// workers then reach the servers by host name (docs/security.md: CURVE guards the ports).
 StatusOr<std::vector<std::string>> TrainArguments(const LaunchOptions& options, size_t host_count) {
   std::vector<std::string> args = options.train_args;
   const std::vector<std::string> configs = OptionValues(args, "--config");
@@ -102,6 +102,42 @@ std::string Names(const std::vector<HostSlots>& hosts) {
   return names;
 }
 
+// The mpirun command that starts this very psformer's `train` (arguments `train`) on `chosen`,
+// with this process's environment forwarded as EnvironmentToForward selects.
+std::vector<std::string> MpirunCommandLine(const LaunchOptions& options, const std::vector<HostSlots>& chosen,
+                                           const std::vector<std::string>& train) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
+  MpirunOptions mpirun;
+  mpirun.mpirun = options.mpirun;
+  mpirun.processes = options.processes;
+  mpirun.hosts = chosen;
+  mpirun.as_root = geteuid() == 0;
+  mpirun.rsh_agent = options.rsh_agent;
+  mpirun.network = options.network;
+  mpirun.forward_environment = EnvironmentToForward(environment);
+  mpirun.program = {len > 0 ? std::string(self, len) : "psformer"};
+  mpirun.program.insert(mpirun.program.end(), train.begin(), train.end());
+  return BuildMpirunCommand(mpirun);
+}
+
+// After Ctrl-C: how to continue the job, or, with no complete checkpoint, that there is nothing
+// to continue and how to start over.
+void SayHowToContinue(const std::string& run_dir) {
+  const std::string newest = NewestCompleteCheckpoint(run_dir);
+  if (newest.empty()) {
+    Say("interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
+        "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with the same "
+        "psformer launch command and --overwrite added to the train arguments");
+  } else {
+    Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
+        "the train arguments (newest complete checkpoint: " +
+        newest + ")");
+  }
+}
+
 int Launch(const LaunchOptions& options) {
   auto hosts = ReadHostfile(options.hostfile);
   if (!hosts.ok()) return ReportError("launch", hosts.status());
@@ -112,12 +148,6 @@ int Launch(const LaunchOptions& options) {
   probe.timeout = std::min<std::chrono::milliseconds>(std::chrono::seconds(10), options.host_timeout / 2);
   if (probe.timeout.count() <= 0) probe.timeout = std::chrono::seconds(10);
 
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string executable = len > 0 ? std::string(self, len) : "psformer";
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
-
   std::string previous_hosts;
   for (int attempt = 0;; ++attempt) {
     const std::vector<bool> answers = ProbeHosts(names, probe);
@@ -126,17 +156,7 @@ int Launch(const LaunchOptions& options) {
     auto train = TrainArguments(options, chosen->size());
     if (!train.ok()) return ReportError("launch", train.status());
     if (attempt > 0 && !HasFlag(*train, "--resume")) train->push_back("--resume");
-    MpirunOptions mpirun;
-    mpirun.mpirun = options.mpirun;
-    mpirun.processes = options.processes;
-    mpirun.hosts = *chosen;
-    mpirun.as_root = geteuid() == 0;
-    mpirun.rsh_agent = options.rsh_agent;
-    mpirun.network = options.network;
-    mpirun.forward_environment = EnvironmentToForward(environment);
-    mpirun.program = {executable};
-    mpirun.program.insert(mpirun.program.end(), train->begin(), train->end());
-    const std::vector<std::string> command = BuildMpirunCommand(mpirun);
+    const std::vector<std::string> command = MpirunCommandLine(options, *chosen, *train);
     if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
       std::string silent;
       for (size_t i = 0; i < names.size(); ++i) {
@@ -158,15 +178,7 @@ int Launch(const LaunchOptions& options) {
     if (result.interrupted) {
       // mpirun's own status after a Ctrl-C is its abort's (1), whatever the ranks did: the
       // command was interrupted, and says so by 130 like train.
-      if (NewestCompleteCheckpoint(options.run_dir).empty()) {
-        Say("interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
-            "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with the same "
-            "psformer launch command and --overwrite added to the train arguments");
-      } else {
-        Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
-            "the train arguments (newest complete checkpoint: " +
-            NewestCompleteCheckpoint(options.run_dir) + ")");
-      }
+      SayHowToContinue(options.run_dir);
       return kExitInterrupted;
     }
     if (result.exit_status == 0) return 0;

@@ -1,6 +1,6 @@
 // The mpirun command line of a cluster job, as `psformer launch` runs it: one rank per process
 // slot of the chosen hosts, filled host by host, with the options a person would otherwise have
-// to know (README, Launching). A pure function of its options, so it is tested as text.
+// to know (docs/launching.md). A pure function of its options, so it is tested as text.
 #ifndef PSFORMER_LAUNCHER_MPIRUN_COMMAND_H_
 #define PSFORMER_LAUNCHER_MPIRUN_COMMAND_H_
 

@@ -114,6 +114,7 @@ bool MayChangeOnResume(const std::string& path) {
       "cluster.threads_per_process",
       "cluster.frame_bytes",
       "cluster.retry_ms",
+      "cluster.streams",
       "cluster.authenticate",
   };
   // A listed section covers every field in it.
@@ -173,8 +174,8 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
   const std::vector<std::string> conflicts = ResumeConflicts(*run_config, config);
   if (!conflicts.empty()) {
     return Status::InvalidArgument("--resume: this config trains another model than the run in " + dir +
-                                   " (fields that may change on resume are listed in README, Stopping and "
-                                   "continuing):\n  " +
+                                   " (fields that may change on resume are listed in docs/running.md, "
+                                   "Stopping and continuing):\n  " +
                                    Join(conflicts, "\n  "));
   }
   if (request.local) {

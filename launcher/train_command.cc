@@ -91,6 +91,33 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   return 0;
 }
 
+// Trains once the run directory is ours: in this process (--local), as the supervisor of every
+// role of a single-node job, or as one MPI rank's.
+int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local) {
+  SetLogTag("train");
+  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
+  if (local) {
+    TrainOptions train;
+    train.run_dir = run_dir;
+    train.resume = resume;
+    const Status status = RunLocalTraining(config, train);
+    if (!status.ok()) return ReportError("train", status);
+    std::cout << "trained " << config.name() << ": " << run_dir << "/model.bin\n";
+    return 0;
+  }
+  JobOptions job;
+  job.config = config;
+  job.run_dir = run_dir;
+  job.resume = resume;
+  job.executable = "/proc/self/exe";
+  char path[4096];
+  const ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (len > 0) job.executable.assign(path, len);
+  const int status = StartedByMpirun() ? RunClusterRank(job) : RunSingleNode(job);
+  if (status == 0 && !StartedByMpirun()) std::cout << "trained " << config.name() << ": " << run_dir << "/model.bin\n";
+  return status;
+}
+
 }  // namespace
 
 int RunTrainCommand(const Args& args) {
@@ -102,7 +129,7 @@ int RunTrainCommand(const Args& args) {
        "override one field, field.path=value (repeatable), e.g. --set model.heads=16")
       ("run-dir", po::value<std::string>(), "run directory (default runs/<config name>-<time>)")
       ("resume", po::bool_switch(), "continue the run in --run-dir from its newest complete checkpoint; refused "
-       "unless the config trains the same model (README, Stopping and continuing)")
+       "unless the config trains the same model (docs/running.md, Stopping and continuing)")
       ("overwrite", po::bool_switch(), "start over in a --run-dir that holds an earlier run, deleting its files")
       ("local", po::bool_switch(), "train in this process, without parameter servers (debugging, tests)")
       ("dry-run", po::bool_switch(), "validate, print the resolved config and exit");
@@ -154,28 +181,7 @@ int RunTrainCommand(const Args& args) {
   auto lock = UseRunDirectory(request, *config);
   if (!lock.ok()) return ReportError("train", lock.status());
 
-  SetLogTag("train");
-  SetLogLevel(static_cast<LogLevel>(config->logging().level()));
-  if (local) {
-    TrainOptions train;
-    train.run_dir = run_dir;
-    train.resume = resume;
-    const Status status = RunLocalTraining(*config, train);
-    if (!status.ok()) return ReportError("train", status);
-    std::cout << "trained " << config->name() << ": " << run_dir << "/model.bin\n";
-    return 0;
-  }
-  JobOptions job;
-  job.config = *config;
-  job.run_dir = run_dir;
-  job.resume = resume;
-  job.executable = "/proc/self/exe";
-  char path[4096];
-  const ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (len > 0) job.executable.assign(path, len);
-  const int status = StartedByMpirun() ? RunClusterRank(job) : RunSingleNode(job);
-  if (status == 0 && !StartedByMpirun()) std::cout << "trained " << config->name() << ": " << run_dir << "/model.bin\n";
-  return status;
+  return Train(*config, run_dir, resume, local);
 }
 
 }  // namespace psformer

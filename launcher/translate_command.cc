@@ -18,6 +18,63 @@
 #include "worker/translate/length_batches.h"
 
 namespace psformer {
+namespace {
+
+// Standard input's lines as source ids, each cut to `max_source` tokens (the model has no
+// positions beyond); says how many were cut. Fails naming the line that cannot be encoded.
+Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vector<std::vector<int32_t>>* sources) {
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));
+  if (std::cin.bad()) return Status::IoError("cannot read standard input");
+  sources->assign(lines.size(), {});
+  int truncated = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int> ids;
+    Status encoded = vocabulary.Encode(lines[i], &ids);
+    if (!encoded.ok()) return Status::InvalidArgument("line " + std::to_string(i + 1) + ": " + encoded.message());
+    // Keep the start of an overlong line.
+    if (static_cast<int>(ids.size()) > max_source) {
+      ids.resize(max_source);
+      ++truncated;
+    }
+    (*sources)[i].assign(ids.begin(), ids.end());
+  }
+  if (truncated > 0) {
+    std::cerr << "psformer translate: warning: " << truncated << " line(s) longer than " << max_source
+              << " subword tokens were cut to that length\n";
+  }
+  return Status::Ok();
+}
+
+// Every source translated, batched by length (`batch_tokens`), decoded back to text in input
+// order.
+StatusOr<std::vector<std::string>> TranslateAll(const ModelFile& model, const SubwordVocabulary& vocabulary,
+                                                Backend<float>& backend, const BeamSearchOptions& beam,
+                                                const std::vector<std::vector<int32_t>>& sources, int batch_tokens) {
+  std::vector<int> lengths;
+  for (const auto& source : sources) lengths.push_back(static_cast<int>(source.size()));
+  BeamSearch<float> search(model.model, model.vocab_size, &backend, beam);
+  DeviceBuffer<float> params = backend.Allocate<float>(model.params.size());
+  params.Upload(model.params.data(), model.params.size());
+  std::vector<std::string> output(sources.size());
+  TerminalProgress progress("translate", static_cast<int64_t>(sources.size()), "sentences");
+  int64_t translated = 0;
+  for (const std::vector<int>& batch : LengthBatches(lengths, batch_tokens)) {
+    std::vector<std::vector<int32_t>> batch_sources;
+    for (int index : batch) batch_sources.push_back(sources[index]);
+    PSF_ASSIGN_OR_RETURN(const std::vector<Translation> translations, search.Translate(params.data(), batch_sources));
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const std::vector<int32_t>& tokens = translations[j].tokens;
+      output[batch[j]] = vocabulary.Decode(std::vector<int>(tokens.begin(), tokens.end()));
+    }
+    translated += static_cast<int64_t>(batch.size());
+    progress.Update(translated);
+  }
+  progress.Finish();
+  return output;
+}
+
+}  // namespace
 
 int RunTranslateCommand(const Args& args) {
   po::options_description options("translate options");
@@ -71,51 +128,14 @@ int RunTranslateCommand(const Args& args) {
   if (!made.ok()) return ReportError("translate", made.status());
   std::unique_ptr<Backend<float>> backend = std::move(made).value();
 
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));
-  if (std::cin.bad()) return ReportError("translate", "cannot read standard input");
-  const int max_source = model->model.max_positions() - 1;
-  std::vector<std::vector<int32_t>> sources(lines.size());
-  std::vector<int> lengths(lines.size());
-  int truncated = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int> ids;
-    Status encoded = vocabulary->Encode(lines[i], &ids);
-    if (!encoded.ok()) return ReportError("translate", "line " + std::to_string(i + 1) + ": " + encoded.message());
-    // The model has no positions beyond max_positions: keep the start of an overlong line.
-    if (static_cast<int>(ids.size()) > max_source) {
-      ids.resize(max_source);
-      ++truncated;
-    }
-    sources[i].assign(ids.begin(), ids.end());
-    lengths[i] = static_cast<int>(ids.size());
+  std::vector<std::vector<int32_t>> sources;
+  if (Status read = EncodeInput(*vocabulary, model->model.max_positions() - 1, &sources); !read.ok()) {
+    return ReportError("translate", read);
   }
-  if (truncated > 0) {
-    std::cerr << "psformer translate: warning: " << truncated << " line(s) longer than " << max_source
-              << " subword tokens were cut to that length\n";
-  }
-
-  BeamSearch<float> search(model->model, model->vocab_size, backend.get(), beam);
-  DeviceBuffer<float> params = backend->Allocate<float>(model->params.size());
-  params.Upload(model->params.data(), model->params.size());
-  std::vector<std::string> output(lines.size());
-  TerminalProgress progress("translate", static_cast<int64_t>(lines.size()), "sentences");
-  int64_t translated = 0;
-  for (const std::vector<int>& batch : LengthBatches(lengths, batch_tokens)) {
-    std::vector<std::vector<int32_t>> batch_sources;
-    for (int index : batch) batch_sources.push_back(sources[index]);
-    auto translations = search.Translate(params.data(), batch_sources);
-    if (!translations.ok()) return ReportError("translate", translations.status());
-    for (size_t j = 0; j < batch.size(); ++j) {
-      const std::vector<int32_t>& tokens = (*translations)[j].tokens;
-      output[batch[j]] = vocabulary->Decode(std::vector<int>(tokens.begin(), tokens.end()));
-    }
-    translated += static_cast<int64_t>(batch.size());
-    progress.Update(translated);
-  }
-  progress.Finish();
+  auto output = TranslateAll(*model, *vocabulary, *backend, beam, sources, batch_tokens);
+  if (!output.ok()) return ReportError("translate", output.status());
   // RunCommandLine checks that all of it reached standard output.
-  for (const std::string& line : output) std::cout << line << "\n";
+  for (const std::string& line : *output) std::cout << line << "\n";
   return 0;
 }
 

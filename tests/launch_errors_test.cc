@@ -111,7 +111,7 @@ TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
 }
 
 // mpirun starts its daemons over ssh before any psformer process exists, so the message is
-// Open MPI's (with ssh's line naming the host); README, Launching, says so.
+// Open MPI's (with ssh's line naming the host); docs/launching.md says so.
 TEST(LaunchErrors, AnUnreachableHostInTheHostfileFailsNamingTheHost) {
   TempDir dir;
   const std::string hostfile = dir.Write("hosts", "psformer-no-such-host slots=3\n");

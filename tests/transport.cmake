@@ -33,3 +33,6 @@ psformer_test(pserver_retry_test integration SOURCES pserver_retry_test.cc
 # When the client sends again (Resender): the policy on a set clock, and a push and a pull through
 # a slow link on loopback (tests/slow_link.h) that outlast retry_ms and still cross it once.
 psformer_test(resend_test integration SOURCES resend_test.cc LIBS psformer_pserver psformer_common)
+# Several connections per peer (cluster.streams): payloads spread, answers on their connection,
+# CURVE on each, and a BSP job over four streams bitwise equal to one.
+psformer_test(streams_test integration SOURCES streams_test.cc LIBS psformer_pserver psformer_common)

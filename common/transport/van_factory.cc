@@ -1,5 +1,6 @@
 #include "common/transport/van_factory.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -20,7 +21,10 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   const FaultyVanOptions faults = FaultyVanOptions::FromConfig(config.fault(), fault_stream);
   PSF_RETURN_IF_ERROR(faults.Validate());
   ZmqVanOptions zo;
-  zo.io_threads = io_threads;
+  // Each of a peer's connections (cluster.streams) works on an I/O thread of its own, on both
+  // sides: a server's connections from every worker share its threads.
+  zo.streams = config.cluster().streams();
+  zo.io_threads = std::max(io_threads, zo.streams);
   // A server that refuses this client's handshake (other CURVE keys, or none where it wants
   // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
   // signal asking the process to stop could not reach it.

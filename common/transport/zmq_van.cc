@@ -1,5 +1,6 @@
 #include "common/transport/zmq_van.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -92,24 +93,29 @@ StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
 Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
   if (peer.empty() || peer[0] == '\0') return Status::InvalidArgument("van: invalid peer name for " + endpoint);
   if (dealers_.count(peer)) return Status::InvalidArgument("van: peer " + peer + " is already connected");
+  if (options_.curve && options_.curve->client_secret.empty()) {
+    return Status::InvalidArgument("van: a CURVE client needs the client secret key to connect to " + endpoint);
+  }
+  const int streams = endpoint.rfind("tcp://", 0) == 0 ? std::max(options_.streams, 1) : 1;
+  Peer connected;
   try {
-    auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-    ConfigureSocket(*socket);
-    if (options_.curve) {
-      const CurveKeys& keys = *options_.curve;
-      if (keys.client_secret.empty()) {
-        return Status::InvalidArgument("van: a CURVE client needs the client secret key to connect to " + endpoint);
+    for (int k = 0; k < streams; ++k) {
+      auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      ConfigureSocket(*socket);
+      if (options_.curve) {
+        const CurveKeys& keys = *options_.curve;
+        socket->set(zmq::sockopt::curve_serverkey, keys.server_public);
+        socket->set(zmq::sockopt::curve_publickey, keys.client_public);
+        socket->set(zmq::sockopt::curve_secretkey, keys.client_secret);
       }
-      socket->set(zmq::sockopt::curve_serverkey, keys.server_public);
-      socket->set(zmq::sockopt::curve_publickey, keys.client_public);
-      socket->set(zmq::sockopt::curve_secretkey, keys.client_secret);
+      socket->connect(endpoint);
+      connected.streams.push_back(std::move(socket));
     }
-    socket->connect(endpoint);
-    dealers_.emplace(peer, std::move(socket));
-    return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: cannot connect to " + peer + " at " + endpoint + ": " + e.what());
   }
+  dealers_.emplace(peer, std::move(connected));
+  return Status::Ok();
 }
 
 Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer) {
@@ -133,7 +139,13 @@ Status ZmqVan::Send(RawMessage message) {
   if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
   SealHeader(message);
   auto it = dealers_.find(message.peer);
-  if (it != dealers_.end()) return SendFrames(*it->second, message.frames, message.peer);
+  if (it != dealers_.end()) {
+    // Payloads take the streams in turn; a message of one frame (a request without payload) the
+    // first, so that requests to a peer without payload keep their order.
+    Peer& p = it->second;
+    const size_t stream = message.frames.size() > 1 ? p.next++ % p.streams.size() : 0;
+    return SendFrames(*p.streams[stream], message.frames, message.peer);
+  }
   if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
   try {
     // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH.
@@ -151,9 +163,11 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
     sockets.push_back(router_.get());
     names.emplace_back();
   }
-  for (auto& [name, socket] : dealers_) {
-    sockets.push_back(socket.get());
-    names.push_back(name);
+  for (auto& [name, peer] : dealers_) {
+    for (auto& socket : peer.streams) {
+      sockets.push_back(socket.get());
+      names.push_back(name);
+    }
   }
   if (sockets.empty()) return Status::Unavailable("van: nothing bound or connected to receive from");
   std::vector<zmq::pollitem_t> items;

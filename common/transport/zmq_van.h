@@ -1,7 +1,9 @@
 // ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
 //
 // Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id
-// its messages came with); Connect opens one DEALER per named peer. Recv polls all of them. High-water marks are off (a
+// its messages came with); Connect opens one DEALER per named peer, or options.streams of them to a tcp:// endpoint,
+// each its own connection: a message with a payload leaves on the next of them in turn, one without on the first,
+// and each is answered on the connection it came on. Recv polls all of them. High-water marks are off (a
 // ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an unknown peer an error instead of
 // a silent drop.
 //
@@ -40,6 +42,9 @@ struct ZmqVanOptions {
   // The job's CURVE keys; unset = no authentication, no encryption. Bind needs server_secret
   // (ForServer), Connect needs client_secret (ForClient).
   std::optional<CurveKeys> curve;
+  // Connections Connect opens to a tcp:// peer (cluster.streams); give the context as many I/O
+  // threads (io_threads) for them to work in parallel.
+  int streams = 1;
 };
 
 class ZmqVan : public Van {
@@ -63,10 +68,14 @@ class ZmqVan : public Van {
 
   ZmqVanOptions options_;
   zmq::context_t context_;
-  std::unique_ptr<ZapHandler> zap_;                                // after a CURVE Bind.
-  std::unique_ptr<zmq::socket_t> router_;                          // after Bind.
-  std::map<std::string, std::unique_ptr<zmq::socket_t>> dealers_;  // by peer name.
-  size_t next_poll_ = 0;  // round-robin start, so no socket starves the others.
+  std::unique_ptr<ZapHandler> zap_;        // after a CURVE Bind.
+  std::unique_ptr<zmq::socket_t> router_;  // after Bind.
+  struct Peer {
+    std::vector<std::unique_ptr<zmq::socket_t>> streams;  // one DEALER (connection) each
+    size_t next = 0;                                      // the stream the next payload takes
+  };
+  std::map<std::string, Peer> dealers_;  // by peer name.
+  size_t next_poll_ = 0;                 // round-robin start, so no socket starves the others.
 };
 
 }  // namespace psformer

@@ -18,7 +18,7 @@ namespace psformer {
 
 // The kernels OpenBLAS chose at start-up for this CPU ("Haswell", "Zen", "SkylakeX", ...), or the
 // ones OPENBLAS_CORETYPE forced. They decide how matrix products round, so results are bitwise
-// reproducible only between processes that report the same name (README, Reproducibility).
+// reproducible only between processes that report the same name (docs/reproducibility.md).
 std::string BlasCoreName();
 
 template <typename T>

@@ -49,7 +49,9 @@ class RunLock {
   bool held() const { return fd_ >= 0; }
 
   // Who holds the lock of `dir` now ("pid P on host H since T", or a note that a starting job
-  // has not named itself yet); "" when nobody does. Reads only (--dry-run asks this).
+  // has not named itself yet); "" when nobody does. Reads only (--dry-run asks this), but holds a
+  // shared lock for the moment it asks: a job starting in that very moment is refused as if
+  // another job held the directory, which a second try settles.
   static std::string Holder(const std::string& dir);
 
   // The path of the lock file: RUN_DIR/.lock.

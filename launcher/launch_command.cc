@@ -156,6 +156,12 @@ int Launch(const LaunchOptions& options) {
     auto train = TrainArguments(options, chosen->size());
     if (!train.ok()) return ReportError("launch", train.status());
     if (attempt > 0 && !HasFlag(*train, "--resume")) train->push_back("--resume");
+    if (attempt > 0 && !HasFlag(*train, "--wait-for-run-dir")) {
+      // The ended job's ranks on a host that was cut off learn it only when they reach mpirun
+      // again, then stop in order: the new rank 0 waits for their lock (run_lock.h) that long.
+      const auto stop = kWorkerStopTimeout + kServerStopTimeout + std::chrono::seconds(30);
+      train->insert(train->end(), {"--wait-for-run-dir", std::to_string(stop.count())});
+    }
     const std::vector<std::string> command = MpirunCommandLine(options, *chosen, *train);
     if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
       std::string silent;

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "launcher/port_reservation.h"
 
@@ -21,6 +22,9 @@ namespace fs = std::filesystem;
 // Tries a few times only: the lock file can vanish under us only when another job abandons it
 // (Abandon unlinks a .lock it made), and that happens once per refused job.
 constexpr int kOpenAttempts = 5;
+
+// How often a waiting Acquire asks again.
+constexpr std::chrono::milliseconds kWaitPoll{200};
 
 std::string HolderLine() {
   const std::time_t now = std::time(nullptr);
@@ -88,12 +92,25 @@ Status InUse(const std::string& dir, const std::string& holder) {
 
 std::string RunLock::PathIn(const std::string& dir) { return (fs::path(dir) / ".lock").string(); }
 
-StatusOr<std::unique_ptr<RunLock>> RunLock::Acquire(const std::string& dir) {
+StatusOr<std::unique_ptr<RunLock>> RunLock::Acquire(const std::string& dir, std::chrono::seconds wait) {
   std::error_code ec;
   const bool created_dir = !fs::exists(dir, ec);
   if (created_dir && (fs::create_directories(dir, ec), ec)) {
     return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
   }
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (bool said = false;; said = true) {
+    auto lock = TryAcquire(dir, created_dir);
+    if (lock.ok() || !lock.status().IsUnavailable() || std::chrono::steady_clock::now() >= deadline) return lock;
+    if (!said) {
+      std::cerr << "psformer train: " << lock.status().message() << "; waiting up to " << wait.count()
+                << " s for it to end\n";
+    }
+    std::this_thread::sleep_for(kWaitPoll);
+  }
+}
+
+StatusOr<std::unique_ptr<RunLock>> RunLock::TryAcquire(const std::string& dir, bool created_dir) {
   const std::string path = PathIn(dir);
   for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
     bool created_file = true;

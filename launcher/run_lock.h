@@ -18,6 +18,7 @@
 #ifndef PSFORMER_LAUNCHER_RUN_LOCK_H_
 #define PSFORMER_LAUNCHER_RUN_LOCK_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -28,10 +29,11 @@ namespace psformer {
 class RunLock {
  public:
   // Takes the lock of `dir`, creating `dir` (and .lock) when missing, and writes the holder
-  // line. Fails at once, without waiting and without changing a file, when a live job holds it:
-  // the message names the holder. A file system without locks gives a lock that holds nothing
-  // (held() false) and a warning on stderr.
-  static StatusOr<std::unique_ptr<RunLock>> Acquire(const std::string& dir);
+  // line. When a live job holds it, waits at most `wait` for that job to end (saying so once on
+  // stderr), then fails with Unavailable naming the holder, without changing a file. A file
+  // system without locks gives a lock that holds nothing (held() false) and a warning on stderr.
+  static StatusOr<std::unique_ptr<RunLock>> Acquire(const std::string& dir,
+                                                    std::chrono::seconds wait = std::chrono::seconds(0));
 
   // Releases in order: empties the holder line, then unlocks.
   ~RunLock();
@@ -47,13 +49,18 @@ class RunLock {
   bool held() const { return fd_ >= 0; }
 
   // Who holds the lock of `dir` now ("pid P on host H since T", or a note that a starting job
-  // has not named itself yet); "" when nobody does. Reads only (--dry-run asks this).
+  // has not named itself yet); "" when nobody does. Reads only (--dry-run asks this), but holds a
+  // shared lock for the moment it asks: a job starting in that very moment is refused as if
+  // another job held the directory, which a second try settles.
   static std::string Holder(const std::string& dir);
 
   // The path of the lock file: RUN_DIR/.lock.
   static std::string PathIn(const std::string& dir);
 
  private:
+  // One try, without waiting; Unavailable when a live job holds the lock.
+  static StatusOr<std::unique_ptr<RunLock>> TryAcquire(const std::string& dir, bool created_dir);
+
   RunLock(std::string dir, int fd, bool created_dir, bool created_file, std::string earlier)
       : dir_(std::move(dir)),
         fd_(fd),

@@ -3,6 +3,7 @@
 // --local in this one process without servers (worker/train/local_trainer.h).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -42,11 +43,13 @@ bool LocksBeforeChecking(const RunDirectoryRequest& request) {
 
 // Takes the run directory's lock (run_lock.h), checks that the run may use the directory as
 // asked, then (--overwrite) clears it, saying what went and what stayed. The lock is returned
-// for the job's life (null on ranks other than 0); nothing is changed when the answer is no.
-StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config) {
+// for the job's life (null on ranks other than 0); nothing is changed when the answer is no. A
+// live job's lock is waited for at most `wait`.
+StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config,
+                                                   std::chrono::seconds wait) {
   std::unique_ptr<RunLock> lock;
   if (OwnsRunDirectory() && LocksBeforeChecking(request)) {
-    PSF_ASSIGN_OR_RETURN(lock, RunLock::Acquire(request.path));
+    PSF_ASSIGN_OR_RETURN(lock, RunLock::Acquire(request.path, wait));
   }
   if (Status checked = CheckRunDirectory(request, config); !checked.ok()) {
     if (lock) lock->Abandon();
@@ -91,8 +94,8 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   return 0;
 }
 
-// Trains once the run directory is ours: in this process (--local), as the supervisor of every
-// role of a single-node job, or as one MPI rank's.
+// Trains the resolved, checked config in `run_dir` (its lock held by the caller): in this
+// process with --local, else as a supervisor of role processes (single node, or one MPI rank).
 int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local) {
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
@@ -132,7 +135,9 @@ int RunTrainCommand(const Args& args) {
        "unless the config trains the same model (docs/running.md, Stopping and continuing)")
       ("overwrite", po::bool_switch(), "start over in a --run-dir that holds an earlier run, deleting its files")
       ("local", po::bool_switch(), "train in this process, without parameter servers (debugging, tests)")
-      ("dry-run", po::bool_switch(), "validate, print the resolved config and exit");
+      ("dry-run", po::bool_switch(), "validate, print the resolved config and exit")
+      ("wait-for-run-dir", po::value<int>()->default_value(0), "seconds to wait for a live job holding --run-dir "
+       "to end before refusing (psformer launch waits when it restarts a job whose old ranks may still be stopping)");
   // clang-format on
   ParsedOptions parsed = ParseOptions("train", "--config FILE [--set field=value ...] [--run-dir DIR]", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
@@ -178,10 +183,20 @@ int RunTrainCommand(const Args& args) {
   if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
     return ReportError("train", fits);
   }
-  auto lock = UseRunDirectory(request, *config);
+  const int wait_s = values["wait-for-run-dir"].as<int>();
+  if (wait_s < 0) return ReportError("train", "--wait-for-run-dir must be 0 or more seconds", kExitUsage);
+  auto lock = UseRunDirectory(request, *config, std::chrono::seconds(wait_s));
   if (!lock.ok()) return ReportError("train", lock.status());
 
-  return Train(*config, run_dir, resume, local);
+  const int status = Train(*config, run_dir, resume, local);
+  // A job refused before it wrote its config (a port in use, no GPU) leaves the directory as it
+  // found it: no .lock, and no directory it had to create.
+  std::error_code ec;
+  if (status != kExitSuccess && *lock &&
+      !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) {
+    (*lock)->Abandon();
+  }
+  return status;
 }
 
 }  // namespace psformer

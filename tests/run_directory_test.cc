@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <thread>
 
 #include "tests/background_job.h"
 #include "tests/test_util.h"
@@ -126,6 +128,20 @@ TEST_F(RunDirectory, ALiveJobsDirectoryIsRefusedToTrainResumeAndOverwriteAlike) 
     EXPECT_TRUE(EndsSaying(r, 1, "is in use by a live job: pid 4242 on host testhost")) << flag;
     EXPECT_EQ(Snapshot(run), before) << flag;
   }
+}
+
+TEST_F(RunDirectory, AJobMayWaitForTheLiveJobBeforeItToEnd) {
+  // psformer launch restarts a job while ranks of the ended one may still be stopping.
+  const std::string run = TrainedRun("run");
+  auto live = std::make_unique<HeldRunLock>(run);
+  BackgroundJob job(std::string(kRun) + " --set training.max_steps=30 --wait-for-run-dir 120 --resume --run-dir " + run,
+                    dir_.File("waiting.out"));
+  for (int i = 0; i < 1200 && !HasText(job.Output(), "waiting up to 120 s for it to end") && !job.Exited(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(HasText(job.Output(), "in use by a live job: pid 4242 on host testhost")) << job.Output();
+  live.reset();  // the job before ends
+  EXPECT_EQ(job.Wait(std::chrono::seconds(120)), 0) << job.Output();
 }
 
 TEST_F(RunDirectory, ARefusedRunLeavesAnUnlockedDirectoryAsItWas) {

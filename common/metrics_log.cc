@@ -9,31 +9,13 @@
 #include <fstream>
 #include <regex>
 
+#include "common/json_text.h"
+
 namespace psformer {
-namespace {
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 void MetricsLine::Key(const std::string& key) {
   if (!body_.empty()) body_ += ", ";
-  body_ += Quote(key) + ": ";
+  body_ += JsonQuote(key) + ": ";
 }
 
 MetricsLine& MetricsLine::Add(const std::string& key, int64_t value) {
@@ -61,7 +43,7 @@ MetricsLine& MetricsLine::Add(const std::string& key, double value) {
 
 MetricsLine& MetricsLine::Add(const std::string& key, const std::string& value) {
   Key(key);
-  body_ += Quote(value);
+  body_ += JsonQuote(value);
   return *this;
 }
 

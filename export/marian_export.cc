@@ -40,10 +40,8 @@ StatusOr<std::string> ReadBytes(const std::string& path) {
 }  // namespace
 
 StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
+  if (options.out_dir.empty()) return Status::InvalidArgument("--out is empty: name the directory to write");
   PSF_RETURN_IF_ERROR(CheckOutputFree(options.out_dir));
-  // First, so that an unwritable place fails before the model is read.
-  auto temp = TemporaryDirectory::CreateBeside(options.out_dir);
-  if (!temp.ok()) return Status::IoError("cannot write --out " + options.out_dir + ": " + temp.status().message());
   PSF_ASSIGN_OR_RETURN(ModelFile model, ReadModelFile(options.model_path));
   const Status compatible = CheckMarianCompatible(model);
   if (!compatible.ok()) return Status::InvalidArgument(options.model_path + ": " + compatible.message());
@@ -63,6 +61,9 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
     weights = SerializeSafetensors(tensors);
     report.bytes = static_cast<int64_t>(weights.size());
   }
+  // Only now, so that bad input leaves not even the parents of --out behind.
+  auto temp = TemporaryDirectory::CreateBeside(options.out_dir);
+  if (!temp.ok()) return Status::IoError("cannot write --out " + options.out_dir + ": " + temp.status().message());
   const auto write = [&temp](const std::string& name, const std::string& bytes) {
     return WriteFileAtomically((temp->path() / name).string(), bytes);
   };

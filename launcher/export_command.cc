@@ -2,6 +2,7 @@
 // and its SentencePiece model as a directory that another library loads. The one format so far is
 // `hf`: transformers' MarianMTModel and MarianTokenizer (export/marian_export.h, docs/export.md).
 // Nothing is written unless all of it can be: the directory appears whole or not at all.
+#include <iomanip>
 #include <iostream>
 
 #include "export/marian_export.h"
@@ -33,8 +34,8 @@ int RunExportCommand(const Args& args) {
   }
   auto report = ExportMarian(marian);
   if (!report.ok()) return ReportError("export", report.status());
-  std::cout << "psformer export: wrote " << marian.out_dir << " (" << report->tensors << " tensors, "
-            << report->bytes / (1024.0 * 1024.0) << " MiB of weights); load it with "
+  std::cout << "psformer export: wrote " << marian.out_dir << " (" << report->tensors << " tensors, " << std::fixed
+            << std::setprecision(1) << report->bytes / (1024.0 * 1024.0) << " MiB of weights); load it with "
             << "transformers.MarianMTModel.from_pretrained and MarianTokenizer.from_pretrained\n";
   return 0;
 }

@@ -14,6 +14,7 @@ Translate with: ctranslate2.Translator(OUT_DIR).translate_batch([pieces + ["</s>
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -58,7 +59,7 @@ def build_spec(export_dir):
     with open(os.path.join(export_dir, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     if config.get("model_type") != "marian" or config.get("normalize_before"):
-        sys.exit(f"{export_dir}: not a psformer export (a post-LN MarianMTModel config)")
+        sys.exit(f"error: {export_dir}: not a psformer export (a post-LN MarianMTModel config)")
     weights = load_file(os.path.join(export_dir, "model.safetensors"))
     spec = transformer_spec.TransformerSpec.from_config(
         (config["encoder_layers"], config["decoder_layers"]),
@@ -100,13 +101,23 @@ def main():
     parser.add_argument("out_dir", help="CTranslate2 model directory to write (must not exist)")
     parser.add_argument("--quantization", default=None, help="int8, int8_float32, float16, ... (default: float32)")
     args = parser.parse_args()
+    for name in ("config.json", "model.safetensors", "vocab.json", "tokenizer_config.json"):
+        if not os.path.isfile(os.path.join(args.export_dir, name)):
+            sys.exit(f"error: {args.export_dir} has no {name}: not a directory written by psformer export")
     if os.path.exists(args.out_dir):
-        sys.exit(f"{args.out_dir} exists; choose a new directory")
+        sys.exit(f"error: {args.out_dir} exists; choose a new directory")
     spec = build_spec(args.export_dir)
     spec.validate()
     spec.optimize(quantization=args.quantization)
-    os.makedirs(args.out_dir)
-    spec.save(args.out_dir)
+    # Written beside the target and renamed, so that a failure leaves no partial model.
+    out = os.path.normpath(args.out_dir)
+    temp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.tmp-{os.getpid()}")
+    os.makedirs(temp)
+    try:
+        spec.save(temp)
+        os.rename(temp, out)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     print(f"wrote {args.out_dir}")
 
 

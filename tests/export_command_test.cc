@@ -194,7 +194,10 @@ TEST_F(ExportCommandTest, RefusesAVocabularyOfAnotherSize) {
 }
 
 TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
-  ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("hf")), {"--spm", "no.spm"});
+  // Under a directory that does not exist yet: not even that is made.
+  ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});
+  EXPECT_FALSE(fs::exists(dir_.File("new")));
+  ExpectRefused(Export(model_, spm_, ""), {"--out is empty"});
 }
 
 TEST_F(ExportCommandTest, RefusesAnUnwritableDirectory) {

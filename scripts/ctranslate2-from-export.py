@@ -9,7 +9,9 @@ builds the same TransformerSpec from the exported tensors with decoder_start_tok
 vocabulary as it is (docs/export.md). Needs ctranslate2, safetensors and numpy, not torch.
 
 Usage: ctranslate2-from-export.py EXPORT_DIR OUT_DIR [--quantization int8]
-Translate with: ctranslate2.Translator(OUT_DIR).translate_batch([pieces + ["</s>"]], beam_size=4)
+Translate with: ctranslate2.Translator(OUT_DIR).translate_batch([pieces + ["</s>"]], beam_size=4,
+max_decoding_length=max_positions - 1): the model has no positions beyond max_positions (config.json's
+max_position_embeddings), and CTranslate2's default cap (256) would run past them.
 """
 import argparse
 import json

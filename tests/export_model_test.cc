@@ -181,7 +181,7 @@ TEST_F(ExportedModel, GreedyTranslationsInCTranslate2EqualPsformers) {
                           "/hf " + ct2);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const auto psformer = PsformerTranslations("--beam 1");
-  const auto translated = PythonTranslations("ct2-translate " + ct2 + " " + kModelDir + "/data/spm.model 1");
+  const auto translated = PythonTranslations("ct2-translate " + ct2 + " " + kModelDir + "/hf 1");
   EXPECT_GE(SameLines(psformer, translated, "greedy, CTranslate2"), 198);
 }
 

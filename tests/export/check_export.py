@@ -10,10 +10,11 @@
       generate() with the export's generation_config and num_beams = BEAM; with
       --no-length-penalty, length_penalty 0 and early_stopping True (a sentence is done when BEAM
       hypotheses have finished), which is psformer translate --alpha 0's beam search.
-  check_export.py ct2-translate CT2_DIR SPM BEAM [COMPUTE_TYPE] < sentences > translations
-      A CTranslate2 model (scripts/ctranslate2-from-export.py) on the CPU.
+  check_export.py ct2-translate CT2_DIR EXPORT_DIR BEAM < sentences > translations
+      A CTranslate2 model (scripts/ctranslate2-from-export.py from EXPORT_DIR) on the CPU.
 """
 import json
+import os
 import sys
 
 TOLERANCE = 1e-4
@@ -62,15 +63,20 @@ def hf_translate(export_dir, beam, no_length_penalty=False):
         print(tokenizer.decode(out[0], skip_special_tokens=True))
 
 
-def ct2_translate(ct2_dir, spm, beam, compute_type="default"):
+def ct2_translate(ct2_dir, export_dir, beam):
     import ctranslate2
     import sentencepiece
 
-    sp = sentencepiece.SentencePieceProcessor(model_file=spm)
-    translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type=compute_type, intra_threads=1)
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(export_dir, "source.spm"))
+    # CTranslate2 fails on a translation that runs past the position table, so it is capped as
+    # psformer caps it: at most max_positions - 1 tokens before eos.
+    with open(os.path.join(export_dir, "config.json"), encoding="utf-8") as f:
+        max_len = json.load(f)["max_position_embeddings"] - 1
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=1)
     lines = sys.stdin.read().splitlines()
     sources = [sp.encode(line, out_type=str) + ["</s>"] for line in lines]
-    for result in translator.translate_batch(sources, beam_size=beam, max_batch_size=32):
+    results = translator.translate_batch(sources, beam_size=beam, max_batch_size=32, max_decoding_length=max_len)
+    for result in results:
         print(sp.decode(result.hypotheses[0]))
 
 
@@ -81,7 +87,7 @@ def main():
     elif command == "hf-translate":
         hf_translate(sys.argv[2], int(sys.argv[3]), sys.argv[4:5] == ["--no-length-penalty"])
     elif command == "ct2-translate":
-        ct2_translate(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:6])
+        ct2_translate(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         sys.exit(f"unknown command {command}")
 

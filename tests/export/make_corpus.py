@@ -2,8 +2,9 @@
 """A small synthetic parallel corpus for the export tests: each target sentence is its source
 translated word by word through a fixed dictionary and read backwards, so that a model must
 learn both a vocabulary and attention, yet a tiny one learns it in a few hundred steps.
-Usage: make_corpus.py DIR. Writes train.{en,es} (4000), valid.{en,es} (100), test.{en,es} (200,
-held out: never trained on). Deterministic."""
+Usage: make_corpus.py DIR [TEST_PAIRS]. Writes train.{en,es} (4000), valid.{en,es} (100),
+test.{en,es} (TEST_PAIRS, default 200, held out: never trained on). Deterministic; the training
+and validation pairs do not depend on TEST_PAIRS."""
 import os
 import random
 import sys
@@ -23,10 +24,11 @@ def sentence_pair(rng):
 
 def main():
     out = sys.argv[1]
+    test_pairs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     os.makedirs(out, exist_ok=True)
     rng = random.Random(33)
     seen = set()
-    for split, count in (("train", 4000), ("valid", 100), ("test", 200)):
+    for split, count in (("train", 4000), ("valid", 100), ("test", test_pairs)):
         src, tgt = [], []
         while len(src) < count:
             s, t = sentence_pair(rng)

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/json_text.h"
 #include "common/line_reader.h"
 
 namespace psformer {
@@ -14,28 +15,11 @@ namespace {
 // Problems described at most: one broken file needs a few lines of report, not one per line.
 constexpr size_t kMaxProblems = 100;
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 void MetricsLine::Key(const std::string& key) {
   if (!body_.empty()) body_ += ", ";
-  body_ += Quote(key) + ": ";
+  body_ += JsonQuote(key) + ": ";
 }
 
 MetricsLine& MetricsLine::Add(const std::string& key, int64_t value) {
@@ -63,7 +47,7 @@ MetricsLine& MetricsLine::Add(const std::string& key, double value) {
 
 MetricsLine& MetricsLine::Add(const std::string& key, const std::string& value) {
   Key(key);
-  body_ += Quote(value);
+  body_ += JsonQuote(value);
   return *this;
 }
 

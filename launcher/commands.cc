@@ -29,6 +29,7 @@ const std::vector<Subcommand>& Subcommands() {
       {"prepare", "learn a SentencePiece BPE model and binarize a parallel corpus", RunPrepareCommand},
       {"translate", "translate text with beam search", RunTranslateCommand},
       {"average", "average the last N checkpoints into a model file", RunAverageCommand},
+      {"export", "write a model for transformers (MarianMTModel) and, through it, CTranslate2", RunExportCommand},
       {"bleu", "score translations with corpus BLEU (sacreBLEU-compatible)", RunBleuCommand},
       {"checksum", "print a digest of a model's or checkpoint's parameter bytes", RunChecksumCommand},
       {"status", "show a training run: its processes, progress, checkpoints and problems", RunStatusCommand},

@@ -29,6 +29,7 @@ int RunPserverCommand(const Args& args);
 int RunPrepareCommand(const Args& args);
 int RunTranslateCommand(const Args& args);
 int RunAverageCommand(const Args& args);
+int RunExportCommand(const Args& args);
 int RunBleuCommand(const Args& args);
 int RunChecksumCommand(const Args& args);
 int RunStatusCommand(const Args& args);

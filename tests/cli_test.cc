@@ -28,13 +28,15 @@ void ExpectEndsSaying(const std::string& arguments, int exit_status, const std::
 TEST(Cli, HelpListsEverySubcommand) {
   auto r = RunPsformer("--help");
   EXPECT_EQ(r.exit_status, 0);
-  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+  for (const char* name :
+       {"train", "worker", "pserver", "prepare", "translate", "average", "export", "bleu", "checksum"}) {
     EXPECT_NE(r.output.find(std::string("  ") + name), std::string::npos) << name << "\n" << r.output;
   }
 }
 
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+  for (const char* name :
+       {"train", "worker", "pserver", "prepare", "translate", "average", "export", "bleu", "checksum"}) {
     auto r = RunPsformer(std::string(name) + " --help");
     ExpectNoStackTrace(r);
     EXPECT_NE(r.output.find(std::string("psformer ") + name), std::string::npos) << r.output;
@@ -161,7 +163,8 @@ TEST(Cli, HelpShowsDefaultsAsAPersonWritesThem) {
   EXPECT_NE(translate.output.find("--max-len-a arg (=1)"), std::string::npos) << translate.output;
   auto prepare = RunPsformer("prepare --help");
   EXPECT_NE(prepare.output.find("--max-length-ratio arg (=3)"), std::string::npos) << prepare.output;
-  for (const char* name : {"train", "worker", "pserver", "prepare", "translate", "average", "bleu", "checksum"}) {
+  for (const char* name :
+       {"train", "worker", "pserver", "prepare", "translate", "average", "export", "bleu", "checksum"}) {
     auto r = RunPsformer(std::string(name) + " --help");
     EXPECT_EQ(r.output.find("0000000"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("9999999"), std::string::npos) << r.output;

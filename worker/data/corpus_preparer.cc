@@ -1,7 +1,5 @@
 #include "worker/data/corpus_preparer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -10,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/temporary_directory.h"
 #include "common/write_file.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/in_memory_corpus.h"
@@ -108,27 +107,6 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 Status WriteWholeFile(const std::string& path, const std::string& bytes) { return WriteFileAtomically(path, bytes); }
 
-// Removes the temporary output directory unless the preparation got to the final rename.
-class TemporaryDirectory {
- public:
-  explicit TemporaryDirectory(fs::path path) : path_(std::move(path)) {}
-  ~TemporaryDirectory() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  Status RenameTo(const fs::path& target) {
-    std::error_code ec;
-    fs::rename(path_, target, ec);
-    if (ec) return Status::IoError("cannot rename " + path_.string() + " to " + target.string() + ": " + ec.message());
-    path_.clear();
-    return Status::Ok();
-  }
-
- private:
-  fs::path path_;
-};
-
 }  // namespace
 
 StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
@@ -175,22 +153,10 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
         EncodeAndFilter("validation pairs", *valid, vocabulary, options, &valid_corpus, &*report.valid));
   }
 
-  // Write beside the target, so that the final rename stays within one file system.
+  // Written beside the target and renamed at the end: a failure leaves no partial directory.
+  PSF_ASSIGN_OR_RETURN(TemporaryDirectory temp, TemporaryDirectory::CreateBeside(options.out_dir));
   const fs::path out = fs::absolute(options.out_dir).lexically_normal();
-  const fs::path parent = out.has_filename() ? out.parent_path() : out.parent_path().parent_path();
   const fs::path final_dir = out.has_filename() ? out : out.parent_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) return Status::IoError("cannot create " + parent.string() + ": " + ec.message());
-  // ".NAME.tmp-PID": hidden, and distinct for concurrent runs. Built by appending, since GCC 12
-  // warns wrongly (-Wrestrict) about `"." + std::string`.
-  std::string temp_name = final_dir.filename().string();
-  temp_name.insert(0, 1, '.').append(".tmp-").append(std::to_string(::getpid()));
-  TemporaryDirectory temp(parent / temp_name);
-  fs::remove_all(temp.path(), ec);
-  if (!fs::create_directory(temp.path(), ec) || ec) {
-    return Status::IoError("cannot create " + temp.path().string() + ": " + ec.message());
-  }
   PSF_RETURN_IF_ERROR(WriteWholeFile((temp.path() / "spm.model").string(), model_bytes));
   PSF_RETURN_IF_ERROR(WriteCorpusFile((temp.path() / "train.bin").string(), train_corpus, report.vocab_size));
   if (valid) {

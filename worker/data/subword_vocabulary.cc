@@ -119,6 +119,8 @@ StatusOr<SubwordVocabulary> SubwordVocabulary::FromFile(const std::string& path)
 
 int SubwordVocabulary::size() const { return processor_->GetPieceSize(); }
 
+std::string SubwordVocabulary::Piece(int id) const { return processor_->IdToPiece(id); }
+
 Status SubwordVocabulary::Encode(std::string_view text, std::vector<int>* ids) const {
   const auto status = processor_->Encode(text, ids);
   if (!status.ok()) return Status::Internal("SentencePiece encoding failed: " + status.ToString());

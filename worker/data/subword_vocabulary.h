@@ -42,6 +42,8 @@ class SubwordVocabulary {
   ~SubwordVocabulary();
 
   int size() const;
+  // The piece string of `id` ("<pad>", "▁the", ...). REQUIRES: 0 <= id < size().
+  std::string Piece(int id) const;
   // Piece ids of `text` (no bos/eos). Fails only on a SentencePiece internal error.
   Status Encode(std::string_view text, std::vector<int>* ids) const;
   // Text of `ids`; reserved ids are skipped.

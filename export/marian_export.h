@@ -1,0 +1,39 @@
+// `psformer export --format hf`: a model file and its SentencePiece model as a directory that
+// transformers' MarianMTModel.from_pretrained and MarianTokenizer.from_pretrained load with no
+// other files (docs/export.md):
+//   config.json             MarianConfig: the model's sizes, relu, scaled embeddings, the ids
+//   model.safetensors       the weights (export/marian_tensors.h)
+//   source.spm, target.spm  the joint SentencePiece model, twice (MarianTokenizer wants both)
+//   vocab.json              piece -> id, psformer's ids
+//   tokenizer_config.json   MarianTokenizer and its special pieces
+//   generation_config.json  beam 4, start from bos, never produce pad or bos
+#ifndef PSFORMER_EXPORT_MARIAN_EXPORT_H_
+#define PSFORMER_EXPORT_MARIAN_EXPORT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace psformer {
+
+struct MarianExportOptions {
+  std::string model_path;  // model.bin (psformer train or psformer average)
+  std::string spm_path;    // the SentencePiece model it was trained with
+  std::string out_dir;     // must not exist, or be an empty directory
+};
+
+struct MarianExportReport {
+  int64_t tensors = 0;  // in model.safetensors
+  int64_t bytes = 0;    // of model.safetensors
+};
+
+// Checks everything before writing anything (the model reads and is POST_LN with the layout's
+// shapes, the SentencePiece model has psformer's reserved ids and the model's vocabulary size,
+// out_dir is free), then writes the files into a temporary directory beside out_dir and renames
+// it. On failure nothing is left at out_dir or beside it; the Status names the problem.
+StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_EXPORT_MARIAN_EXPORT_H_

@@ -1,0 +1,225 @@
+// `psformer export` as a user meets it, on a random model of a small SentencePiece vocabulary:
+// the files of the directory, the weights' names and shapes as transformers' MarianMTModel names
+// them, the permutation of the model dimension, and every bad input refused with its reason, a
+// non-zero exit and nothing left behind. (That transformers and CTranslate2 compute what psformer
+// does with an export: export_model_test.cc.)
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "common/model_file.h"
+#include "common/param_layout.h"
+#include "export/marian_tensors.h"
+#include "export/safetensors_file.h"
+#include "tests/decode_test_util.h"
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunPsformer;
+using testing::TempDir;
+
+class ExportCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spm = testing::SmallBpeModel();
+    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
+    spm_ = dir_.Write("spm.model", *spm);
+    model_ = WriteModel("model.bin", false);
+  }
+
+  std::string WriteModel(const std::string& name, bool pre_ln) {
+    ModelFile file;
+    file.model = testing::SmallModelConfig(pre_ln);
+    file.vocab_size = 40;
+    file.params = testing::RandomParams<float>(ParamLayout(file.model, file.vocab_size), 3, 0.3);
+    EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
+    return dir_.File(name);
+  }
+
+  testing::CommandResult Export(const std::string& model, const std::string& spm, const std::string& out) {
+    return RunPsformer("export --model '" + model + "' --spm '" + spm + "' --out '" + out + "'");
+  }
+
+  // The failure contract: non-zero exit, the message names the problem, no output or temporary
+  // directory left in the test's directory.
+  void ExpectRefused(const testing::CommandResult& r, const std::vector<std::string>& phrases) {
+    EXPECT_NE(r.exit_status, 0) << r.output;
+    EXPECT_LT(r.exit_status, 128) << "killed by a signal: " << r.output;
+    EXPECT_NE(r.output.find("psformer export: error: "), std::string::npos) << r.output;
+    for (const auto& phrase : phrases)
+      EXPECT_NE(r.output.find(phrase), std::string::npos) << phrase << "\n" << r.output;
+    for (const auto& entry : fs::directory_iterator(dir_.path())) {
+      const std::string name = entry.path().filename().string();
+      EXPECT_TRUE(name != "hf" && name.find(".tmp") == std::string::npos) << "left behind: " << name;
+    }
+  }
+
+  TempDir dir_;
+  std::string spm_, model_;
+};
+
+TEST_F(ExportCommandTest, WritesEveryFileTransformersLoads) {
+  auto r = Export(model_, spm_, dir_.File("hf"));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_.File("hf"))) names.insert(entry.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json",
+                                          "tokenizer_config.json", "generation_config.json"}));
+  std::ifstream config(dir_.File("hf/config.json"));
+  const std::string text(std::istreambuf_iterator<char>(config), {});
+  for (const char* field :
+       {"\"model_type\": \"marian\"", "\"d_model\": 16", "\"vocab_size\": 40", "\"decoder_start_token_id\": 1",
+        "\"scale_embedding\": true", "\"activation_function\": \"relu\""}) {
+    EXPECT_NE(text.find(field), std::string::npos) << field << "\n" << text;
+  }
+  std::ifstream vocab(dir_.File("hf/vocab.json"));
+  const std::string vocab_text(std::istreambuf_iterator<char>(vocab), {});
+  EXPECT_NE(vocab_text.find("\"<pad>\": 0,"), std::string::npos) << vocab_text;
+  EXPECT_NE(vocab_text.find("\"</s>\": 2,"), std::string::npos) << vocab_text;
+  // A second export to the same directory is refused, and the first stays as it was.
+  r = Export(model_, spm_, dir_.File("hf"));
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.output.find("exists and is not empty"), std::string::npos) << r.output;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_.File("hf")), fs::directory_iterator()), 7);
+}
+
+TEST_F(ExportCommandTest, SafetensorsHeaderNamesMarianTensors) {
+  ASSERT_EQ(Export(model_, spm_, dir_.File("hf")).exit_status, 0);
+  std::ifstream in(dir_.File("hf/model.safetensors"), std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), sizeof(header_size));
+  ASSERT_EQ(header_size % 8, 0u);
+  const std::string header = bytes.substr(8, header_size);
+  // The last tensor ends where the file does.
+  std::smatch m;
+  std::string::const_iterator from = header.begin();
+  uint64_t end = 0;
+  static const std::regex kOffsets("\"data_offsets\":\\[(\\d+),(\\d+)\\]");
+  while (std::regex_search(from, header.end(), m, kOffsets)) {
+    EXPECT_EQ(std::stoull(m[1]), end);
+    end = std::stoull(m[2]);
+    from = m.suffix().first;
+  }
+  EXPECT_EQ(8 + header_size + end, bytes.size());
+  for (const char* tensor : {"\"model.shared.weight\":{\"dtype\":\"F32\",\"shape\":[40,16]",
+                             "\"model.encoder.layers.1.self_attn.k_proj.weight\":{\"dtype\":\"F32\",\"shape\":[16,16]",
+                             "\"model.decoder.layers.0.encoder_attn.v_proj.bias\":{\"dtype\":\"F32\",\"shape\":[16]",
+                             "\"model.decoder.layers.1.fc1.weight\":{\"dtype\":\"F32\",\"shape\":[24,16]",
+                             "\"model.encoder.embed_positions.weight\":{\"dtype\":\"F32\",\"shape\":[32,16]",
+                             "\"final_logits_bias\":{\"dtype\":\"F32\",\"shape\":[1,40]"}) {
+    EXPECT_NE(header.find(tensor), std::string::npos) << tensor << "\n" << header;
+  }
+}
+
+TEST(MarianTensors, PermutesTheModelDimensionAndTransposes) {
+  EXPECT_EQ(ModelDimensionOrder(6), (std::vector<int>{0, 2, 4, 1, 3, 5}));
+  ModelFile model;
+  model.model = testing::SmallModelConfig(false);
+  model.vocab_size = 40;
+  const ParamLayout layout(model.model, model.vocab_size);
+  model.params.resize(layout.total_size());
+  for (size_t i = 0; i < model.params.size(); ++i) model.params[i] = static_cast<float>(i);
+  std::map<std::string, NamedTensor> tensors;
+  for (NamedTensor& t : MarianTensors(model)) tensors[t.name] = std::move(t);
+  const std::vector<int> order = ModelDimensionOrder(16);
+  // Embedding row 5, column j: psformer's column order[j].
+  const ParamTensor& e = layout.Get("embedding");
+  EXPECT_EQ(tensors["model.shared.weight"].values[5 * 16 + 9], model.params[e.offset + 5 * 16 + order[9]]);
+  // k_proj (out, in) = the K block of w_qkv (in, 3d) transposed, its input rows permuted.
+  const ParamTensor& qkv = layout.Get("encoder.1.self_attn.w_qkv");
+  EXPECT_EQ(tensors["model.encoder.layers.1.self_attn.k_proj.weight"].values[3 * 16 + 7],
+            model.params[qkv.offset + order[7] * 48 + 16 + 3]);
+  // fc2 (d, f): output rows permuted, the inner dimension not.
+  const ParamTensor& w2 = layout.Get("decoder.0.ffn.w2");
+  EXPECT_EQ(tensors["model.decoder.layers.0.fc2.weight"].values[4 * 24 + 11],
+            model.params[w2.offset + 11 * 16 + order[4]]);
+  const ParamTensor& gamma = layout.Get("decoder.1.ln3.gamma");
+  EXPECT_EQ(tensors["model.decoder.layers.1.final_layer_norm.weight"].values[2], model.params[gamma.offset + order[2]]);
+  // Sinusoids: transformers' column j < d/2 is sin of frequency j, column d/2 + j its cos.
+  const std::vector<float>& pe = tensors["model.decoder.embed_positions.weight"].values;
+  EXPECT_FLOAT_EQ(pe[3 * 16 + 1], std::sin(3 / std::pow(10000.0, 2.0 / 16)));
+  EXPECT_FLOAT_EQ(pe[3 * 16 + 8 + 1], std::cos(3 / std::pow(10000.0, 2.0 / 16)));
+}
+
+TEST_F(ExportCommandTest, RefusesAPreLnModel) {
+  ExpectRefused(Export(WriteModel("pre_ln.bin", true), spm_, dir_.File("hf")), {"pre_ln.bin", "PRE_LN"});
+}
+
+TEST_F(ExportCommandTest, RefusesATruncatedModel) {
+  std::ifstream in(model_, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  dir_.Write("cut.bin", bytes.substr(0, bytes.size() / 2));
+  ExpectRefused(Export(dir_.File("cut.bin"), spm_, dir_.File("hf")), {"cut.bin", "truncated"});
+}
+
+TEST_F(ExportCommandTest, RefusesAModelWhoseShapesAreNotItsConfigs) {
+  // A well-formed file (right CRC) with a parameter too few for its config.
+  ModelFile file;
+  file.model = testing::SmallModelConfig(false);
+  file.vocab_size = 40;
+  const uint64_t count = ParamLayout(file.model, 40).total_size() - 1;
+  std::string bytes(kModelFileMagic, sizeof(kModelFileMagic));
+  const std::string config = file.model.SerializeAsString();
+  const auto append = [&bytes](const auto& v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  append(kModelFileVersion);
+  append(static_cast<uint32_t>(config.size()));
+  bytes += config;
+  append(file.vocab_size);
+  append(count);
+  bytes.append(count * sizeof(float), '\0');
+  append(Crc32c(0, bytes.data(), bytes.size()));
+  dir_.Write("short.bin", bytes);
+  ExpectRefused(Export(dir_.File("short.bin"), spm_, dir_.File("hf")), {"short.bin", "parameters"});
+}
+
+TEST_F(ExportCommandTest, RefusesAVocabularyOfAnotherSize) {
+  ModelFile file;
+  file.model = testing::SmallModelConfig(false);
+  file.vocab_size = 50;
+  file.params = testing::RandomParams<float>(ParamLayout(file.model, 50), 3);
+  ASSERT_TRUE(WriteModelFile(dir_.File("v50.bin"), file).ok());
+  ExpectRefused(Export(dir_.File("v50.bin"), spm_, dir_.File("hf")), {"vocabulary mismatch", "50"});
+}
+
+TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
+  // Under a directory that does not exist yet: not even that is made.
+  ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});
+  EXPECT_FALSE(fs::exists(dir_.File("new")));
+  ExpectRefused(Export(model_, spm_, ""), {"--out is empty"});
+}
+
+TEST_F(ExportCommandTest, RefusesAnUnwritableDirectory) {
+  // Under a regular file: no directory can be made there, even by root.
+  dir_.Write("file", "x");
+  const auto r = Export(model_, spm_, dir_.File("file/hf"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("file/hf"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_.File("file/hf")));
+}
+
+TEST_F(ExportCommandTest, RefusesANonEmptyDirectoryAndAnUnknownFormat) {
+  fs::create_directories(dir_.File("mine"));
+  dir_.Write("mine/notes.txt", "keep me");
+  auto r = Export(model_, spm_, dir_.File("mine"));
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.output.find("exists and is not empty"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_.File("mine/notes.txt")));
+  r = RunPsformer("export --model " + model_ + " --spm " + spm_ + " --out " + dir_.File("hf") + " --format onnx");
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+  EXPECT_NE(r.output.find("--format onnx"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace psformer

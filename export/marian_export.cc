@@ -6,6 +6,7 @@
 
 #include "common/model_file.h"
 #include "common/temporary_directory.h"
+#include "common/write_file.h"
 #include "export/marian_config.h"
 #include "export/marian_tensors.h"
 #include "export/safetensors_file.h"

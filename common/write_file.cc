@@ -47,8 +47,8 @@ Status WriteInPlace(const std::string& path, const std::string& bytes) {
 // Syncs the directory holding `path`, so that the rename survives a crash. EINVAL: a file
 // system that cannot sync directories; the rename is then as durable as that file system makes it.
 Status SyncDirectoryOf(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(".") : parent;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Failed("open the directory", dir, errno);
   const int synced = ::fsync(fd) == 0 ? 0 : errno;

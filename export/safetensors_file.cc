@@ -20,10 +20,16 @@ std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors) {
     const int64_t elements = std::accumulate(t.shape.begin(), t.shape.end(), int64_t{1}, std::multiplies<>());
     PSF_CHECK(static_cast<uint64_t>(elements) == t.values.size());
     std::string shape;
-    for (int64_t dim : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(dim);
+    for (int64_t dim : t.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(dim);
+    }
     const uint64_t end = offset + t.values.size() * sizeof(float);
-    header += "," + JsonQuote(t.name) + ":{\"dtype\":\"F32\",\"shape\":[" + shape + "],\"data_offsets\":[" +
-              std::to_string(offset) + "," + std::to_string(end) + "]}";
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, wrongly) on one long chain of + here.
+    header += ',';
+    header += JsonQuote(t.name);
+    header += ":{\"dtype\":\"F32\",\"shape\":[" + shape + "],\"data_offsets\":[";
+    header += std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
   }
   header += "}";

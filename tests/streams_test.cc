@@ -32,7 +32,9 @@ RawMessage Message(const std::string& peer, const std::string& header, size_t pa
 void Exchange(ZmqVan& server, ZmqVan& client, std::set<std::string>* payload_ids, std::set<std::string>* request_ids) {
   for (int i = 0; i < 12; ++i) {
     const bool payload = i % 4 != 3;
-    ASSERT_TRUE(client.Send(Message("srv", "m" + std::to_string(i), payload ? 1000 : 0)).ok());
+    std::string header = "m";
+    header += std::to_string(i);
+    ASSERT_TRUE(client.Send(Message("srv", header, payload ? 1000 : 0)).ok());
   }
   for (int i = 0; i < 12; ++i) {
     RawMessage in = RecvOne(server);

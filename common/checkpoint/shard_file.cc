@@ -7,8 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/binary_codec.h"
 
@@ -93,14 +91,7 @@ Status WriteCheckpointFileAtomically(const std::string& path, const std::string&
   return AtomicWrite(path, [&](const BinarySink& sink) { return sink(bytes.data(), bytes.size()); });
 }
 
-StatusOr<std::string> ReadCheckpointFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return Status::IoError("cannot read " + path);
-  return out.str();
-}
+StatusOr<std::string> ReadCheckpointFile(const std::string& path) { return ReadBinaryFile(path, "checkpoint file"); }
 
 StatusOr<ShardCheckpoint> ReadShardFile(const std::string& path) {
   PSF_ASSIGN_OR_RETURN(std::string bytes, ReadCheckpointFile(path));

@@ -1,7 +1,6 @@
 #include "common/transport/frame.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -36,17 +35,6 @@ void AppendViewFrames(const void* data, size_t n, size_t frame_bytes, size_t ali
   for (size_t off = 0; off < n; off += chunk) {
     out->push_back(Frame::View(p + off, std::min(chunk, n - off), owner));
   }
-}
-
-std::shared_ptr<const void> StampOnRelease(std::shared_ptr<const void> owner,
-                                           std::shared_ptr<std::atomic<int64_t>> released_at) {
-  // An aliasing owner: it points where `owner` does; its deleter stamps, then lets `owner` go.
-  const void* data = owner.get();
-  return std::shared_ptr<const void>(
-      data, [released_at = std::move(released_at), owner = std::move(owner)](const void*) mutable {
-        released_at->store(std::chrono::steady_clock::now().time_since_epoch().count());
-        owner.reset();
-      });
 }
 
 void SealHeader(RawMessage& message) {

@@ -9,7 +9,6 @@
 #ifndef PSFORMER_COMMON_TRANSPORT_FRAME_H_
 #define PSFORMER_COMMON_TRANSPORT_FRAME_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -71,14 +70,6 @@ void SealHeader(RawMessage& message);
 // frame_bytes == 0 means one frame. Zero bytes make no frame.
 void AppendViewFrames(const void* data, size_t n, size_t frame_bytes, size_t align,
                       const std::shared_ptr<const void>& owner, std::vector<Frame>* out);
-
-// When the transport lets go of a payload: view frames made with the returned owner keep `owner`
-// alive, and once the last of them is released (on whatever thread the transport releases it:
-// bytes handed to the kernel, copied, or dropped), *released_at gets steady_clock's ticks then.
-// Until then it keeps kNotReleased, which it must hold at the call.
-inline constexpr int64_t kNotReleased = INT64_MIN;
-std::shared_ptr<const void> StampOnRelease(std::shared_ptr<const void> owner,
-                                           std::shared_ptr<std::atomic<int64_t>> released_at);
 
 }  // namespace psformer
 

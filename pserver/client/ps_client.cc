@@ -79,15 +79,24 @@ proto::Header PsClient::RequestHeader(proto::MessageType type, int shard, int64_
   return h;
 }
 
+PsClient::Part PsClient::MakePart(int shard, uint64_t begin, uint64_t end, uint64_t model) {
+  Part part;
+  part.shard = shard;
+  part.begin = begin;
+  part.end = end;
+  part.model = model;
+  return part;
+}
+
 std::vector<PsClient::Part> PsClient::PieceParts() const {
   std::vector<Part> parts;
-  for (const Piece& p : pieces_->pieces()) parts.push_back(Part{p.shard, p.begin, p.end, p.model_begin});
+  for (const Piece& p : pieces_->pieces()) parts.push_back(MakePart(p.shard, p.begin, p.end, p.model_begin));
   return parts;
 }
 
 std::vector<PsClient::Part> PsClient::ShardParts() const {
   std::vector<Part> parts;
-  for (int k = 0; k < shards(); ++k) parts.push_back(Part{k, range(k).begin, range(k).end, range(k).begin});
+  for (int k = 0; k < shards(); ++k) parts.push_back(MakePart(k, range(k).begin, range(k).end, range(k).begin));
   return parts;
 }
 

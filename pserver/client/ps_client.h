@@ -186,6 +186,7 @@ class PsClient {
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
     std::shared_ptr<bool> payload_released;     // set by the owner's deleter (under mutex_).
   };
+  static Part MakePart(int shard, uint64_t begin, uint64_t end, uint64_t model);
   // A request's parts per piece run: every piece (PUSH, PULL) or one per shard (the rest).
   std::vector<Part> PieceParts() const;
   std::vector<Part> ShardParts() const;

@@ -89,11 +89,10 @@ bool PsClient::HandleRefusal(const proto::Header& h, Request& r) {
 // for again.
 bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request& r, const Part& p) {
   const proto::Header& h = msg.header;
-  const std::string from = " from shard " + std::to_string(h.shard());
   if (h.begin() != p.begin || h.end() != p.end) {
     rejected_.Count(RejectReason::kBadRange);
-    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ")" << from
-                     << ", asked for [" << p.begin << ", " << p.end << ")";
+    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
+                     << h.shard() << ", asked for [" << p.begin << ", " << p.end << ")";
     return false;
   }
   if (h.dtype() != r.dtype) {
@@ -106,8 +105,8 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
   if (check_in_copy) {
     if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
       rejected_.Count(RejectReason::kBadChecksum);
-      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ")" << from
-                       << ": payload CRC-32C differs from the header's (asked for again)";
+      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
+                       << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";
       return false;  // the resend brings them again and overwrites what was copied
     }
   } else {

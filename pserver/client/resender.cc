@@ -15,8 +15,16 @@ std::shared_ptr<const void> Resender::Sent(Send* send, Clock::time_point now,
     send->left_ = nullptr;
     return nullptr;
   }
-  send->left_ = std::make_shared<std::atomic<int64_t>>(kNotReleased);
-  return StampOnRelease(std::move(payload_owner), send->left_);
+  auto left = std::make_shared<std::atomic<int64_t>>(Send::kNotYet);
+  send->left_ = left;
+  // An aliasing owner for the frames: it points where payload_owner does; its deleter (run when
+  // the transport lets go of the last frame: handed to the kernel, copied, or dropped) stamps
+  // the time, then lets payload_owner go.
+  const void* data = payload_owner.get();
+  return std::shared_ptr<const void>(data, [left, owner = std::move(payload_owner)](const void*) mutable {
+    left->store(Clock::now().time_since_epoch().count());
+    owner.reset();
+  });
 }
 
 bool Resender::Due(const Send& send, int peer, uint64_t awaited_bytes, Clock::time_point now) const {

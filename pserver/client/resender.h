@@ -28,8 +28,6 @@
 #include <memory>
 #include <vector>
 
-#include "common/transport/frame.h"
-
 namespace psformer {
 
 class Resender {
@@ -41,13 +39,13 @@ class Resender {
   class Send {
    public:
     Send() = default;
-    Clock::time_point sent_at() const { return sent_at_; }
     int count() const { return count_; }
     // Whether the transport still holds this send's payload.
-    bool in_transport() const { return left_ != nullptr && left_->load() == kNotReleased; }
+    bool in_transport() const { return left_ != nullptr && left_->load() == kNotYet; }
 
    private:
     friend class Resender;
+    static constexpr int64_t kNotYet = INT64_MIN;  // left_ until the payload has left
     Clock::time_point sent_at_{};
     int count_ = 0;                               // sends of the part so far (1 = the first).
     std::shared_ptr<std::atomic<int64_t>> left_;  // Clock ticks when the payload left; null: no payload.

@@ -316,6 +316,27 @@ void CheckBatching(const proto::BatchingConfig& batching, Checker* check) {
                  "must be positive");
 }
 
+// cluster.host_groups: positive sizes adding up to the workers, under BSP with host summing on.
+void CheckHostGroups(const proto::ClusterConfig& cluster, Checker* check) {
+  if (cluster.host_groups_size() == 0) return;
+  std::string groups;
+  int64_t sum = 0;
+  bool positive = true;
+  for (int size : cluster.host_groups()) {
+    groups += (groups.empty() ? "[" : ", ") + Str(size);
+    sum += size;
+    positive = positive && size > 0;
+  }
+  groups += "]";
+  check->Require(positive, "cluster.host_groups", groups, "every group needs at least one worker");
+  check->Require(cluster.workers() == 0 || sum == cluster.workers(), "cluster.host_groups", groups,
+                 "adds up to " + Str(sum) + " workers, but cluster.workers = " + Str(cluster.workers()));
+  check->Require(cluster.host_summing(), "cluster.host_groups", groups,
+                 "is set while cluster.host_summing = false (leave it empty for the flat path)");
+  check->Require(cluster.consistency() == proto::ClusterConfig::BSP, "cluster.host_groups", groups,
+                 "host summing needs cluster.consistency = BSP (SSP and ASYNC apply each worker's push on its own)");
+}
+
 // The cluster's sizes, its timing and transport settings, and what its backend needs.
 void CheckCluster(const JobConfig& config, Checker* check) {
   const proto::ClusterConfig& cluster = config.cluster();
@@ -354,6 +375,7 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                  "must be >= 0");
   check->Require(cluster.streams() >= 1 && cluster.streams() <= 64, "cluster.streams", Str(cluster.streams()),
                  "must be in [1, 64]");
+  CheckHostGroups(cluster, check);
   check->Require(
       !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),
       "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");
@@ -409,10 +431,17 @@ void CheckFaults(const JobConfig& config, Checker* check) {
     const auto& e = (*events)[i];
     const std::string name = static_cast<int>(i) < fault.events_size() ? "fault.events[" + Str(i) + "]"
                                                                        : "fault.kill (" + fault.kill() + ")";
-    const bool worker = e.role() == proto::FaultConfig::Event::WORKER;
-    const int count = worker ? cluster.workers() : cluster.servers();
-    check->Require(e.index() >= 0 && (count == 0 || e.index() < count), name + ".index", Str(e.index()),
-                   std::string("no such ") + (worker ? "worker" : "server"));
+    const auto role = e.role();
+    const char* what = role == proto::FaultConfig::Event::WORKER   ? "worker"
+                       : role == proto::FaultConfig::Event::SERVER ? "server"
+                                                                   : "host group (cluster.host_groups)";
+    const int count = role == proto::FaultConfig::Event::WORKER   ? cluster.workers()
+                      : role == proto::FaultConfig::Event::SERVER ? cluster.servers()
+                                                                  : cluster.host_groups_size();
+    // Groups derived from the placement are not known here; the launcher names them.
+    const bool unknown = count == 0 && role != proto::FaultConfig::Event::SERVER;
+    check->Require(e.index() >= 0 && (unknown || e.index() < count), name + ".index", Str(e.index()),
+                   std::string("no such ") + what);
     check->Require(e.at_step() >= 1 && e.at_step() <= config.training().max_steps(), name + ".at_step",
                    Str(e.at_step()), "must be in [1, training.max_steps]");
     check->Require(e.stall_ms() >= 0, name + ".stall_ms", Str(e.stall_ms()), "must be >= 0");

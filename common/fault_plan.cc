@@ -54,8 +54,10 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
       e.set_role(FaultEvent::WORKER);
     } else if (role == "server") {
       e.set_role(FaultEvent::SERVER);
+    } else if (role == "aggregator") {
+      e.set_role(FaultEvent::AGGREGATOR);
     } else {
-      return Status::InvalidArgument(bad + "names role '" + role + "'; expected worker or server");
+      return Status::InvalidArgument(bad + "names role '" + role + "'; expected worker, server or aggregator");
     }
     std::string step = item.substr(at + 1), action = "kill";
     if (const size_t c = step.find(':'); c != std::string::npos) {

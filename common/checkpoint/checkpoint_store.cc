@@ -86,6 +86,7 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
   manifest.set_parameter_count(id.parameter_count);
   manifest.set_config_digest(id.config_digest);
   if (id.spread_layers) manifest.set_spread_layers(true);
+  for (int size : id.host_groups) manifest.add_host_groups(size);
   manifest.set_created_at(NowIso8601());
   uint64_t begin = 0;
   for (int k = 0; k < id.shards; ++k) {
@@ -157,6 +158,17 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
     return Status::InvalidArgument("checkpoint " + dir.string() + " was written with " +
                                    layout(manifest.spread_layers()) + ", this job has " + layout(id.spread_layers) +
                                    " (cluster.spread_layers must stay as it was)");
+  }
+  if (std::vector<int>(manifest.host_groups().begin(), manifest.host_groups().end()) != id.host_groups) {
+    const auto groups = [](const auto& sizes) {
+      std::string text;
+      for (int size : sizes) text += (text.empty() ? "" : ", ") + std::to_string(size);
+      return sizes.empty() ? std::string("no host groups (the flat path)") : "host groups [" + text + "]";
+    };
+    return Status::InvalidArgument("checkpoint " + dir.string() + " was written with " +
+                                   groups(manifest.host_groups()) + ", this job has " + groups(id.host_groups) +
+                                   " (they fix the order of every sum; set cluster.host_groups and "
+                                   "cluster.host_summing as they were: any grouping runs on one node)");
   }
   for (const proto::ShardFile& sf : manifest.shards()) {
     const std::string path = (dir / sf.file()).string();

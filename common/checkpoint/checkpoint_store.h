@@ -27,6 +27,9 @@ struct CheckpointIdentity {
   // Shards hold each layer's parts (cluster.spread_layers) rather than contiguous ranges: the
   // same numbers mean other parameters, so a resume with the other layout is refused.
   bool spread_layers = false;
+  // The host groups whose sums the servers added (HostGroups::sizes; empty = the flat path): they
+  // fix the order of every sum, so a resume with another grouping is refused.
+  std::vector<int> host_groups;
 };
 
 // A digest of the model config (with the vocabulary size it is built with).

@@ -12,6 +12,7 @@ namespace psformer {
 namespace {
 
 std::string PeerName(int shard) { return "server-" + std::to_string(shard); }
+constexpr char kAggregatorPeer[] = "aggregator";
 
 // Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
 struct PushPayload {
@@ -62,6 +63,9 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, st
   for (size_t k = 0; k < client->options_.servers.size(); ++k) {
     PSF_RETURN_IF_ERROR(client->van_->Connect(PeerName(static_cast<int>(k)), client->options_.servers[k]));
   }
+  if (!client->options_.aggregator.empty()) {
+    PSF_RETURN_IF_ERROR(client->van_->Connect(kAggregatorPeer, client->options_.aggregator));
+  }
   return client;
 }
 
@@ -90,7 +94,10 @@ PsClient::Part PsClient::MakePart(int shard, uint64_t begin, uint64_t end, uint6
 
 std::vector<PsClient::Part> PsClient::PieceParts() const {
   std::vector<Part> parts;
-  for (const Piece& p : pieces_->pieces()) parts.push_back(MakePart(p.shard, p.begin, p.end, p.model_begin));
+  for (const Piece& p : pieces_->pieces()) {
+    parts.push_back(MakePart(p.shard, p.begin, p.end, p.model_begin));
+    parts.back().via_aggregator = !options_.aggregator.empty();
+  }
   return parts;
 }
 
@@ -213,7 +220,7 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_end(p.end);
   }
   h.set_epoch(r.epoch);
-  const std::string peer = PeerName(p.shard);
+  const std::string peer = p.via_aggregator ? kAggregatorPeer : PeerName(p.shard);
   // Where the Van copies the payload anyway (shared memory), it checksums it in that copy.
   if (van_->ChecksumsPayloadTo(peer)) {
     return van_->Send(EncodeMessageChecksummedByVan(peer, std::move(h), std::move(payload)));

@@ -67,6 +67,10 @@ struct PsClientOptions {
   uint32_t id = 0;                               // worker index (0 for the coordinator).
   uint32_t incarnation = 0;                      // restart count of this process.
   std::vector<std::string> servers;              // endpoint of shard k at index k.
+  // With host summing (common/host_groups.h): the endpoint of this worker's host group's
+  // aggregator, which every PUSH and PULL goes to and which answers them for their shards; the
+  // other requests still go to the servers. "" = the flat path.
+  std::string aggregator;
   uint64_t parameter_count = 0;                  // elements of the flat vector.
   size_t frame_bytes = 1 << 20;                  // payload frame size (cluster.frame_bytes); 0 = one frame.
   proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
@@ -137,7 +141,8 @@ class PsClient {
   // Coordinator: every shard writes its checkpoint of `step` (waits until all have), or shuts down.
   Status Checkpoint(int64_t step);
   Status Shutdown();
-  // A worker that is done says so (SHUTDOWN as WORKER), so the servers can end with the job.
+  // A worker that is done says so (SHUTDOWN as WORKER), so the servers (and its host group's
+  // aggregator) can end with the job.
   Status Goodbye();
   // Wait returned Aborted because the coordinator has ended the job (not a rollback).
   bool job_finished() const { return job_finished_; }
@@ -162,6 +167,7 @@ class PsClient {
     uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;        // PUSH: elements PushReady has reported final
     Resender::Send send;          // PUSH parts go out when their gradient is ready; the others at once
+    bool via_aggregator = false;  // sent to the host group's aggregator, not to the shard
     bool answered = false;
     bool sent() const { return send.count() > 0; }
   };

@@ -77,6 +77,14 @@ Status PsClient::Checkpoint(int64_t step) {
 Status PsClient::Goodbye() {
   PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
   Request done;
+  PSF_RETURN_IF_ERROR(Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count())));
+  if (options_.aggregator.empty()) return Status::Ok();
+  // The aggregator ends once every worker of its group has said goodbye (it answers as shard 0).
+  ticket = next_ticket_++;
+  std::vector<Part> parts = {MakePart(0, range(0).begin, range(0).end, 0)};
+  parts[0].via_aggregator = true;
+  Request& r = NewRequest(ticket, proto::SHUTDOWN, 0, std::move(parts));
+  PSF_RETURN_IF_ERROR(SendPart(ticket, r, 0));
   return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 

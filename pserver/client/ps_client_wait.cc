@@ -69,6 +69,11 @@ Status PsClient::ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock:
   if (r.type == proto::PULL) {
     const uint64_t elem = r.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
     for (const Part& p : r.parts) awaited[p.shard] += p.answered ? 0 : (p.end - p.begin) * elem;
+  } else if (r.type == proto::PUSH && !options_.aggregator.empty()) {
+    // The aggregator answers a push once its group's sum has crossed to the server: the bytes
+    // still to cross are waited for as a pull's are.
+    const uint64_t elem = options_.gradient_dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
+    for (const Part& p : r.parts) awaited[p.shard] += p.answered ? 0 : (p.end - p.begin) * elem;
   }
   std::vector<int> due;  // a push's piece is sent once its gradient is ready
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {

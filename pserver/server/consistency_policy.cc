@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pserver/server/async_policy.h"
+#include "common/host_groups.h"
 #include "pserver/server/bsp_policy.h"
 
 namespace psformer {
@@ -12,9 +13,11 @@ int64_t ShardProgress::SlowestWorkerStep() const { return *std::min_element(work
 std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range, int threads,
                                                          const std::vector<uint64_t>& piece_starts) {
   const proto::ClusterConfig& cluster = config.cluster();
+  const HostGroups groups = HostGroups::Of(config);
   switch (cluster.consistency()) {
     case proto::ClusterConfig::BSP:
-      return std::make_unique<BspPolicy>(cluster.workers(), range, piece_starts);
+      // With host summing a piece's shares are the groups' sums, added in group order.
+      return std::make_unique<BspPolicy>(groups.summing() ? groups.count() : cluster.workers(), range, piece_starts);
     case proto::ClusterConfig::SSP:
       return std::make_unique<SspPolicy>(range, cluster.staleness(), threads);
     default:

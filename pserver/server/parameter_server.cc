@@ -24,7 +24,8 @@ std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
 
 CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
   return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest,
-                            JobPieceTable(o.config, o.parameter_count, o.layer_starts).spread()};
+                            JobPieceTable(o.config, o.parameter_count, o.layer_starts).spread(),
+                            HostGroups::Of(o.config).sizes()};
 }
 
 }  // namespace
@@ -42,10 +43,13 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms(),
                 (range_.end - range_.begin) * sizeof(float)),
       replies_(van_.get(), options_.job_id, options_.shard, &epoch_, &stats_.rejected),
+      groups_(HostGroups::Of(options_.config)),
       incarnations_(options_.config.cluster().workers(), 0),
+      aggregator_incarnations_(groups_.count(), 0),
       faults_(options_.config.fault(), FaultEvent::SERVER, options_.shard, options_.incarnation, options_.shm_faults) {
   scope_.job_id = options_.job_id;
   scope_.workers = options_.config.cluster().workers();
+  scope_.aggregators = groups_.count();
   scope_.threads = UpdateThreads(options_);
   scope_.shard = options_.shard;
   scope_.begin = range_.begin;
@@ -53,8 +57,23 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
   for (uint64_t start : piece_starts_) scope_.piece_bounds.push_back(range_.begin + start);
   scope_.piece_bounds.push_back(range_.end);
   progress_.worker_steps.assign(options_.config.cluster().workers(), 0);
-  heard_.assign(progress_.worker_steps.size(), std::vector<bool>(piece_starts_.size(), false));
-  heard_count_.assign(progress_.worker_steps.size(), 0);
+  heard_.assign(pushers(), std::vector<bool>(piece_starts_.size(), false));
+  heard_count_.assign(pushers(), 0);
+}
+
+int64_t ParameterServer::LastPushed(int pusher) const {
+  // A group's workers are recorded together, so its first one speaks for all.
+  return progress_.worker_steps[groups_.summing() ? groups_.first(pusher) : pusher];
+}
+
+void ParameterServer::SetPushed(int pusher, int64_t step) {
+  if (!groups_.summing()) {
+    progress_.worker_steps[pusher] = step;
+    return;
+  }
+  for (int w = groups_.first(pusher); w < groups_.first(pusher) + groups_.size(pusher); ++w) {
+    progress_.worker_steps[w] = step;
+  }
 }
 
 ParameterServer::~ParameterServer() = default;
@@ -197,15 +216,16 @@ void ParameterServer::Handle(RawMessage raw) {
 }
 
 Refusal ParameterServer::CheckIncarnation(const proto::Header& h) {
-  if (h.sender_role() != proto::WORKER) return std::nullopt;
-  uint32_t& known = incarnations_[h.sender_id()];
+  const bool worker = h.sender_role() == proto::WORKER;
+  if (!worker && h.sender_role() != proto::AGGREGATOR) return std::nullopt;
+  uint32_t& known = (worker ? incarnations_ : aggregator_incarnations_)[h.sender_id()];
+  const std::string who = (worker ? "worker " : "aggregator of host group ") + std::to_string(h.sender_id());
   if (h.incarnation() < known) {
-    return Rejection{RejectReason::kStaleIncarnation, "worker " + std::to_string(h.sender_id()) + " incarnation " +
-                                                          std::to_string(h.incarnation()) + ", already seen " +
-                                                          std::to_string(known)};
+    return Rejection{RejectReason::kStaleIncarnation,
+                     who + " incarnation " + std::to_string(h.incarnation()) + ", already seen " + std::to_string(known)};
   }
   if (h.incarnation() > known) {
-    PSF_LOG(Info) << "worker " << h.sender_id() << " is now incarnation " << h.incarnation();
+    PSF_LOG(Info) << who << " is now incarnation " << h.incarnation();
     known = h.incarnation();
   }
   return std::nullopt;
@@ -220,9 +240,9 @@ void ParameterServer::HandleHello(const WireMessage& msg) {
 
 void ParameterServer::HandlePush(WireMessage msg) {
   const proto::Header& h = msg.header;
-  const int w = static_cast<int>(h.sender_id());
+  const int w = static_cast<int>(h.sender_id());  // the pusher: a worker or a host group (validated)
   const int64_t step = h.step();
-  const int64_t last = progress_.worker_steps[w];
+  const int64_t last = LastPushed(w);
   // The pieces the push covers (the validator checked it names whole pieces of this shard).
   const auto piece_at = [this](uint64_t x) {
     return static_cast<int>(std::lower_bound(scope_.piece_bounds.begin(), scope_.piece_bounds.end(), x) -
@@ -239,7 +259,8 @@ void ParameterServer::HandlePush(WireMessage msg) {
   if (step > last + 1) {
     return replies_.Refuse(
         msg.peer, &h,
-        {RejectReason::kFutureStep, "push of step " + std::to_string(step) + " from worker " + std::to_string(w) +
+        {RejectReason::kFutureStep, "push of step " + std::to_string(step) + " from " +
+                                        (groups_.summing() ? "host group " : "worker ") + std::to_string(w) +
                                         " whose last push was step " + std::to_string(last)});
   }
   if (policy_->PushTooEarly(step, progress_)) {
@@ -272,7 +293,7 @@ int ParameterServer::TakePieces(int w, int first, int last, WireMessage msg) {
     WireMessage piece = first + 1 == last ? std::move(msg) : SliceMessage(msg, begin, end);
     if (++heard_count_[w] == static_cast<int>(heard_[w].size())) {
       // Every piece of this worker's step is in: the step counts as pushed.
-      progress_.worker_steps[w] = step;
+      SetPushed(w, step);
       std::fill(heard_[w].begin(), heard_[w].end(), false);
       heard_count_[w] = 0;
     }

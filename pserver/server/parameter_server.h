@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/fault_plan.h"
+#include "common/host_groups.h"
 #include "common/param_layout.h"
 #include "common/proto/config.pb.h"
 #include "common/transport/van.h"
@@ -116,6 +117,11 @@ class ParameterServer {
   Status Start();
   void Handle(RawMessage raw);
   Refusal CheckIncarnation(const proto::Header& h);
+  // Who pushes: a worker, or with host summing a host group's aggregator (its sender_id, the
+  // group). Its last step pushed, and recording a new one (for a group: each of its workers').
+  int pushers() const { return groups_.summing() ? groups_.count() : options_.config.cluster().workers(); }
+  int64_t LastPushed(int pusher) const;
+  void SetPushed(int pusher, int64_t step);
   void HandleHello(const WireMessage& msg);
   void HandlePush(WireMessage msg);
   // Takes the pieces [first, last) of an accepted push (or its retry) not yet heard from worker `w`.
@@ -150,8 +156,10 @@ class ParameterServer {
   ShutdownTracker shutdown_;
   ReplySender replies_;
   ShardProgress progress_;
-  std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker.
-  // Per worker, the pieces of its next step (worker_steps + 1) already taken; once all are in,
+  HostGroups groups_;                   // none: the flat path
+  std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker...
+  std::vector<uint32_t> aggregator_incarnations_;  // ...and per host group's aggregator.
+  // Per pusher, the pieces of its next step (LastPushed + 1) already taken; once all are in,
   // that step counts as pushed.
   std::vector<std::vector<bool>> heard_;
   std::vector<int> heard_count_;

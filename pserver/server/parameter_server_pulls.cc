@@ -11,12 +11,18 @@ namespace psformer {
 void ParameterServer::HandlePull(const WireMessage& msg) {
   const proto::Header& h = msg.header;
   // A pull may follow the pieces of its step's push on the wire before all of them are in.
-  if (h.sender_role() == proto::WORKER && h.step() > progress_.worker_steps[h.sender_id()] + 1) {
-    return replies_.Refuse(
-        msg.peer, &h,
-        {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from worker " +
-                                        std::to_string(h.sender_id()) + " whose last push was step " +
-                                        std::to_string(progress_.worker_steps[h.sender_id()])});
+  // (With host summing a worker's push reaches the servers as its group's sum.)
+  const int id = static_cast<int>(h.sender_id());
+  const bool aggregator = h.sender_role() == proto::AGGREGATOR;
+  if (aggregator || h.sender_role() == proto::WORKER) {
+    const int64_t last = aggregator ? LastPushed(id) : progress_.worker_steps[id];
+    if (h.step() > last + 1) {
+      return replies_.Refuse(msg.peer, &h,
+                             {RejectReason::kFutureStep, "pull after step " + std::to_string(h.step()) + " from " +
+                                                             (aggregator ? "host group " : "worker ") +
+                                                             std::to_string(id) + " whose last push was step " +
+                                                             std::to_string(last)});
+    }
   }
   if (policy_->Overtaken(h.step(), progress_)) {
     return replies_.Refuse(

@@ -1,5 +1,6 @@
 #include "pserver/server/shard_checkpointer.h"
 
+#include "common/host_groups.h"
 #include "pserver/wire/piece_table.h"
 
 namespace psformer {
@@ -16,6 +17,7 @@ CheckpointIdentity JobCheckpointIdentity(const proto::JobConfig& config, int voc
   id.parameter_count = layout.total_size();
   id.config_digest = ModelConfigDigest(config, vocab);
   id.spread_layers = JobPieceTable(config, id.parameter_count, layout.LayerStarts()).spread();
+  id.host_groups = HostGroups::Of(config).sizes();
   return id;
 }
 

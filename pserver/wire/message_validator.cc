@@ -55,20 +55,24 @@ Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   }
   const proto::MessageType type = h.type();
   bool from_worker = h.sender_role() == proto::WORKER && h.sender_id() < static_cast<uint32_t>(scope.workers);
+  const bool from_aggregator =
+      h.sender_role() == proto::AGGREGATOR && h.sender_id() < static_cast<uint32_t>(scope.aggregators);
   bool from_control =
       (h.sender_role() == proto::COORDINATOR || h.sender_role() == proto::SUPERVISOR) && h.sender_id() < 1u << 16;
   bool sender_ok = false;
   bool carries_elements = false;
   switch (type) {
-    case proto::PUSH:
-      sender_ok = from_worker;
+    case proto::PUSH:  // with host summing only a group's sum (a worker's share goes to its aggregator)
+      sender_ok = scope.aggregators > 0 ? from_aggregator : from_worker;
       carries_elements = true;
       break;
     case proto::PULL:
-      sender_ok = from_worker || (h.sender_role() == proto::COORDINATOR && from_control);
+      sender_ok = from_worker || from_aggregator || (h.sender_role() == proto::COORDINATOR && from_control);
+      break;
+    case proto::HEARTBEAT:
+      sender_ok = from_worker || from_aggregator || from_control;
       break;
     case proto::HELLO:
-    case proto::HEARTBEAT:
     case proto::ROLLBACK:
       sender_ok = from_worker || from_control;
       break;
@@ -85,7 +89,10 @@ Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
   if (!sender_ok) {
     return Reject(RejectReason::kUnknownSender, proto::Role_Name(h.sender_role()) + " " + Str(h.sender_id()) +
                                                     " may not send " + proto::MessageType_Name(type) + " in a job of " +
-                                                    Str(scope.workers) + " workers");
+                                                    Str(scope.workers) + " workers" +
+                                                    (scope.aggregators > 0 ? " summed in " + Str(scope.aggregators) +
+                                                                                 " host groups"
+                                                                           : std::string()));
   }
   if (h.shard() != static_cast<uint32_t>(scope.shard)) {
     return Reject(RejectReason::kWrongShard, "addressed to shard " + Str(h.shard()) + ", this is shard " +

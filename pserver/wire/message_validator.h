@@ -17,6 +17,7 @@ namespace psformer {
 struct ServerScope {
   uint64_t job_id = 0;
   int workers = 1;     // senders WORKER 0 .. workers-1.
+  int aggregators = 0;  // senders AGGREGATOR 0 .. aggregators-1 (host groups); 0 = the flat path.
   int shard = 0;       // this server's index.
   uint64_t begin = 0;  // this shard's element range [begin, end).
   uint64_t end = 0;
@@ -26,8 +27,8 @@ struct ServerScope {
   std::vector<uint64_t> piece_bounds;
 };
 
-// For a message arriving at a server. Accepted types: PUSH and PULL (from workers; PULL also
-// from the coordinator), HELLO and HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator
+// For a message arriving at a server. Accepted types: PUSH and PULL (from workers, or with host
+// summing from the groups' aggregators, which then send every PUSH; PULL also from the coordinator), HELLO and HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator
 // or supervisor). PUSH and PULL name a run of whole pieces of the shard (piece_bounds); PUSH
 // carries it in FLOAT32 or BFLOAT16 with step >= 1;
 // other types carry no payload.

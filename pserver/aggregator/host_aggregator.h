@@ -1,0 +1,183 @@
+// HostAggregator: the summing point of one host group (cluster.host_groups; docs/architecture.md,
+// "Across hosts"). The group's workers, all on its host, send it every PUSH and PULL over the
+// same-host path; it answers them as their shards would. To the servers it is one more client:
+// it sends each piece's sum of its group once, and asks for each piece's parameters once.
+//
+//   PUSH  It holds the workers' shares of a piece (in their received frames, no copy) until every
+//         worker of the group has sent its own, adds them in worker order (g0 + g1) + g2 ...
+//         (elementwise, as a server adds a flat job's pushes: a group of all workers gives the
+//         flat sum bit for bit) and sends the sum, with the group's summed target tokens and
+//         loss, as a PUSH from AGGREGATOR `group`. A worker's push is answered only when the
+//         server has answered the sum: until then the worker keeps its gradient and sends it again
+//         if need be, so an aggregator that dies loses nothing (its successor collects again, and
+//         the server recognises a sum it already holds). One exception: once the server answers
+//         a pull of the piece's step, the sum was applied, and shares still waiting for a sum
+//         are answered at once (a successor's, whose predecessor died between two answers).
+//   PULL  A piece of a step is asked for once, by the first worker that wants it; the answer is
+//         copied (its CRC-32C checked in the copy) into memory from the Van, shared memory on
+//         the same-host path, and every worker of the group reads that one copy in place. The
+//         two newest steps are kept, for a restarted worker.
+//   Epochs  It follows the newest recovery epoch its workers' requests carry, forgetting every
+//         sum and copy of the older one. A request of an older epoch is answered with what the
+//         server says of it (a HEARTBEAT in that epoch brings the server's "other epoch"), so a
+//         worker that missed a rollback learns of it.
+//   End   It stops once every worker of its group has said goodbye (SHUTDOWN) and a resend of
+//         one would have come, or when Stop() is called.
+// Its own requests to the servers are sent again when unanswered (Resender, as a worker's).
+//
+// Thread safety: Run on one thread; Stop and stats() from any.
+#ifndef PSFORMER_PSERVER_AGGREGATOR_HOST_AGGREGATOR_H_
+#define PSFORMER_PSERVER_AGGREGATOR_HOST_AGGREGATOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/fault_plan.h"
+#include "common/host_groups.h"
+#include "common/proto/config.pb.h"
+#include "common/transport/van.h"
+#include "pserver/client/resender.h"
+#include "pserver/wire/message_validator.h"
+#include "pserver/wire/piece_table.h"
+
+namespace psformer {
+
+struct HostAggregatorOptions {
+  proto::JobConfig config;  // resolved; cluster.host_groups names the groups.
+  int group = 0;            // this aggregator's group.
+  uint64_t parameter_count = 0;
+  std::vector<uint64_t> layer_starts;  // ParamLayout::LayerStarts (the job's pieces)
+  uint64_t job_id = 0;
+  std::vector<std::string> servers;  // endpoint of shard k at index k.
+  std::string endpoint;              // where the group's workers reach it (ipc:// on their host).
+  uint32_t incarnation = 0;          // restart count.
+  int threads = 0;                   // summing threads; 0 = the servers' share of the cores.
+  int poll_ms = 20;                  // how often Run looks at Stop() and resends.
+  std::shared_ptr<ShmFaultSwitch> shm_faults;  // as ParameterServerOptions::shm_faults
+};
+
+struct HostAggregatorStats {
+  std::atomic<uint64_t> shares{0};            // workers' pushes of a piece taken
+  std::atomic<uint64_t> duplicate_shares{0};  // ...already held or already summed
+  std::atomic<uint64_t> sums_sent{0};         // sums sent to the servers (resends not counted)
+  std::atomic<uint64_t> sums_answered{0};
+  std::atomic<uint64_t> pulls_sent{0};     // pieces asked of the servers (resends not counted)
+  std::atomic<uint64_t> pulls_served{0};   // workers' pulls answered with parameters
+  std::atomic<uint64_t> resends{0};        // requests to the servers sent again
+  std::atomic<uint64_t> bytes_up{0};       // payload bytes sent to the servers (resends too)
+  std::atomic<uint64_t> bytes_down{0};     // payload bytes received from them
+  RejectCounters rejected;  // workers' requests and servers' replies refused, by reason
+};
+
+class HostAggregator {
+  struct CreateKey {};
+
+ public:
+  // Binds options.endpoint and connects to every server.
+  static StatusOr<std::unique_ptr<HostAggregator>> Create(HostAggregatorOptions options, std::unique_ptr<Van> van);
+  HostAggregator(CreateKey, HostAggregatorOptions options, std::unique_ptr<Van> van);
+  ~HostAggregator();
+
+  // Serves until Stop() or the end of the job (every worker of the group said goodbye).
+  Status Run();
+  void Stop() { stop_.store(true); }
+  const std::string& endpoint() const { return endpoint_; }
+  const HostAggregatorStats& stats() const { return stats_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Whom to answer: a worker's request as it came.
+  struct Requester {
+    std::string peer;
+    proto::Header request;
+  };
+  // The group's sum of one piece for one step.
+  struct PieceSum {
+    uint64_t epoch = 0;
+    int64_t step = 0;
+    std::vector<std::optional<WireMessage>> shares;  // by the worker's place in the group
+    std::vector<std::optional<Requester>> waiting;   // answered with the server's answer to the sum
+    int held = 0;
+    uint64_t sequence = 0;  // of the sum in flight to the server; 0 = none
+  };
+  // One piece's parameters of one step as the server sent them.
+  struct Copy {
+    uint64_t epoch = 0;
+    int64_t step = 0;
+    proto::DType dtype = proto::FLOAT32;
+    proto::Header reply;
+    std::shared_ptr<void> bytes;
+    size_t size = 0;
+  };
+  // A request of this aggregator to a server, until answered.
+  struct Upstream {
+    enum Kind { kSum, kPull, kProbe } kind = kSum;
+    int piece = 0;
+    proto::Header header;                 // as sent (resends send it again)
+    std::shared_ptr<const void> payload;  // kSum: the sum's bytes
+    size_t payload_bytes = 0, elem = 4;
+    std::vector<Requester> waiting;  // kPull, kProbe: the workers to answer
+    Resender::Send send;
+  };
+
+  Status Start();
+  void Handle(RawMessage raw);
+  void HandleRequest(WireMessage msg);
+  void HandleReply(WireMessage msg);
+  // Workers' requests, by type.
+  void TakeShare(int local, int piece, WireMessage msg);
+  void TakePull(int piece, const WireMessage& msg);
+  void TakeGoodbye(int local, const WireMessage& msg);
+  void ProbeOldEpoch(const WireMessage& msg);
+  // Adds the held shares of `piece` in worker order and sends the sum.
+  void SendSum(int piece);
+  // Servers' replies to this aggregator's requests.
+  void SumAnswered(Upstream& up, const WireMessage& reply);
+  // False when the copy arrived damaged (the pull stays, to be sent again).
+  bool PullAnswered(Upstream& up, const WireMessage& reply);
+  // Sends `up` (again), recording it under its sequence.
+  void SendUpstream(uint64_t sequence);
+  uint64_t NewUpstream(Upstream up);
+  void ResendDue();
+  // Follows a newer epoch: every sum and copy of the older one is forgotten.
+  void EnterEpoch(uint64_t epoch);
+  // Answers `to` with `reply` (a server's, or one made here) as the answer to its own request.
+  void Answer(const Requester& to, proto::Header reply, std::vector<Frame> payload = {},
+              std::optional<uint32_t> crc = std::nullopt);
+  void AnswerFromCopy(const Requester& to, const Copy& copy);
+  void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
+  // The piece whose wire range is exactly [begin, end), or -1.
+  int PieceOf(uint64_t begin, uint64_t end) const;
+
+  HostAggregatorOptions options_;
+  std::unique_ptr<Van> van_;
+  std::string endpoint_;
+  HostGroups groups_;
+  PieceTable table_;
+  int threads_ = 1;
+  std::vector<ServerScope> scopes_;  // what a worker's message to shard k may be (its checks)
+  ClientScope client_scope_;         // what a server's reply may be
+  std::map<std::string, int> server_peers_;  // peer name -> shard
+  FaultPlan faults_;
+  Resender resender_;
+  uint64_t epoch_ = 0;
+  std::vector<PieceSum> sums_;               // by piece
+  std::vector<int64_t> answered_step_;       // by piece: the last step whose sum the server answered
+  std::vector<std::vector<Copy>> copies_;    // by piece: the newest steps' parameters
+  std::map<uint64_t, Upstream> upstream_;    // by sequence
+  uint64_t next_sequence_ = 1;
+  std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
+  std::vector<bool> goodbye_;                 // by the worker's place in the group
+  std::optional<Clock::time_point> all_gone_at_;
+  std::atomic<bool> stop_{false};
+  HostAggregatorStats stats_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_AGGREGATOR_HOST_AGGREGATOR_H_

@@ -199,9 +199,26 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
       return Status::InvalidArgument("--set " + assignment + ": " + message->GetDescriptor()->name() +
                                      " has no field '" + name + "'");
     }
-    if (field->is_repeated()) {
+    if (field->is_repeated() && (dot != std::string::npos || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ||
+                                 field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING)) {
       return Status::InvalidArgument("--set " + assignment + ": '" + name +
                                      "' is a repeated field; set it in the config file");
+    }
+    if (field->is_repeated()) {
+      // A list of numbers: "2,2" (empty = none) replaces the field's values.
+      message->GetReflection()->ClearField(message, field);
+      std::stringstream items(value);
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        pb::LogHandler* previous = pb::SetLogHandler(nullptr);
+        const bool parsed = pb::TextFormat::ParseFieldValueFromString(item, field, message);
+        pb::SetLogHandler(previous);
+        if (!parsed) {
+          return Status::InvalidArgument("--set " + assignment + ": '" + item + "' is not a valid value for " + path +
+                                         " (expected a comma-separated list of " + field->cpp_type_name() + ")");
+        }
+      }
+      return Status::Ok();
     }
     if (dot == std::string::npos) {
       if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {

@@ -16,13 +16,17 @@
 namespace psformer {
 
 struct RoleSlot {
-  enum class Kind { kServer, kWorker };
+  // kAggregator: a host group's summing point (cluster.host_groups), placed beside its workers.
+  enum class Kind { kServer, kWorker, kAggregator };
   Kind kind = Kind::kWorker;
-  int index = 0;  // server index or worker index.
+  int index = 0;  // server index, worker index or host group.
   int slot = 0;   // MPI rank (or process number in single-node mode).
   std::string host;
   int local_gpu = -1;  // workers on a GPU backend: the device ordinal on their host.
-  std::string name() const { return (kind == Kind::kServer ? "pserver-" : "worker-") + std::to_string(index); }
+  std::string name() const {
+    const char* prefix = kind == Kind::kServer ? "pserver-" : kind == Kind::kWorker ? "worker-" : "aggregator-";
+    return prefix + std::to_string(index);
+  }
 };
 
 struct ClusterPlanOptions {

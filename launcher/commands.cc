@@ -26,6 +26,8 @@ const std::vector<Subcommand>& Subcommands() {
        RunLaunchCommand},
       {"worker", "run one worker role process (started by a supervisor)", RunWorkerCommand},
       {"pserver", "run one parameter-server shard (started by a supervisor)", RunPserverCommand},
+      {"aggregator", "sum one host group's gradients before they cross the network (started by a supervisor)",
+       RunAggregatorCommand},
       {"prepare", "learn a SentencePiece BPE model and binarize a parallel corpus", RunPrepareCommand},
       {"translate", "translate text with beam search", RunTranslateCommand},
       {"average", "average the last N checkpoints into a model file", RunAverageCommand},

@@ -26,6 +26,7 @@ int RunTrainCommand(const Args& args);
 int RunLaunchCommand(const Args& args);
 int RunWorkerCommand(const Args& args);
 int RunPserverCommand(const Args& args);
+int RunAggregatorCommand(const Args& args);
 int RunPrepareCommand(const Args& args);
 int RunTranslateCommand(const Args& args);
 int RunAverageCommand(const Args& args);

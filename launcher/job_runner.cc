@@ -10,6 +10,7 @@
 #include <random>
 
 #include "common/fault_plan.h"
+#include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/model_file.h"
 #include "common/transport/curve_keys.h"
@@ -59,12 +60,23 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   arguments.run_dir = options.run_dir;
   arguments.index = slot.index;
   arguments.job_id = job_id;
+  const HostGroups groups = HostGroups::Of(options.config);
+  // Checked when the job was placed (PlaceOnThisNode, PlaceThisRank).
+  const auto aggregator_endpoint = [&](int group) {
+    auto endpoint = AggregatorEndpoint(options.run_dir, group);
+    PSF_CHECK(endpoint.ok());
+    return *endpoint;
+  };
   if (slot.kind == RoleSlot::Kind::kServer) {
     arguments.endpoint = servers[slot.index].tcp;
     arguments.ipc_endpoint = servers[slot.index].ipc;
+  } else if (slot.kind == RoleSlot::Kind::kAggregator) {
+    arguments.endpoint = aggregator_endpoint(slot.index);
+    arguments.servers = WorkerServerEndpoints(servers, my_host);
   } else {
     arguments.servers = WorkerServerEndpoints(servers, my_host);
     arguments.gpu = slot.local_gpu;
+    if (groups.summing()) arguments.aggregator = aggregator_endpoint(groups.GroupOf(slot.index));
   }
   arguments.resume = options.resume;
   role.args = arguments.ToArgs();
@@ -73,10 +85,13 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   PSF_CHECK(restart_environment.ok());  // validated with the config
   role.restart_environment = std::move(*restart_environment);
   if (!options.curve_keys.empty()) {
-    // Each role gets only its side's secret, in its environment (never on its command line).
+    // Each role gets only its side's secret, in its environment (never on its command line); an
+    // aggregator is both sides (a server to its group's workers, a client of the servers).
     auto keys = DecodeCurveKeys(options.curve_keys);
     PSF_CHECK(keys.ok());
-    const CurveKeys share = slot.kind == RoleSlot::Kind::kServer ? keys->ForServer() : keys->ForClient();
+    const CurveKeys share = slot.kind == RoleSlot::Kind::kServer   ? keys->ForServer()
+                            : slot.kind == RoleSlot::Kind::kWorker ? keys->ForClient()
+                                                                   : *keys;
     role.environment.push_back(std::string(kCurveKeysVariable) + "=" + EncodeCurveKeys(share));
   }
   return role;
@@ -185,6 +200,14 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   return job_status;
 }
 
+RoleSlot AggregatorSlot(int group, const std::string& host) {
+  RoleSlot slot;
+  slot.kind = RoleSlot::Kind::kAggregator;
+  slot.index = group;
+  slot.host = host;
+  return slot;
+}
+
 // Every role on this machine: each worker reaches each server over ipc:// and shared memory.
 // Fails (naming why) before the run directory is touched.
 StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
@@ -209,6 +232,13 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   PSF_ASSIGN_OR_RETURN(
       const ClusterPlan plan,
       ClusterPlan::Make(plan_options, std::vector<std::string>(cluster.servers() + cluster.workers(), host)));
+  const HostGroups groups = HostGroups::Of(p.job.config);
+  if (groups.summing() && groups.workers() != cluster.workers()) {
+    return Status::InvalidArgument("cluster.host_groups " + groups.ToString() + " add up to " +
+                                   std::to_string(groups.workers()) + " workers, but the job has " +
+                                   std::to_string(cluster.workers()));
+  }
+  for (int g = 0; g < groups.count(); ++g) PSF_RETURN_IF_ERROR(AggregatorEndpoint(p.job.run_dir, g).status());
   // Ports before the run directory: a refused job leaves nothing behind.
   std::vector<std::string> endpoints;
   for (int s = 0; s < plan.servers(); ++s) {
@@ -223,9 +253,12 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
     p.addresses.push_back({endpoints[s], ServerIpcEndpoint(p.job.config, p.job.run_dir, s), p.host_identity});
   }
   p.mine = plan.slots();
+  for (int g = 0; g < groups.count(); ++g) p.mine.push_back(AggregatorSlot(g, host));
   p.log_file = (fs::path(p.job.run_dir) / "logs" / "supervisor.log").string();
   p.summary = "single-node job: " + std::to_string(plan.servers()) + " server(s), " + std::to_string(plan.workers()) +
-              " worker(s) on " + (*gpu_workers ? "GPUs" : "CPU") + "; run directory " + p.job.run_dir;
+              " worker(s) on " + (*gpu_workers ? "GPUs" : "CPU") +
+              (groups.summing() ? ", summed in host groups " + groups.ToString() : std::string()) +
+              "; run directory " + p.job.run_dir;
   return p;
 }
 
@@ -241,6 +274,49 @@ void ReadHostReports(const std::vector<std::string>& reports, std::vector<std::s
   }
 }
 
+// Host summing's groups: cluster.host_groups as given (each group's workers must share a host),
+// or one group per host, from the plan, when none are given. Fewer than two groups: the flat path.
+Status ResolveHostGroups(const ClusterPlan& plan, JobConfig* config) {
+  auto& cluster = *config->mutable_cluster();
+  if (!cluster.host_summing()) return Status::Ok();
+  if (cluster.host_groups_size() == 0) {
+    // One group per host, in worker order: a host's workers must have consecutive indices.
+    for (int w = 0; w < plan.workers(); ++w) {
+      const bool new_host = w == 0 || plan.worker(w).host != plan.worker(w - 1).host;
+      if (new_host) {
+        for (int v = 0; v < w; ++v) {
+          if (plan.worker(v).host == plan.worker(w).host) {
+            return Status::InvalidArgument(
+                "host summing groups the workers of each host, but the ranks of host " + plan.worker(w).host +
+                " are not consecutive (worker " + std::to_string(v) + " and worker " + std::to_string(w) +
+                " with others between them); start mpirun with --map-by slot, or set cluster.host_summing = false");
+          }
+        }
+        cluster.add_host_groups(0);
+      }
+      cluster.set_host_groups(cluster.host_groups_size() - 1, cluster.host_groups(cluster.host_groups_size() - 1) + 1);
+    }
+    if (cluster.host_groups_size() < 2) cluster.clear_host_groups();  // one host: the flat path
+    return Status::Ok();
+  }
+  const HostGroups groups = HostGroups::Of(*config);
+  if (groups.workers() != plan.workers()) {
+    return Status::InvalidArgument("cluster.host_groups " + groups.ToString() + " add up to " +
+                                   std::to_string(groups.workers()) + " workers, but the job has " +
+                                   std::to_string(plan.workers()));
+  }
+  for (int w = 0; w < plan.workers(); ++w) {
+    const int first = groups.first(groups.GroupOf(w));
+    if (plan.worker(w).host != plan.worker(first).host) {
+      return Status::InvalidArgument("cluster.host_groups " + groups.ToString() + " puts worker " + std::to_string(w) +
+                                     " (on " + plan.worker(w).host + ") in a group with worker " +
+                                     std::to_string(first) + " (on " + plan.worker(first).host +
+                                     "): a group's workers must share a host");
+    }
+  }
+  return Status::Ok();
+}
+
 // The plan every rank computes alike from every rank's report, with the worker count resolved
 // into `config`. Every rank fails the same way.
 StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
@@ -252,6 +328,7 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   ReadHostReports(*reports, &hosts, &gpus_per_host);
   auto& cluster = *config->mutable_cluster();
   PSF_ASSIGN_OR_RETURN(const bool gpu_workers, ChooseGpuWorkers(cluster.backend(), gpus_per_host));
+  if (!cluster.host_summing() || cluster.consistency() != proto::ClusterConfig::BSP) cluster.clear_host_groups();
   if (cluster.workers() == 0) {
     // Under mpirun the ranks say how many workers there are: every rank that is not a server.
     if (mpi.size() <= cluster.servers()) {
@@ -266,7 +343,9 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   plan_options.workers = cluster.workers();
   plan_options.gpu_workers = gpu_workers;
   plan_options.gpus_per_host = gpus_per_host;
-  return ClusterPlan::Make(plan_options, hosts);
+  PSF_ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(plan_options, hosts));
+  PSF_RETURN_IF_ERROR(ResolveHostGroups(plan, config));
+  return plan;
 }
 
 // This rank's server endpoint ("" for a worker) once every rank has its run directory; every
@@ -274,6 +353,8 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
 bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
   const RoleSlot& me = plan.slot(mpi.rank());
   Status status = PrepareRunDir(job);
+  const HostGroups groups = HostGroups::Of(job.config);
+  for (int g = 0; status.ok() && g < groups.count(); ++g) status = AggregatorEndpoint(job.run_dir, g).status();
   if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
     auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());
     if (mine.ok()) *endpoint = *mine;
@@ -321,6 +402,12 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   }
   const RoleSlot& me = plan->slot(mpi.rank());
   p.mine = {me};
+  // A host group's aggregator runs beside the group's first worker.
+  const HostGroups groups = HostGroups::Of(p.job.config);
+  if (groups.summing() && me.kind == RoleSlot::Kind::kWorker) {
+    const int g = groups.GroupOf(me.index);
+    if (groups.first(g) == me.index) p.mine.push_back(AggregatorSlot(g, me.host));
+  }
   p.log_file = (fs::path(p.job.run_dir) / "logs" / ("supervisor-" + std::to_string(mpi.rank()) + ".log")).string();
   p.resume_prefix = "mpirun ... ";
   p.advises = mpi.rank() == 0;
@@ -334,6 +421,7 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   if (me.kind == RoleSlot::Kind::kWorker && reached != servers) {
     p.summary += "; " + me.name() + " reaches the servers of its host over ipc: " + reached;
   }
+  if (p.mine.size() > 1) p.summary += "; and " + p.mine[1].name() + ", which sums the host group's gradients";
   *failed = kExitSuccess;
   return p;
 }

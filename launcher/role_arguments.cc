@@ -19,6 +19,11 @@ constexpr const char* kIncarnation = kIncarnationOption + 2;
 constexpr char kGpu[] = "gpu";
 constexpr char kThreads[] = "threads";
 constexpr char kResume[] = "resume";
+constexpr char kAggregator[] = "aggregator";
+
+const char* CommandOf(Kind kind) {
+  return kind == Kind::kServer ? "pserver" : kind == Kind::kWorker ? "worker" : "aggregator";
+}
 
 std::string Flag(const char* name) { return std::string("--") + name; }
 
@@ -41,37 +46,43 @@ std::string JoinCommas(const std::vector<std::string>& parts) {
 }  // namespace
 
 std::vector<std::string> RoleArguments::ToArgs() const {
-  const bool server = kind == Kind::kServer;
-  std::vector<std::string> args = {server ? "pserver" : "worker", Flag(kConfig), config, Flag(kRunDir), run_dir};
+  const bool server = kind == Kind::kServer, worker = kind == Kind::kWorker;
+  std::vector<std::string> args = {CommandOf(kind), Flag(kConfig), config, Flag(kRunDir), run_dir};
   args.insert(args.end(), {Flag(kIndex), std::to_string(index)});
-  if (server) {
-    args.insert(args.end(), {Flag(kEndpoint), endpoint});
-    if (!ipc_endpoint.empty()) args.insert(args.end(), {Flag(kIpcEndpoint), ipc_endpoint});
-  } else {
-    args.insert(args.end(), {Flag(kServers), JoinCommas(servers)});
-  }
+  if (!worker) args.insert(args.end(), {Flag(kEndpoint), endpoint});
+  if (server && !ipc_endpoint.empty()) args.insert(args.end(), {Flag(kIpcEndpoint), ipc_endpoint});
+  if (!server) args.insert(args.end(), {Flag(kServers), JoinCommas(servers)});
+  if (worker && !aggregator.empty()) args.insert(args.end(), {Flag(kAggregator), aggregator});
   args.insert(args.end(), {Flag(kJobId), std::to_string(job_id)});
-  if (!server && gpu >= 0) args.insert(args.end(), {Flag(kGpu), std::to_string(gpu)});
+  if (worker && gpu >= 0) args.insert(args.end(), {Flag(kGpu), std::to_string(gpu)});
   if (server && threads != 0) args.insert(args.end(), {Flag(kThreads), std::to_string(threads)});
-  if (resume) args.push_back(Flag(kResume));
+  if (resume && kind != Kind::kAggregator) args.push_back(Flag(kResume));
   return args;
 }
 
 std::string RoleUsage(Kind kind) {
+  if (kind == Kind::kAggregator) return "--config FILE --run-dir DIR --index G --endpoint E --servers E0,E1,...";
   return kind == Kind::kServer ? "--config FILE --run-dir DIR --index I --endpoint E"
                                : "--config FILE --run-dir DIR --index I --servers E0,E1,...";
 }
 
 void AddRoleOptions(Kind kind, po::options_description& options) {
   const bool server = kind == Kind::kServer;
+  const char* index_help = server                    ? "this shard's index, 0 .. cluster.servers-1"
+                           : kind == Kind::kWorker ? "this worker's index, 0 .. cluster.workers-1"
+                                                   : "this host group's index (cluster.host_groups)";
   // clang-format off
   options.add_options()
       (kConfig, po::value<std::string>()->required(), "resolved job config (RUN_DIR/config.pbtxt)")
       (kRunDir, po::value<std::string>()->required(),
        server ? "run directory; checkpoints go to RUN_DIR/checkpoints" : "run directory")
-      (kIndex, po::value<int>()->required(),
-       server ? "this shard's index, 0 .. cluster.servers-1" : "this worker's index, 0 .. cluster.workers-1");
-  if (server) {
+      (kIndex, po::value<int>()->required(), index_help);
+  if (kind == Kind::kAggregator) {
+    options.add_options()(kEndpoint, po::value<std::string>()->required(),
+                          "where the group's workers reach it: ipc://PATH (or tcp://HOST:PORT)");
+    options.add_options()(kServers, po::value<std::string>()->required(),
+                          "server endpoints in shard order, comma-separated");
+  } else if (server) {
     options.add_options()(kEndpoint, po::value<std::string>()->required(),
                           "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH");
     options.add_options()(kIpcEndpoint, po::value<std::string>()->default_value(""),
@@ -80,6 +91,9 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
   } else {
     options.add_options()(kServers, po::value<std::string>()->required(),
                           "server endpoints in shard order, comma-separated");
+    options.add_options()(kAggregator, po::value<std::string>()->default_value(""),
+                          "the endpoint of this worker's host group's aggregator, which its pushes and pulls go to "
+                          "(host summing; set by psformer train)");
   }
   options.add_options()
       (kJobId, po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
@@ -90,7 +104,7 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
         (kThreads, po::value<int>()->default_value(0),
          "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
          "else all cores");
-  } else {
+  } else if (kind == Kind::kWorker) {
     options.add_options()
         (kGpu, po::value<int>()->default_value(-1), "CUDA device ordinal; -1 = CPU backend")
         (kResume, po::bool_switch(), "accepted for symmetry with pserver: workers resume from the servers' step");
@@ -106,21 +120,24 @@ RoleArguments ReadRoleArguments(Kind kind, const po::variables_map& values) {
   role.index = values[kIndex].as<int>();
   role.job_id = values[kJobId].as<uint64_t>();
   role.incarnation = values[kIncarnation].as<uint32_t>();
-  role.resume = values[kResume].as<bool>();
+  if (kind != Kind::kAggregator) role.resume = values[kResume].as<bool>();
   if (kind == Kind::kServer) {
     role.endpoint = values[kEndpoint].as<std::string>();
     role.ipc_endpoint = values[kIpcEndpoint].as<std::string>();
     role.threads = values[kThreads].as<int>();
-  } else {
+  } else if (kind == Kind::kWorker) {
     role.servers = SplitCommas(values[kServers].as<std::string>());
+    role.aggregator = values[kAggregator].as<std::string>();
     role.gpu = values[kGpu].as<int>();
+  } else {
+    role.endpoint = values[kEndpoint].as<std::string>();
+    role.servers = SplitCommas(values[kServers].as<std::string>());
   }
   return role;
 }
 
 RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
-  const bool server = kind == Kind::kServer;
-  const std::string command = server ? "pserver" : "worker";
+  const std::string command = CommandOf(kind);
   RoleCommandLine line;
   po::options_description options(command + " options");
   AddRoleOptions(kind, options);
@@ -136,13 +153,17 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
     return line;
   }
   line.config = std::move(*config);
-  const int roles = server ? line.config.cluster().servers() : line.config.cluster().workers();
+  const proto::ClusterConfig& cluster = line.config.cluster();
+  const int roles = kind == Kind::kServer   ? cluster.servers()
+                    : kind == Kind::kWorker ? cluster.workers()
+                                            : cluster.host_groups_size();
+  const char* field = kind == Kind::kServer   ? " (cluster.servers)"
+                      : kind == Kind::kWorker ? " (cluster.workers)"
+                                              : " (cluster.host_groups)";
   if (line.arguments.index < 0 || line.arguments.index >= roles) {
-    line.exit_status =
-        ReportError(command,
-                    "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) +
-                        (server ? " (cluster.servers)" : " (cluster.workers)"),
-                    kExitUsage);
+    line.exit_status = ReportError(
+        command, "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) + field,
+        kExitUsage);
   }
   return line;
 }

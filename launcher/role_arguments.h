@@ -1,4 +1,4 @@
-// The command line of a role process, `psformer worker ...` or `psformer pserver ...`, spelled in
+// The command line of a role process, `psformer worker|pserver|aggregator ...`, spelled in
 // one place: the supervisor writes it (RoleArguments::ToArgs), and the role commands declare and
 // read their options from the same definitions (AddRoleOptions, ReadRoleArguments), so the two
 // sides cannot drift apart.
@@ -24,10 +24,11 @@ struct RoleArguments {
   RoleSlot::Kind kind = RoleSlot::Kind::kWorker;
   std::string config;                // --config: the run's resolved config (RUN_DIR/config.pbtxt)
   std::string run_dir;               // --run-dir
-  int index = 0;                     // --index: the shard, or the worker
-  std::string endpoint;              // --endpoint, servers: where to listen
+  int index = 0;                     // --index: the shard, the worker, or the host group
+  std::string endpoint;              // --endpoint, servers and aggregators: where to listen
   std::string ipc_endpoint;          // --ipc-endpoint, servers: ipc:// for same-host workers; "" = none
-  std::vector<std::string> servers;  // --servers, workers: the servers' endpoints in shard order
+  std::vector<std::string> servers;  // --servers, workers and aggregators: the servers' endpoints in shard order
+  std::string aggregator;            // --aggregator, workers: their host group's aggregator; "" = none
   uint64_t job_id = 0;               // --job-id: shared by every process of the job
   uint32_t incarnation = 0;          // --incarnation: restart count, appended by the supervisor
   int gpu = -1;                      // --gpu, workers: CUDA device ordinal; -1 = CPU backend

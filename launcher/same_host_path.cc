@@ -26,6 +26,18 @@ std::string ServerIpcEndpoint(const JobConfig& config, const std::string& run_di
   return "ipc://" + path.string();
 }
 
+StatusOr<std::string> AggregatorEndpoint(const std::string& run_dir, int group) {
+  std::error_code ec;
+  const fs::path path =
+      fs::absolute(fs::path(run_dir) / "ipc" / ("aggregator-" + std::to_string(group) + ".sock"), ec);
+  if (ec || path.string().size() > kMaxIpcPathBytes) {
+    return Status::InvalidArgument("the run directory's path is too long for the Unix socket of host group " +
+                                   std::to_string(group) + "'s aggregator (" + path.string() +
+                                   "); choose a shorter --run-dir, or set cluster.host_summing = false");
+  }
+  return "ipc://" + path.string();
+}
+
 std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host) {
   std::vector<std::string> endpoints;
   for (const ServerAddress& s : servers)

@@ -23,6 +23,10 @@ struct ServerAddress {
 // the path would be too long for a Unix socket (then workers use TCP, and a log line says so).
 std::string ServerIpcEndpoint(const JobConfig& config, const std::string& run_dir, int index);
 
+// Where the aggregator of host group `group` listens for the group's workers, on their host:
+// ipc://RUN_DIR/ipc/aggregator-G.sock. Fails when that path is too long for a Unix socket.
+StatusOr<std::string> AggregatorEndpoint(const std::string& run_dir, int group);
+
 // What a worker on host `my_host` connects to for each server: ipc:// where they share the host.
 std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host);
 

@@ -4,6 +4,7 @@
 
 #include "common/config_loader.h"
 #include "common/heartbeat.h"
+#include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/supervisor_report.h"
 #include "launcher/role_arguments.h"
@@ -20,6 +21,16 @@ int RunWorkerCommand(const Args& args) {
   worker.config = config;
   worker.index = role.index;
   worker.servers = role.servers;
+  worker.aggregator = role.aggregator;
+  if (HostGroups::Of(config).summing() != !worker.aggregator.empty()) {
+    return ReportError("worker",
+                       worker.aggregator.empty()
+                           ? "this job sums on hosts (cluster.host_groups " + HostGroups::Of(config).ToString() +
+                                 "): --aggregator must name the worker's host group's aggregator"
+                           : "--aggregator is given, but this job does not sum on hosts (cluster.host_groups, "
+                             "cluster.host_summing, BSP)",
+                       kExitUsage);
+  }
   worker.job_id = role.job_id;
   worker.incarnation = role.incarnation;
   worker.run_dir = role.run_dir;

@@ -119,6 +119,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.id = static_cast<uint32_t>(options_.index);
   o.incarnation = options_.incarnation;
   o.servers = options_.servers;
+  if (role == proto::WORKER) o.aggregator = options_.aggregator;  // the coordinator talks to the servers
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();

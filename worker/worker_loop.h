@@ -29,6 +29,7 @@ struct WorkerOptions {
   proto::JobConfig config;           // resolved and validated
   int index = 0;                     // this worker, 0 .. cluster.workers - 1
   std::vector<std::string> servers;  // endpoint of shard k at k
+  std::string aggregator;            // host summing: the group's aggregator (PUSH, PULL); "" = none
   uint64_t job_id = 0;
   uint32_t incarnation = 0;
   std::string run_dir;

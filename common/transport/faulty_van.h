@@ -46,7 +46,7 @@ struct FaultyVanOptions {
 };
 
 // Distinct fault streams per process of a job.
-enum class FaultRole : uint64_t { kWorker = 0, kServer = 1, kControl = 2 };
+enum class FaultRole : uint64_t { kWorker = 0, kServer = 1, kControl = 2, kAggregator = 3 };
 constexpr uint64_t FaultStream(FaultRole role, uint32_t index) { return (static_cast<uint64_t>(role) << 32) | index; }
 
 enum class FaultAction { kDeliver, kDrop, kDuplicate, kDelay, kReorder };

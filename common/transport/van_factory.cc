@@ -12,7 +12,8 @@
 namespace psformer {
 namespace {
 
-enum class Side { kServer, kClient };
+// kBoth: an aggregator, a server to its host group's workers and a client of the servers.
+enum class Side { kServer, kClient, kBoth };
 
 constexpr int kRefusedSendTimeoutMs = 30000;
 
@@ -28,19 +29,19 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   // A server that refuses this client's handshake (other CURVE keys, or none where it wants
   // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
   // signal asking the process to stop could not reach it.
-  if (side == Side::kClient) zo.send_timeout_ms = kRefusedSendTimeoutMs;
+  if (side != Side::kServer) zo.send_timeout_ms = kRefusedSendTimeoutMs;
   if (!config.cluster().authenticate()) {
     PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
                      "to the servers";
   } else if (keys == nullptr) {
     PSF_LOG(Warning) << "transport: no CURVE keys in " << kCurveKeysVariable
                      << " (not started by psformer train?); the transport is unauthenticated and unencrypted";
-  } else if (side == Side::kServer && keys->server_secret.empty()) {
+  } else if (side != Side::kClient && keys->server_secret.empty()) {
     return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no server secret key; a server needs it");
-  } else if (side == Side::kClient && keys->client_secret.empty()) {
+  } else if (side != Side::kServer && keys->client_secret.empty()) {
     return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no client secret key; a client needs it");
   } else {
-    zo.curve = side == Side::kServer ? keys->ForServer() : keys->ForClient();
+    zo.curve = side == Side::kServer ? keys->ForServer() : side == Side::kClient ? keys->ForClient() : *keys;
     PSF_LOG(Info) << "transport: CURVE on; "
                   << (side == Side::kServer ? "only the job's clients are admitted"
                                             : "talking only to the job's servers");
@@ -80,7 +81,7 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   o.job_id = id;
   o.ipc_endpoint = ipc_endpoint;
   o.max_bytes = static_cast<uint64_t>(config.cluster().shm_mib_per_process()) << 20;
-  o.copy_threads = side == Side::kServer ? ServerThreads(config) : WorkerThreads(config);
+  o.copy_threads = side == Side::kClient ? WorkerThreads(config) : ServerThreads(config);
   o.faults = std::move(shm_faults);
   return std::optional<ShmVanOptions>(o);
 }
@@ -127,6 +128,12 @@ StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uin
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads,
                                              std::shared_ptr<ShmFaultSwitch> shm_faults) {
   return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient, "", std::move(shm_faults));
+}
+
+StatusOr<std::unique_ptr<Van>> MakeAggregatorVan(const proto::JobConfig& config, uint64_t fault_stream,
+                                                 std::shared_ptr<ShmFaultSwitch> shm_faults) {
+  return MakeFromEnvironment(config, fault_stream, std::max(2, config.cluster().streams()), Side::kBoth, "",
+                             std::move(shm_faults));
 }
 
 StatusOr<std::unique_ptr<Van>> MakeServerVanWithKeys(const proto::JobConfig& config, uint64_t fault_stream,

@@ -42,6 +42,12 @@ StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uin
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1,
                                              std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
 
+// A host group's aggregator's Van (pserver/aggregator/host_aggregator.h): Bind it for the group's
+// workers (a CURVE server to them) and Connect it to the servers (a CURVE client of theirs), so
+// it needs both secret keys. fault_stream: FaultStream(FaultRole::kAggregator, group).
+StatusOr<std::unique_ptr<Van>> MakeAggregatorVan(const proto::JobConfig& config, uint64_t fault_stream,
+                                                 std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
+
 // Where a server listens for `endpoint` (what clients connect to). With a wildcard
 // cluster.bind_host (0.0.0.0, * or empty) the launcher names the endpoint by this host's name,
 // which ZeroMQ cannot bind (it takes interfaces and addresses only): then the server listens on

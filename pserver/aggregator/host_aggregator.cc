@@ -93,7 +93,9 @@ Status HostAggregator::Start() {
 }
 
 Status HostAggregator::Run() {
-  const auto linger = ServerLingerAfterJobEnd(options_.config.cluster().retry_ms());
+  // After the last goodbye: a while to answer a resent one (a worker whose answer was lost gives
+  // up waiting after ShutdownGrace anyway).
+  const auto linger = std::chrono::milliseconds(options_.config.cluster().retry_ms());
   while (!stop_.load()) {
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(options_.poll_ms));
     if (raw.has_value()) Handle(std::move(*raw));

@@ -21,8 +21,8 @@
 //         sum and copy of the older one. A request of an older epoch is answered with what the
 //         server says of it (a HEARTBEAT in that epoch brings the server's "other epoch"), so a
 //         worker that missed a rollback learns of it.
-//   End   It stops once every worker of its group has said goodbye (SHUTDOWN) and a resend of
-//         one would have come, or when Stop() is called.
+//   End   It stops retry_ms after every worker of its group has said goodbye (SHUTDOWN), or
+//         when Stop() is called.
 // Its own requests to the servers are sent again when unanswered (Resender, as a worker's).
 //
 // Thread safety: Run on one thread; Stop and stats() from any.

@@ -52,7 +52,9 @@ std::string FieldText(const pb::Message& message, const pb::FieldDescriptor* fie
 
 // A zero that the launcher resolves at start (from the data, from the GPUs) matches any value.
 bool ResolvedAtStart(const std::string& path, const std::string& value) {
-  return (path == "model.vocab_size" || path == "cluster.workers") && value == "0";
+  // An empty cluster.host_groups is one group per host, filled in from the placement.
+  return ((path == "model.vocab_size" || path == "cluster.workers") && value == "0") ||
+         (path == "cluster.host_groups" && value == "[]");
 }
 
 void CompareFields(const pb::Message& run, const pb::Message& now, const std::string& prefix,
@@ -185,7 +187,12 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
     if (!loaded.ok()) return loaded.status().WithContext("--resume");
     return Status::Ok();
   }
-  auto newest = NewestUsableCheckpoint(dir, config);
+  // Groups left to the placement (empty) are the ones the run resolved at its start.
+  JobConfig checked = config;
+  if (checked.cluster().host_groups_size() == 0) {
+    *checked.mutable_cluster()->mutable_host_groups() = run_config->cluster().host_groups();
+  }
+  auto newest = NewestUsableCheckpoint(dir, checked);
   if (!newest.ok()) {
     return Status::NotFound("--resume: nothing to continue in " + dir + ": " + newest.status().message() +
                             "; start over with --overwrite");

@@ -257,6 +257,30 @@ TEST(HostSumming, WhatDoesNotBelongIsRefused) {
   EXPECT_GT(aggregators.aggregator(0).stats().rejected.Get(RejectReason::kUnknownSender), 0u);
 }
 
+TEST(HostSumming, ASumFromAnUnknownGroupOrAFutureStepIsRefusedAndCounted) {
+  const proto::JobConfig config = GroupedConfig({2, 2}, 1);
+  ServerGroup servers(config, kTotal);
+  std::vector<float> sum = Gradient(0, 1, kTotal);
+  // Group 2 of a job with two groups.
+  auto stranger = MakeClient(servers, kTotal, 2, proto::FLOAT32, 0, proto::AGGREGATOR);
+  auto push = stranger->Push(1, sum.data(), 10, 1.0);
+  ASSERT_TRUE(push.ok());
+  Status s = stranger->Wait(*push);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("AGGREGATOR 2 may not send PUSH"), std::string::npos) << s.message();
+  EXPECT_EQ(servers.server(0).stats().rejected.Get(RejectReason::kUnknownSender), 1u);
+  // Group 1's sum of step 3 while the job is at step 0.
+  auto ahead = MakeClient(servers, kTotal, 1, proto::FLOAT32, 0, proto::AGGREGATOR);
+  push = ahead->Push(3, sum.data(), 10, 1.0);
+  ASSERT_TRUE(push.ok());
+  s = ahead->Wait(*push);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("push of step 3 from host group 1 whose last push was step 0"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(servers.server(0).stats().rejected.Get(RejectReason::kFutureStep), 1u);
+  EXPECT_EQ(servers.server(0).stats().updates.load(), 0u);
+}
+
 TEST(HostSumming, AnAggregatorNeedsAGroupingThatSums) {
   proto::JobConfig config = GroupedConfig({2, 2}, 1);
   HostAggregatorOptions o;

@@ -52,6 +52,7 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
   sums_.resize(pieces);
   answered_step_.assign(pieces, 0);
   copies_.resize(pieces);
+  spare_.resize(pieces);
   goodbye_.assign(groups_.size(options_.group), false);
 }
 
@@ -349,7 +350,10 @@ void HostAggregator::EnterEpoch(uint64_t epoch) {
   for (auto& [sequence, up] : old) {
     for (const Requester& r : up.waiting) probe_for(r);
   }
-  for (auto& copies : copies_) copies.clear();
+  for (size_t p = 0; p < copies_.size(); ++p) {
+    for (Copy& copy : copies_[p]) spare_[p].push_back(std::move(copy));
+    copies_[p].clear();
+  }
   std::fill(answered_step_.begin(), answered_step_.end(), 0);
   for (const WireMessage& m : waiting) ProbeOldEpoch(m);
 }
@@ -466,7 +470,7 @@ bool HostAggregator::PullAnswered(Upstream& up, const WireMessage& reply) {
   copy.dtype = h.dtype();
   copy.reply = h;
   copy.size = reply.PayloadBytes();
-  copy.bytes = van_->AllocatePayload(copy.size);
+  copy.bytes = CopyMemory(up.piece, copy.size);
   uint32_t crc = 0;
   size_t at = 0;
   for (const Frame& f : reply.payload) {
@@ -502,11 +506,31 @@ bool HostAggregator::PullAnswered(Upstream& up, const WireMessage& reply) {
   for (const Requester& r : up.waiting) AnswerFromCopy(r, copy);
   stats_.pulls_served.fetch_add(up.waiting.size());
   std::vector<Copy>& copies = copies_[up.piece];
-  // The two newest steps stay (a restarted worker pulls the one before).
-  copies.erase(std::remove_if(copies.begin(), copies.end(), [&](const Copy& c) { return c.step + 1 < copy.step; }),
-               copies.end());
+  // The two newest steps stay (a restarted worker pulls the one before); older ones are spares.
+  for (auto it = copies.begin(); it != copies.end();) {
+    if (it->step + 1 >= copy.step) {
+      ++it;
+      continue;
+    }
+    spare_[up.piece].push_back(std::move(*it));
+    it = copies.erase(it);
+  }
   copies.push_back(std::move(copy));
   return true;
+}
+
+std::shared_ptr<void> HostAggregator::CopyMemory(int piece, size_t bytes) {
+  std::vector<Copy>& spares = spare_[piece];
+  for (auto it = spares.begin(); it != spares.end(); ++it) {
+    if (it->size == bytes && it->bytes.use_count() == 1) {
+      std::shared_ptr<void> memory = std::move(it->bytes);
+      spares.erase(it);
+      return memory;
+    }
+  }
+  // A few spares still on loan are kept for later; beyond that the oldest goes.
+  if (spares.size() > 4) spares.erase(spares.begin());
+  return van_->AllocatePayload(bytes);
 }
 
 void HostAggregator::AnswerFromCopy(const Requester& to, const Copy& copy) {

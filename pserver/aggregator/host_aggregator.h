@@ -150,6 +150,9 @@ class HostAggregator {
   void Answer(const Requester& to, proto::Header reply, std::vector<Frame> payload = {},
               std::optional<uint32_t> crc = std::nullopt);
   void AnswerFromCopy(const Requester& to, const Copy& copy);
+  // Memory for a copy of `piece` of `bytes`: one of the piece's earlier copies that nothing
+  // refers to any more (no worker still reads it), else new memory from the Van.
+  std::shared_ptr<void> CopyMemory(int piece, size_t bytes);
   void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
   // The piece whose wire range is exactly [begin, end), or -1.
   int PieceOf(uint64_t begin, uint64_t end) const;
@@ -169,6 +172,7 @@ class HostAggregator {
   std::vector<PieceSum> sums_;               // by piece
   std::vector<int64_t> answered_step_;       // by piece: the last step whose sum the server answered
   std::vector<std::vector<Copy>> copies_;    // by piece: the newest steps' parameters
+  std::vector<std::vector<Copy>> spare_;     // by piece: older copies, their memory to reuse
   std::map<uint64_t, Upstream> upstream_;    // by sequence
   uint64_t next_sequence_ = 1;
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step

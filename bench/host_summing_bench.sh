@@ -1,0 +1,122 @@
+#!/bin/bash
+# Host summing across hosts, side by side in one run, on a cluster simulated by scripts/cluster-sim
+# (network namespaces on a bridge, each link shaped by tbf): H hosts, each with one server and two
+# EMULATED workers of the base model's size (63.1M parameters, emulated steps of 1000 ms), launched
+# with `psformer launch`; host summing on and off, CURVE on and off, links at each RATE. For each
+# job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
+# efficiency against the emulated 1000 ms, the bytes each host sent and received on its link
+# (interface counters, over the whole run, divided by STEPS: the initial and final pulls are
+# in it), and the CPU seconds per step of each kind of process (every process of the job is
+# sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
+# on loopback, with and without CURVE (bench/streams_bench).
+#
+# Usage: bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES]
+#   defaults: build, 12, "2 3", "2.5gbit 10gbit". Needs root (namespaces).
+# Results go to bench/RESULTS.md ("Host summing across hosts").
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+build=$(realpath "${1:-build}")
+steps=${2:-12}
+host_counts=${3:-2 3}
+rates=${4:-2.5gbit 10gbit}
+name="h$(($$ % 100000))"
+sim=scripts/cluster-sim
+work=$(mktemp -d)
+sampler=""
+cleanup() {
+  [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
+  "$sim" down --name "$name" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Bytes HOST's interface has sent and received: "TX RX".
+counters() {
+  "$sim" exec "$1" "cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/rx_bytes" | tr '\n' ' '
+}
+
+# Samples utime + stime (clock ticks) of every psformer role process into $work/cpu.PID (the
+# last sample stays: the process's CPU time until shortly before it ended).
+sample_cpu() {
+  while true; do
+    for stat in /proc/[0-9]*/stat; do
+      pid=${stat#/proc/}; pid=${pid%/stat}
+      cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+      case "$cmd" in
+        *psformer\ worker*) kind=worker ;;
+        *psformer\ pserver*) kind=pserver ;;
+        *psformer\ aggregator*) kind=aggregator ;;
+        *) continue ;;
+      esac
+      read -r -a f <"$stat" 2>/dev/null || continue
+      # Fields after the command: utime is the 14th field, stime the 15th (1-based).
+      echo "$kind $((f[13] + f[14]))" >"$work/cpu.$pid"
+    done
+    sleep 0.5
+  done
+}
+
+median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) { print "nan"; exit } print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "== ZeroMQ on loopback through psformer's Van, 1, 2 and 4 connections, with and without CURVE (the ceiling)"
+"$build/bench/streams_bench" 2>&1 || echo "(streams_bench not built)"
+
+ticks=$(getconf CLK_TCK)
+echo
+echo "| hosts | link | host summing | CURVE | median step | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for hosts in $host_counts; do
+  for rate in $rates; do
+    up=$("$sim" up "$hosts" --slots 3 --rate "$rate" --name "$name")
+    field() { sed -n "s/^$1=//p" <<<"$up"; }
+    IFS=, read -r -a names <<<"$(field hosts)"
+    for summing in true false; do
+      for curve in true false; do
+        run="$work/run-$hosts-$rate-$summing-$curve"
+        declare -A before=()
+        for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
+        rm -f "$work"/cpu.*
+        sample_cpu &
+        sampler=$!
+        if ! "$build/psformer" launch --hostfile "$(field hostfile)" -np $((3 * hosts)) --rsh-agent "$(field agent)" \
+          --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
+          --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
+          --set cluster.host_summing="$summing" --set cluster.authenticate="$curve" \
+          --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
+          --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
+          --run-dir "$run" >"$run.out" 2>&1; then
+          echo "| $hosts | $rate | $summing | $curve | failed: see below | | | | |"
+          tail -20 "$run.out" >&2
+          kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
+          continue
+        fi
+        kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
+        sent=0 received=0
+        for h in "${names[@]}"; do
+          read -r tx0 rx0 <<<"${before[$h]}"
+          read -r tx1 rx1 <<<"$(counters "$h")"
+          sent=$((sent + tx1 - tx0)); received=$((received + rx1 - rx0))
+        done
+        step=$(grep '"loss"' "$run/metrics.jsonl" | awk -v last="$steps" '{
+            match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0
+            if (s < 3 || s >= last) next
+            t = 0
+            n = split("compute_s push_s wait_s pull_s", keys, " ")
+            for (i = 1; i <= n; ++i) if (match($0, "\"" keys[i] "\": [0-9.eE+-]+")) t += substr($0, RSTART + length(keys[i]) + 4, RLENGTH - length(keys[i]) - 4)
+            print t }' | median)
+        cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
+        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$curve" -v step="$step" \
+          -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
+          -v w="$(cpu worker)" 'BEGIN {
+            printf "| %d | %s | %s | %s | %.0f ms | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", hosts, rate, summing,
+              curve, step * 1000, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
+        rm -rf "$run"  # model.bin alone is 252 MB
+      done
+    done
+  done
+  "$sim" down --name "$name" >/dev/null
+done
+echo
+echo "The model is 252.3 MB as fp32. With host summing and one server per host, a host's sum crosses to"
+echo "the other hosts' servers ((H-1)/H of it) and their parameters come back: (H-1)/H of a model each way."

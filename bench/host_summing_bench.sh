@@ -11,7 +11,7 @@
 # on loopback, with and without CURVE (bench/streams_bench).
 #
 # Usage: bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES]
-#   defaults: build, 12, "2 3", "2.5gbit 10gbit". Needs root (namespaces).
+#   defaults: build, 12, "2 3", "2500mbit 10gbit". Needs root (namespaces).
 # Results go to bench/RESULTS.md ("Host summing across hosts").
 set -euo pipefail
 
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
 steps=${2:-12}
 host_counts=${3:-2 3}
-rates=${4:-2.5gbit 10gbit}
+rates=${4:-2500mbit 10gbit}
 name="h$(($$ % 100000))"
 sim=scripts/cluster-sim
 work=$(mktemp -d)

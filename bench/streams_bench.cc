@@ -49,7 +49,10 @@ struct Timing {
   double push = 1e30;        // best push alone (until every piece is acknowledged)
 };
 
-Timing RoundTrip(const Args& a, int streams, bool curve) {
+enum class Security { kNone, kCurve, kAesGcm };
+
+Timing RoundTrip(const Args& a, int streams, Security security) {
+  const bool curve = security == Security::kCurve;
   static const CurveKeys keys = *GenerateCurveKeys();
   proto::JobConfig config;
   FillDefaults(&config);
@@ -65,6 +68,10 @@ Timing RoundTrip(const Args& a, int streams, bool curve) {
   ZmqVanOptions server_van;
   server_van.io_threads = streams;
   if (curve) server_van.curve = keys.ForServer();
+  if (security == Security::kAesGcm) {
+    server_van.sealer = *PayloadSealer::Create(CurveKeyBytes(keys.payload_key));
+    server_van.seal_threads = a.threads;
+  }
   auto server = ParameterServer::Create(so, std::make_unique<ZmqVan>(server_van));
   PSF_CHECK(server.ok());
   std::thread serving([p = server->get()] { PSF_CHECK(p->Run().ok()); });
@@ -77,6 +84,10 @@ Timing RoundTrip(const Args& a, int streams, bool curve) {
   client_van.streams = streams;
   client_van.io_threads = std::max(2, streams);
   if (curve) client_van.curve = keys.ForClient();
+  if (security == Security::kAesGcm) {
+    client_van.sealer = *PayloadSealer::Create(CurveKeyBytes(keys.payload_key));
+    client_van.seal_threads = a.threads;
+  }
   auto client = PsClient::Create(co, std::make_unique<ZmqVan>(client_van));
   PSF_CHECK(client.ok());
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
@@ -107,11 +118,12 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(a.params) * 4;
   std::printf("parameters %llu (%.1f MB fp32 each way), 16 MiB pieces, best of %d, %u cores\n",
               static_cast<unsigned long long>(a.params), bytes / 1e6, a.iters, std::thread::hardware_concurrency());
-  std::printf("%-10s %7s %12s %12s %14s\n", "transport", "streams", "push ms", "push+pull ms", "GB/s each way");
-  for (bool curve : {false, true}) {
+  std::printf("%-11s %7s %12s %12s %14s\n", "transport", "streams", "push ms", "push+pull ms", "GB/s each way");
+  for (Security security : {Security::kNone, Security::kCurve, Security::kAesGcm}) {
+    const char* name = security == Security::kNone ? "tcp" : security == Security::kCurve ? "tcp+CURVE" : "tcp+AES-GCM";
     for (int streams : {1, 2, 4}) {
-      const Timing t = RoundTrip(a, streams, curve);
-      std::printf("%-10s %7d %12.1f %12.1f %14.2f\n", curve ? "tcp+CURVE" : "tcp", streams, t.push * 1e3,
+      const Timing t = RoundTrip(a, streams, security);
+      std::printf("%-11s %7d %12.1f %12.1f %14.2f\n", name, streams, t.push * 1e3,
                   t.round_trip * 1e3, bytes / (t.round_trip / 2) / 1e9);
     }
   }

@@ -6,6 +6,7 @@ find_package(Protobuf REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(GTest REQUIRED)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)  # AES-256-GCM payload sealing (cluster.encryption)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 

@@ -194,6 +194,27 @@ TEST(TrainAuth, EveryRoleRunsCurveAndTheWeightsAreThoseOfAnUnauthenticatedRun) {
   }
 }
 
+TEST(TrainAuth, SealedWithAesGcmEveryRoleTrainsTheWeightsOfAnUnauthenticatedRun) {
+  TempDir dir;
+  const std::string common =
+      "train --config configs/copy.pbtxt --set training.max_steps=12 --set training.valid_every=0 "
+      "--set checkpoint.every_steps=0 --set cluster.workers=4 --set cluster.servers=2 --set cluster.host_groups=2,2 "
+      "--set cluster.same_host_shm=false --run-dir ";
+  CommandResult sealed = RunPsformer(common + dir.File("aes") + " --set cluster.encryption=AES_256_GCM");
+  ASSERT_EQ(sealed.exit_status, 0) << sealed.output;
+  CommandResult plain = RunPsformer(common + dir.File("plain") + " --set cluster.authenticate=false");
+  ASSERT_EQ(plain.exit_status, 0) << plain.output;
+  EXPECT_EQ(ModelDigest(dir.File("aes") + "/model.bin"), ModelDigest(dir.File("plain") + "/model.bin"));
+  for (const char* role : {"pserver-0", "pserver-1", "worker-0", "worker-3", "aggregator-1"}) {
+    const std::string log = ReadFile(dir.path() / "aes" / "logs" / (std::string(role) + ".log"));
+    EXPECT_NE(log.find("sealed with AES-256-GCM"), std::string::npos) << role << ":\n" << log;
+    EXPECT_EQ(log.find("CURVE on"), std::string::npos) << role << ":\n" << log;
+    if (std::string(role).rfind("worker", 0) != 0) {
+      EXPECT_NE(log.find("refused messages: none"), std::string::npos) << role << ":\n" << log;
+    }
+  }
+}
+
 TEST(BindHost, ServersListenWhereBindHostSays) {
   proto::JobConfig config;
   FillDefaults(&config);

@@ -36,3 +36,4 @@ psformer_test(resend_test integration SOURCES resend_test.cc LIBS psformer_pserv
 # Several connections per peer (cluster.streams): payloads spread, answers on their connection,
 # CURVE on each, and a BSP job over four streams bitwise equal to one.
 psformer_test(streams_test integration SOURCES streams_test.cc LIBS psformer_pserver psformer_common)
+psformer_test(payload_sealer_test unit SOURCES payload_sealer_test.cc LIBS psformer_common)

@@ -29,7 +29,7 @@ struct CheckpointIdentity {
   bool spread_layers = false;
   // The host groups whose sums the servers added (HostGroups::sizes; empty = the flat path): they
   // fix the order of every sum, so a resume with another grouping is refused.
-  std::vector<int> host_groups;
+  std::vector<int> host_groups = {};
 };
 
 // A digest of the model config (with the vocabulary size it is built with).

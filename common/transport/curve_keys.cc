@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/transport/payload_sealer.h"
 
 namespace psformer {
 namespace {
@@ -50,11 +51,18 @@ StatusOr<CurveKeys> GenerateCurveKeys() {
   if (zmq_curve_keypair(pub, sec) != 0) return Status::Internal("zmq_curve_keypair failed for the client keypair");
   keys.client_public = pub;
   keys.client_secret = sec;
+  PSF_ASSIGN_OR_RETURN(const std::string payload, NewPayloadKey());
+  char z85[kZ85KeyChars + 1];
+  if (zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(payload.data()), payload.size()) == nullptr) {
+    return Status::Internal("zmq_z85_encode failed for the payload key");
+  }
+  keys.payload_key = z85;
   return keys;
 }
 
 std::string EncodeCurveKeys(const CurveKeys& keys) {
-  return keys.server_public + "," + keys.server_secret + "," + keys.client_public + "," + keys.client_secret;
+  return keys.server_public + "," + keys.server_secret + "," + keys.client_public + "," + keys.client_secret + "," +
+         keys.payload_key;
 }
 
 StatusOr<CurveKeys> DecodeCurveKeys(const std::string& text) {
@@ -66,12 +74,13 @@ StatusOr<CurveKeys> DecodeCurveKeys(const std::string& text) {
       fields.back().push_back(c);
     }
   }
-  if (fields.size() != 4) {
-    return Status::InvalidArgument(std::string(kCurveKeysVariable) + ": expected 4 comma-separated fields " +
-                                   "(server public, server secret, client public, client secret), got " +
+  if (fields.size() != 4 && fields.size() != 5) {
+    return Status::InvalidArgument(std::string(kCurveKeysVariable) + ": expected 5 comma-separated fields " +
+                                   "(server public, server secret, client public, client secret, payload key), got " +
                                    std::to_string(fields.size()));
   }
-  CurveKeys keys{fields[0], fields[1], fields[2], fields[3]};
+  CurveKeys keys{fields[0], fields[1], fields[2], fields[3], fields.size() == 5 ? fields[4] : ""};
+  PSF_RETURN_IF_ERROR(CheckKey("the payload key", keys.payload_key, false));
   PSF_RETURN_IF_ERROR(CheckKey("the server public key", keys.server_public, true));
   PSF_RETURN_IF_ERROR(CheckKey("the server secret key", keys.server_secret, false));
   PSF_RETURN_IF_ERROR(CheckKey("the client public key", keys.client_public, true));

@@ -6,8 +6,9 @@
 //
 // Keys are Z85 text (40 characters for 32 bytes). They travel from the launcher to role processes
 // in the environment variable PSFORMER_CURVE_KEYS (never on the command line, which every user of
-// the machine can read in `ps`), as "SERVER_PUBLIC,SERVER_SECRET,CLIENT_PUBLIC,CLIENT_SECRET"
+// the machine can read in `ps`), as "SERVER_PUBLIC,SERVER_SECRET,CLIENT_PUBLIC,CLIENT_SECRET,PAYLOAD"
 // (',' is not a Z85 character). A role gets only its own secret: the other field is empty.
+// PAYLOAD is the job's key for sealing payloads with AES-256-GCM instead of CURVE (every role).
 #ifndef PSFORMER_COMMON_TRANSPORT_CURVE_KEYS_H_
 #define PSFORMER_COMMON_TRANSPORT_CURVE_KEYS_H_
 
@@ -25,17 +26,20 @@ struct CurveKeys {
   std::string server_secret;  // Z85; servers only (empty elsewhere).
   std::string client_public;  // Z85; every process of the job (servers admit exactly this key).
   std::string client_secret;  // Z85; clients only (empty elsewhere).
+  // Z85 of 32 random bytes; every process of the job: the key payloads are sealed under with
+  // cluster.encryption = AES_256_GCM (payload_sealer.h). Empty in keys made before it existed.
+  std::string payload_key;
 
   // What a server keeps: no client secret.
-  CurveKeys ForServer() const { return {server_public, server_secret, client_public, ""}; }
+  CurveKeys ForServer() const { return {server_public, server_secret, client_public, "", payload_key}; }
   // What a client keeps: no server secret.
-  CurveKeys ForClient() const { return {server_public, "", client_public, client_secret}; }
+  CurveKeys ForClient() const { return {server_public, "", client_public, client_secret, payload_key}; }
 };
 
 // True where libzmq was built with CURVE (libsodium or its bundled TweetNaCl).
 bool CurveAvailable();
 
-// Two fresh keypairs (zmq_curve_keypair). Fails where libzmq has no CURVE.
+// Two fresh keypairs (zmq_curve_keypair) and a fresh payload key. Fails where libzmq has no CURVE.
 StatusOr<CurveKeys> GenerateCurveKeys();
 
 // "SP,SS,CP,CS" (see the header comment).

@@ -58,6 +58,9 @@ struct RawMessage {
   std::string peer;
   std::vector<Frame> frames;
   std::string transport_error;
+  // What failed, with transport_error: a shared-memory descriptor (shm_van.h), or a sealed frame
+  // that did not open (payload_sealer.h).
+  bool unsealed = false;
   std::function<Frame(uint32_t payload_crc32c)> seal_header;
 };
 

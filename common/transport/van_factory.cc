@@ -40,6 +40,15 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
     return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no server secret key; a server needs it");
   } else if (side != Side::kServer && keys->client_secret.empty()) {
     return Status::InvalidArgument(std::string(kCurveKeysVariable) + " has no client secret key; a client needs it");
+  } else if (config.cluster().encryption() == proto::ClusterConfig::AES_256_GCM) {
+    if (keys->payload_key.empty()) {
+      return Status::InvalidArgument(std::string(kCurveKeysVariable) +
+                                     " has no payload key; cluster.encryption = AES_256_GCM needs it");
+    }
+    PSF_ASSIGN_OR_RETURN(zo.sealer, PayloadSealer::Create(CurveKeyBytes(keys->payload_key)));
+    zo.seal_threads = side == Side::kClient ? WorkerThreads(config) : ServerThreads(config);
+    PSF_LOG(Info) << "transport: every frame sealed with AES-256-GCM under the job's key (cluster.encryption); "
+                  << "only the job's processes can read or make one";
   } else {
     zo.curve = side == Side::kServer ? keys->ForServer() : side == Side::kClient ? keys->ForClient() : *keys;
     PSF_LOG(Info) << "transport: CURVE on; "

@@ -138,6 +138,7 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
 Status ZmqVan::Send(RawMessage message) {
   if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
   SealHeader(message);
+  if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
   auto it = dealers_.find(message.peer);
   if (it != dealers_.end()) {
     // Payloads take the streams in turn; a message of one frame (a request without payload) the
@@ -196,6 +197,15 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
         }
         first = false;
         if (!more) break;
+      }
+      if (options_.sealer) {
+        auto opened = options_.sealer->OpenAll(message.frames, options_.seal_threads);
+        if (opened.ok()) {
+          message.frames = std::move(*opened);
+        } else {
+          message.unsealed = true;
+          message.transport_error = opened.status().message();
+        }
       }
       return std::optional<RawMessage>(std::move(message));
     }

@@ -16,6 +16,10 @@
 // and starts a ZapHandler that admits only the job's client public key; Connect authenticates with
 // the client keypair and trusts only the server public key. CURVE encrypts every frame, so the
 // bytes are copied once on each side (into and out of the cipher); zero copy holds up to there.
+//
+// Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
+// AES-256-GCM by Send on the caller's threads and opened by Recv; a message with a frame that
+// does not open arrives with RawMessage::unsealed and transport_error set, for the parser to refuse.
 #ifndef PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 
@@ -26,6 +30,7 @@
 #include <zmq.hpp>
 
 #include "common/transport/curve_keys.h"
+#include "common/transport/payload_sealer.h"
 #include "common/transport/van.h"
 #include "common/transport/zap_handler.h"
 
@@ -45,6 +50,10 @@ struct ZmqVanOptions {
   // Connections Connect opens to a tcp:// peer (cluster.streams); give the context as many I/O
   // threads (io_threads) for them to work in parallel.
   int streams = 1;
+  // Every frame sealed on send and opened on receipt (cluster.encryption = AES_256_GCM), on up to
+  // seal_threads threads of the caller; null = frames as they are. Not with `curve`.
+  std::shared_ptr<PayloadSealer> sealer;
+  int seal_threads = 1;
 };
 
 class ZmqVan : public Van {

@@ -38,6 +38,8 @@ const char* RejectReasonName(RejectReason reason) {
       return "restore failed";
     case RejectReason::kBadSharedMemory:
       return "bad shared memory";
+    case RejectReason::kUnsealed:
+      return "not sealed by the job";
     case RejectReason::kCount:
       break;
   }

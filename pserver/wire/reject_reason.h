@@ -32,7 +32,10 @@ enum class RejectReason : uint32_t {
   // a payload in shared memory that cannot be read as described: a segment name not ours or of
   // another job, a slot out of range, a size not the slot's, a stale slot (shm_van.h).
   kBadSharedMemory = 16,
-  kCount = 17,
+  // a frame that does not open under the job's payload key (cluster.encryption = AES_256_GCM):
+  // not sealed by a process of the job, or damaged on the way (payload_sealer.h).
+  kUnsealed = 17,
+  kCount = 18,
 };
 
 // "malformed header", "wrong job", ...

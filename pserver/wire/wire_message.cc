@@ -96,7 +96,9 @@ RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header 
 }
 
 Refusal ParseMessage(RawMessage raw, WireMessage* out) {
-  if (!raw.transport_error.empty()) return Rejection{RejectReason::kBadSharedMemory, raw.transport_error};
+  if (!raw.transport_error.empty()) {
+    return Rejection{raw.unsealed ? RejectReason::kUnsealed : RejectReason::kBadSharedMemory, raw.transport_error};
+  }
   if (raw.frames.empty()) return Rejection{RejectReason::kMalformedHeader, "message has no frames"};
   const Frame& head = raw.frames.front();
   if (head.size() > kMaxHeaderBytes) {

@@ -2,7 +2,8 @@
 # Host summing across hosts, side by side in one run, on a cluster simulated by scripts/cluster-sim
 # (network namespaces on a bridge, each link shaped by tbf): H hosts, each with one server and two
 # EMULATED workers of the base model's size (63.1M parameters, emulated steps of 1000 ms), launched
-# with `psformer launch`; host summing on and off, CURVE on and off, links at each RATE. For each
+# with `psformer launch`; host summing on and off, traffic protected by CURVE, by AES-256-GCM
+# (cluster.encryption) or not at all, links at each RATE. For each
 # job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
 # efficiency against the emulated 1000 ms, the bytes each host sent and received on its link
 # (interface counters, over the whole run, divided by STEPS: the initial and final pulls are
@@ -10,8 +11,8 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES]
-#   defaults: build, 12, "2 3", "2500mbit 10gbit". Needs root (namespaces).
+# Usage: bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
+#   defaults: build, 12, "2 3", "2500mbit 10gbit", "curve aes none". Needs root (namespaces).
 # Results go to bench/RESULTS.md ("Host summing across hosts").
 set -euo pipefail
 
@@ -20,6 +21,7 @@ build=$(realpath "${1:-build}")
 steps=${2:-12}
 host_counts=${3:-2 3}
 rates=${4:-2500mbit 10gbit}
+securities=${5:-curve aes none}
 name="h$(($$ % 100000))"
 sim=scripts/cluster-sim
 work=$(mktemp -d)
@@ -64,7 +66,7 @@ echo "== ZeroMQ on loopback through psformer's Van, 1, 2 and 4 connections, with
 
 ticks=$(getconf CLK_TCK)
 echo
-echo "| hosts | link | host summing | CURVE | median step | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
+echo "| hosts | link | host summing | encryption | median step | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for hosts in $host_counts; do
   for rate in $rates; do
@@ -72,8 +74,13 @@ for hosts in $host_counts; do
     field() { sed -n "s/^$1=//p" <<<"$up"; }
     IFS=, read -r -a names <<<"$(field hosts)"
     for summing in true false; do
-      for curve in true false; do
-        run="$work/run-$hosts-$rate-$summing-$curve"
+      for security in $securities; do
+        case "$security" in
+          curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
+          aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
+          *) secure=(--set cluster.authenticate=false) ;;
+        esac
+        run="$work/run-$hosts-$rate-$summing-$security"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*
@@ -82,11 +89,11 @@ for hosts in $host_counts; do
         if ! "$build/psformer" launch --hostfile "$(field hostfile)" -np $((3 * hosts)) --rsh-agent "$(field agent)" \
           --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
           --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
-          --set cluster.host_summing="$summing" --set cluster.authenticate="$curve" \
+          --set cluster.host_summing="$summing" "${secure[@]}" \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
           --run-dir "$run" >"$run.out" 2>&1; then
-          echo "| $hosts | $rate | $summing | $curve | failed: see below | | | | |"
+          echo "| $hosts | $rate | $summing | $security | failed: see below | | | | |"
           tail -20 "$run.out" >&2
           kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
           continue
@@ -106,7 +113,7 @@ for hosts in $host_counts; do
             for (i = 1; i <= n; ++i) if (match($0, "\"" keys[i] "\": [0-9.eE+-]+")) t += substr($0, RSTART + length(keys[i]) + 4, RLENGTH - length(keys[i]) - 4)
             print t }' | median)
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$curve" -v step="$step" \
+        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$security" -v step="$step" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
             printf "| %d | %s | %s | %s | %.0f ms | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", hosts, rate, summing,

@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "common/config_loader.h"
 #include "launcher/command_line.h"
@@ -94,6 +96,51 @@ bool JobStarted(const std::string& run_dir, std::time_t since) {
   struct stat info;
   const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
   return stat(config.c_str(), &info) == 0 && info.st_mtime >= since;
+}
+
+// --network as Open MPI's *_if_include takes it: comma-separated CIDR networks (a.b.c.d/n) or
+// interface names. Empty when it is one; else what is wrong with it.
+std::string CidrProblem(const std::string& item) {
+  const size_t slash = item.find('/');
+  if (slash == std::string::npos) return "'" + item + "' is not a CIDR network (a.b.c.d/n, e.g. 10.1.0.0/16)";
+  int octets = 0;
+  std::string part;
+  const auto number = [](const std::string& digits, int max) {
+    if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    const int v = std::stoi(digits);
+    return v <= max ? v : -1;
+  };
+  std::stringstream address(item.substr(0, slash));
+  while (std::getline(address, part, '.')) {
+    if (number(part, 255) < 0) return "'" + item + "': '" + part + "' is not an octet (0 to 255)";
+    ++octets;
+  }
+  if (octets != 4) return "'" + item + "' is not a CIDR network (a.b.c.d/n: four octets)";
+  if (number(item.substr(slash + 1), 32) < 0) return "'" + item + "': the prefix length must be 0 to 32";
+  return "";
+}
+
+std::string NetworkProblem(const std::string& network) {
+  if (network.empty() || network.back() == ',') return "it names no network (CIDR a.b.c.d/n or an interface name)";
+  std::stringstream in(network);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) return "an empty entry between commas";
+    if (std::isdigit(static_cast<unsigned char>(item[0])) || item.find('/') != std::string::npos) {
+      if (std::string problem = CidrProblem(item); !problem.empty()) return problem;
+      continue;
+    }
+    const bool name_like = item.size() <= 15 && std::isalpha(static_cast<unsigned char>(item[0])) &&
+                           std::all_of(item.begin(), item.end(), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
+                                    c == '-';
+                           });
+    if (!name_like) {
+      return "'" + item.substr(0, 40) + (item.size() > 40 ? "..." : "") +
+             "' is neither a CIDR network (a.b.c.d/n) nor an interface name (eth0, ib0, ...)";
+    }
+  }
+  return "";
 }
 
 std::string Names(const std::vector<HostSlots>& hosts) {
@@ -254,6 +301,11 @@ int RunLaunchCommand(const Args& all_args) {
   if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", kExitUsage);
   if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", kExitUsage);
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
+  if (parsed.values.count("network")) {
+    if (const std::string problem = NetworkProblem(launch.network); !problem.empty()) {
+      return ReportError("launch", "--network " + launch.network.substr(0, 80) + ": " + problem, kExitUsage);
+    }
+  }
   if (launch.train_args.empty() || launch.train_args.front() != "train") {
     return ReportError("launch", "after -- comes the train command: -- train --config FILE --run-dir DIR ...",
                        kExitUsage);

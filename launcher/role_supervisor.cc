@@ -67,9 +67,10 @@ int StopInOrder(std::vector<SupervisedRole>& roles, const std::function<void()>&
   std::cerr << "psformer train: " << why
             << "; workers finish their step, then servers write a checkpoint (interrupt again to kill at once)\n";
   const bool workers_clean = StopRoles(roles, RoleSlot::Kind::kWorker, kWorkerStopTimeout);
-  // Aggregators hold nothing a checkpoint needs: they go once their workers have.
-  const bool aggregators_clean = StopRoles(roles, RoleSlot::Kind::kAggregator, kServerStopTimeout);
   if (after_workers_stopped) after_workers_stopped();
+  // Aggregators hold nothing a checkpoint needs: they go once every worker has (a group's other
+  // workers may be ranks of their own, still finishing their step through it).
+  const bool aggregators_clean = StopRoles(roles, RoleSlot::Kind::kAggregator, kServerStopTimeout);
   const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
   if (!workers_clean || !aggregators_clean || !servers_clean) {
     // What there is to continue from, if anything, is said last (job_runner.cc).

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_estimate.h"
 #include "common/model_file.h"
 #include "launcher/command_line.h"
+#include "launcher/memory_check.h"
 #include "launcher/terminal_progress.h"
 #include "worker/backend/backend_factory.h"
 #include "worker/data/subword_vocabulary.h"
@@ -76,6 +78,38 @@ StatusOr<std::vector<std::string>> TranslateAll(const ModelFile& model, const Su
 
 }  // namespace
 
+namespace {
+
+// A beam's memory grows with its width: the scores of every hypothesis over the vocabulary and
+// every hypothesis's cached keys and values. Beams wider than this are unusual and said so.
+constexpr int kWideBeam = 64;
+
+// Refuses a beam whose one-sentence footprint (logits and scores over the vocabulary, the
+// decoder's cached keys and values up to the longest output) would not fit in this machine's
+// memory; warns about a beam wider than kWideBeam, which rarely translates better.
+Status CheckBeamFits(const BeamSearchOptions& beam, const ModelFile& model, uint64_t machine_bytes) {
+  const proto::ModelConfig& m = model.model;
+  const double hypotheses = beam.beam;
+  const double per_hypothesis =
+      4.0 * (3.0 * model.vocab_size + 2.0 * m.layers() * static_cast<double>(m.max_positions()) * m.d_model());
+  const double bytes = hypotheses * per_hypothesis;
+  if (machine_bytes > 0 && bytes > 0.5 * static_cast<double>(machine_bytes)) {
+    return Status::InvalidArgument(
+        "--beam " + std::to_string(beam.beam) + " would need about " + FormatBytes(static_cast<uint64_t>(bytes)) +
+        " for a single sentence (scores over the " + std::to_string(model.vocab_size) +
+        "-piece vocabulary and cached keys and values of every hypothesis), more than half of this machine's " +
+        FormatBytes(machine_bytes) + "; use a narrower beam (4 to 10 is usual)");
+  }
+  if (beam.beam > kWideBeam) {
+    std::cerr << "psformer translate: warning: --beam " << beam.beam << " is unusually wide (4 to 10 is usual; "
+              << "wider beams rarely translate better and often worse); it needs about "
+              << FormatBytes(static_cast<uint64_t>(bytes)) << " per sentence in a batch\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunTranslateCommand(const Args& args) {
   po::options_description options("translate options");
   BeamSearchOptions beam;
@@ -118,6 +152,10 @@ int RunTranslateCommand(const Args& args) {
     return ReportError("translate", "vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary->size()) +
                                         " pieces but " + model_path + " was trained with a vocabulary of " +
                                         std::to_string(model->vocab_size));
+  }
+
+  if (Status fits = CheckBeamFits(beam, *model, ThisMachine().host_bytes); !fits.ok()) {
+    return ReportError("translate", fits);
   }
 
   // Declared before every buffer of it, so that they go first.

@@ -6,9 +6,12 @@
 #include "common/transport/shm_van.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 
@@ -405,6 +408,45 @@ TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
   EXPECT_EQ(RemoveShmSegments(kJob + 1, std::nullopt), 0);
   EXPECT_EQ(RemoveShmSegments(kJob, getpid()), 1);
   EXPECT_FALSE(SegmentExists((*mine)->name()));
+}
+
+// A pid means a process only in its PID namespace: a segment whose creator is no process here but
+// was made in another namespace (a job in another container on the same /dev/shm) may be alive
+// and is left alone; one made here is removed.
+TEST(ShmSegment, ASegmentOfAnotherPidNamespaceIsNeverTakenForAnOrphan) {
+  ASSERT_NE(CurrentPidNamespace(), 0u);
+  std::vector<std::string> names;
+  for (uint32_t n : {10u, 11u}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto seg = ShmSegment::Create(kJob, n, 1 << 16, 4);
+      if (!seg.ok()) _exit(1);
+      (void)seg->release();
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    names.push_back(ShmSegmentName(kJob, child, n));
+    EXPECT_EQ(ShmSegmentPidNamespace(names.back()), CurrentPidNamespace());
+  }
+  // The first as a process of another PID namespace would have made it: its header says so.
+  const int fd = shm_open(names[0].c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  char header[128];
+  ASSERT_EQ(pread(fd, header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  const uint64_t here = CurrentPidNamespace(), elsewhere = here + 1;
+  void* at = memmem(header, sizeof(header), &here, sizeof(here));
+  ASSERT_NE(at, nullptr);
+  std::memcpy(at, &elsewhere, sizeof(elsewhere));
+  ASSERT_EQ(pwrite(fd, header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  close(fd);
+  EXPECT_EQ(ShmSegmentPidNamespace(names[0]), elsewhere);
+  RemoveOrphanShmSegments();
+  EXPECT_TRUE(SegmentExists(names[0]));
+  EXPECT_FALSE(SegmentExists(names[1]));
+  EXPECT_EQ(RemoveShmSegments(kJob, ParseShmSegmentName(names[0])->pid), 1);
 }
 
 }  // namespace

@@ -109,5 +109,22 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
   }
 }
 
+TEST_F(TranslateCommandTest, ABeamTooWideForTheMachineIsRefusedAndAnUnusualOneWarned) {
+  const std::string model = "--model " + model_ + " --spm " + spm_;
+  // 2^31 - 1 hypotheses of this model need far more than any machine has: refused before any
+  // buffer is made, saying what it would need.
+  auto huge = Translate(model + " --beam 2147483647", input_);
+  EXPECT_TRUE(testing::EndsSaying(huge, 1, "use a narrower beam (4 to 10 is usual)")) << huge.output;
+  EXPECT_NE(huge.output.find("for a single sentence"), std::string::npos) << huge.output;
+  EXPECT_TRUE(OutputLines().empty());
+  auto wide = Translate(model + " --beam 65 --max-len-b 5", input_);
+  ASSERT_EQ(wide.exit_status, 0) << wide.output;
+  EXPECT_NE(wide.output.find("warning: --beam 65 is unusually wide"), std::string::npos) << wide.output;
+  EXPECT_EQ(OutputLines().size(), 4u);
+  auto usual = Translate(model + " --beam 4 --max-len-b 5", input_);
+  ASSERT_EQ(usual.exit_status, 0) << usual.output;
+  EXPECT_EQ(usual.output.find("warning"), std::string::npos) << usual.output;
+}
+
 }  // namespace
 }  // namespace psformer

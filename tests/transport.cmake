@@ -20,7 +20,8 @@ elseif(IS_ABSOLUTE "${PSFORMER_FUZZ_RUNTIME}" AND EXISTS "${PSFORMER_FUZZ_RUNTIM
   set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
     ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
   # The readers of text files (metrics.jsonl, supervisor logs, hostfiles), briefly, from their seeds.
-  foreach(reader metrics_line supervisor_log hostfile)
+  # And a live server fed sequences of messages.
+  foreach(reader metrics_line supervisor_log hostfile live_server)
     add_test(NAME ${reader}_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz --target ${reader} 10)
     set_tests_properties(${reader}_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
       ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")

@@ -27,6 +27,7 @@ struct ShmSegment::Header {
   int64_t creator_pid;
   uint64_t data_offset;  // from the start of the segment
   uint64_t capacity;     // bytes of the data area
+  uint64_t pid_namespace;  // CurrentPidNamespace() of the creator: creator_pid means a process there
 };
 
 struct ShmSegment::SlotEntry {
@@ -39,7 +40,7 @@ struct ShmSegment::SlotEntry {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'F', 'S', 'E', 'G', '0', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint64_t kAlign = 64;
 constexpr uint64_t kPage = 4096;
 constexpr uint32_t kMaxSlots = 1 << 16;
@@ -123,10 +124,32 @@ int RemoveShmSegments(std::optional<uint64_t> job_id, std::optional<pid_t> pid) 
   return removed;
 }
 
+uint64_t CurrentPidNamespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+std::optional<uint64_t> ShmSegmentPidNamespace(const std::string& name) { return ShmSegment::PidNamespaceOf(name); }
+
+std::optional<uint64_t> ShmSegment::PidNamespaceOf(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return std::nullopt;
+  Header h{};
+  const bool read_all = pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h));
+  close(fd);
+  if (!read_all || std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.version != kVersion) return std::nullopt;
+  return h.pid_namespace;
+}
+
 int RemoveOrphanShmSegments() {
   int removed = 0;
+  const uint64_t here = CurrentPidNamespace();
   ForEachOwnSegment([&](const std::string& name, const ShmSegmentNameParts& parts) {
-    if (!ProcessExists(parts.pid) && shm_unlink(name.c_str()) == 0) ++removed;
+    if (ProcessExists(parts.pid)) return;
+    // Its pid is dead here; it is an orphan only if it was a pid here.
+    const std::optional<uint64_t> made_in = ShmSegmentPidNamespace(name);
+    if (!made_in || *made_in != here || here == 0) return;
+    if (shm_unlink(name.c_str()) == 0) ++removed;
   });
   return removed;
 }
@@ -172,6 +195,7 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(uint64_t job_id, uint32
   h->creator_pid = seg->creator_;
   h->data_offset = data_offset;
   h->capacity = capacity;
+  h->pid_namespace = CurrentPidNamespace();
   std::memcpy(h->magic, kMagic, sizeof(kMagic));  // the slot table is zero: every slot free
   return seg;
 }

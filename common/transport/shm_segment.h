@@ -60,11 +60,21 @@ bool ShmSegmentExists(const std::string& name);
 // process). Returns how many were removed.
 int RemoveShmSegments(std::optional<uint64_t> job_id, std::optional<pid_t> pid);
 // Unlinks this user's segments whose creating process no longer exists (left by a job that was
-// killed with its supervisor). Returns how many were removed.
+// killed with its supervisor). Returns how many were removed. A pid names a process only in its
+// PID namespace: a segment made in another one (a job in another container on the same
+// /dev/shm) is never taken for an orphan, nor is one whose header cannot be read.
 int RemoveOrphanShmSegments();
+
+// This process's PID namespace (the inode of /proc/self/ns/pid; 0 where it cannot be read).
+uint64_t CurrentPidNamespace();
+// The PID namespace segment `name` was made in, as its header records it; nullopt when the
+// header cannot be read or is not a segment's.
+std::optional<uint64_t> ShmSegmentPidNamespace(const std::string& name);
 
 class ShmSegment {
  public:
+  // ShmSegmentPidNamespace (above) reads it through this, which knows the header.
+  static std::optional<uint64_t> PidNamespaceOf(const std::string& name);
   struct Slot {
     uint32_t index = 0;
     uint64_t generation = 0;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -164,8 +165,14 @@ bool AnsweredHealthCheck(const std::vector<RawMessage>& sent) {
 const std::string& RunDir() {
   static const std::string dir = [] {
     char pattern[] = "/tmp/psformer-live-server-fuzz-XXXXXX";
-    const char* made = mkdtemp(pattern);
-    if (made == nullptr) abort();
+    static char made[sizeof(pattern)];  // outlives every static string, for the exit handler
+    std::memcpy(made, pattern, sizeof(pattern));
+    if (mkdtemp(made) == nullptr) abort();
+    // Gone when the fuzzer exits (libFuzzer ends with exit() once its time is up).
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(made, ec);
+    });
     return std::string(made);
   }();
   return dir;

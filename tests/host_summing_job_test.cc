@@ -61,6 +61,18 @@ TEST_F(HostSummingJob, MpirunRanksAndOneNodeOfTheSameGroupingEndBitwiseEqual) {
   EXPECT_EQ(ones.digest, flat.digest);
 }
 
+// How pieces are cut and how bytes travel changes no bit of a grouped job: whole shards instead of
+// pieces (no overlap), contiguous shards, TCP instead of shared memory, three connections a pair.
+TEST_F(HostSummingJob, PiecesAndTransportsChangeNoBit) {
+  const std::string grouped = Undisturbed();
+  int variant = 0;
+  for (const char* flags : {" --set cluster.overlap=false", " --set cluster.spread_layers=false",
+                            " --set cluster.same_host_shm=false --set cluster.streams=3"}) {
+    const FaultJobOutcome run = TrainFaultJob(dir_, "variant" + std::to_string(variant++), kGroups + flags);
+    EXPECT_EQ(run.digest, grouped) << flags;
+  }
+}
+
 struct SummingFault {
   const char* name;
   const char* flags;

@@ -11,7 +11,7 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
+# Usage: [SUMMING="true false"] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, "2 3", "2500mbit 10gbit", "curve aes none". Needs root (namespaces).
 # Results go to bench/RESULTS.md ("Host summing across hosts").
 set -euo pipefail
@@ -73,7 +73,7 @@ for hosts in $host_counts; do
     up=$("$sim" up "$hosts" --slots 3 --rate "$rate" --name "$name")
     field() { sed -n "s/^$1=//p" <<<"$up"; }
     IFS=, read -r -a names <<<"$(field hosts)"
-    for summing in true false; do
+    for summing in ${SUMMING:-true false}; do
       for security in $securities; do
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;

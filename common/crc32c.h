@@ -17,6 +17,19 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t n);
 // O(log len_b) small matrix products.
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
+// The CRC-32Cs of consecutive parts of one run of bytes, computed apart (one per ParallelFor
+// piece), and the CRC of the whole run from them.
+struct PartCrcs {
+  explicit PartCrcs(int parts) : crc(parts, 0), bytes(parts, 0) {}
+  uint32_t Combined() const {
+    uint32_t whole = 0;
+    for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], bytes[p]);
+    return whole;
+  }
+  std::vector<uint32_t> crc;
+  std::vector<uint64_t> bytes;
+};
+
 // Copies n bytes from src to dst (not overlapping) and returns Crc32c(crc, src, n), in one pass
 // over the source: each word read into the CRC register is stored at dst from the register file.
 uint32_t CopyWithCrc32c(void* dst, const void* src, size_t n, uint32_t crc = 0);

@@ -53,6 +53,7 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
   answered_step_.assign(pieces, 0);
   copies_.resize(pieces);
   spare_.resize(pieces);
+  sum_memory_.resize(pieces);
   goodbye_.assign(groups_.size(options_.group), false);
 }
 
@@ -211,28 +212,32 @@ void HostAggregator::SendSum(int piece) {
   const Piece& p = table_.pieces()[piece];
   const size_t n = p.size();
   const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
-  std::shared_ptr<void> sum = Van::HeapPayload(n * sizeof(float));
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  // fp32 sums are summed where they are sent from; bf16 ones are rounded into it.
+  std::shared_ptr<void> wire = SumMemory(piece, n * elem);
+  std::shared_ptr<void> sum = bf16 ? Van::HeapPayload(n * sizeof(float)) : wire;
   float* acc = static_cast<float*>(sum.get());
+  auto* out = static_cast<uint8_t*>(wire.get());
   uint64_t tokens = 0;
   double loss = 0;
   for (const auto& share : s.shares) {  // worker order
     tokens += share->header.target_tokens();
     loss += share->header.loss_sum();
   }
-  // The shares added in worker order, elementwise: share 0 itself, then + share 1, ...
-  ParallelFor(threads_, n, kBlock, [&](int, size_t begin, size_t end) {
+  // The shares added in worker order, elementwise: share 0 itself, then + share 1, ...; the
+  // bytes sent (rounded to bf16 where they are) checksummed block by block in the same pass.
+  PartCrcs crcs(ParallelPieces(threads_, n, kBlock));
+  ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t e = std::min(end, b + kBlock);
       for (size_t w = 0; w < s.shares.size(); ++w) {
         AddPayloadRange(*s.shares[w], b, e, acc + b, /*assign=*/w == 0);
       }
+      if (bf16) FloatsToBf16(acc + b, e - b, reinterpret_cast<uint16_t*>(out) + b);
+      crcs.crc[part] = Crc32c(crcs.crc[part], out + b * elem, (e - b) * elem);
     }
+    crcs.bytes[part] = (end - begin) * elem;
   });
-  std::shared_ptr<void> wire = sum;
-  if (bf16) {
-    wire = Van::HeapPayload(n * sizeof(uint16_t));
-    FloatsToBf16(acc, n, static_cast<uint16_t*>(wire.get()));
-  }
   for (auto& share : s.shares) share.reset();  // the workers' slots go back
   Upstream up;
   up.kind = Upstream::kSum;
@@ -246,8 +251,9 @@ void HostAggregator::SendSum(int piece) {
   up.header.set_end(p.end);
   up.header.set_target_tokens(tokens);
   up.header.set_loss_sum(loss);
-  up.elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  up.payload_bytes = n * up.elem;
+  up.elem = elem;
+  up.payload_bytes = n * elem;
+  up.payload_crc = crcs.Combined();
   up.payload = std::move(wire);
   s.sequence = NewUpstream(std::move(up));
   stats_.sums_sent.fetch_add(1);
@@ -381,8 +387,8 @@ void HostAggregator::SendUpstream(uint64_t sequence) {
   } else {
     resender_.Sent(&up.send, now, nullptr);
   }
-  RawMessage raw = van_->ChecksumsPayloadTo(peer) ? EncodeMessageChecksummedByVan(peer, up.header, std::move(payload))
-                                                  : EncodeMessage(peer, up.header, std::move(payload));
+  // A sum's checksum is known from its pass; a request without payload has none to make.
+  RawMessage raw = EncodeMessage(peer, up.header, std::move(payload), up.payload ? up.payload_crc : 0);
   if (Status s = van_->Send(std::move(raw)); !s.ok()) {
     PSF_LOG(Warning) << "aggregator of host group " << options_.group << " cannot send "
                      << proto::MessageType_Name(up.header.type()) << " to shard " << up.header.shard() << ": "
@@ -517,6 +523,16 @@ bool HostAggregator::PullAnswered(Upstream& up, const WireMessage& reply) {
   }
   copies.push_back(std::move(copy));
   return true;
+}
+
+std::shared_ptr<void> HostAggregator::SumMemory(int piece, size_t bytes) {
+  auto& pool = sum_memory_[piece];
+  for (auto& [size, memory] : pool) {
+    if (size == bytes && memory.use_count() == 1) return memory;  // its sum is answered and sent
+  }
+  if (pool.size() >= 4) pool.erase(pool.begin());  // still on loan: the oldest goes when it can
+  pool.emplace_back(bytes, van_->AllocatePayload(bytes));
+  return pool.back().second;
 }
 
 std::shared_ptr<void> HostAggregator::CopyMemory(int piece, size_t bytes) {

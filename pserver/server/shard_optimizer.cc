@@ -16,18 +16,6 @@ namespace {
 // the L2 cache between the update and the checksums that read it back.
 constexpr size_t kBlock = 8192;
 
-// Per-thread CRC-32Cs of a pass, combined in order.
-struct PartCrcs {
-  explicit PartCrcs(int parts) : crc(parts, 0), bytes(parts, 0) {}
-  uint32_t Combined() const {
-    uint32_t whole = 0;
-    for (size_t p = 0; p < crc.size(); ++p) whole = Crc32cCombine(whole, crc[p], bytes[p]);
-    return whole;
-  }
-  std::vector<uint32_t> crc;
-  std::vector<uint64_t> bytes;
-};
-
 }  // namespace
 
 ShardOptimizer::ShardOptimizer(const proto::JobConfig& config, uint64_t begin, uint64_t end, int threads,

@@ -53,7 +53,6 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
   answered_step_.assign(pieces, 0);
   copies_.resize(pieces);
   spare_.resize(pieces);
-  sum_memory_.resize(pieces);
   goodbye_.assign(groups_.size(options_.group), false);
 }
 
@@ -213,8 +212,9 @@ void HostAggregator::SendSum(int piece) {
   const size_t n = p.size();
   const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  // fp32 sums are summed where they are sent from; bf16 ones are rounded into it.
-  std::shared_ptr<void> wire = SumMemory(piece, n * elem);
+  // fp32 sums are summed where they are sent from; bf16 ones are rounded into it. (Memory the
+  // same-host path could lend was measured slower: a Van segment per sum still on loan.)
+  std::shared_ptr<void> wire = Van::HeapPayload(n * elem);
   std::shared_ptr<void> sum = bf16 ? Van::HeapPayload(n * sizeof(float)) : wire;
   float* acc = static_cast<float*>(sum.get());
   auto* out = static_cast<uint8_t*>(wire.get());
@@ -523,16 +523,6 @@ bool HostAggregator::PullAnswered(Upstream& up, const WireMessage& reply) {
   }
   copies.push_back(std::move(copy));
   return true;
-}
-
-std::shared_ptr<void> HostAggregator::SumMemory(int piece, size_t bytes) {
-  auto& pool = sum_memory_[piece];
-  for (auto& [size, memory] : pool) {
-    if (size == bytes && memory.use_count() == 1) return memory;  // its sum is answered and sent
-  }
-  if (pool.size() >= 4) pool.erase(pool.begin());  // still on loan: the oldest goes when it can
-  pool.emplace_back(bytes, van_->AllocatePayload(bytes));
-  return pool.back().second;
 }
 
 std::shared_ptr<void> HostAggregator::CopyMemory(int piece, size_t bytes) {

@@ -154,9 +154,7 @@ class HostAggregator {
   // Memory for a copy of `piece` of `bytes`: one of the piece's earlier copies that nothing
   // refers to any more (no worker still reads it), else new memory from the Van.
   std::shared_ptr<void> CopyMemory(int piece, size_t bytes);
-  // Memory for a sum of `piece` of `bytes` on the wire: from the Van, so that the same-host
-  // path lends it to the server in place; one of the piece's earlier sums nothing holds any more.
-  std::shared_ptr<void> SumMemory(int piece, size_t bytes);
+
   void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
   // The piece whose wire range is exactly [begin, end), or -1.
   int PieceOf(uint64_t begin, uint64_t end) const;
@@ -177,7 +175,6 @@ class HostAggregator {
   std::vector<int64_t> answered_step_;       // by piece: the last step whose sum the server answered
   std::vector<std::vector<Copy>> copies_;    // by piece: the newest steps' parameters
   std::vector<std::vector<Copy>> spare_;     // by piece: older copies, their memory to reuse
-  std::vector<std::vector<std::pair<size_t, std::shared_ptr<void>>>> sum_memory_;  // by piece: (bytes, memory)
   std::map<uint64_t, Upstream> upstream_;    // by sequence
   uint64_t next_sequence_ = 1;
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step

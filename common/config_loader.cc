@@ -182,6 +182,19 @@ StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
   return ParseConfigText(buffer.str(), path);
 }
 
+namespace {
+
+// Parses `text` as one value of `field` into `message` (appended when repeated), without
+// protobuf's own log line: the caller's message says it better.
+bool ParseFieldValueQuietly(const std::string& text, const pb::FieldDescriptor* field, pb::Message* message) {
+  pb::LogHandler* previous = pb::SetLogHandler(nullptr);
+  const bool parsed = pb::TextFormat::ParseFieldValueFromString(text, field, message);
+  pb::SetLogHandler(previous);
+  return parsed;
+}
+
+}  // namespace
+
 Status ApplyOverride(const std::string& assignment, JobConfig* config) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -210,10 +223,7 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
       std::stringstream items(value);
       std::string item;
       while (std::getline(items, item, ',')) {
-        pb::LogHandler* previous = pb::SetLogHandler(nullptr);
-        const bool parsed = pb::TextFormat::ParseFieldValueFromString(item, field, message);
-        pb::SetLogHandler(previous);
-        if (!parsed) {
+        if (!ParseFieldValueQuietly(item, field, message)) {
           return Status::InvalidArgument("--set " + assignment + ": '" + item + "' is not a valid value for " + path +
                                          " (expected a comma-separated list of " + field->cpp_type_name() + ")");
         }
@@ -230,11 +240,7 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
         message->GetReflection()->SetString(message, field, quoted ? value.substr(1, value.size() - 2) : value);
         return Status::Ok();
       }
-      // Silence protobuf's own log line: our message below says it better.
-      pb::LogHandler* previous = pb::SetLogHandler(nullptr);
-      const bool parsed = pb::TextFormat::ParseFieldValueFromString(value, field, message);
-      pb::SetLogHandler(previous);
-      if (!parsed) {
+      if (!ParseFieldValueQuietly(value, field, message)) {
         std::string expected = field->cpp_type_name();
         if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
           expected = "one of";

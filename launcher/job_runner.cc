@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -281,20 +282,21 @@ Status ResolveHostGroups(const ClusterPlan& plan, JobConfig* config) {
   if (!cluster.host_summing()) return Status::Ok();
   if (cluster.host_groups_size() == 0) {
     // One group per host, in worker order: a host's workers must have consecutive indices.
+    std::map<std::string, int> first_worker;  // of each host seen
     for (int w = 0; w < plan.workers(); ++w) {
-      const bool new_host = w == 0 || plan.worker(w).host != plan.worker(w - 1).host;
-      if (new_host) {
-        for (int v = 0; v < w; ++v) {
-          if (plan.worker(v).host == plan.worker(w).host) {
-            return Status::InvalidArgument(
-                "host summing groups the workers of each host, but the ranks of host " + plan.worker(w).host +
-                " are not consecutive (worker " + std::to_string(v) + " and worker " + std::to_string(w) +
-                " with others between them); start mpirun with --map-by slot, or set cluster.host_summing = false");
-          }
-        }
-        cluster.add_host_groups(0);
+      const std::string& host = plan.worker(w).host;
+      if (w > 0 && host == plan.worker(w - 1).host) {
+        cluster.set_host_groups(cluster.host_groups_size() - 1, cluster.host_groups(cluster.host_groups_size() - 1) + 1);
+        continue;
       }
-      cluster.set_host_groups(cluster.host_groups_size() - 1, cluster.host_groups(cluster.host_groups_size() - 1) + 1);
+      if (const auto seen = first_worker.find(host); seen != first_worker.end()) {
+        return Status::InvalidArgument(
+            "host summing groups the workers of each host, but the ranks of host " + host +
+            " are not consecutive (worker " + std::to_string(seen->second) + " and worker " + std::to_string(w) +
+            " with others between them); start mpirun with --map-by slot, or set cluster.host_summing = false");
+      }
+      first_worker[host] = w;
+      cluster.add_host_groups(1);
     }
     if (cluster.host_groups_size() < 2) cluster.clear_host_groups();  // one host: the flat path
     return Status::Ok();

@@ -22,10 +22,10 @@ int RunWorkerCommand(const Args& args) {
   worker.index = role.index;
   worker.servers = role.servers;
   worker.aggregator = role.aggregator;
-  if (HostGroups::Of(config).summing() != !worker.aggregator.empty()) {
+  if (const HostGroups groups = HostGroups::Of(config); groups.summing() != !worker.aggregator.empty()) {
     return ReportError("worker",
                        worker.aggregator.empty()
-                           ? "this job sums on hosts (cluster.host_groups " + HostGroups::Of(config).ToString() +
+                           ? "this job sums on hosts (cluster.host_groups " + groups.ToString() +
                                  "): --aggregator must name the worker's host group's aggregator"
                            : "--aggregator is given, but this job does not sum on hosts (cluster.host_groups, "
                              "cluster.host_summing, BSP)",

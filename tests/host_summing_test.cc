@@ -30,33 +30,12 @@ proto::JobConfig GroupedConfig(const std::vector<int>& groups, int servers) {
   return config;
 }
 
-// The servers' update with the grouping's sum order, on the whole vector: each group's
-// gradients added in worker order, then the groups' sums in group order.
+// The servers' update with the grouping's sum order, on the whole vector (ReferenceTrainer
+// follows cluster.host_groups).
 std::vector<float> GroupedReference(const proto::JobConfig& config, int steps) {
-  const HostGroups groups = HostGroups::Of(config);
-  std::vector<float> params(kTotal), m(kTotal), v(kTotal);
-  for (size_t i = 0; i < kTotal; ++i) params[i] = InitValue(i);
-  AdamHyper hyper{config.optimizer().beta1(), config.optimizer().beta2(), config.optimizer().epsilon()};
-  for (int64_t t = 1; t <= steps; ++t) {
-    std::vector<float> total;
-    uint64_t tokens = 0;
-    for (int g = 0; g < groups.count(); ++g) {
-      std::vector<float> sum = Gradient(groups.first(g), t, kTotal);
-      for (int w = groups.first(g) + 1; w < groups.first(g) + groups.size(g); ++w) {
-        const std::vector<float> grad = Gradient(w, t, kTotal);
-        for (size_t i = 0; i < kTotal; ++i) sum[i] += grad[i];
-      }
-      if (g == 0) {
-        total = sum;
-      } else {
-        for (size_t i = 0; i < kTotal; ++i) total[i] += sum[i];
-      }
-      for (int w = groups.first(g); w < groups.first(g) + groups.size(g); ++w) tokens += Tokens(w, t);
-    }
-    NormalizeGradient(kTotal, tokens, total.data());
-    AdamUpdate(hyper, t, LearningRate(config, t), kTotal, total.data(), params.data(), m.data(), v.data());
-  }
-  return params;
+  ReferenceTrainer ref(config, kTotal);
+  for (int64_t t = 1; t <= steps; ++t) ref.Step(t);
+  return ref.params();
 }
 
 // One aggregator per group, each Run on its own thread, reachable at ipc:// paths in `dir`.

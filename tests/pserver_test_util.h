@@ -13,6 +13,7 @@
 
 #include "common/adam.h"
 #include "common/config_loader.h"
+#include "common/host_groups.h"
 #include "common/lr_schedule.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/client/ps_client.h"
@@ -130,8 +131,10 @@ inline std::unique_ptr<PsClient> MakeClient(const ServerGroup& group, uint64_t t
   return client.ok() ? std::move(client).value() : nullptr;
 }
 
-// The BSP update computed directly on the whole vector: sum in worker order, normalise by the
-// step's tokens, AdamUpdate with the schedule. Independent of servers, sockets and sharding.
+// The BSP update computed directly on the whole vector: sum in worker order (with host groups,
+// common/host_groups.h: each group's gradients in worker order, then the groups' sums in group
+// order), normalise by the step's tokens, AdamUpdate with the schedule. Independent of servers,
+// aggregators, sockets and sharding.
 class ReferenceTrainer {
  public:
   ReferenceTrainer(const proto::JobConfig& config, size_t n, bool bf16 = false)
@@ -139,20 +142,22 @@ class ReferenceTrainer {
     for (size_t i = 0; i < n; ++i) params_[i] = InitValue(i);
   }
   void Step(int64_t t) {
-    const int workers = config_.cluster().workers();
+    const HostGroups groups = HostGroups::Of(config_);
+    const std::vector<int> sizes = groups.summing() ? groups.sizes() : std::vector<int>{config_.cluster().workers()};
     std::vector<float> sum;
     uint64_t tokens = 0;
-    for (int w = 0; w < workers; ++w) {
-      std::vector<float> g = Gradient(w, t, params_.size());
-      if (bf16_) {
-        for (float& x : g) x = Bf16ToFloat(FloatToBf16(x));
+    int w = 0;
+    for (int size : sizes) {
+      std::vector<float> group;
+      for (const int end = w + size; w < end; ++w) {
+        std::vector<float> g = Gradient(w, t, params_.size());
+        if (bf16_) {
+          for (float& x : g) x = Bf16ToFloat(FloatToBf16(x));
+        }
+        AddInto(&group, g);
+        tokens += Tokens(w, t);
       }
-      if (w == 0) {
-        sum = g;
-      } else {
-        for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
-      }
-      tokens += Tokens(w, t);
+      AddInto(&sum, group);
     }
     NormalizeGradient(sum.size(), tokens, sum.data());
     AdamHyper hyper{config_.optimizer().beta1(), config_.optimizer().beta2(), config_.optimizer().epsilon()};
@@ -161,6 +166,15 @@ class ReferenceTrainer {
   const std::vector<float>& params() const { return params_; }
 
  private:
+  // sum += g, where an empty sum starts as g itself (not 0 + g).
+  static void AddInto(std::vector<float>* sum, const std::vector<float>& g) {
+    if (sum->empty()) {
+      *sum = g;
+      return;
+    }
+    for (size_t i = 0; i < g.size(); ++i) (*sum)[i] += g[i];
+  }
+
   proto::JobConfig config_;
   bool bf16_;
   std::vector<float> params_, m_, v_;  // (n)

@@ -1,13 +1,9 @@
 // `psformer aggregator`: the summing point of one host group (pserver/aggregator/host_aggregator.h),
 // started by the supervisor of that group's host beside its workers. Serves until every worker of
 // the group has said goodbye, SIGTERM or SIGINT.
-#include <signal.h>
 #include <sys/stat.h>
 
-#include <atomic>
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "common/config_loader.h"
 #include "common/heartbeat.h"
@@ -17,31 +13,18 @@
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
+#include "launcher/serve_until_signalled.h"
 #include "pserver/aggregator/host_aggregator.h"
 
 namespace psformer {
-namespace {
-
-std::atomic<bool> g_aggregator_stop{false};  // NOLINT: a signal handler can reach nothing else.
-void RequestAggregatorStop(int) { g_aggregator_stop.store(true); }
-
-}  // namespace
-
 int RunAggregatorCommand(const Args& args) {
   RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kAggregator, args);
   if (line.exit_status) return *line.exit_status;
   const RoleArguments& role = line.arguments;
   const JobConfig& config = line.config;
-  const int vocab = ResolvedVocabSize(config);
-  if (vocab <= 0) {
-    return ReportError("aggregator",
-                       "model.vocab_size is 0 in " + role.config +
-                           ": an aggregator needs the resolved vocabulary size to know the parameter count",
-                       kExitUsage);
-  }
   SetLogTag("aggregator-" + std::to_string(role.index));
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
-  const ParamLayout layout(config.model(), vocab);
+  const ParamLayout layout(config.model(), line.vocab);
   HostAggregatorOptions o;
   o.config = config;
   o.group = role.index;
@@ -71,19 +54,9 @@ int RunAggregatorCommand(const Args& args) {
   auto aggregator = HostAggregator::Create(std::move(o), std::move(*van));
   if (!aggregator.ok()) return ReportError("aggregator", aggregator.status());
   ReportToSupervisor(kReportReady);
-  signal(SIGTERM, RequestAggregatorStop);
-  signal(SIGINT, RequestAggregatorStop);
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done.load()) {
-      if (g_aggregator_stop.load()) (*aggregator)->Stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
-  const Status status = (*aggregator)->Run();
-  done.store(true);
-  watcher.join();
-  if (!status.ok()) return ReportError("aggregator", status);
+  const ServeOutcome served = ServeUntilSignalled([&] { return (*aggregator)->Run(); },
+                                                  [&] { (*aggregator)->Stop(); });
+  if (!served.status.ok()) return ReportError("aggregator", served.status);
   return 0;
 }
 

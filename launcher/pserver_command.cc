@@ -1,13 +1,8 @@
 // `psformer pserver`: one parameter-server shard (pserver/server/parameter_server.h), normally started
 // by a supervisor (launcher/job_runner.h) with the resolved config of the run directory. Serves
 // until a SHUTDOWN message, SIGTERM or SIGINT.
-#include <signal.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/config_loader.h"
@@ -19,6 +14,7 @@
 #include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
+#include "launcher/serve_until_signalled.h"
 #include "launcher/server_scalars.h"
 #include "pserver/server/parameter_server.h"
 #include "pserver/server/shard_checkpointer.h"
@@ -26,10 +22,6 @@
 
 namespace psformer {
 namespace {
-
-// Set by the signal handler; a watcher thread turns it into ParameterServer::Stop().
-std::atomic<bool> g_stop_requested{false};  // NOLINT: a signal handler can reach nothing else.
-void RequestStop(int) { g_stop_requested.store(true); }
 
 // Checkpoint failures as this server meets them: each is reported to the supervisor; after
 // checkpoint.max_failures_in_a_row in a row the server gives up: it stops before it applies
@@ -94,29 +86,12 @@ void SampleServerScalars(std::unique_ptr<ServerScalars>& scalars, bool finish) {
   scalars.reset();
 }
 
-}  // namespace
-
-int RunPserverCommand(const Args& args) {
-  RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kServer, args);
-  if (line.exit_status) return *line.exit_status;
-  const RoleArguments& role = line.arguments;
-  const JobConfig& config = line.config;
-  const int index = role.index;
-  if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
-  const int vocab = ResolvedVocabSize(config);
-  if (vocab <= 0) {
-    return ReportError("pserver",
-                       "model.vocab_size is 0 in " + role.config +
-                           ": a server needs the resolved vocabulary size to know the parameter count",
-                       kExitUsage);
-  }
-  SetLogTag("pserver-" + std::to_string(index));
-  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
-
+// The shard's options from its command line (the fault and checkpoint hooks are the caller's).
+ParameterServerOptions ServerOptions(const RoleArguments& role, const JobConfig& config, int vocab) {
   auto layout = std::make_shared<ParamLayout>(config.model(), vocab);
   ParameterServerOptions o;
   o.config = config;
-  o.shard = index;
+  o.shard = role.index;
   o.parameter_count = layout->total_size();
   o.layer_starts = layout->LayerStarts();  // the pieces of overlap (workers cut the same)
   o.config_digest = ModelConfigDigest(config, vocab);
@@ -128,7 +103,25 @@ int RunPserverCommand(const Args& args) {
   o.incarnation = role.incarnation;
   const uint64_t seed = config.training().seed();
   o.init = [layout, seed](uint64_t begin, uint64_t end, float* out) { InitParamRange(*layout, seed, begin, end, out); };
+  return o;
+}
 
+}  // namespace
+
+int RunPserverCommand(const Args& args) {
+  RoleCommandLine line = ParseRoleCommandLine(RoleSlot::Kind::kServer, args);
+  if (line.exit_status) return *line.exit_status;
+  const RoleArguments& role = line.arguments;
+  const JobConfig& config = line.config;
+  const int index = role.index;
+  if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
+  if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
+    return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
+  }
+  SetLogTag("pserver-" + std::to_string(index));
+  SetLogLevel(static_cast<LogLevel>(config.logging().level()));
+
+  ParameterServerOptions o = ServerOptions(role, config, line.vocab);
   // Alive from here on: initialising a base-sized shard can take longer than the heartbeat
   // timeout on a busy machine, and the supervisor must not take that for a hang.
   HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
@@ -137,11 +130,6 @@ int RunPserverCommand(const Args& args) {
   o.on_checkpoint = [&checkpoint_failures, index](int64_t step, const Status& result) {
     checkpoint_failures.Record(index, step, result);
   };
-  const CheckpointIdentity identity = JobCheckpointIdentity(config, vocab);
-
-  if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
-    return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
-  }
   o.shm_faults = std::make_shared<ShmFaultSwitch>();  // the fault plan arms, the ShmVan strikes
   auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), role.ipc_endpoint,
                            o.shm_faults);
@@ -153,33 +141,22 @@ int RunPserverCommand(const Args& args) {
   checkpoint_failures.server = server->get();
   std::unique_ptr<ServerScalars> scalars = OpenServerScalars(config, role.run_dir, index, &(*server)->stats(), traffic);
   ReportToSupervisor(kReportReady);
-  signal(SIGTERM, RequestStop);
-  signal(SIGINT, RequestStop);
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done.load()) {
-      if (g_stop_requested.load()) (*server)->Stop();
-      SampleServerScalars(scalars, /*finish=*/false);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
-  const Status status = (*server)->Run();
-  done.store(true);
-  watcher.join();
+  const ServeOutcome served = ServeUntilSignalled([&] { return (*server)->Run(); }, [&] { (*server)->Stop(); },
+                                                  [&] { SampleServerScalars(scalars, /*finish=*/false); });
   SampleServerScalars(scalars, /*finish=*/true);
-  if (!status.ok()) return ReportError("pserver", status);
+  if (!served.status.ok()) return ReportError("pserver", served.status);
   if (checkpoint_failures.give_up) {
     // Training on without checkpoints would risk every step since the last one; a restart
     // would meet the same disk. The job stops here.
     const std::string why =
         std::to_string(checkpoint_failures.limit) +
         " checkpoint(s) in a row could not be written; last good checkpoint: " +
-        NewestGoodCheckpoint(role.run_dir, identity) +
+        NewestGoodCheckpoint(role.run_dir, JobCheckpointIdentity(config, line.vocab)) +
         "; stopping the job (checkpoint.max_failures_in_a_row; last error: " + checkpoint_failures.last_error + ")";
     ReportToSupervisor(kReportFatal, why);
     return ReportError("pserver", why, kExitDoNotRestart);
   }
-  if (g_stop_requested.load()) {
+  if (served.signalled) {
     // Interrupted (Ctrl-C on the job): leave a checkpoint to --resume from.
     const Status saved = (*server)->CheckpointLastStep();
     if (!saved.ok()) return ReportError("pserver", saved.WithContext("checkpoint on interrupt"));

@@ -1,5 +1,7 @@
 #include "launcher/role_arguments.h"
 
+#include "common/config_loader.h"
+
 #include <sstream>
 
 namespace psformer {
@@ -164,6 +166,16 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
     line.exit_status = ReportError(
         command, "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) + field,
         kExitUsage);
+    return line;
+  }
+  if (kind == Kind::kWorker) return line;
+  line.vocab = ResolvedVocabSize(line.config);
+  if (line.vocab <= 0) {
+    line.exit_status = ReportError(command,
+                                   "model.vocab_size is 0 in " + line.arguments.config + ": a" +
+                                       (kind == Kind::kServer ? " server" : "n aggregator") +
+                                       " needs the resolved vocabulary size to know the parameter count",
+                                   kExitUsage);
   }
   return line;
 }

@@ -50,10 +50,12 @@ RoleArguments ReadRoleArguments(RoleSlot::Kind kind, const po::variables_map& va
 
 // What a role command starts from: its arguments and the job's config, or the exit status to
 // return at once (after --help, or after saying what was wrong: a usage error, a config that
-// cannot be read, an --index outside the config's cluster.servers or cluster.workers).
+// cannot be read, an --index outside the config's cluster.servers or cluster.workers, a server or
+// aggregator given a config whose vocabulary size is not resolved).
 struct RoleCommandLine {
   RoleArguments arguments;
   JobConfig config;
+  int vocab = 0;  // the resolved model.vocab_size (0 for a worker, which may take it from the data)
   std::optional<int> exit_status;
 };
 RoleCommandLine ParseRoleCommandLine(RoleSlot::Kind kind, const Args& args);

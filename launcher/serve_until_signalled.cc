@@ -1,0 +1,37 @@
+#include "launcher/serve_until_signalled.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace psformer {
+namespace {
+
+std::atomic<bool> g_signalled{false};  // NOLINT: a signal handler can reach nothing else.
+void OnStopSignal(int) { g_signalled.store(true); }
+
+}  // namespace
+
+ServeOutcome ServeUntilSignalled(const std::function<Status()>& run, const std::function<void()>& stop,
+                                 const std::function<void()>& tick) {
+  signal(SIGTERM, OnStopSignal);
+  signal(SIGINT, OnStopSignal);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (g_signalled.load()) stop();
+      if (tick) tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  ServeOutcome outcome;
+  outcome.status = run();
+  done.store(true);
+  watcher.join();
+  outcome.signalled = g_signalled.load();
+  return outcome;
+}
+
+}  // namespace psformer

@@ -38,6 +38,9 @@ try:
 except ImportError as e:
     sys.exit(f"demo_recipe_pytorch.py: needs PyTorch and sentencepiece ({e}): run it with build/export-venv/bin/python")
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+from pytorch_transformer import BaseTransformer  # noqa: E402 (the model, shared with the GPU benchmark)
+
 PAD, BOS, EOS = 0, 1, 2
 warnings.filterwarnings("ignore", message="enable_nested_tensor")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,28 +89,16 @@ def pad(rows):
     return torch.tensor([r + [PAD] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-class Model(nn.Module):
-    def __init__(self, vocab, d, layers, d_ff, heads, dropout, pre_ln, max_len=512):
-        super().__init__()
-        self.d = d
-        self.embedding = nn.Embedding(vocab, d, padding_idx=PAD)
-        nn.init.normal_(self.embedding.weight, 0.0, d ** -0.5)
-        self.core = nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
-                                   dim_feedforward=d_ff, dropout=dropout, batch_first=True, norm_first=pre_ln)
+class Model(BaseTransformer):
+    """bench/gpu/pytorch_transformer.py's model at the demo's size, pre- or post-LN, with the
+    encoder and decoder callable apart (for greedy decoding)."""
+
+    def __init__(self, vocab, d, layers, d_ff, heads, dropout, pre_ln):
+        super().__init__(vocab, d=d, heads=heads, layers=layers, d_ff=d_ff, dropout=dropout, norm_first=pre_ln)
         self.core.encoder.enable_nested_tensor = False
         if not pre_ln:  # the paper's stacks end with the last layer's own LayerNorm, no extra one
             self.core.encoder.norm = None
             self.core.decoder.norm = None
-        self.dropout = nn.Dropout(dropout)
-        position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
-        rate = torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float64) / d)
-        pe = torch.zeros(max_len, d, dtype=torch.float64)
-        pe[:, 0::2] = torch.sin(position / rate)
-        pe[:, 1::2] = torch.cos(position / rate)
-        self.register_buffer("pe", pe.float())
-
-    def embed(self, ids):
-        return self.dropout(self.embedding(ids) * math.sqrt(self.d) + self.pe[: ids.size(1)])
 
     def encode(self, src):
         return self.core.encoder(self.embed(src), src_key_padding_mask=src.eq(PAD))

@@ -26,13 +26,13 @@ PAD, BOS, EOS, RESERVED = 0, 1, 2, 4
 
 
 class BaseTransformer(nn.Module):
-    def __init__(self, vocab, d=512, heads=8, layers=6, d_ff=2048, dropout=0.1, max_len=512):
+    def __init__(self, vocab, d=512, heads=8, layers=6, d_ff=2048, dropout=0.1, max_len=512, norm_first=False):
         super().__init__()
         self.d = d
         self.embedding = nn.Embedding(vocab, d)
         nn.init.normal_(self.embedding.weight, 0.0, d ** -0.5)
         self.core = nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
-                                   dim_feedforward=d_ff, dropout=dropout, batch_first=True)
+                                   dim_feedforward=d_ff, dropout=dropout, batch_first=True, norm_first=norm_first)
         self.dropout = nn.Dropout(dropout)
         position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
         rate = torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float64) / d)

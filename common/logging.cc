@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "common/clock_text.h"
+
 namespace psformer {
 namespace {
 
@@ -71,10 +73,7 @@ Status SetLogFile(const std::string& path) {
 void LogLine(LogLevel level, const char* file, int line, const std::string& message) {
   timeval tv;
   gettimeofday(&tv, nullptr);
-  tm local;
-  localtime_r(&tv.tv_sec, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
+  const std::string stamp = ClockText(tv.tv_sec, "%Y-%m-%d %H:%M:%S", TimeZone::kLocal);
   const char* base = file;
   for (const char* c = file; *c; ++c) {
     if (*c == '/') base = c + 1;
@@ -82,7 +81,7 @@ void LogLine(LogLevel level, const char* file, int line, const std::string& mess
   LogState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
   char prefix[160];
-  std::snprintf(prefix, sizeof(prefix), "%s %s.%03d %s %s:%d] ", LevelLetter(level), stamp,
+  std::snprintf(prefix, sizeof(prefix), "%s %s.%03d %s %s:%d] ", LevelLetter(level), stamp.c_str(),
                 static_cast<int>(tv.tv_usec / 1000), s.tag.c_str(), base, line);
   if (s.to_stderr) {
     std::fprintf(stderr, "%s%s\n", prefix, message.c_str());

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "common/clock_text.h"
 #include "common/fault_plan.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
@@ -138,12 +139,7 @@ StatusOr<std::string> NewJobKeys(const JobConfig& config) {
 }  // namespace
 
 std::string DefaultRunDir(const JobConfig& config) {
-  const std::time_t now = std::time(nullptr);
-  tm local;
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
-  return "runs/" + config.name() + "-" + stamp;
+  return "runs/" + config.name() + "-" + ClockText(std::time(nullptr), "%Y%m%d-%H%M%S", TimeZone::kLocal);
 }
 
 namespace {
@@ -258,8 +254,8 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   p.log_file = (fs::path(p.job.run_dir) / "logs" / "supervisor.log").string();
   p.summary = "single-node job: " + std::to_string(plan.servers()) + " server(s), " + std::to_string(plan.workers()) +
               " worker(s) on " + (*gpu_workers ? "GPUs" : "CPU") +
-              (groups.summing() ? ", summed in host groups " + groups.ToString() : std::string()) +
-              "; run directory " + p.job.run_dir;
+              (groups.summing() ? ", summed in host groups " + groups.ToString() : std::string()) + "; run directory " +
+              p.job.run_dir;
   return p;
 }
 
@@ -286,7 +282,8 @@ Status ResolveHostGroups(const ClusterPlan& plan, JobConfig* config) {
     for (int w = 0; w < plan.workers(); ++w) {
       const std::string& host = plan.worker(w).host;
       if (w > 0 && host == plan.worker(w - 1).host) {
-        cluster.set_host_groups(cluster.host_groups_size() - 1, cluster.host_groups(cluster.host_groups_size() - 1) + 1);
+        cluster.set_host_groups(cluster.host_groups_size() - 1,
+                                cluster.host_groups(cluster.host_groups_size() - 1) + 1);
         continue;
       }
       if (const auto seen = first_worker.find(host); seen != first_worker.end()) {

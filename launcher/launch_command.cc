@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/clock_text.h"
 #include "common/config_loader.h"
 #include "launcher/command_line.h"
 #include "launcher/host_probe.h"
@@ -61,14 +62,7 @@ bool HasFlag(const std::vector<std::string>& args, const std::string& flag) {
   return std::find(args.begin(), args.end(), flag) != args.end();
 }
 
-std::string Now() {
-  const std::time_t now = std::time(nullptr);
-  tm utc;
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &utc);
-  return stamp;
-}
+std::string Now() { return ClockText(std::time(nullptr), "%H:%M:%S", TimeZone::kUtc); }
 
 void Say(const std::string& line) { std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl; }
 
@@ -130,11 +124,11 @@ std::string NetworkProblem(const std::string& network) {
       if (std::string problem = CidrProblem(item); !problem.empty()) return problem;
       continue;
     }
-    const bool name_like = item.size() <= 15 && std::isalpha(static_cast<unsigned char>(item[0])) &&
-                           std::all_of(item.begin(), item.end(), [](char c) {
-                             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
-                                    c == '-';
-                           });
+    const bool name_like =
+        item.size() <= 15 && std::isalpha(static_cast<unsigned char>(item[0])) &&
+        std::all_of(item.begin(), item.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' || c == '-';
+        });
     if (!name_like) {
       return "'" + item.substr(0, 40) + (item.size() > 40 ? "..." : "") +
              "' is neither a CIDR network (a.b.c.d/n) nor an interface name (eth0, ib0, ...)";

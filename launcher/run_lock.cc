@@ -12,6 +12,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/clock_text.h"
 #include "launcher/port_reservation.h"
 
 namespace psformer {
@@ -27,12 +28,8 @@ constexpr int kOpenAttempts = 5;
 constexpr std::chrono::milliseconds kWaitPoll{200};
 
 std::string HolderLine() {
-  const std::time_t now = std::time(nullptr);
-  tm utc;
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return "pid " + std::to_string(::getpid()) + " on host " + HostName() + " since " + stamp + "\n";
+  return "pid " + std::to_string(::getpid()) + " on host " + HostName() + " since " +
+         ClockText(std::time(nullptr), "%Y-%m-%dT%H:%M:%SZ", TimeZone::kUtc) + "\n";
 }
 
 std::string ReadAll(int fd) {

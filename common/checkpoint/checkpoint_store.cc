@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/clock_text.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/proto/checkpoint.pb.h"
@@ -19,14 +20,7 @@ namespace {
 
 constexpr char kManifest[] = "manifest.pbtxt";
 
-std::string NowIso8601() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string NowIso8601() { return ClockText(std::time(nullptr), "%Y-%m-%dT%H:%M:%SZ", TimeZone::kUtc); }
 
 // The CRC-32C of a whole shard file, from its trailer: the last 4 bytes are the CRC of all bytes
 // before them, and a CRC extends over more bytes, so the whole file's CRC needs no second pass.

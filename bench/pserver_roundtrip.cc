@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "common/adam.h"
 #include "common/config_loader.h"
 #include "common/crc32c.h"
+#include "common/enum_name.h"
 #include "common/logging.h"
 #include "common/transport/curve_keys.h"
 #include "common/transport/shm_van.h"
@@ -76,21 +78,9 @@ bool SharedMemory(Transport t) {
   return t == Transport::kShm || t == Transport::kShmCrcApart || t == Transport::kShmThreaded;
 }
 const char* TransportName(Transport t) {
-  switch (t) {
-    case Transport::kTcp:
-      return "tcp";
-    case Transport::kTcpCurve:
-      return "tcp+CURVE";
-    case Transport::kIpc:
-      return "ipc";
-    case Transport::kShm:
-      return "shm";
-    case Transport::kShmCrcApart:
-      return "shm, CRC apart";
-    case Transport::kShmThreaded:
-      return "shm, threaded";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"tcp", "tcp+CURVE", "ipc", "shm", "shm, CRC apart", "shm, threaded"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Transport::kShmThreaded) + 1, "a name for every transport");
+  return EnumName(t, kNames, "?");
 }
 
 // A Van for `t`: `o` holds one side's own settings and `side_keys` its CURVE keys (used only for

@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <iterator>
 #include <mutex>
 
 #include "common/clock_text.h"
+#include "common/enum_name.h"
 
 namespace psformer {
 namespace {
@@ -30,17 +32,9 @@ LogState& State() {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 
 const char* LevelLetter(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "D";
-    case LogLevel::kInfo:
-      return "I";
-    case LogLevel::kWarning:
-      return "W";
-    case LogLevel::kError:
-      return "E";
-  }
-  return "?";
+  static constexpr const char* kLetters[] = {"D", "I", "W", "E"};
+  static_assert(std::size(kLetters) == static_cast<size_t>(LogLevel::kError) + 1, "a letter for every level");
+  return EnumName(level, kLetters, "?");
 }
 
 }  // namespace

@@ -1,38 +1,18 @@
 #include "common/status.h"
 
+#include <iterator>
+
+#include "common/enum_name.h"
+
 namespace psformer {
 
 std::string Status::ToString() const {
-  const char* name = "OK";
-  switch (code_) {
-    case Code::kOk:
-      return "OK";
-    case Code::kInvalidArgument:
-      name = "invalid argument";
-      break;
-    case Code::kNotFound:
-      name = "not found";
-      break;
-    case Code::kIoError:
-      name = "I/O error";
-      break;
-    case Code::kCorruption:
-      name = "corruption";
-      break;
-    case Code::kUnavailable:
-      name = "unavailable";
-      break;
-    case Code::kInternal:
-      name = "internal error";
-      break;
-    case Code::kUnimplemented:
-      name = "not implemented";
-      break;
-    case Code::kAborted:
-      name = "aborted";
-      break;
-  }
-  return std::string(name) + ": " + message_;
+  if (code_ == Code::kOk) return "OK";
+  static constexpr const char* kNames[] = {"OK",         "invalid argument", "not found",      "I/O error",
+                                           "corruption", "unavailable",      "internal error", "not implemented",
+                                           "aborted"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Code::kAborted) + 1, "a name for every code");
+  return std::string(EnumName(code_, kNames, "unknown code")) + ": " + message_;
 }
 
 }  // namespace psformer

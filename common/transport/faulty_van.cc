@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
+#include "common/enum_name.h"
 #include "common/logging.h"
 #include "common/philox.h"
 
@@ -53,19 +55,9 @@ Status FaultyVanOptions::Validate() const {
 }
 
 const char* FaultActionName(FaultAction action) {
-  switch (action) {
-    case FaultAction::kDeliver:
-      return "deliver";
-    case FaultAction::kDrop:
-      return "drop";
-    case FaultAction::kDuplicate:
-      return "duplicate";
-    case FaultAction::kDelay:
-      return "delay";
-    case FaultAction::kReorder:
-      return "reorder";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"deliver", "drop", "duplicate", "delay", "reorder"};
+  static_assert(std::size(kNames) == static_cast<size_t>(FaultAction::kReorder) + 1, "a name for every action");
+  return EnumName(action, kNames, "?");
 }
 
 FaultAction DecideFault(const FaultyVanOptions& o, uint64_t counter) {

@@ -1,49 +1,20 @@
 #include "pserver/wire/reject_reason.h"
 
+#include <iterator>
+
+#include "common/enum_name.h"
+
 namespace psformer {
 
 const char* RejectReasonName(RejectReason reason) {
-  switch (reason) {
-    case RejectReason::kNone:
-      return "none";
-    case RejectReason::kMalformedHeader:
-      return "malformed header";
-    case RejectReason::kUnknownType:
-      return "unknown type";
-    case RejectReason::kWrongJob:
-      return "wrong job";
-    case RejectReason::kUnknownSender:
-      return "unknown sender";
-    case RejectReason::kWrongShard:
-      return "wrong shard";
-    case RejectReason::kBadRange:
-      return "bad range";
-    case RejectReason::kBadPayload:
-      return "bad payload";
-    case RejectReason::kBadChecksum:
-      return "bad checksum";
-    case RejectReason::kStaleStep:
-      return "stale step";
-    case RejectReason::kFutureStep:
-      return "future step";
-    case RejectReason::kStaleIncarnation:
-      return "stale incarnation";
-    case RejectReason::kOtherEpoch:
-      return "other epoch";
-    case RejectReason::kJobFinished:
-      return "job finished";
-    case RejectReason::kNoRunDirectory:
-      return "no run directory";
-    case RejectReason::kRestoreFailed:
-      return "restore failed";
-    case RejectReason::kBadSharedMemory:
-      return "bad shared memory";
-    case RejectReason::kUnsealed:
-      return "not sealed by the job";
-    case RejectReason::kCount:
-      break;
-  }
-  return "unknown reason";
+  // In the order of the values reject_reason.h gives the reasons.
+  static constexpr const char* kNames[] = {
+      "none",           "malformed header",  "unknown type",         "wrong job",    "unknown sender",
+      "wrong shard",    "bad range",         "bad payload",          "bad checksum", "stale step",
+      "future step",    "stale incarnation", "other epoch",          "job finished", "no run directory",
+      "restore failed", "bad shared memory", "not sealed by the job"};
+  static_assert(std::size(kNames) == static_cast<size_t>(RejectReason::kCount), "a name for every reason");
+  return EnumName(reason, kNames, "unknown reason");
 }
 
 uint64_t RejectCounters::Total() const {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/pserver_bench.h"
 #include "common/adam.h"
 #include "common/config_loader.h"
 #include "common/crc32c.h"
@@ -32,9 +33,6 @@
 namespace psformer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 struct Args {
   uint64_t params = 63'000'000;
   int servers_max = 4;
@@ -45,20 +43,12 @@ struct Args {
 
 Args Parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const long long v = std::atoll(argv[i + 1]);
-    if (k == "--params")
-      a.params = static_cast<uint64_t>(v);
-    else if (k == "--servers-max")
-      a.servers_max = static_cast<int>(v);
-    else if (k == "--iters")
-      a.iters = static_cast<int>(v);
-    else if (k == "--frame-bytes")
-      a.frame_bytes = static_cast<int>(v);
-    else if (k == "--threads")
-      a.threads = static_cast<int>(v);
-  }
+  ReadNumericFlags(argc, argv,
+                   {{"--params", &a.params},
+                    {"--servers-max", &a.servers_max},
+                    {"--iters", &a.iters},
+                    {"--frame-bytes", &a.frame_bytes},
+                    {"--threads", &a.threads}});
   return a;
 }
 
@@ -150,22 +140,16 @@ Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
   PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   Timing best;
+  const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
   for (int t = 1; t <= a.iters; ++t) {
-    const auto start = Clock::now();
-    auto push = (*client)->Push(t, grad.data(), 1000, 0);
-    auto pull = (*client)->Pull(t, params.data(), bf16 ? proto::BFLOAT16 : proto::FLOAT32);
-    PSF_CHECK(push.ok() && pull.ok());
-    PSF_CHECK((*client)->Wait(*push).ok());
-    const double pushed = Since(start);
-    PSF_CHECK((*client)->Wait(*pull).ok());
-    const double total = Since(start);
-    if (total < best.round_trip) {
-      best.round_trip = total;
-      best.push = pushed;
+    const PushPullSeconds step = TimePushPull(client->get(), t, grad.data(), params.data(), dtype);
+    if (step.round_trip < best.round_trip) {
+      best.round_trip = step.round_trip;
+      best.push = step.push;
     }
-    best.best_push = std::min(best.best_push, pushed);
+    best.best_push = std::min(best.best_push, step.push);
     const auto again = Clock::now();
-    auto repull = (*client)->Pull(t, params.data(), bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+    auto repull = (*client)->Pull(t, params.data(), dtype);
     PSF_CHECK(repull.ok() && (*client)->Wait(*repull).ok());
     best.repull = std::min(best.repull, Since(again));
   }
@@ -184,13 +168,9 @@ double BestOf(int iters, const std::function<void()>& f) {
   return best;
 }
 
-}  // namespace
-}  // namespace psformer
-
-int main(int argc, char** argv) {
-  using namespace psformer;
+// The whole benchmark, each result printed as it is measured.
+int Run(const Args& a) {
   SetLogLevel(LogLevel::kWarning);
-  const Args a = Parse(argc, argv);
   const double bytes = static_cast<double>(a.params) * 4;
   std::printf("parameters %llu (%.1f MB fp32), frame %d bytes, update threads %d, best of %d\n",
               static_cast<unsigned long long>(a.params), bytes / 1e6, a.frame_bytes, a.threads, a.iters);
@@ -265,3 +245,8 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+}  // namespace psformer
+
+int main(int argc, char** argv) { return psformer::Run(psformer::Parse(argc, argv)); }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/pserver_bench.h"
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/transport/curve_keys.h"
@@ -23,9 +24,6 @@
 namespace psformer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 struct Args {
   uint64_t params = 63'000'000;
   int iters = 4;
@@ -34,13 +32,7 @@ struct Args {
 
 Args Parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const long long v = std::atoll(argv[i + 1]);
-    if (k == "--params") a.params = static_cast<uint64_t>(v);
-    if (k == "--iters") a.iters = static_cast<int>(v);
-    if (k == "--threads") a.threads = static_cast<int>(v);
-  }
+  ReadNumericFlags(argc, argv, {{"--params", &a.params}, {"--iters", &a.iters}, {"--threads", &a.threads}});
   return a;
 }
 
@@ -51,9 +43,19 @@ struct Timing {
 
 enum class Security { kNone, kCurve, kAesGcm };
 
-Timing RoundTrip(const Args& a, int streams, Security security) {
-  const bool curve = security == Security::kCurve;
+// A van of `streams` connections with `security`: CURVE with the server's or the client's keys,
+// or payloads sealed with AES-GCM under the job's payload key on `seal_threads` threads.
+std::unique_ptr<ZmqVan> SecuredVan(ZmqVanOptions o, Security security, bool server, int seal_threads) {
   static const CurveKeys keys = *GenerateCurveKeys();
+  if (security == Security::kCurve) o.curve = server ? keys.ForServer() : keys.ForClient();
+  if (security == Security::kAesGcm) {
+    o.sealer = *PayloadSealer::Create(CurveKeyBytes(keys.payload_key));
+    o.seal_threads = seal_threads;
+  }
+  return std::make_unique<ZmqVan>(o);
+}
+
+Timing RoundTrip(const Args& a, int streams, Security security) {
   proto::JobConfig config;
   FillDefaults(&config);
   config.mutable_cluster()->set_servers(1);
@@ -67,12 +69,7 @@ Timing RoundTrip(const Args& a, int streams, Security security) {
   so.endpoint = "tcp://127.0.0.1:0";
   ZmqVanOptions server_van;
   server_van.io_threads = streams;
-  if (curve) server_van.curve = keys.ForServer();
-  if (security == Security::kAesGcm) {
-    server_van.sealer = *PayloadSealer::Create(CurveKeyBytes(keys.payload_key));
-    server_van.seal_threads = a.threads;
-  }
-  auto server = ParameterServer::Create(so, std::make_unique<ZmqVan>(server_van));
+  auto server = ParameterServer::Create(so, SecuredVan(server_van, security, /*server=*/true, a.threads));
   PSF_CHECK(server.ok());
   std::thread serving([p = server->get()] { PSF_CHECK(p->Run().ok()); });
   PsClientOptions co;
@@ -83,38 +80,24 @@ Timing RoundTrip(const Args& a, int streams, Security security) {
   ZmqVanOptions client_van;
   client_van.streams = streams;
   client_van.io_threads = std::max(2, streams);
-  if (curve) client_van.curve = keys.ForClient();
-  if (security == Security::kAesGcm) {
-    client_van.sealer = *PayloadSealer::Create(CurveKeyBytes(keys.payload_key));
-    client_van.seal_threads = a.threads;
-  }
-  auto client = PsClient::Create(co, std::make_unique<ZmqVan>(client_van));
+  auto client = PsClient::Create(co, SecuredVan(client_van, security, /*server=*/false, a.threads));
   PSF_CHECK(client.ok());
   std::vector<float> grad(a.params, 1e-3f), params(a.params);
   PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   Timing best;
   for (int t = 1; t <= a.iters; ++t) {
-    const auto start = Clock::now();
-    auto push = (*client)->Push(t, grad.data(), 1000, 0);
-    auto pull = (*client)->Pull(t, params.data());
-    PSF_CHECK(push.ok() && pull.ok());
-    PSF_CHECK((*client)->Wait(*push).ok());
-    best.push = std::min(best.push, Since(start));
-    PSF_CHECK((*client)->Wait(*pull).ok());
-    best.round_trip = std::min(best.round_trip, Since(start));
+    const PushPullSeconds step = TimePushPull(client->get(), t, grad.data(), params.data());
+    best.push = std::min(best.push, step.push);
+    best.round_trip = std::min(best.round_trip, step.round_trip);
   }
   (*server)->Stop();
   serving.join();
   return best;
 }
 
-}  // namespace
-}  // namespace psformer
-
-int main(int argc, char** argv) {
-  using namespace psformer;
+// The whole benchmark, each result printed as it is measured.
+int Run(const Args& a) {
   SetLogLevel(LogLevel::kWarning);
-  const Args a = Parse(argc, argv);
   const double bytes = static_cast<double>(a.params) * 4;
   std::printf("parameters %llu (%.1f MB fp32 each way), 16 MiB pieces, best of %d, %u cores\n",
               static_cast<unsigned long long>(a.params), bytes / 1e6, a.iters, std::thread::hardware_concurrency());
@@ -123,9 +106,14 @@ int main(int argc, char** argv) {
     const char* name = security == Security::kNone ? "tcp" : security == Security::kCurve ? "tcp+CURVE" : "tcp+AES-GCM";
     for (int streams : {1, 2, 4}) {
       const Timing t = RoundTrip(a, streams, security);
-      std::printf("%-11s %7d %12.1f %12.1f %14.2f\n", name, streams, t.push * 1e3,
-                  t.round_trip * 1e3, bytes / (t.round_trip / 2) / 1e9);
+      std::printf("%-11s %7d %12.1f %12.1f %14.2f\n", name, streams, t.push * 1e3, t.round_trip * 1e3,
+                  bytes / (t.round_trip / 2) / 1e9);
     }
   }
   return 0;
 }
+
+}  // namespace
+}  // namespace psformer
+
+int main(int argc, char** argv) { return psformer::Run(psformer::Parse(argc, argv)); }

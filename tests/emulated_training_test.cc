@@ -15,8 +15,10 @@ using testing::CommandResult;
 using testing::ModelDigest;
 using testing::ReadRunLogs;
 using testing::RunPsformer;
-using testing::RunShell;
+using testing::RunPsformerUnderMpirun;
 using testing::TempDir;
+using testing::TrainSameModel;
+using testing::TrainedModelDigest;
 
 // The copy task's model size, 20 ms emulated steps: short, and no data read.
 const char* kEmulated =
@@ -24,16 +26,9 @@ const char* kEmulated =
     "--set training.max_steps=20 --set logging.every_steps=5 --set checkpoint.every_steps=0 "
     "--set cluster.workers=2";
 
-std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
-  return testing::TrainedModelDigest(dir, name, std::string(kEmulated) + " " + extra);
-}
-
 TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
   TempDir dir;
-  const std::string one = Train(dir, "s1", "--set cluster.servers=1");
-  const std::string three = Train(dir, "s3", "--set cluster.servers=3");
-  EXPECT_FALSE(one.empty());
-  EXPECT_EQ(one, three);
+  EXPECT_TRUE(TrainSameModel(dir, kEmulated, {{"s1", "--set cluster.servers=1"}, {"s3", "--set cluster.servers=3"}}));
   // The run says its numbers are synthetic, and validated nothing.
   const std::string logs = ReadRunLogs(dir.path() / "s1");
   EXPECT_NE(logs.find("loss and tokens synthetic"), std::string::npos) << logs;
@@ -42,31 +37,27 @@ TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
 
 TEST(EmulatedTraining, TwoRunsOfTheSameConfigAreBitwiseIdentical) {
   TempDir dir;
-  const std::string a = Train(dir, "a", "--set cluster.servers=2");
-  const std::string b = Train(dir, "b", "--set cluster.servers=2");
-  EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
+  EXPECT_TRUE(TrainSameModel(dir, kEmulated, {{"a", "--set cluster.servers=2"}, {"b", "--set cluster.servers=2"}}));
   // The gradients depend on the seed: another seed trains other weights.
-  EXPECT_NE(a, Train(dir, "c", "--set cluster.servers=2 --set training.seed=2"));
+  EXPECT_NE(ModelDigest(dir.File("a") + "/model.bin"),
+            TrainedModelDigest(dir, kEmulated, {"c", "--set cluster.servers=2 --set training.seed=2"}));
 }
 
 TEST(EmulatedTraining, MpirunClusterModeEqualsSingleNodeMode) {
   TempDir dir;
-  const std::string single = Train(dir, "single", "--set cluster.servers=1");
+  const std::string single = TrainedModelDigest(dir, kEmulated, {"single", "--set cluster.servers=1"});
   const std::string run = dir.File("mpi");
   const CommandResult r =
-      RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe -np 3 " +
-               PSFORMER_BINARY + " train " + kEmulated + " --set cluster.servers=1 --run-dir " + run);
+      RunPsformerUnderMpirun(3, std::string("train ") + kEmulated + " --set cluster.servers=1 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
 }
 
 TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   TempDir dir;
-  const std::string calm = Train(dir, "calm", "--set cluster.servers=2");
-  const std::string killed = Train(dir, "killed", "--set cluster.servers=2 --set fault.kill=worker:1@10");
-  EXPECT_FALSE(calm.empty());
-  EXPECT_EQ(calm, killed);
+  EXPECT_TRUE(TrainSameModel(
+      dir, kEmulated,
+      {{"calm", "--set cluster.servers=2"}, {"killed", "--set cluster.servers=2 --set fault.kill=worker:1@10"}}));
   const std::string logs = ReadRunLogs(dir.path() / "killed");
   EXPECT_NE(logs.find("worker-1 killed by signal 9"), std::string::npos) << logs;
   EXPECT_NE(logs.find("rejoining at step 10"), std::string::npos) << logs;

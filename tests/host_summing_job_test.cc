@@ -18,7 +18,6 @@ using testing::CommandResult;
 using testing::FaultJobOutcome;
 using testing::ModelDigest;
 using testing::RunPsformer;
-using testing::RunShell;
 using testing::TempDir;
 using testing::TrainFaultJob;
 
@@ -44,9 +43,8 @@ TEST_F(HostSummingJob, MpirunRanksAndOneNodeOfTheSameGroupingEndBitwiseEqual) {
   const std::string grouped = Undisturbed();
   // 2 servers + 4 workers, one a rank; the aggregators run beside workers 0 and 2.
   const std::string run = dir_.File("mpirun");
-  const CommandResult r = RunShell("cd " + testing::SourceDir() +
-                                   " && mpirun --allow-run-as-root --oversubscribe -np 6 " + PSFORMER_BINARY +
-                                   " train " + testing::kFaultJob + kGroups + " --run-dir " + run + " 2>&1");
+  const CommandResult r =
+      testing::RunPsformerUnderMpirun(6, std::string("train ") + testing::kFaultJob + kGroups + " --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const std::string logs = testing::ReadRunLogs(run);
   EXPECT_TRUE(Has(logs, "and aggregator-0, which sums the host group's gradients")) << logs;
@@ -81,12 +79,15 @@ struct SummingFault {
 
 const SummingFault kSummingFaults[] = {
     // Half of step 15's sums are with the servers, the rest of the shares are lost with it.
-    {"AggregatorKilledMidStep", " --set fault.kill=aggregator:0@15",
+    {"AggregatorKilledMidStep",
+     " --set fault.kill=aggregator:0@15",
      {"aggregator-0 killed by signal 9", "aggregator-0: started pid"}},
-    {"AggregatorAndServerKilled", " --set fault.kill=aggregator:1@12,server:0@25",
+    {"AggregatorAndServerKilled",
+     " --set fault.kill=aggregator:1@12,server:0@25",
      {"aggregator-1 killed by signal 9", "the job rolls back to step 20",
       "aggregator of host group 0: the job rolled back (recovery epoch 1)"}},
-    {"WorkerKilledHalfwayThroughItsPushToTheAggregator", " --set fault.kill=worker:3@15:push",
+    {"WorkerKilledHalfwayThroughItsPushToTheAggregator",
+     " --set fault.kill=worker:3@15:push",
      {"worker-3 killed by signal 9", "rejoining at step 15"}},
     {"StalledAggregatorIsKilledByItsSupervisor",
      " --set fault.kill=aggregator:1@15:stall=20000 --set cluster.heartbeat_timeout_ms=1500",
@@ -123,22 +124,17 @@ TEST_F(HostSummingJob, AResumeWithAnotherGroupingIsRefusedAtOnce) {
 
 TEST_F(HostSummingJob, GroupingsThatCannotSumAreRefusedWithTheirField) {
   const std::string base = std::string("train ") + testing::kFaultJob + kFourWorkers + " --run-dir " + dir_.File("r");
-  const struct {
-    const char* flags;
-    const char* says;
-  } cases[] = {
-      {" --set cluster.host_groups=2,1", "adds up to 3 workers, but cluster.workers = 4"},
-      {" --set cluster.host_groups=4,0", "every group needs at least one worker"},
-      {" --set cluster.host_groups=2,2 --set cluster.consistency=SSP", "host summing needs cluster.consistency = BSP"},
-      {" --set cluster.host_groups=2,2 --set cluster.host_summing=false", "while cluster.host_summing = false"},
-      {" --set cluster.host_groups=2,x", "is not a valid value for cluster.host_groups"},
-      {" --set fault.kill=aggregator:2@3 --set cluster.host_groups=2,2", "no such host group"},
-  };
-  for (const auto& c : cases) {
-    const CommandResult r = RunPsformer(base + c.flags);
-    EXPECT_EQ(r.exit_status, 1) << c.flags << "\n" << r.output;
-    EXPECT_TRUE(Has(r.output, c.says)) << c.flags << "\n" << r.output;
-  }
+  testing::ExpectRefusedVariants(
+      base, "", 1,
+      {
+          {" --set cluster.host_groups=2,1", "adds up to 3 workers, but cluster.workers = 4"},
+          {" --set cluster.host_groups=4,0", "every group needs at least one worker"},
+          {" --set cluster.host_groups=2,2 --set cluster.consistency=SSP",
+           "host summing needs cluster.consistency = BSP"},
+          {" --set cluster.host_groups=2,2 --set cluster.host_summing=false", "while cluster.host_summing = false"},
+          {" --set cluster.host_groups=2,x", "is not a valid value for cluster.host_groups"},
+          {" --set fault.kill=aggregator:2@3 --set cluster.host_groups=2,2", "no such host group"},
+      });
 }
 
 }  // namespace

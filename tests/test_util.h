@@ -80,6 +80,13 @@ inline CommandResult RunPsformer(const std::string& arguments) {
   return RunShell("cd " + SourceDir() + " && " + PsformerBinary() + " " + arguments);
 }
 
+// Runs `mpirun -np PROCESSES psformer ARGUMENTS` from the source directory: one MPI rank a role,
+// oversubscribed (the test machine has fewer cores than a job has roles) and allowed as root.
+inline CommandResult RunPsformerUnderMpirun(int processes, const std::string& arguments) {
+  return RunShell("cd " + SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np " +
+                  std::to_string(processes) + " " + PsformerBinary() + " " + arguments);
+}
+
 // RunShell and RunPsformer with stdout and stderr on a pseudo-terminal (util-linux `script`), as a person at a
 // terminal would run it: what only a terminal gets (progress meters) is in the output, with the
 // terminal's \r\n line ends.
@@ -105,13 +112,36 @@ inline std::string ModelDigest(const std::string& model) {
   return m.str();
 }
 
-// Runs `psformer train ARGUMENTS --run-dir DIR/NAME` and returns the digest of the model it wrote
-// ("", and a test failure showing the output, when it did not end with status 0).
-inline std::string TrainedModelDigest(const TempDir& dir, const std::string& name, const std::string& arguments) {
-  const std::string run = dir.File(name);
-  const CommandResult r = RunPsformer("train " + arguments + " --run-dir " + run);
+// One of several runs of a job: its run directory's name and the flags it adds to the job's.
+struct NamedRun {
+  std::string name;
+  std::string flags;
+};
+
+// Runs `psformer train JOB FLAGS --run-dir DIR/NAME` for `run` and returns the digest of the model
+// it wrote ("", and a test failure showing the output, when it did not end with status 0).
+inline std::string TrainedModelDigest(const TempDir& dir, const std::string& job, const NamedRun& run) {
+  const std::string run_dir = dir.File(run.name);
+  const CommandResult r = RunPsformer("train " + job + " " + run.flags + " --run-dir " + run_dir);
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  return ModelDigest(run + "/model.bin");
+  return ModelDigest(run_dir + "/model.bin");
+}
+
+// Trains `job` (`psformer train` flags) once per run, as TrainedModelDigest does, and checks that
+// every run wrote a model and that all wrote the same one, bit for bit (docs/determinism.md).
+inline ::testing::AssertionResult TrainSameModel(const TempDir& dir, const std::string& job,
+                                                 const std::vector<NamedRun>& runs) {
+  std::string first;
+  for (const NamedRun& run : runs) {
+    const std::string digest = TrainedModelDigest(dir, job, run);
+    if (digest.empty()) return ::testing::AssertionFailure() << "run " << run.name << " wrote no model";
+    if (first.empty()) first = digest;
+    if (digest != first) {
+      return ::testing::AssertionFailure() << "run " << run.name << " (" << run.flags << ") trained model " << digest
+                                           << ", run " << runs.front().name << " " << first;
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // Every value of `key` in a metrics.jsonl, in file order.
@@ -143,6 +173,21 @@ inline ::testing::AssertionResult EndsSaying(const CommandResult& result, int ex
   return ::testing::AssertionFailure() << "expected exit status " << exit_status << " and \"" << text << "\"; got "
                                        << result.exit_status << " and:\n"
                                        << result.output;
+}
+
+// A variant of a command line that must be refused: the words it adds, and what the refusal says.
+struct RefusedVariant {
+  std::string words;
+  std::string says;
+};
+
+// Runs `psformer PREFIX WORDS SUFFIX` for each variant and checks that it ends with `exit_status`,
+// saying the variant's text.
+inline void ExpectRefusedVariants(const std::string& prefix, const std::string& suffix, int exit_status,
+                                  const std::vector<RefusedVariant>& variants) {
+  for (const RefusedVariant& v : variants) {
+    EXPECT_TRUE(EndsSaying(RunPsformer(prefix + v.words + suffix), exit_status, v.says)) << v.words;
+  }
 }
 
 // Every *.log file of RUN_DIR/logs, concatenated.

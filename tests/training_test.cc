@@ -12,48 +12,40 @@ namespace {
 
 using testing::CommandResult;
 using testing::ModelDigest;
-using testing::RunPsformer;
-using testing::RunShell;
+using testing::RunPsformerUnderMpirun;
 using testing::TempDir;
+using testing::TrainSameModel;
+using testing::TrainedModelDigest;
 
 // A short copy-task run: enough steps to move every parameter, few enough for a 2-core machine.
 const char* kShort =
     "--config configs/copy.pbtxt --set training.max_steps=24 --set training.valid_every=12 "
     "--set logging.every_steps=6 --set checkpoint.every_steps=0";
 
-std::string Train(const TempDir& dir, const std::string& name, const std::string& extra) {
-  return testing::TrainedModelDigest(dir, name, std::string(kShort) + " " + extra);
-}
-
 TEST(Training, OneWorkerOneServerEqualsTheLocalTrainerBitwise) {
   TempDir dir;
-  const std::string local = Train(dir, "local", "--local");
-  const std::string bsp = Train(dir, "bsp", "--set cluster.workers=1 --set cluster.servers=1");
-  EXPECT_FALSE(local.empty());
-  EXPECT_EQ(local, bsp);
+  EXPECT_TRUE(
+      TrainSameModel(dir, kShort, {{"local", "--local"}, {"bsp", "--set cluster.workers=1 --set cluster.servers=1"}}));
 }
 
 TEST(Training, ServerCountDoesNotChangeTheWeights) {
   TempDir dir;
-  const std::string one = Train(dir, "s1", "--set cluster.workers=2 --set cluster.servers=1");
-  const std::string two = Train(dir, "s2", "--set cluster.workers=2 --set cluster.servers=2");
-  const std::string three = Train(dir, "s3", "--set cluster.workers=2 --set cluster.servers=3");
-  EXPECT_FALSE(one.empty());
-  EXPECT_EQ(one, two);
-  EXPECT_EQ(one, three);
+  EXPECT_TRUE(TrainSameModel(dir, kShort,
+                             {{"s1", "--set cluster.workers=2 --set cluster.servers=1"},
+                              {"s2", "--set cluster.workers=2 --set cluster.servers=2"},
+                              {"s3", "--set cluster.workers=2 --set cluster.servers=3"}}));
 }
 
 TEST(Training, TwoRunsOfTheSameConfigAreBitwiseIdentical) {
   TempDir dir;
-  const std::string a = Train(dir, "a", "--set cluster.workers=2 --set cluster.servers=2");
-  const std::string b = Train(dir, "b", "--set cluster.workers=2 --set cluster.servers=2");
-  EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
+  EXPECT_TRUE(TrainSameModel(dir, kShort,
+                             {{"a", "--set cluster.workers=2 --set cluster.servers=2"},
+                              {"b", "--set cluster.workers=2 --set cluster.servers=2"}}));
 }
 
 TEST(Training, WritesTheRunDirectory) {
   TempDir dir;
-  Train(dir, "run", "--set cluster.workers=2 --set cluster.servers=1");
+  TrainedModelDigest(dir, kShort, {"run", "--set cluster.workers=2 --set cluster.servers=1"});
   const auto run = dir.path() / "run";
   for (const char* f :
        {"config.pbtxt", "metrics.jsonl", "model.bin", "logs/worker-0.log", "logs/worker-1.log", "logs/pserver-0.log"}) {
@@ -69,32 +61,30 @@ TEST(Training, WritesTheRunDirectory) {
 
 TEST(Training, MpirunClusterModeEqualsSingleNodeMode) {
   TempDir dir;
-  const std::string single = Train(dir, "single", "--set cluster.workers=2 --set cluster.servers=1");
+  const std::string single =
+      TrainedModelDigest(dir, kShort, {"single", "--set cluster.workers=2 --set cluster.servers=1"});
   const std::string run = dir.File("mpi");
-  CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
-                             " && mpirun --allow-run-as-root --oversubscribe -np 3 " + PSFORMER_BINARY + " train " +
-                             kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + run);
+  CommandResult r = RunPsformerUnderMpirun(
+      3, std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
 }
 
 TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {
   TempDir dir;
-  CommandResult r = RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR +
-                             " && mpirun --allow-run-as-root --oversubscribe -np 2 " + PSFORMER_BINARY + " train " +
-                             kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x"));
+  CommandResult r =
+      RunPsformerUnderMpirun(2, std::string("train ") + kShort +
+                                    " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x"));
   EXPECT_NE(r.exit_status, 0);
   EXPECT_NE(r.output.find("2 processes were started but the config needs"), std::string::npos) << r.output;
 }
 
 TEST(Training, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   TempDir dir;
-  const std::string calm = Train(dir, "calm", "--set cluster.workers=2 --set cluster.servers=1");
-  const std::string killed = Train(dir, "killed",
-                                   "--set cluster.workers=2 --set cluster.servers=1 "
-                                   "--set fault.kill=worker:1@10");
-  EXPECT_FALSE(calm.empty());
-  EXPECT_EQ(calm, killed);
+  EXPECT_TRUE(
+      TrainSameModel(dir, kShort,
+                     {{"calm", "--set cluster.workers=2 --set cluster.servers=1"},
+                      {"killed", "--set cluster.workers=2 --set cluster.servers=1 --set fault.kill=worker:1@10"}}));
   std::ifstream log(dir.path() / "killed" / "logs" / "supervisor.log");
   std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(all.find("restarting"), std::string::npos) << all;

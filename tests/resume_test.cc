@@ -78,21 +78,49 @@ int64_t StoppedCut(const std::string& run) {
   return std::min(a, b);
 }
 
+// The advice an interrupted job in `run` ends with: how to continue it, after `launcher` ("" or
+// "mpirun ... ", as the advice shows what started the job).
+std::string ContinueAdvice(const std::string& run, const std::string& launcher) {
+  return "interrupted; continue with: " + launcher + "psformer train --config " + run + "/config.pbtxt --run-dir " +
+         run + " --resume";
+}
+
+// Checks that a resumed run of the job in `run` ended well, went on from the checkpoint of `step`
+// (as the server of shard `shard` logs), and trained the weights of the `undisturbed` run.
+void ExpectResumedToTheSameWeights(const CommandResult& resumed, const std::string& run, int shard, int64_t step,
+                                   const std::string& undisturbed) {
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-" + std::to_string(shard) + ".log")
+                .find("resumes from the checkpoint of step " + std::to_string(step)),
+            std::string::npos);
+  EXPECT_FALSE(undisturbed.empty());
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
+// Runs the slow job in `run` in the background (through `launcher`, as BackgroundJob does) and sends
+// `signal` to its process group once it logged step `step`; its exit status and output.
+CommandResult SignalAtStep(const std::string& run, int64_t step, int signal, const std::string& launcher = "") {
+  BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                    run + ".out", launcher);
+  CommandResult result;
+  if (!testing::WaitForStep(&job, run, step, std::chrono::seconds(120))) {
+    ADD_FAILURE() << "no step " << step << " logged:\n" << job.Output();
+    return result;
+  }
+  job.SignalGroup(signal);
+  result.exit_status = job.Wait(std::chrono::seconds(150));
+  result.output = job.Output();
+  return result;
+}
+
 TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   TempDir dir;
   const std::string undisturbed = UndisturbedDigest(dir);
   const std::string run = dir.File("interrupted");
-  {
-    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
-                      dir.File("interrupted.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
-    job.SignalGroup(SIGINT);  // Ctrl-C: the terminal signals the foreground process group.
-    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
-    EXPECT_NE(job.Output().find("interrupted; continue with: psformer train --config " + run +
-                                "/config.pbtxt --run-dir " + run + " --resume"),
-              std::string::npos)
-        << job.Output();
-  }
+  // Ctrl-C: the terminal signals the foreground process group.
+  const CommandResult interrupted = SignalAtStep(run, 20, SIGINT);
+  ASSERT_EQ(interrupted.exit_status, 130) << interrupted.output;
+  EXPECT_TRUE(testing::HasText(interrupted.output, ContinueAdvice(run, ""))) << interrupted.output;
   // Both workers stopped after the same complete step, and the servers' checkpoint of it is
   // complete (its manifest is written once every shard is on disk).
   // The workers get the signal at slightly different times: one may finish one step more (its
@@ -103,14 +131,9 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
   EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
 
-  CommandResult resumed =
-      RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
-  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
-  EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-1.log")
-                .find("resumes from the checkpoint of step " + std::to_string(stopped)),
-            std::string::npos);
-  EXPECT_FALSE(undisturbed.empty());
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+  ExpectResumedToTheSameWeights(
+      RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays), run, 1,
+      stopped, undisturbed);
 }
 
 // The job's shared-memory segments still in /dev/shm, by the prefix its supervisor logged.
@@ -129,16 +152,12 @@ std::vector<std::string> JobSegmentsLeft(const std::string& run) {
 TEST(Resume, AHangUpStopsInOrderLikeCtrlCAndExits129) {
   TempDir dir;
   const std::string run = dir.File("hungup");
-  {
-    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
-                      dir.File("hungup.out"));
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 10, std::chrono::seconds(120))) << job.Output();
-    job.SignalGroup(SIGHUP);  // the terminal closed: the shell passes SIGHUP to its jobs
-    ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 129) << job.Output();
-    EXPECT_NE(job.Output().find("hung up (SIGHUP: the terminal closed)"), std::string::npos) << job.Output();
-    EXPECT_NE(job.Output().find("interrupted; continue with: psformer train --config " + run), std::string::npos)
-        << job.Output();
-  }
+  // The terminal closed: the shell passes SIGHUP to its jobs.
+  const CommandResult hungup = SignalAtStep(run, 10, SIGHUP);
+  ASSERT_EQ(hungup.exit_status, 129) << hungup.output;
+  EXPECT_NE(hungup.output.find("hung up (SIGHUP: the terminal closed)"), std::string::npos) << hungup.output;
+  EXPECT_NE(hungup.output.find("interrupted; continue with: psformer train --config " + run), std::string::npos)
+      << hungup.output;
   const int64_t stopped = StoppedCut(run);
   ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
@@ -175,25 +194,15 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   TempDir dir;
   const std::string undisturbed = UndisturbedDigest(dir);
   const std::string run = dir.File("interrupted");
-  const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 4 ";
-  {
-    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
-                      dir.File("interrupted.out"), mpirun);
-    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
-    job.SignalGroup(SIGINT);
-    EXPECT_NE(job.Wait(std::chrono::seconds(150)), 0) << job.Output();
-    EXPECT_NE(job.Output().find("interrupted; continue with: mpirun ... psformer train --config " + run +
-                                "/config.pbtxt --run-dir " + run + " --resume"),
-              std::string::npos)
-        << job.Output();
-  }
+  const CommandResult interrupted = SignalAtStep(run, 20, SIGINT, "mpirun --allow-run-as-root --oversubscribe -np 4 ");
+  EXPECT_NE(interrupted.exit_status, 0) << interrupted.output;
+  EXPECT_TRUE(testing::HasText(interrupted.output, ContinueAdvice(run, "mpirun ... "))) << interrupted.output;
   const int64_t stopped = StoppedCut(run);
   ASSERT_GE(stopped, 20) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
 
-  CommandResult resumed =
-      testing::RunShell(std::string("cd ") + PSFORMER_SOURCE_DIR + " && " + mpirun + PSFORMER_BINARY +
-                        " train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
+  CommandResult resumed = testing::RunPsformerUnderMpirun(
+      4, "train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
   ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
@@ -251,13 +260,7 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
   EXPECT_LT(newest, 200);
   EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
 
-  CommandResult resumed = RunPsformer(command + " --resume");
-  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
-  EXPECT_NE(BackgroundJob::ReadAll(run + "/logs/pserver-0.log")
-                .find("resumes from the checkpoint of step " + std::to_string(newest)),
-            std::string::npos);
-  EXPECT_FALSE(undisturbed.empty());
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+  ExpectResumedToTheSameWeights(RunPsformer(command + " --resume"), run, 0, newest, undisturbed);
 }
 
 // A worker asked to stop (SIGTERM: how its supervisor passes a Ctrl-C on) while no server has

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "common/model_file.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "common/proto/config.pb.h"
 #include "tests/device_test_util.h"
+#include "tests/test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/data/batch.h"
 #include "worker/data/subword_vocabulary.h"
@@ -59,6 +61,30 @@ std::vector<T> RandomParams(const ParamLayout& layout, uint64_t seed, double noi
   for (size_t i = 0; i < init.size(); ++i) params[i] = static_cast<T>(init[i] + uniform(rng));
   return params;
 }
+
+// A test's directory holding the small SentencePiece model (spm.model), where random model files
+// of SmallModelConfig are written: what `psformer translate` and `psformer export` read.
+class SmallModelFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spm = SmallBpeModel();
+    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
+    spm_ = dir_.Write("spm.model", *spm);
+  }
+
+  // Writes a model of `vocab` pieces with RandomParams to `name` in the directory; returns its path.
+  std::string WriteRandomModel(const std::string& name, int vocab, bool pre_ln = false) {
+    ModelFile file;
+    file.model = SmallModelConfig(pre_ln);
+    file.vocab_size = vocab;
+    file.params = RandomParams<float>(ParamLayout(file.model, vocab), 3, 0.3);
+    EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
+    return dir_.File(name);
+  }
+
+  TempDir dir_;
+  std::string spm_;  // the path of spm.model
+};
 
 // log_softmax of each row of logits (rows, vocab), in double.
 template <typename T>

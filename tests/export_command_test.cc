@@ -27,24 +27,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::RunPsformer;
-using testing::TempDir;
 
-class ExportCommandTest : public ::testing::Test {
+// A random model of the SentencePiece model's 40 pieces, the model the tests export.
+class ExportCommandTest : public testing::SmallModelFilesTest {
  protected:
   void SetUp() override {
-    auto spm = testing::SmallBpeModel();
-    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
-    spm_ = dir_.Write("spm.model", *spm);
-    model_ = WriteModel("model.bin", false);
-  }
-
-  std::string WriteModel(const std::string& name, bool pre_ln) {
-    ModelFile file;
-    file.model = testing::SmallModelConfig(pre_ln);
-    file.vocab_size = 40;
-    file.params = testing::RandomParams<float>(ParamLayout(file.model, file.vocab_size), 3, 0.3);
-    EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
-    return dir_.File(name);
+    SmallModelFilesTest::SetUp();
+    if (HasFatalFailure()) return;
+    model_ = WriteRandomModel("model.bin", 40);
   }
 
   testing::CommandResult Export(const std::string& model, const std::string& spm, const std::string& out) {
@@ -65,8 +55,7 @@ class ExportCommandTest : public ::testing::Test {
     }
   }
 
-  TempDir dir_;
-  std::string spm_, model_;
+  std::string model_;
 };
 
 TEST_F(ExportCommandTest, WritesEveryFileTransformersLoads) {
@@ -154,7 +143,8 @@ TEST(MarianTensors, PermutesTheModelDimensionAndTransposes) {
 }
 
 TEST_F(ExportCommandTest, RefusesAPreLnModel) {
-  ExpectRefused(Export(WriteModel("pre_ln.bin", true), spm_, dir_.File("hf")), {"pre_ln.bin", "PRE_LN"});
+  ExpectRefused(Export(WriteRandomModel("pre_ln.bin", 40, /*pre_ln=*/true), spm_, dir_.File("hf")),
+                {"pre_ln.bin", "PRE_LN"});
 }
 
 TEST_F(ExportCommandTest, RefusesATruncatedModel) {

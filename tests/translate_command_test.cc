@@ -16,28 +16,16 @@
 namespace psformer {
 namespace {
 
-using testing::TempDir;
-
-class TranslateCommandTest : public ::testing::Test {
+class TranslateCommandTest : public testing::SmallModelFilesTest {
  protected:
   void SetUp() override {
-    auto spm = testing::SmallBpeModel();
-    ASSERT_TRUE(spm.ok()) << spm.status().ToString();
-    spm_ = dir_.Write("spm.model", *spm);
+    SmallModelFilesTest::SetUp();
+    if (HasFatalFailure()) return;
     auto vocabulary = SubwordVocabulary::FromFile(spm_);
     ASSERT_TRUE(vocabulary.ok());
     model_ = WriteRandomModel("model.bin", vocabulary->size());
     input_ =
         dir_.Write("input.txt", "the word was light\n\nin the beginning was the word and the word was day\nnight\n");
-  }
-
-  std::string WriteRandomModel(const std::string& name, int vocab) {
-    ModelFile file;
-    file.model = testing::SmallModelConfig(false);
-    file.vocab_size = vocab;
-    file.params = testing::RandomParams<float>(ParamLayout(file.model, vocab), 3, 0.3);
-    EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
-    return dir_.File(name);
   }
 
   // Runs translate with `flags`, stdin from `input`; stdout goes to out.txt, stderr is returned.
@@ -53,8 +41,7 @@ class TranslateCommandTest : public ::testing::Test {
     return lines;
   }
 
-  TempDir dir_;
-  std::string spm_, model_, input_;
+  std::string model_, input_;
 };
 
 TEST_F(TranslateCommandTest, OneLinePerInputLineInOrder) {

@@ -39,14 +39,8 @@ ParamLayout::ParamLayout(const proto::ModelConfig& model, int vocab_size) {
 }
 
 void ParamLayout::Add(const std::string& name, int64_t rows, int64_t cols, ParamInit init) {
-  ParamTensor t;
-  t.name = name;
-  t.rows = rows;
-  t.cols = cols;
-  t.offset = total_;
-  t.init = init;
-  total_ += t.size();
-  tensors_.push_back(std::move(t));
+  tensors_.push_back({.name = name, .rows = rows, .cols = cols, .offset = total_, .init = init});
+  total_ += tensors_.back().size();
 }
 
 void ParamLayout::AddAttention(const std::string& prefix, int64_t d, bool fused_qkv) {

@@ -75,15 +75,14 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   const proto::JobConfig config = SmallConfig();
   auto reporter = OpenReporter(config, dir.path().string());
   reporter->Start(1);
-  TrainInterval interval;
-  interval.loss_sum = 460.0;
-  interval.tokens = 200;
-  interval.compute_s = 1.5;
-  interval.push_s = 0.25;
-  interval.wait_s = 0.125;
-  interval.pull_s = 0.0625;
-  interval.has_step_times = true;
-  interval.start = std::chrono::steady_clock::now() - std::chrono::seconds(4);
+  const TrainInterval interval{.loss_sum = 460.0,
+                               .tokens = 200,
+                               .compute_s = 1.5,
+                               .push_s = 0.25,
+                               .wait_s = 0.125,
+                               .pull_s = 0.0625,
+                               .has_step_times = true,
+                               .start = std::chrono::steady_clock::now() - std::chrono::seconds(4)};
   ASSERT_TRUE(reporter->Train(10, interval).ok());
 
   const auto lines = ReadLines(dir);
@@ -120,14 +119,8 @@ TEST(TrainingReporter, ALineCountsTheIntervalsTokensAndHasNoStepTimesWithoutThem
   const proto::JobConfig config = SmallConfig();
   auto reporter = OpenReporter(config, dir.path().string());
   reporter->Start(1);
-  TrainInterval first;
-  first.loss_sum = 30;
-  first.tokens = 10;
-  ASSERT_TRUE(reporter->Train(10, first).ok());
-  TrainInterval second;
-  second.loss_sum = 20;
-  second.tokens = 40;
-  ASSERT_TRUE(reporter->Train(20, second).ok());
+  ASSERT_TRUE(reporter->Train(10, {.loss_sum = 30, .tokens = 10}).ok());
+  ASSERT_TRUE(reporter->Train(20, {.loss_sum = 20, .tokens = 40}).ok());
 
   const auto lines = ReadLines(dir);
   ASSERT_EQ(lines.size(), 2u);

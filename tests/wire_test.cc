@@ -64,15 +64,7 @@ TEST(Bfloat16, RoundsToNearestEvenAndWidensExactly) {
 // A valid PUSH for shard 1 of [100, 200) from worker 0 of 2, in 4 frames.
 struct PushFixture {
   std::vector<float> grad = std::vector<float>(100);
-  ServerScope scope = [] {
-    ServerScope s;
-    s.job_id = 42;
-    s.workers = 2;
-    s.shard = 1;
-    s.begin = 100;
-    s.end = 200;
-    return s;
-  }();
+  ServerScope scope{.job_id = 42, .workers = 2, .shard = 1, .begin = 100, .end = 200, .piece_bounds = {}};
   PushFixture() {
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.25f * static_cast<float>(i) - 3.0f;
   }

@@ -26,10 +26,14 @@ RawMessage Message(const std::string& peer, const std::string& header, size_t pa
   return m;
 }
 
-// Sends 9 payloads and 3 requests without payload over a client with `streams` connections;
-// returns the routing ids the server saw for each kind, after answering every message and
-// checking that each answer reaches the client.
-void Exchange(ZmqVan& server, ZmqVan& client, std::set<std::string>* payload_ids, std::set<std::string>* request_ids) {
+// Binds `server` at `endpoint` and connects `client` to it, then sends 9 payloads and 3 requests
+// without payload over the client's connections; returns the routing ids the server saw for each
+// kind, after answering every message and checking that each answer reaches the client.
+void Exchange(ZmqVan& server, ZmqVan& client, const std::string& endpoint, std::set<std::string>* payload_ids,
+              std::set<std::string>* request_ids) {
+  auto bound = server.Bind(endpoint);
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  ASSERT_TRUE(client.Connect("srv", *bound).ok());
   for (int i = 0; i < 12; ++i) {
     const bool payload = i % 4 != 3;
     std::string header = "m";
@@ -58,11 +62,8 @@ TEST(Streams, PayloadsTakeEveryConnectionInTurnAndRequestsTheFirst) {
   o.streams = 3;
   o.io_threads = 3;
   ZmqVan client(o);
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  ASSERT_TRUE(client.Connect("srv", *bound).ok());
   std::set<std::string> payload_ids, request_ids;
-  Exchange(server, client, &payload_ids, &request_ids);
+  Exchange(server, client, "tcp://127.0.0.1:0", &payload_ids, &request_ids);
   EXPECT_EQ(payload_ids.size(), 3u) << "the payloads used every connection";
   EXPECT_EQ(request_ids.size(), 1u) << "requests without payload keep to one connection";
   EXPECT_EQ(payload_ids.count(*request_ids.begin()), 1u);
@@ -79,11 +80,8 @@ TEST(Streams, EveryConnectionIsAuthenticatedWithCurve) {
   co.streams = 4;
   co.io_threads = 4;
   ZmqVan client(co);
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  ASSERT_TRUE(client.Connect("srv", *bound).ok());
   std::set<std::string> payload_ids, request_ids;
-  Exchange(server, client, &payload_ids, &request_ids);
+  Exchange(server, client, "tcp://127.0.0.1:0", &payload_ids, &request_ids);
   EXPECT_EQ(payload_ids.size(), 4u);
   EXPECT_EQ(server.refused_clients(), 0u);
 }
@@ -94,11 +92,8 @@ TEST(Streams, AnIpcPeerGetsOneConnection) {
   ZmqVanOptions o;
   o.streams = 3;
   ZmqVan client(o);
-  auto bound = server.Bind("ipc://" + dir.File("s.sock"));
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  ASSERT_TRUE(client.Connect("srv", *bound).ok());
   std::set<std::string> payload_ids, request_ids;
-  Exchange(server, client, &payload_ids, &request_ids);
+  Exchange(server, client, "ipc://" + dir.File("s.sock"), &payload_ids, &request_ids);
   EXPECT_EQ(payload_ids.size(), 1u);
 }
 

@@ -9,12 +9,34 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/logging.h"
 
 namespace psformer {
+namespace {
+
+// The roles and the kill actions of fault.kill entries, by the word an entry names them with.
+constexpr std::pair<const char*, FaultEvent::Role> kRoleWords[] = {
+    {"worker", FaultEvent::WORKER}, {"server", FaultEvent::SERVER}, {"aggregator", FaultEvent::AGGREGATOR}};
+constexpr std::pair<const char*, FaultEvent::Action> kKillWords[] = {{"kill", FaultEvent::KILL},
+                                                                     {"checkpoint", FaultEvent::KILL_IN_CHECKPOINT},
+                                                                     {"push", FaultEvent::KILL_IN_PUSH},
+                                                                     {"shm", FaultEvent::KILL_IN_SHM}};
+
+// What `word` names in `words`, or nullopt.
+template <typename T, size_t N>
+std::optional<T> Lookup(const std::pair<const char*, T> (&words)[N], const std::string& word) {
+  for (const auto& [name, value] : words) {
+    if (word == name) return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& fault) {
   std::vector<std::string> entries;
@@ -50,12 +72,8 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
     }
     const std::string role = item.substr(0, colon);
     FaultEvent e;
-    if (role == "worker") {
-      e.set_role(FaultEvent::WORKER);
-    } else if (role == "server") {
-      e.set_role(FaultEvent::SERVER);
-    } else if (role == "aggregator") {
-      e.set_role(FaultEvent::AGGREGATOR);
+    if (const auto named = Lookup(kRoleWords, role)) {
+      e.set_role(*named);
     } else {
       return Status::InvalidArgument(bad + "names role '" + role + "'; expected worker, server or aggregator");
     }
@@ -71,14 +89,8 @@ StatusOr<std::vector<FaultEvent>> FaultEvents(const proto::FaultConfig& fault) {
       if (used != index.size()) throw std::invalid_argument(index);
       e.set_at_step(std::stoll(step, &used));
       if (used != step.size()) throw std::invalid_argument(step);
-      if (action == "kill") {
-        e.set_action(FaultEvent::KILL);
-      } else if (action == "checkpoint") {
-        e.set_action(FaultEvent::KILL_IN_CHECKPOINT);
-      } else if (action == "push") {
-        e.set_action(FaultEvent::KILL_IN_PUSH);
-      } else if (action == "shm") {
-        e.set_action(FaultEvent::KILL_IN_SHM);
+      if (const auto kill = Lookup(kKillWords, action)) {
+        e.set_action(*kill);
       } else if (action.rfind("stall=", 0) == 0) {
         e.set_action(FaultEvent::STALL);
         const std::string ms = action.substr(6);

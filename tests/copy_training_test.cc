@@ -22,35 +22,39 @@ using testing::MetricValues;
 using testing::RunPsformer;
 using testing::TempDir;
 
-// The last / the highest value of `key`, or -1.
-double LastMetric(const std::string& path, const std::string& key) {
-  const std::vector<double> v = MetricValues(path, key);
-  return v.empty() ? -1 : v.back();
-}
+// Each test's directory, with run directory `run_` in it, and the copy task trained there.
+class CopyTraining : public ::testing::Test {
+ protected:
+  // `psformer train` of configs/copy.pbtxt, with `settings`, into run directory `run`.
+  static testing::CommandResult TrainCopy(const std::string& settings, const std::string& run) {
+    return RunPsformer("train --config configs/copy.pbtxt " + settings + " --run-dir " + run);
+  }
 
-double BestMetric(const std::string& path, const std::string& key) {
-  const std::vector<double> v = MetricValues(path, key);
-  return v.empty() ? -1 : *std::max_element(v.begin(), v.end());
-}
+  // The last / the highest value of `key` in run_'s metrics.jsonl, or -1.
+  double LastMetric(const std::string& key) const {
+    const std::vector<double> v = MetricValues(run_ + "/metrics.jsonl", key);
+    return v.empty() ? -1 : v.back();
+  }
+  double BestMetric(const std::string& key) const {
+    const std::vector<double> v = MetricValues(run_ + "/metrics.jsonl", key);
+    return v.empty() ? -1 : *std::max_element(v.begin(), v.end());
+  }
 
-// `psformer train` of configs/copy.pbtxt, with `settings`, into run directory `run`.
-testing::CommandResult TrainCopy(const std::string& settings, const std::string& run) {
-  return RunPsformer("train --config configs/copy.pbtxt " + settings + " --run-dir " + run);
-}
+  TempDir dir_;
+  const std::string run_ = dir_.File("run");
+};
 
-TEST(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
-  TempDir dir;
-  const std::string run = dir.File("run");
-  auto r = TrainCopy("", run);
+TEST_F(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
+  auto r = TrainCopy("", run_);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
-  EXPECT_GT(LastMetric(run + "/metrics.jsonl", "tokens_per_s"), 0.0);
-  EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
-  EXPECT_TRUE(std::filesystem::exists(run + "/config.pbtxt"));
-  EXPECT_TRUE(std::filesystem::exists(run + "/logs/worker-0.log"));
-  EXPECT_TRUE(std::filesystem::exists(run + "/logs/pserver-0.log"));
+  EXPECT_GE(LastMetric("valid_accuracy"), 0.99) << r.output;
+  EXPECT_GT(LastMetric("tokens_per_s"), 0.0);
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/model.bin"));
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/config.pbtxt"));
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/logs/worker-0.log"));
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/logs/pserver-0.log"));
 
-  auto sum = RunPsformer("checksum " + run + "/model.bin");
+  auto sum = RunPsformer("checksum " + run_ + "/model.bin");
   EXPECT_EQ(sum.exit_status, 0) << sum.output;
   EXPECT_TRUE(std::regex_search(sum.output, std::regex("^[0-9a-f]{64}  [0-9]+ parameters  "))) << sum.output;
 }
@@ -74,14 +78,13 @@ int64_t StepReaching99(const std::string& path) {
 // from step 350 to 700 (validations every 50 steps). So "as well as" is "within 1.25x the steps
 // of one worker, plus one validation interval", not "no more steps", which held on one CPU's
 // rounding and failed on another's (400 against 450).
-TEST(CopyTraining, TwoWorkersLearnItAsWellAsOne) {
-  TempDir dir;
-  auto one = TrainCopy("", dir.File("one"));
+TEST_F(CopyTraining, TwoWorkersLearnItAsWellAsOne) {
+  auto one = TrainCopy("", dir_.File("one"));
   ASSERT_EQ(one.exit_status, 0) << one.output;
-  auto two = TrainCopy("--set cluster.workers=2", dir.File("two"));
+  auto two = TrainCopy("--set cluster.workers=2", dir_.File("two"));
   ASSERT_EQ(two.exit_status, 0) << two.output;
-  const int64_t steps_one = StepReaching99(dir.File("one") + "/metrics.jsonl");
-  const int64_t steps_two = StepReaching99(dir.File("two") + "/metrics.jsonl");
+  const int64_t steps_one = StepReaching99(dir_.File("one") + "/metrics.jsonl");
+  const int64_t steps_two = StepReaching99(dir_.File("two") + "/metrics.jsonl");
   ASSERT_GT(steps_one, 0);
   ASSERT_GT(steps_two, 0) << "two workers never reached valid_accuracy 0.99";
   std::cout << "valid_accuracy 0.99 first reached at step " << steps_one << " (one worker), " << steps_two
@@ -90,65 +93,56 @@ TEST(CopyTraining, TwoWorkersLearnItAsWellAsOne) {
   EXPECT_LE(steps_two, steps_one * 5 / 4 + kValidEvery) << "one worker: " << steps_one << ", two: " << steps_two;
 }
 
-TEST(CopyTraining, AsyncModeConverges) {
-  TempDir dir;
-  const std::string run = dir.File("run");
-  auto r = TrainCopy("--set cluster.workers=2 --set cluster.consistency=ASYNC", run);
+TEST_F(CopyTraining, AsyncModeConverges) {
+  auto r = TrainCopy("--set cluster.workers=2 --set cluster.consistency=ASYNC", run_);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   // Async is not deterministic, and its accuracy wanders by a few points late in a run (two
   // updates a step from half batches each): converging means getting there, not ending there.
-  EXPECT_GE(BestMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.95) << r.output;
-  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.8) << r.output;
+  EXPECT_GE(BestMetric("valid_accuracy"), 0.95) << r.output;
+  EXPECT_GE(LastMetric("valid_accuracy"), 0.8) << r.output;
 }
 
 // Mixed precision on the wire: bf16 parameter copies to the workers, bf16 gradients back, fp32
 // masters and Adam on the servers. It learns as well, and the model it writes holds the fp32
 // masters (pulled in fp32 at the end), not their bf16 copies.
-TEST(CopyTraining, Bf16ParametersAndGradientsOnTheWireLearnItToo) {
-  TempDir dir;
-  const std::string run = dir.File("run");
-  auto r = TrainCopy("--set cluster.workers=2 --set cluster.param_dtype=BF16 --set cluster.gradient_dtype=BF16", run);
+TEST_F(CopyTraining, Bf16ParametersAndGradientsOnTheWireLearnItToo) {
+  auto r = TrainCopy("--set cluster.workers=2 --set cluster.param_dtype=BF16 --set cluster.gradient_dtype=BF16", run_);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
+  EXPECT_GE(LastMetric("valid_accuracy"), 0.99) << r.output;
   // The servers say how many pulls they answered in bf16: all but those after validated steps.
   std::smatch m;
-  const std::string log = testing::ReadTextFile(run + "/logs/pserver-0.log");
+  const std::string log = testing::ReadTextFile(run_ + "/logs/pserver-0.log");
   ASSERT_TRUE(std::regex_search(log, m, std::regex("pulls answered: ([0-9]+) \\(([0-9]+) in bf16\\)"))) << log;
   EXPECT_GT(std::stoll(m[2].str()), std::stoll(m[1].str()) / 2) << m.str();
   EXPECT_LT(std::stoll(m[2].str()), std::stoll(m[1].str())) << m.str();
-  auto model = ReadModelFile(run + "/model.bin");
+  auto model = ReadModelFile(run_ + "/model.bin");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   size_t not_bf16 = 0;
   for (float p : model->params) not_bf16 += Bf16ToFloat(FloatToBf16(p)) != p;
   EXPECT_GT(not_bf16, model->params.size() / 2);
 }
 
-TEST(CopyTraining, LocalTrainerAlsoLearnsIt) {
-  TempDir dir;
-  const std::string run = dir.File("run");
-  auto r = RunPsformer("train --local --config configs/copy.pbtxt --run-dir " + run);
+TEST_F(CopyTraining, LocalTrainerAlsoLearnsIt) {
+  auto r = RunPsformer("train --local --config configs/copy.pbtxt --run-dir " + run_);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_GE(LastMetric(run + "/metrics.jsonl", "valid_accuracy"), 0.99) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(run + "/logs/trainer.log"));
+  EXPECT_GE(LastMetric("valid_accuracy"), 0.99) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/logs/trainer.log"));
 }
 
-TEST(CopyTraining, ResumeContinuesFromTheSavedState) {
-  TempDir dir;
-  const std::string run = dir.File("run");
+TEST_F(CopyTraining, ResumeContinuesFromTheSavedState) {
   const std::string quick =
       "train --local --config configs/copy.pbtxt --set training.valid_every=0 --set logging.every_steps=5 ";
-  ASSERT_EQ(RunPsformer(quick + "--set training.max_steps=10 --run-dir " + run).exit_status, 0);
-  auto r = RunPsformer(quick + "--set training.max_steps=20 --resume --run-dir " + run);
+  ASSERT_EQ(RunPsformer(quick + "--set training.max_steps=10 --run-dir " + run_).exit_status, 0);
+  auto r = RunPsformer(quick + "--set training.max_steps=20 --resume --run-dir " + run_);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
-  EXPECT_EQ(LastMetric(run + "/metrics.jsonl", "step"), 20);
+  EXPECT_EQ(LastMetric("step"), 20);
 }
 
-TEST(CopyTraining, ResumeWithoutStateOrRunDirIsAClearError) {
-  TempDir dir;
+TEST_F(CopyTraining, ResumeWithoutStateOrRunDirIsAClearError) {
   auto no_dir = RunPsformer("train --config configs/copy.pbtxt --resume");
   EXPECT_TRUE(EndsSaying(no_dir, 2, "--run-dir"));
-  auto no_state = RunPsformer("train --local --config configs/copy.pbtxt --resume --run-dir " + dir.File("empty"));
+  auto no_state = RunPsformer("train --local --config configs/copy.pbtxt --resume --run-dir " + dir_.File("empty"));
   EXPECT_TRUE(EndsSaying(no_state, 1, "trainer_state.bin"));
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -48,6 +49,10 @@ struct Args {
 };
 
 bool Parse(int argc, char** argv, Args* a) {
+  // The settings that take a comma-separated list, each run in turn.
+  const std::map<std::string, std::vector<int>*> lists = {{"--workers", &a->workers}, {"--servers", &a->servers},
+                                                          {"--step-ms", &a->step_ms}, {"--curve", &a->curve},
+                                                          {"--overlap", &a->overlap}, {"--shm", &a->shm}};
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (i + 1 >= argc) {
@@ -55,23 +60,13 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
     const std::string v = argv[i + 1];
-    if (k == "--binary")
+    if (k == "--binary") {
       a->binary = v;
-    else if (k == "--steps")
+    } else if (k == "--steps") {
       a->steps = std::atoi(v.c_str());
-    else if (k == "--workers")
-      a->workers = Ints(v);
-    else if (k == "--servers")
-      a->servers = Ints(v);
-    else if (k == "--step-ms")
-      a->step_ms = Ints(v);
-    else if (k == "--curve")
-      a->curve = Ints(v);
-    else if (k == "--overlap")
-      a->overlap = Ints(v);
-    else if (k == "--shm")
-      a->shm = Ints(v);
-    else {
+    } else if (const auto list = lists.find(k); list != lists.end()) {
+      *list->second = Ints(v);
+    } else {
       std::fprintf(stderr, "ps_scaling: unknown option %s\n", k.c_str());
       return false;
     }

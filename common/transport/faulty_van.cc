@@ -28,15 +28,13 @@ double Uniform53(uint32_t hi, uint32_t lo) {
 }  // namespace
 
 FaultyVanOptions FaultyVanOptions::FromConfig(const proto::FaultConfig& fault, uint64_t stream) {
-  FaultyVanOptions o;
-  o.drop_fraction = fault.drop_fraction();
-  o.duplicate_fraction = fault.duplicate_fraction();
-  o.delay_fraction = fault.delay_fraction();
-  o.reorder_fraction = fault.reorder_fraction();
-  o.delay_ms = fault.delay_ms();
-  o.seed = fault.seed();
-  o.stream = stream;
-  return o;
+  return {.drop_fraction = fault.drop_fraction(),
+          .duplicate_fraction = fault.duplicate_fraction(),
+          .delay_fraction = fault.delay_fraction(),
+          .reorder_fraction = fault.reorder_fraction(),
+          .delay_ms = fault.delay_ms(),
+          .seed = fault.seed(),
+          .stream = stream};
 }
 
 Status FaultyVanOptions::Validate() const {

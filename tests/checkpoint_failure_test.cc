@@ -11,15 +11,8 @@
 
 #include "tests/test_util.h"
 
-namespace psformer {
+namespace psformer::testing {
 namespace {
-
-using testing::CommandResult;
-using testing::EndsSaying;
-using testing::HasText;
-using testing::ReadTextFile;
-using testing::RunPsformer;
-using testing::TempDir;
 
 const char* kJob =
     "train --config configs/copy.pbtxt --set training.valid_every=0 --set training.stop_at_valid_accuracy=0 "
@@ -75,4 +68,4 @@ TEST(CheckpointFailure, TheLimitIsASetting) {
 }
 
 }  // namespace
-}  // namespace psformer
+}  // namespace psformer::testing

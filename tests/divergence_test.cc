@@ -6,15 +6,8 @@
 
 #include "tests/test_util.h"
 
-namespace psformer {
+namespace psformer::testing {
 namespace {
-
-using testing::CommandResult;
-using testing::EndsSaying;
-using testing::HasText;
-using testing::ReadTextFile;
-using testing::RunPsformer;
-using testing::TempDir;
 
 // A learning rate 1e30 times the paper's: the weights overflow within a few steps.
 const char* kDiverging =
@@ -39,4 +32,4 @@ TEST(Divergence, TheLocalTrainerStopsTheSameWay) {
 }
 
 }  // namespace
-}  // namespace psformer
+}  // namespace psformer::testing

@@ -8,17 +8,8 @@
 
 #include "tests/test_util.h"
 
-namespace psformer {
+namespace psformer::testing {
 namespace {
-
-using testing::CommandResult;
-using testing::ModelDigest;
-using testing::ReadRunLogs;
-using testing::RunPsformer;
-using testing::RunPsformerUnderMpirun;
-using testing::TempDir;
-using testing::TrainSameModel;
-using testing::TrainedModelDigest;
 
 // The copy task's model size, 20 ms emulated steps: short, and no data read.
 const char* kEmulated =
@@ -80,4 +71,4 @@ TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
 }
 
 }  // namespace
-}  // namespace psformer
+}  // namespace psformer::testing

@@ -12,14 +12,8 @@
 #include "tests/fault_job_util.h"
 #include "tests/test_util.h"
 
-namespace psformer {
+namespace psformer::testing {
 namespace {
-
-using testing::CommandResult;
-using testing::ModelDigest;
-using testing::ReadRunLogs;
-using testing::RunPsformer;
-using testing::TempDir;
 
 // The job (tests/fault_job_util.h), and what a run of it leaves.
 const char* const kJob = testing::kFaultJob;
@@ -135,4 +129,4 @@ TEST_F(Fault, MalformedFaultSpecIsAClearError) {
 }
 
 }  // namespace
-}  // namespace psformer
+}  // namespace psformer::testing

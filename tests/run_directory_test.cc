@@ -16,17 +16,8 @@
 #include "tests/background_job.h"
 #include "tests/test_util.h"
 
-namespace psformer {
+namespace psformer::testing {
 namespace {
-
-using testing::BackgroundJob;
-using testing::CommandResult;
-using testing::EndsSaying;
-using testing::HasText;
-using testing::ReadTextFile;
-using testing::RunPsformer;
-using testing::TempDir;
-using testing::WaitForStep;
 
 // 20 steps of the copy task with a checkpoint every 10: a run with model.bin and checkpoints.
 const char* kRun =
@@ -287,4 +278,4 @@ TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
 }
 
 }  // namespace
-}  // namespace psformer
+}  // namespace psformer::testing

@@ -11,8 +11,12 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: [SUMMING="true false"] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
+# Usage: [SUMMING="true false"] [CEILING=0] [MODEL="field=value ..."] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, "2 3", "2500mbit 10gbit", "curve aes none". Needs root (namespaces).
+#   MODEL overrides the base model's shape (for example "model.d_model=256 model.d_ff=1024
+#   model.heads=4"): a smaller model on proportionally slower links keeps each step's time on the
+#   link while the CPU each step costs shrinks, which separates what the link and the protocol
+#   allow from what this machine's cores allow.
 # Results go to bench/RESULTS.md ("Host summing across hosts").
 set -euo pipefail
 
@@ -23,6 +27,8 @@ host_counts=${3:-2 3}
 rates=${4:-2500mbit 10gbit}
 securities=${5:-curve aes none}
 name="h$(($$ % 100000))"
+model_sets=()
+for setting in ${MODEL:-}; do model_sets+=(--set "$setting"); done
 sim=scripts/cluster-sim
 work=$(mktemp -d)
 sampler=""
@@ -44,7 +50,11 @@ sample_cpu() {
   while true; do
     for stat in /proc/[0-9]*/stat; do
       pid=${stat#/proc/}; pid=${pid%/stat}
-      cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+      cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue  # it may have ended
+      case "$cmd" in
+        *"$work"*) ;;  # this benchmark's jobs only: their run directories are under $work
+        *) continue ;;
+      esac
       case "$cmd" in
         *psformer\ worker*) kind=worker ;;
         *psformer\ pserver*) kind=pserver ;;
@@ -61,13 +71,15 @@ sample_cpu() {
 
 median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) { print "nan"; exit } print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "== ZeroMQ on loopback through psformer's Van, 1, 2 and 4 connections, with and without CURVE (the ceiling)"
-"$build/bench/streams_bench" 2>&1 || echo "(streams_bench not built)"
+if [[ ${CEILING:-1} != 0 ]]; then  # CEILING=0 leaves the loopback ceiling out
+  echo "== ZeroMQ on loopback through psformer's Van, 1, 2 and 4 connections, with and without CURVE (the ceiling)"
+  "$build/bench/streams_bench" 2>&1 || echo "(streams_bench not built)"
+fi
 
 ticks=$(getconf CLK_TCK)
 echo
-echo "| hosts | link | host summing | encryption | median step | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| hosts | link | host summing | encryption | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for hosts in $host_counts; do
   for rate in $rates; do
     up=$("$sim" up "$hosts" --slots 3 --rate "$rate" --name "$name")
@@ -89,11 +101,11 @@ for hosts in $host_counts; do
         if ! "$build/psformer" launch --hostfile "$(field hostfile)" -np $((3 * hosts)) --rsh-agent "$(field agent)" \
           --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
           --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
-          --set cluster.host_summing="$summing" "${secure[@]}" \
+          --set cluster.host_summing="$summing" "${secure[@]}" ${model_sets[@]+"${model_sets[@]}"} \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
           --run-dir "$run" >"$run.out" 2>&1; then
-          echo "| $hosts | $rate | $summing | $security | failed: see below | | | | |"
+          echo "| $hosts | $rate | $summing | $security | failed: see below | | | | | |"
           tail -20 "$run.out" >&2
           kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
           continue
@@ -105,19 +117,27 @@ for hosts in $host_counts; do
           read -r tx1 rx1 <<<"$(counters "$h")"
           sent=$((sent + tx1 - tx0)); received=$((received + rx1 - rx0))
         done
-        step=$(grep '"loss"' "$run/metrics.jsonl" | awk -v last="$steps" '{
+        # Worker 0's steps 3 .. STEPS-1: each phase's median (ms), then the median of their sums.
+        phases=$(grep '"loss"' "$run/metrics.jsonl" | awk -v last="$steps" '{
             match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0
             if (s < 3 || s >= last) next
             t = 0
             n = split("compute_s push_s wait_s pull_s", keys, " ")
-            for (i = 1; i <= n; ++i) if (match($0, "\"" keys[i] "\": [0-9.eE+-]+")) t += substr($0, RSTART + length(keys[i]) + 4, RLENGTH - length(keys[i]) - 4)
-            print t }' | median)
+            for (i = 1; i <= n; ++i) {
+              v = 0
+              if (match($0, "\"" keys[i] "\": [0-9.eE+-]+")) v = substr($0, RSTART + length(keys[i]) + 4, RLENGTH - length(keys[i]) - 4)
+              printf "%s %.6f\n", keys[i], v; t += v
+            }
+            printf "step %.6f\n", t }')
+        phase() { awk -v k="$1" '$1 == k { print $2 }' <<<"$phases" | median; }
+        step=$(phase step)
+        split=$(printf "%.0f / %.0f / %.0f / %.0f" "$(phase compute_s)e3" "$(phase push_s)e3" "$(phase wait_s)e3" "$(phase pull_s)e3")
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$security" -v step="$step" \
+        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$security" -v step="$step" -v phases="$split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
-            printf "| %d | %s | %s | %s | %.0f ms | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", hosts, rate, summing,
-              curve, step * 1000, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
+            printf "| %d | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", hosts, rate, summing,
+              curve, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
         rm -rf "$run"  # model.bin alone is 252 MB
       done
     done
@@ -125,5 +145,6 @@ for hosts in $host_counts; do
   "$sim" down --name "$name" >/dev/null
 done
 echo
-echo "The model is 252.3 MB as fp32. With host summing and one server per host, a host's sum crosses to"
+echo "The model is $(awk '/^# parameters:/ { printf "%.1f MB", $3 * 4 / 1e6 }' <<<"$("$build/psformer" train \
+  --config configs/base.pbtxt --set cluster.backend=EMULATED ${model_sets[@]+"${model_sets[@]}"} --dry-run 2>&1)") as fp32. With host summing and one server per host, a host's sum crosses to"
 echo "the other hosts' servers ((H-1)/H of it) and their parameters come back: (H-1)/H of a model each way."

@@ -7,12 +7,12 @@ curve bench/demo_study.sh prints: valid loss and greedy BLEU of the first 100 va
 300 steps, against minutes (validations included, as there); at the end the greedy BLEU of the test split. BLEU is scored by
 `psformer bleu` (sacreBLEU's 13a), so both sides are measured by the same ruler.
 
-    build/export-venv/bin/python bench/demo_recipe_pytorch.py [--steps 3000] [--pre-ln | --post-ln]
+    build/export-venv/bin/python bench/demo_recipe_pytorch.py [--steps 4200] [--layers 2] [--pre-ln | --post-ln]
         [--lr-scale 0.5] [--warmup 800] [--tokens 1200] [--dropout 0.1] [--threads 2]
 
 Needs PyTorch and sentencepiece (the export tests' venv, scripts/test makes it), data/bible and
 data/bible-text (scripts/demo makes them) and build/psformer. Model: an encoder-decoder
-Transformer (torch.nn.Transformer), d_model 256, 3+3 layers, d_ff 1024, 4 heads, sinusoidal
+Transformer (torch.nn.Transformer), d_model 256, --layers a side (2), d_ff 1024, 4 heads, sinusoidal
 positions, one embedding shared by source, target and the output projection, scaled by
 sqrt(d_model); label-smoothed (0.1) cross entropy averaged over target tokens; Adam (0.9, 0.98,
 1e-9) with the paper's schedule times --lr-scale. Batches: pairs bucketed by target length (width 8),
@@ -171,7 +171,8 @@ def valid_loss(model, pairs, batches, smoothing):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--steps", type=int, default=4200)
+    p.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
     p.add_argument("--valid-every", type=int, default=300)
     norm = p.add_mutually_exclusive_group()
     norm.add_argument("--pre-ln", dest="pre_ln", action="store_true", default=True)
@@ -199,10 +200,10 @@ def main():
         test_sources = [sp.encode(s) for s in f.read().splitlines()]
     batches = make_batches(train, a.tokens)
     valid_batches = make_batches(valid, 4000)
-    print(f"{len(train)} training pairs, {len(batches)} batches an epoch; {'pre' if a.pre_ln else 'post'}-LN, "
+    print(f"{len(train)} training pairs, {len(batches)} batches an epoch; {a.layers}+{a.layers} layers, {'pre' if a.pre_ln else 'post'}-LN, "
           f"lr scale {a.lr_scale}, warm-up {a.warmup}, <= {a.tokens} tokens a side, dropout {a.dropout}", flush=True)
 
-    model = Model(sp.get_piece_size(), 256, 3, 1024, 4, a.dropout, a.pre_ln)
+    model = Model(sp.get_piece_size(), 256, a.layers, 1024, 4, a.dropout, a.pre_ln)
     print(f"parameters: {sum(t.numel() for t in model.parameters())}", flush=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     schedule = torch.optim.lr_scheduler.LambdaLR(

@@ -131,7 +131,8 @@ for hosts in $host_counts; do
             printf "step %.6f\n", t }')
         phase() { awk -v k="$1" '$1 == k { print $2 }' <<<"$phases" | median; }
         step=$(phase step)
-        split=$(printf "%.0f / %.0f / %.0f / %.0f" "$(phase compute_s)e3" "$(phase push_s)e3" "$(phase wait_s)e3" "$(phase pull_s)e3")
+        split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
+          'BEGIN { printf "%.0f / %.0f / %.0f / %.0f", c * 1000, p * 1000, w * 1000, l * 1000 }')
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
         awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$security" -v step="$step" -v phases="$split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \

@@ -179,16 +179,15 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   }
   std::stable_sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [rank, part] : complete) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
-  // Backward reports a layer at a time: take in the replies that came meanwhile (the pieces of a
-  // pull sent early), so that they do not wait for the end of backward.
-  return Progress();
+  return Status::Ok();
 }
 
-Status PsClient::Progress() {
+Status PsClient::Progress(int timeout_ms) {
   while (true) {
-    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(0));
+    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(timeout_ms));
     if (!raw.has_value()) return Status::Ok();
     HandleReply(std::move(*raw));
+    timeout_ms = 0;  // the rest only as far as they have come
   }
 }
 

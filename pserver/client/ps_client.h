@@ -101,12 +101,22 @@ class PsClient {
   // every shard, with the batch's target tokens and summed loss.   grad: (parameter_count)
   StatusOr<Ticket> Push(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
   // The same in parts: BeginPush sends nothing; PushReady says grad[begin, end) is final and
-  // sends every piece whose elements have all been reported. Reports must not overlap.
+  // sends every piece whose elements have all been reported. Reports must not overlap. PushReady
+  // takes in no replies: its owner calls Progress (worker/datapath/client_thread.h does, between
+  // commands).
   StatusOr<Ticket> BeginPush(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
   Status PushReady(Ticket ticket, uint64_t begin, uint64_t end);
-  // Takes in every reply that has arrived, without waiting (PushReady does so too): the pieces of
-  // a pull are written to its params as they come, not only during Wait.
-  Status Progress();
+  // Takes in every reply that has arrived, waiting up to `timeout_ms` for the first (0: not at
+  // all): the pieces of a pull are written to its params as they come, not only during Wait.
+  Status Progress(int timeout_ms = 0);
+  // Whether a request is in flight (sent, not yet waited for): replies may be coming.
+  bool has_requests() const { return !requests_.empty(); }
+  // Whether every part of the ticket's request has been answered (taken in by Progress or Wait);
+  // false for a ticket not in flight.
+  bool Answered(Ticket ticket) const {
+    auto it = requests_.find(ticket);
+    return it != requests_.end() && it->second.remaining == 0;
+  }
   // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
   // params: (parameter_count)
   // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into
@@ -130,7 +140,7 @@ class PsClient {
   double last_wait_first_reply_s() const { return last_first_reply_s_; }
   double last_wait_s() const { return last_wait_s_; }
   // BSP: the summed loss and target tokens of every worker's batch of the step the last Wait'ed
-  // pull was for (0 tokens: not known).
+  // pull was for (0 tokens: not known), whichever call took in its pieces (Progress or Wait).
   double last_pull_loss_sum() const { return last_pull_loss_sum_; }
   uint64_t last_pull_tokens() const { return last_pull_tokens_; }
 
@@ -178,6 +188,8 @@ class PsClient {
     std::vector<Part> parts;              // Broadcast: one per shard, part k = shard k.
     int remaining = 0;                    // parts not answered
     float* params = nullptr;              // PULL destination.
+    double pulled_loss_sum = 0;           // PULL: what its pieces said of the step (BSP)...
+    uint64_t pulled_tokens = 0;           // ...0: not said.
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;         // HELLO: smallest step reported.
     std::vector<uint64_t> epochs;         // HELLO: each shard's epoch...

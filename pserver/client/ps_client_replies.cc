@@ -113,8 +113,8 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
     CopyPayloadAsFloats(msg, r.params + p.model);
   }
   if (h.target_tokens() > 0) {  // every piece of a whole step says the same
-    last_pull_loss_sum_ = h.loss_sum();
-    last_pull_tokens_ = h.target_tokens();
+    r.pulled_loss_sum = h.loss_sum();
+    r.pulled_tokens = h.target_tokens();
   }
   return true;
 }

@@ -53,6 +53,9 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   Request& r = *done;
   r = std::move(it->second);
   requests_.erase(it);
+  // Its pieces may have been taken in before this Wait (Progress): the request keeps what they said.
+  last_pull_loss_sum_ = r.pulled_loss_sum;
+  last_pull_tokens_ = r.pulled_tokens;
   if (!r.error.IsAborted()) {
     ReleasePayload(&r);
   } else if (r.payload_owner) {

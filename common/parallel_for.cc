@@ -1,8 +1,14 @@
 #include "common/parallel_for.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <thread>
-#include <vector>
 
 namespace psformer {
 namespace {
@@ -12,6 +18,88 @@ size_t GrainsPerPiece(size_t n, size_t grain, int pieces) {
   const size_t grains = (n + grain - 1) / grain;
   return (grains + pieces - 1) / pieces;
 }
+
+// The threads ParallelFor's pieces run on, made once and kept: a worker's data path checksums and
+// copies every piece of every push and pull with ParallelFor, a hundred calls a step, and making
+// and joining a dozen threads for each cost milliseconds a step. Idle helpers sleep on a
+// condition variable (spinning ones steal the cores the work needs).
+//
+// A call's pieces are claimed one at a time from a counter, by the caller and by helpers alike:
+// the caller claims until none is left, then waits for the pieces helpers are still running. So
+// every call completes even when all helpers are busy with other calls (or none exists), and a
+// body may itself call ParallelFor.
+//
+// One pool per process, made on first use and never destroyed: its threads sleep until the
+// process ends (destroying it at exit would race with callers on other threads).
+class HelperPool {
+ public:
+  static HelperPool& Get() {
+    static HelperPool* pool = new HelperPool();  // NOLINT: deliberately never destroyed (above).
+    return *pool;
+  }
+
+  void Run(int pieces, const std::function<void(int)>& body) {
+    auto call = std::make_shared<Call>();
+    call->pieces = pieces;
+    call->body = &body;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (static_cast<int>(helpers_) < std::min(pieces - 1, kMaxHelpers)) {
+        std::thread([this] { Loop(); }).detach();
+        ++helpers_;
+      }
+      calls_.push_back(call);
+    }
+    work_cv_.notify_all();
+    Work(*call);
+    std::unique_lock<std::mutex> lock(call->mutex);
+    call->done_cv.wait(lock, [&] { return call->finished == call->pieces; });
+  }
+
+ private:
+  // Helpers beyond this run nothing a caller could not: more pieces than this wait their turn.
+  static constexpr int kMaxHelpers = 256;
+
+  struct Call {
+    int pieces = 0;
+    const std::function<void(int)>* body = nullptr;  // valid until finished == pieces
+    std::atomic<int> next{0};                        // the next piece to claim
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    int finished = 0;  // GUARDED_BY(mutex)
+  };
+
+  // Claims and runs pieces of `call` until none is left.
+  static void Work(Call& call) {
+    for (int p = call.next.fetch_add(1); p < call.pieces; p = call.next.fetch_add(1)) {
+      (*call.body)(p);
+      std::lock_guard<std::mutex> lock(call.mutex);
+      if (++call.finished == call.pieces) call.done_cv.notify_all();
+    }
+  }
+
+  void Loop() {
+    pthread_setname_np(pthread_self(), "psf-parallel");
+    while (true) {
+      std::shared_ptr<Call> call;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_cv_.wait(lock, [&] {
+          // Calls with nothing left to claim leave the queue.
+          while (!calls_.empty() && calls_.front()->next.load() >= calls_.front()->pieces) calls_.pop_front();
+          return !calls_.empty();
+        });
+        call = calls_.front();
+      }
+      Work(*call);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::deque<std::shared_ptr<Call>> calls_;  // GUARDED_BY(mutex_): oldest first
+  size_t helpers_ = 0;                       // GUARDED_BY(mutex_)
+};
 
 }  // namespace
 
@@ -31,14 +119,10 @@ void ParallelFor(int threads, size_t n, size_t grain, const std::function<void(i
     return;
   }
   const size_t per = GrainsPerPiece(n, grain, pieces) * grain;
-  std::vector<std::thread> helpers;
-  helpers.reserve(pieces - 1);
-  for (int p = 1; p < pieces; ++p) {
-    const size_t begin = p * per, end = std::min(n, begin + per);
-    helpers.emplace_back([&body, p, begin, end] { body(p, begin, end); });
-  }
-  body(0, 0, std::min(n, per));
-  for (auto& t : helpers) t.join();
+  HelperPool::Get().Run(pieces, [&](int p) {
+    const size_t begin = p * per;
+    body(p, begin, std::min(n, begin + per));
+  });
 }
 
 }  // namespace psformer

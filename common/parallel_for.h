@@ -15,8 +15,10 @@ namespace psformer {
 // none empty (0 when n == 0).
 int ParallelPieces(int threads, size_t n, size_t grain);
 
-// Calls body(piece, begin, end) for each piece, piece 0 on the calling thread, the others on
-// threads of their own; returns when all are done. REQUIRES: grain >= 1.
+// Calls body(piece, begin, end) for each piece, on the calling thread and on the process's helper
+// threads (made on first use and kept, asleep when idle), and returns when all are done. Which
+// thread runs which piece is not fixed: bodies that reduce keep one result per piece.
+// Thread-safe: calls from several threads at once share the helpers. REQUIRES: grain >= 1.
 void ParallelFor(int threads, size_t n, size_t grain, const std::function<void(int, size_t, size_t)>& body);
 
 }  // namespace psformer

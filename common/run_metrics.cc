@@ -38,7 +38,10 @@ std::map<std::string, int64_t> LastSteps(const std::string& path) {
 
 std::string TensorBoardTag(const std::string& key) {
   if (key.rfind("valid_", 0) == 0) return "valid/" + key.substr(6);
-  if (key == "compute_s" || key == "push_s" || key == "wait_s" || key == "pull_s") return "step_time/" + key;
+  if (key == "compute_s" || key == "push_s" || key == "wait_s" || key == "pull_s" || key == "device_s" ||
+      key == "launch_cpu_s") {
+    return "step_time/" + key;
+  }
   return "train/" + key;
 }
 

@@ -21,7 +21,8 @@
 namespace psformer {
 
 // The TensorBoard tag of a metrics.jsonl key: valid_X -> valid/X; the step time split
-// (compute_s, push_s, wait_s, pull_s) -> step_time/KEY; anything else -> train/KEY.
+// (compute_s, push_s, wait_s, pull_s, device_s, launch_cpu_s) -> step_time/KEY; anything else ->
+// train/KEY.
 std::string TensorBoardTag(const std::string& key);
 
 class RunMetrics {

@@ -207,6 +207,12 @@ std::string FormatRunStatus(const RunStatus& s) {
                     Get(s.last_train, "wait_s") / n, Get(s.last_train, "pull_s") / n);
       out << buf;
     }
+    if (s.last_train.count("device_s") && step_s > 0) {
+      const double n = s.every_steps, device = Get(s.last_train, "device_s") / n;
+      std::snprintf(buf, sizeof(buf), "  device busy %.0f%% (%.3f s a step), launching thread's CPU %.3f s a step\n",
+                    100.0 * device / step_s, device, Get(s.last_train, "launch_cpu_s") / n);
+      out << buf;
+    }
   }
   if (!s.last_valid.empty()) {
     std::snprintf(buf, sizeof(buf), "  valid (step %lld): loss %.3f",

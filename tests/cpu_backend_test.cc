@@ -142,8 +142,8 @@ TEST(Transformer, AllocatesNothingOnceBatchShapesRepeat) {
 }
 
 // The worker's gradient copies on the CPU: each range is copied when it is started (as the
-// worker's synchronous download did), and TakeComplete returns the ranges started since its last
-// call, in order, with or without waiting. Nothing outside a started range is written.
+// worker's synchronous download did), and WaitOldest returns the ranges started, in order, at
+// once. Nothing outside a started range is written.
 TEST(CpuBackend, RangeDownloaderCopiesEachRangeWhenStarted) {
   CpuBackend<float> be(1);
   std::vector<float> values(10);
@@ -157,11 +157,12 @@ TEST(CpuBackend, RangeDownloaderCopiesEachRangeWhenStarted) {
   EXPECT_EQ(host, (std::vector<float>{-1, -1, -1, -1, -1, -1, 7, 8, 9, 10}));
   downloader->Start(2, 2);
   downloader->Start(0, 3);
-  EXPECT_TRUE(downloader->TakeComplete(false) == (std::vector<ElementRange>{{6, 10}, {2, 2}, {0, 3}}));
-  EXPECT_TRUE(downloader->TakeComplete(true).empty());
+  EXPECT_TRUE(downloader->WaitOldest() == (ElementRange{6, 10}));
+  EXPECT_TRUE(downloader->WaitOldest() == (ElementRange{2, 2}));
+  EXPECT_TRUE(downloader->WaitOldest() == (ElementRange{0, 3}));
   EXPECT_EQ(host, (std::vector<float>{1, 2, 3, -1, -1, -1, 7, 8, 9, 10}));
   downloader->Start(3, 6);
-  EXPECT_TRUE(downloader->TakeComplete(true) == (std::vector<ElementRange>{{3, 6}}));
+  EXPECT_TRUE(downloader->WaitOldest() == (ElementRange{3, 6}));
   EXPECT_EQ(host, values);
 }
 

@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "tests/cuda_test_util.h"
@@ -69,15 +72,36 @@ TEST_F(CudaRangeDownloaderTest, GradientCopiedDuringBackwardEqualsASynchronousDo
     EXPECT_TRUE(Pinned(*downloader));
     for (uint32_t step = 1; step <= 2; ++step) {
       const Batch batch = RandomBatch(rng, 5, 9, 11, kVocab);
+      // As the worker's data path does: the launching thread starts copies, another waits for them.
       std::vector<ElementRange> reported, complete;
+      std::mutex mutex;
+      std::condition_variable started_cv;
+      size_t started = 0;
+      bool backward_done = false;
+      std::thread waiter([&] {
+        for (size_t taken = 0;; ++taken) {
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            started_cv.wait(lock, [&] { return taken < started || backward_done; });
+            if (taken == started) return;
+          }
+          complete.push_back(downloader->WaitOldest());
+        }
+      });
       model.ForwardBackward(device_params.data(), batch, DropoutKey{99, step, 1}, device_grad.data(),
                             [&](uint64_t begin, uint64_t end, const StepStats&) {
                               reported.push_back({begin, end});
                               downloader->Start(begin, end);
-                              for (const ElementRange& r : downloader->TakeComplete(false)) complete.push_back(r);
+                              std::lock_guard<std::mutex> lock(mutex);
+                              ++started;
+                              started_cv.notify_one();
                             });
-      for (const ElementRange& r : downloader->TakeComplete(true)) complete.push_back(r);
-      EXPECT_TRUE(downloader->TakeComplete(true).empty());
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        backward_done = true;
+        started_cv.notify_one();
+      }
+      waiter.join();
       ASSERT_FALSE(reported.empty());
       EXPECT_TRUE(complete == reported) << "pre_ln " << pre_ln << " step " << step;
       EXPECT_EQ(FirstBitDifference(host, ToHost(device_grad)), -1) << "pre_ln " << pre_ln << " step " << step;
@@ -101,7 +125,8 @@ TEST_F(CudaRangeDownloaderTest, CopyWaitsForTheComputeIssuedBeforeStart) {
     downloader->Start(begin, begin + half);
   }
   downloader->Start(half, half);  // empty ranges are returned in their place too
-  const std::vector<ElementRange> complete = downloader->TakeComplete(true);
+  std::vector<ElementRange> complete;
+  for (int i = 0; i < 3; ++i) complete.push_back(downloader->WaitOldest());
   EXPECT_TRUE(complete == (std::vector<ElementRange>{{0, half}, {half, n}, {half, half}}));
   EXPECT_EQ(FirstBitDifference(host, std::vector<float>(n, static_cast<float>(kAdds))), -1);
 }
@@ -122,12 +147,13 @@ TEST_F(CudaRangeDownloaderTest, UnpinnedFallbackCopiesTheSameBits) {
   EXPECT_FALSE(Pinned(*pageable));
   pageable->Start(5000, values.size());
   pageable->Start(0, 5000);
-  EXPECT_TRUE(pageable->TakeComplete(true) == (std::vector<ElementRange>{{5000, values.size()}, {0, 5000}}));
+  EXPECT_TRUE(pageable->WaitOldest() == (ElementRange{5000, values.size()}));
+  EXPECT_TRUE(pageable->WaitOldest() == (ElementRange{0, 5000}));
   EXPECT_EQ(FirstBitDifference(host, values), -1);
   pageable.reset();  // must not unregister the array the first one pinned
   gpu_->Fill(values.size(), 2.0f, device.data());
   pinned->Start(0, values.size());
-  pinned->TakeComplete(true);
+  pinned->WaitOldest();
   EXPECT_EQ(FirstBitDifference(host, std::vector<float>(values.size(), 2.0f)), -1);
 }
 

@@ -51,6 +51,8 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
       reported.push_back({b, e});
     });
     EXPECT_EQ(reported, ranges);
+    // The downloads land in launch order (and before grad goes).
+    for (const auto& range : ranges) EXPECT_TRUE(gpu.copies().WaitOldest() == (ElementRange{range.first, range.second}));
     EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
     EXPECT_EQ(EmulatedGpu(config, 2).Step(4, params.data(), grad.data()).target_tokens, 33);
   }

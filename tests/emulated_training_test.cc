@@ -54,6 +54,34 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   EXPECT_NE(logs.find("rejoining at step 10"), std::string::npos) << logs;
 }
 
+// metrics.jsonl counts every target token trained whatever the servers and host groups: each
+// line of 5 steps holds 5 x batching.tgt_tokens_per_step (1024). With several servers most of a
+// pull's pieces are taken in before it is waited for, and those steps used to count 0 tokens.
+// The step split gives the device's time (the emulated GPU's: 5 steps of 20 ms) and the
+// launching thread's CPU apart.
+TEST(EmulatedTraining, MetricsCountEveryTokenWhateverTheServersAndGroups) {
+  TempDir dir;
+  for (const NamedRun& run : std::vector<testing::NamedRun>{
+           {"s1", "--set cluster.servers=1"},
+           {"s2", "--set cluster.servers=2"},
+           {"s3", "--set cluster.servers=3"},
+           {"grouped", "--set cluster.servers=2 --set cluster.host_groups=2"}}) {
+    const std::string run_dir = dir.File(run.name);
+    const CommandResult r = RunPsformer(std::string("train ") + kEmulated + " " + run.flags + " --run-dir " + run_dir);
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    const std::string metrics = run_dir + "/metrics.jsonl";
+    const std::vector<double> tokens = MetricValues(metrics, "tokens");
+    ASSERT_EQ(tokens.size(), 4u) << run.name;
+    for (double t : tokens) EXPECT_EQ(t, 5 * 1024) << run.name;
+    const std::vector<double> device = MetricValues(metrics, "device_s");
+    ASSERT_EQ(device.size(), 4u) << run.name;
+    for (double d : device) EXPECT_NEAR(d, 5 * 0.020, 1e-6) << run.name;
+    const std::vector<double> cpu = MetricValues(metrics, "launch_cpu_s");
+    ASSERT_EQ(cpu.size(), 4u) << run.name;
+    for (double c : cpu) EXPECT_GE(c, 0.0) << run.name;
+  }
+}
+
 TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
   // base.pbtxt names a corpus that is not here; emulated workers do not read it.
   const CommandResult dry = RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --dry-run");

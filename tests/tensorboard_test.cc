@@ -171,8 +171,8 @@ TEST(TrainingEvents, EveryMetricIsAScalarAndAResumedRunRepeatsNoStep) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   r = CheckEvents("metrics", run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  // 6 training lines of 10 numbers and 3 validations of 4 (step 10, 20, 30).
-  EXPECT_EQ(MatchedScalars(r.output), 6 * 9 + 3 * 4) << r.output;
+  // 6 training lines of 11 numbers besides the step and 3 validations of 4 (step 10, 20, 30).
+  EXPECT_EQ(MatchedScalars(r.output), 6 * 11 + 3 * 4) << r.output;
 
   // The validation's perplexity is that of the NLL, not of the label-smoothed loss.
   const auto nll = testing::MetricValues(run + "/metrics.jsonl", "valid_nll_loss");
@@ -196,7 +196,7 @@ TEST(TrainingEvents, EveryMetricIsAScalarAndAResumedRunRepeatsNoStep) {
   EXPECT_EQ(StepsWith(run + "/metrics.jsonl", "valid_loss"), (std::vector<int64_t>{10, 20, 30, 40}));
   r = CheckEvents("metrics", run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_EQ(MatchedScalars(r.output), 8 * 9 + 4 * 4) << r.output;
+  EXPECT_EQ(MatchedScalars(r.output), 8 * 11 + 4 * 4) << r.output;
 }
 
 // The step of the first text event of `tag` matching `text` (a regex) in a dump; -1 if none.
@@ -214,7 +214,7 @@ TEST(TrainingEvents, RestartsAndRollbacksAreTextEvents) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   r = CheckEvents("metrics", run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_EQ(MatchedScalars(r.output), 6 * 9 + 3 * 4) << r.output;
+  EXPECT_EQ(MatchedScalars(r.output), 6 * 11 + 3 * 4) << r.output;
   r = CheckEvents("dump", run + "/tensorboard");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   // The coordinator's own restart and the job's rollback, from the coordinator. The worker is

@@ -81,6 +81,8 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
                                .push_s = 0.25,
                                .wait_s = 0.125,
                                .pull_s = 0.0625,
+                               .device_s = 1.25,
+                               .launch_cpu_s = 0.03125,
                                .has_step_times = true,
                                .start = std::chrono::steady_clock::now() - std::chrono::seconds(4)};
   ASSERT_TRUE(reporter->Train(10, interval).ok());
@@ -89,7 +91,7 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   ASSERT_EQ(lines.size(), 1u);
   const MetricsRecord& line = lines[0];
   EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s", "compute_s",
-                                               "push_s", "wait_s", "pull_s"}));
+                                               "push_s", "wait_s", "pull_s", "device_s", "launch_cpu_s"}));
   EXPECT_EQ(line.at("step"), 10);
   EXPECT_DOUBLE_EQ(line.at("loss"), 2.3);
   EXPECT_NEAR(line.at("ppl"), std::exp(2.3), kWritten * std::exp(2.3));
@@ -102,12 +104,15 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   EXPECT_EQ(line.at("push_s"), 0.25);
   EXPECT_EQ(line.at("wait_s"), 0.125);
   EXPECT_EQ(line.at("pull_s"), 0.0625);
+  EXPECT_EQ(line.at("device_s"), 1.25);
+  EXPECT_EQ(line.at("launch_cpu_s"), 0.03125);
 
   // The keys in the order readers of the raw line (plots, people) have always seen.
   const std::string text = FileText(dir.File("metrics.jsonl"));
   size_t at = 0;
   for (const char* key : {"\"step\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"",
-                          "\"compute_s\"", "\"push_s\"", "\"wait_s\"", "\"pull_s\""}) {
+                          "\"compute_s\"", "\"push_s\"", "\"wait_s\"", "\"pull_s\"", "\"device_s\"",
+                          "\"launch_cpu_s\""}) {
     const size_t found = text.find(key, at);
     ASSERT_NE(found, std::string::npos) << key << " missing or out of order in " << text;
     at = found;

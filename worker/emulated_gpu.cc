@@ -1,7 +1,10 @@
 #include "worker/emulated_gpu.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -47,10 +50,82 @@ void FillEmulatedGradient(const EmulatedGradientKey& key, uint64_t begin, uint64
   }
 }
 
+// The emulated GPU's copy engine: uploads and downloads in launch order, each started when it is
+// launched or when the one before it ends, whichever is later, and lasting at least its bytes
+// over the copy rate. An upload reads the parameters once (their digest keys the step's
+// gradients: what the device computes from them); a download writes a range of the gradient.
+class EmulatedGpu::CopyEngine final : public RangeDownloader {
+ public:
+  explicit CopyEngine(Clock::duration per_element) : per_element_(per_element), thread_([this] { Loop(); }) {}
+  ~CopyEngine() override {
+    jobs_.Close();
+    thread_.join();
+  }
+
+  void Upload(const EmulatedGradientKey& key, const float* params, uint64_t n, Clock::time_point at) {
+    jobs_.Push({true, key, params, nullptr, 0, n, at});
+  }
+  void Download(float* grad, uint64_t begin, uint64_t end, Clock::time_point at) {
+    jobs_.Push({false, {}, nullptr, grad, begin, end, at});
+  }
+  // A download launched now into the last step's gradient (Step launches its own with times).
+  void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, begin, end, Clock::now()); }
+  ElementRange WaitOldest() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    complete_cv_.wait(lock, [&] { return !complete_.empty(); });
+    const ElementRange oldest = complete_.front();
+    complete_.pop_front();
+    return oldest;
+  }
+  void set_last_grad(float* grad) { last_grad_ = grad; }
+
+ private:
+  struct Job {
+    bool upload = false;
+    EmulatedGradientKey key;  // upload: the step's, without the digest
+    const float* params = nullptr;
+    float* grad = nullptr;
+    uint64_t begin = 0, end = 0;  // upload: [0, n)
+    Clock::time_point at;
+  };
+
+  void Loop() {
+    pthread_setname_np(pthread_self(), "psf-emu-dma");
+    while (std::optional<Job> job = jobs_.Pop()) {
+      std::this_thread::sleep_until(job->at);
+      const Clock::time_point start = Clock::now();
+      if (job->upload) {
+        key_ = job->key;
+        key_.params_digest = ParameterDigest(job->params, job->end);
+      } else {
+        FillEmulatedGradient(key_, job->begin, job->end, job->grad);
+      }
+      std::this_thread::sleep_until(start + per_element_ * static_cast<int64_t>(job->end - job->begin));
+      if (job->upload) continue;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        complete_.push_back({job->begin, job->end});
+      }
+      complete_cv_.notify_all();
+    }
+  }
+
+  Clock::duration per_element_;
+  float* last_grad_ = nullptr;  // the launching thread's
+  EmulatedGradientKey key_;     // the engine thread's: the last upload's
+  StageQueue<Job> jobs_;
+  std::mutex mutex_;
+  std::condition_variable complete_cv_;
+  std::deque<ElementRange> complete_;  // GUARDED_BY(mutex_): downloads done, not yet returned
+  std::thread thread_;                 // last: starts once the rest is built
+};
+
 EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     : seed_(config.training().seed()),
       worker_(worker),
-      step_time_(std::chrono::milliseconds(config.cluster().emulated_step_ms())) {
+      step_time_(std::chrono::milliseconds(config.cluster().emulated_step_ms())),
+      copy_time_per_element_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(sizeof(float) / (1e9 * config.cluster().emulated_copy_gb_per_s())))) {
   const int vocab = ResolvedVocabSize(config);
   PSF_CHECK(vocab > 0);
   const ParamLayout layout(config.model(), vocab);
@@ -62,22 +137,35 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);
   stats_.loss_sum = static_cast<double>(stats_.target_tokens) * std::log(static_cast<double>(vocab));
+  engine_ = std::make_unique<CopyEngine>(copy_time_per_element_);
 }
 
+EmulatedGpu::~EmulatedGpu() = default;
+
+RangeDownloader& EmulatedGpu::copies() { return *engine_; }
+
 StepStats EmulatedGpu::Step(int64_t step, const float* params, float* grad, const GradientReady& ready) {
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point now = Clock::now();
+  engine_->set_last_grad(grad);
+  // The upload, then the forward, on the device's timeline.
+  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), 0}, params, n_, now);
+  const Clock::time_point uploaded =
+      std::max(now, device_free_) + copy_time_per_element_ * static_cast<int64_t>(n_);
   const auto forward = step_time_ / 3;
   const auto backward = step_time_ - forward;
-  const EmulatedGradientKey key{seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_),
-                                ParameterDigest(params, n_)};
-  std::this_thread::sleep_until(start + forward);
+  const Clock::time_point forward_end = uploaded + forward;
+  std::this_thread::sleep_until(forward_end);  // the loss, read after forward
+  // Backward, launched at once: each range's download starts when the device has computed it.
   uint64_t done = 0;
   for (const Range& range : ranges_) {
-    FillEmulatedGradient(key, range.first, range.second, grad);
     done += range.second - range.first;
     const auto share = std::chrono::duration_cast<Clock::duration>(backward * (static_cast<double>(done) / n_));
-    std::this_thread::sleep_until(start + forward + share);
+    engine_->Download(grad, range.first, range.second, forward_end + share);
     if (ready) ready(range.first, range.second, stats_);
+  }
+  device_free_ = forward_end + backward;
+  if (!ready) {
+    for (size_t i = 0; i < ranges_.size(); ++i) engine_->WaitOldest();
   }
   return stats_;
 }

@@ -1,27 +1,33 @@
 // An emulated GPU (cluster.backend EMULATED): a worker's compute stand-in for measuring and testing
 // the data plane on machines without GPUs. It does none of the model's arithmetic and reads no
-// corpus. A step takes cluster.emulated_step_ms of wall time, most of it asleep (the host CPU
-// stays as idle as it is beside a GPU): the forward third is waited out, then the gradient is
-// released layer by layer, last layer first, over the backward two-thirds, through the same
-// GradientReady callback Transformer::ForwardBackward uses.
+// corpus, but it goes through the worker's data path as a GPU does (worker/datapath/): the
+// launching thread only launches, and the device works on its own timeline.
 //
-// Gradients are deterministic pseudo-random values (Philox, common/philox.h, keys each block of
-// 1024 elements; an integer hash spreads it over the block), a pure function of
-// (training.seed, step, worker, layer range, digest of the pulled parameters): a restarted worker
-// recomputes exactly what it lost, and a stale or wrong pull changes the gradient, so BSP runs are
-// bitwise comparable by `psformer checksum` as real runs are.
-//
-// Loss and token counts are synthetic: each worker reports its share of
-// batching.tgt_tokens_per_step, every token at loss ln(vocab) (a uniform prediction).
+// The device: the caller of Step is the launching thread. It launches the parameters' upload and
+// the forward third of cluster.emulated_step_ms, sleeps until the forward is done (a real step
+// reads its loss then), and launches backward at once: each layer's share of the backward
+// two-thirds (in proportion to its size), last layer first, with its gradient's download behind
+// it. Launched work runs in launch order on the device's timeline: an item starts when the one
+// before it has ended or when it is launched, whichever is later, so a launching thread that
+// falls behind leaves the device idle, as on a GPU. The copies (upload and downloads) run on a
+// copy engine, a thread of the emulated GPU, paced at cluster.emulated_copy_gb_per_s; its CPU time
+// is the device's and its DMA's, not the launching thread's.
 #ifndef PSFORMER_WORKER_EMULATED_GPU_H_
 #define PSFORMER_WORKER_EMULATED_GPU_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/proto/config.pb.h"
+#include "worker/backend/range_downloader.h"
+#include "worker/datapath/stage_queue.h"
 #include "worker/model/transformer.h"
 
 namespace psformer {
@@ -44,28 +50,47 @@ void FillEmulatedGradient(const EmulatedGradientKey& key, uint64_t begin, uint64
 class EmulatedGpu {
  public:
   using Range = std::pair<uint64_t, uint64_t>;
+  using Clock = std::chrono::steady_clock;
   // REQUIRES: a validated config whose vocabulary size is known without data (model.vocab_size,
   // or the copy task's), 0 <= worker < cluster.workers.
   EmulatedGpu(const proto::JobConfig& config, int worker);
+  // Waits for the copies in flight.
+  ~EmulatedGpu();
+  EmulatedGpu(const EmulatedGpu&) = delete;
+  EmulatedGpu& operator=(const EmulatedGpu&) = delete;
 
   uint64_t parameter_count() const { return n_; }
+  // The device's time a step takes: the parameters' upload and cluster.emulated_step_ms.
+  double step_seconds() const {
+    return std::chrono::duration<double>(step_time_ + copy_time_per_element_ * static_cast<int64_t>(n_)).count();
+  }
   // The layers' ranges in the order a step releases them: the reverse of the flat layout, which
   // is the order the Transformer's backward finishes them (decoder layers last to first, then
   // the encoder's, the shared embedding last). Disjoint; together they cover [0, n).
   const std::vector<Range>& ranges() const { return ranges_; }
 
-  // One step from `params` (n floats): sleeps through the forward third, then fills grad (n
-  // floats) range by range, each released to `ready` (if set) when its share of the backward
-  // two-thirds (in proportion to its size) has passed. Returns the synthetic stats.
+  // One step from `params` (n floats) into `grad` (n floats), launched as described above.
+  // With `ready`, each range is handed to it as soon as its download is launched, and Step
+  // returns once backward is launched (the device still at work): copies() says when each range
+  // is in grad. Without, Step returns once every range is in grad. Returns the synthetic stats.
+  // REQUIRES: params stay unchanged until the step's first range is complete; nothing reads
+  // grad[range] before copies() returned the range.
   StepStats Step(int64_t step, const float* params, float* grad, const GradientReady& ready = nullptr);
+  // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
+  RangeDownloader& copies();
 
  private:
+  class CopyEngine;
+
   uint64_t seed_;
   int worker_;
-  std::chrono::microseconds step_time_;
+  Clock::duration step_time_;
+  Clock::duration copy_time_per_element_;  // 4 bytes at cluster.emulated_copy_gb_per_s
   uint64_t n_ = 0;
   std::vector<Range> ranges_;
-  StepStats stats_;  // every step reports the same
+  StepStats stats_;                   // every step reports the same
+  Clock::time_point device_free_{};   // when the device's work launched so far ends
+  std::unique_ptr<CopyEngine> engine_;
 };
 
 }  // namespace psformer

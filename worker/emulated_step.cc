@@ -12,9 +12,9 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int worker)
 EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::unique_ptr<EmulatedGpu> gpu)
     : StepComputer(gpu->parameter_count()), gpu_(std::move(gpu)), vocab_(ResolvedVocabSize(config)) {}
 
-StepStats EmulatedStep::Compute(int64_t step, const GradientFinal& on_final) {
-  // The emulated GPU writes grad_ itself: each range is in place when it is reported.
-  return gpu_->Step(step, params_.data(), grad_.data(), on_final);
+StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
+  // The emulated GPU launches each range's download itself, as it launches backward.
+  return gpu_->Step(step, params_.data(), grad_.data(), on_copying);
 }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {

@@ -1,5 +1,6 @@
 // EmulatedStep: the StepComputer of cluster.backend EMULATED, an EmulatedGpu (emulated_gpu.h)
-// behind the worker's step interface. No data, no model, nothing to validate.
+// behind the worker's step interface: its copy engine is the computer's gradient_copies(). No
+// data, no model, nothing to validate.
 #ifndef PSFORMER_WORKER_EMULATED_STEP_H_
 #define PSFORMER_WORKER_EMULATED_STEP_H_
 
@@ -17,7 +18,9 @@ class EmulatedStep final : public StepComputer {
   EmulatedStep(const proto::JobConfig& config, int worker);
 
   int vocab_size() const override { return vocab_; }
-  StepStats Compute(int64_t step, const GradientFinal& on_final) override;
+  StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
+  RangeDownloader& gradient_copies() override { return gpu_->copies(); }
+  double last_device_s() override { return gpu_->step_seconds(); }
   bool validates() const override { return false; }
   StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
   const std::vector<std::string>* bleu_references() const override { return nullptr; }

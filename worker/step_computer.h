@@ -5,9 +5,11 @@
 //   EmulatedStep (emulated_step.h)        an emulated GPU (cluster.backend EMULATED): the step's
 //                                         time asleep, pseudo-random gradients; nothing to validate.
 // A computer owns the host copies of the parameters (pulled into params()) and of the gradient
-// (pushed from grad()), so that a backend may pin or map them as its copies need.
+// (pushed from grad()), so that a backend may pin them as its copies need (the CUDA backend pins
+// both: its copies are DMA, asynchronous).
 //
-// Thread safety: one thread, the worker loop's.
+// Thread safety: one thread, the worker loop's (the launching thread), except gradient_copies()'s
+// WaitOldest, which the data path's kDeviceToHost stage calls (worker/datapath/).
 #ifndef PSFORMER_WORKER_STEP_COMPUTER_H_
 #define PSFORMER_WORKER_STEP_COMPUTER_H_
 
@@ -24,9 +26,11 @@
 
 namespace psformer {
 
-// Elements [begin, end) of the gradient are final and in grad(); `stats` are the step's (known
-// before backward starts). Ranges come last layer first, disjoint.
-using GradientFinal = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
+// Elements [begin, end) of the gradient are final on the device and their copy into grad() has
+// been started (gradient_copies() says when it is complete); `stats` are the step's (known before
+// backward starts). Ranges come last layer first, disjoint. The callback runs on the launching
+// thread between kernel launches: it may queue work, never do it.
+using GradientCopying = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
 
 class StepComputer {
  public:
@@ -37,9 +41,16 @@ class StepComputer {
   virtual int vocab_size() const = 0;
 
   // Forward and backward of this worker's batch of `step` (1-based) from params() into grad().
-  // With `on_final`, each layer's range is handed to it as soon as its gradient is in grad(),
-  // while backward goes on; every range has been handed over when Compute returns.
-  virtual StepStats Compute(int64_t step, const GradientFinal& on_final = nullptr) = 0;
+  // With `on_copying`, each layer's range is handed to it as soon as its copy into grad() has
+  // started, while backward goes on; every range has been handed over when Compute returns (their
+  // copies may still be in flight). Without, grad() holds the whole gradient on return.
+  virtual StepStats Compute(int64_t step, const GradientCopying& on_copying = nullptr) = 0;
+  // The copies Compute starts with `on_copying`, in start order (RangeDownloader::WaitOldest).
+  virtual RangeDownloader& gradient_copies() = 0;
+
+  // The device's time on the last Compute's forward and backward (Backend::SpanSeconds; the
+  // emulated GPU's step): may wait for that work to finish, so ask once its gradient is handed over.
+  virtual double last_device_s() = 0;
 
   // Whether Validate measures anything (an emulated GPU has no model to validate).
   virtual bool validates() const = 0;

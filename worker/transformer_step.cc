@@ -25,6 +25,8 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
   const uint64_t n = s->parameter_count();
   s->device_params_ = s->backend_->Allocate<float>(n);
   s->device_grad_ = s->backend_->Allocate<float>(n);
+  // Each step's upload of every parameter reads params_: pinned, it is one DMA at the bus's speed.
+  s->params_pinned_ = s->backend_->PinHostMemory(s->params_.data(), n * sizeof(float));
   PSF_ASSIGN_OR_RETURN(s->grad_download_, s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
@@ -33,28 +35,25 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
   return s;
 }
 
-StepStats TransformerStep::Compute(int64_t step, const GradientFinal& on_final) {
+StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copying) {
   const uint64_t n = parameter_count();
   const Batch batch = source_->TrainBatch(step, worker_, config_.cluster().workers());
+  backend_->MarkSpanStart();
   device_params_.Upload(params_.data(), n);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
-  if (!on_final) {
+  if (!on_copying) {
     const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+    backend_->MarkSpanEnd();
     device_grad_.Download(grad_.data(), n);
     return stats;
   }
-  StepStats stats;
-  // Ranges reach on_final only once their copy to grad_ is complete, in the order reported.
-  const auto hand_over_copied = [&](bool wait_all) {
-    for (const ElementRange& r : grad_download_->TakeComplete(wait_all)) on_final(r.begin, r.end, stats);
-  };
+  // Per layer: a copy enqueued on the copy stream and a queue push; nothing waits here.
   const GradientReady ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
-    stats = s;
-    grad_download_->Start(begin, end);  // on CUDA, copied while backward goes on
-    hand_over_copied(/*wait_all=*/false);
+    grad_download_->Start(begin, end);
+    on_copying(begin, end, s);
   };
-  stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
-  hand_over_copied(/*wait_all=*/true);  // the last layers' copies
+  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
+  backend_->MarkSpanEnd();
   return stats;
 }
 

@@ -4,8 +4,9 @@
 //
 // On a backend whose memory is not the host's, each layer's gradient leaves the device as backward
 // reports it final, on the backend's RangeDownloader (backend/range_downloader.h), and is handed
-// on (GradientFinal) once its copy is complete, in the order reported; what is still in flight
-// when backward ends is waited for then, so that no copy lands in grad() after Compute returns.
+// on (GradientCopying) as soon as its copy has started: the worker's data path waits for the copy
+// on a thread of its own (worker/datapath/). The host copies of the parameters and the gradient
+// are pinned where the backend can (Backend::PinHostMemory), so both directions are DMA.
 #ifndef PSFORMER_WORKER_TRANSFORMER_STEP_H_
 #define PSFORMER_WORKER_TRANSFORMER_STEP_H_
 
@@ -30,7 +31,9 @@ class TransformerStep final : public StepComputer {
                                                            std::unique_ptr<Backend<float>> backend, bool with_bleu);
 
   int vocab_size() const override { return source_->vocab_size(); }
-  StepStats Compute(int64_t step, const GradientFinal& on_final) override;
+  StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
+  RangeDownloader& gradient_copies() override { return *grad_download_; }
+  double last_device_s() override { return backend_->SpanSeconds(); }
   bool validates() const override { return true; }
   StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
   const std::vector<std::string>* bleu_references() const override {
@@ -47,6 +50,7 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<Backend<float>> backend_;
   std::unique_ptr<Transformer<float>> model_;
   DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
+  std::shared_ptr<void> params_pinned_;              // params_ pinned while this lives (or null)
   std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ as backward reports layers
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };

@@ -1,10 +1,11 @@
 #include "worker/worker_loop.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <utility>
 
 #include "common/config_loader.h"
@@ -16,6 +17,7 @@
 #include "pserver/client/ps_client.h"
 #include "pserver/wire/piece_table.h"
 #include "worker/coordinator.h"
+#include "worker/datapath/worker_data_path.h"
 #include "worker/step_computer.h"
 #include "worker/train/loss_check.h"
 #include "worker/validation.h"
@@ -26,6 +28,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// CPU time of the calling thread: the launching thread's cost of a step, whatever it waited for.
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 class WorkerLoop {
  public:
@@ -41,14 +50,6 @@ class WorkerLoop {
   Status Run();
 
  private:
-  // The push of one step as backward hands its gradient over range by range (cluster.overlap).
-  struct StepPush {
-    int64_t step = 0;
-    std::optional<PsClient::Ticket> ticket;  // once the first range began it
-    Status status;                           // the first failure; later ranges are then ignored
-    uint64_t handed_over = 0;                // elements so far
-  };
-
   Status Connect();
   PsClientOptions ClientOptions(proto::Role role) const;
   // Trains from step `first` to the end. Returns Aborted when the job rolls back (the client
@@ -56,31 +57,20 @@ class WorkerLoop {
   Status Train(int64_t first);
   // Phase 1: the parameters after `step` into the computer's params() (BSP: once every worker
   // pushed it; with overlap this pull went out with the step's first pushed piece, and its
-  // pieces have been arriving as the servers updated them, most during backward). The
-  // coordinator reports the step and checkpoints when due.
+  // pieces have been arriving as the servers updated them, most during backward: the data
+  // path's client thread took them in). The coordinator reports the step and checkpoints when due.
   Status PullParameters(int64_t step);
   // Phase 2: validation of the weights after `step`, on every worker alike (see the header),
   // when due and not done before; `*stop`: whether it ends training.
   Status MaybeValidate(int64_t step, bool* stop);
   // Phase 3: computes `step` and pushes its gradient (with overlap, range by range as backward
-  // finishes them), then waits until every shard holds it.
+  // finishes them, through the data path's stages), then waits until every shard holds it.
   StatusOr<StepStats> ComputeAndPush(int64_t step);
-  // A range of `push`'s gradient is final: pushes what it completes (the first range begins the
-  // push and sends the early pull).
-  void PushFinal(StepPush* push, uint64_t begin, uint64_t end, const StepStats& stats);
   // Phase 4: the step's loss and tokens into the interval the next metrics line reports.
   void Report(const StepStats& stats);
   // After the last step: the final weights validated, and the coordinator's end of the job.
   Status Conclude(int64_t next_step);
 
-  // The element type of the pull of the parameters after `step` (see PullParameters).
-  proto::DType PullDtype(int64_t step) const;
-  // With overlap: asks for the parameters after `step` while it is still being pushed (its
-  // forward pass has read params() already; every backend computes from its own copy), so that
-  // each piece comes back as soon as its server has updated it, most of them during backward.
-  Status PullEarly(int64_t step);
-  // A pull of the parameters after `step`: the one already in flight if it asks for the same.
-  StatusOr<PsClient::Ticket> PullAfter(int64_t step, proto::DType dtype);
   // Validates the weights after `step` (in params()); `*stop`: whether that ends training.
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
   // Coordinator: the final weights to model.bin, then the job ends.
@@ -92,12 +82,9 @@ class WorkerLoop {
   std::unique_ptr<StepComputer> computer_;
   uint64_t n_;
   const FaultPlan& faults_;
-  std::unique_ptr<PsClient> client_;
-  // Overlap (cluster.overlap, BSP): pieces pushed during backward, the next pull sent at once.
-  bool overlap_ = false;
-  std::optional<PsClient::Ticket> pull_;  // sent, not yet waited for...
-  int64_t pull_step_ = -1;                // ...of the parameters after this step,
-  proto::DType pull_dtype_ = proto::FLOAT32;
+  // The client and the stages that push and pull (with overlap, cluster.overlap: pieces pushed
+  // during backward, the next pull sent at once).
+  std::unique_ptr<WorkerDataPath> data_path_;
   std::unique_ptr<Coordinator> coordinator_;  // worker 0 only
   int64_t started_at_ = 1;                    // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0;             // replays after a rollback skip these.
@@ -108,7 +95,8 @@ Status WorkerLoop::Connect() {
   // The job's transport: CURVE-authenticated, with the config's injected faults (van_factory.h).
   PSF_ASSIGN_OR_RETURN(
       auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2, faults_.shm_faults()));
-  PSF_ASSIGN_OR_RETURN(client_, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
+  PSF_ASSIGN_OR_RETURN(auto client, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
+  data_path_ = std::make_unique<WorkerDataPath>(config_, faults_, computer_.get(), std::move(client));
   return Status::Ok();
 }
 
@@ -134,11 +122,10 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
 
 Status WorkerLoop::Run() {
   PSF_RETURN_IF_ERROR(Connect());
-  overlap_ = client_->pieces().pieces().size() > static_cast<size_t>(client_->shards());
   if (is_coordinator()) {
     PSF_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(config_, options_.run_dir, ClientOptions(proto::COORDINATOR)));
   }
-  const StatusOr<int64_t> hello = client_->Hello();
+  const StatusOr<int64_t> hello = data_path_->Call([](PsClient& c) { return c.Hello(); });
   if (!hello.ok() && WorkerStopRequested()) {
     PSF_LOG(Info) << "stopped before training (asked to stop while waiting for the servers: "
                   << hello.status().message() << ")";
@@ -154,18 +141,17 @@ Status WorkerLoop::Run() {
   int64_t first = started_at_;
   while (true) {
     const Status trained = Train(first);
-    if (trained.IsAborted() && client_->job_finished()) {
+    if (trained.IsAborted() && data_path_->Call([](PsClient& c) { return c.job_finished(); })) {
       // SSP/async: the coordinator stopped the job while this worker was still training.
       PSF_LOG(Info) << "the coordinator ended the job; stopping";
       return Status::Ok();
     }
     if (!trained.IsAborted()) {
       if (!trained.ok() || is_coordinator()) return trained;
-      return client_->Goodbye();
+      return data_path_->Call([](PsClient& c) { return c.Goodbye(); });
     }
     PSF_LOG(Warning) << trained.message();
-    pull_.reset();  // the rollback forgets every request in flight
-    PSF_ASSIGN_OR_RETURN(const int64_t restored, client_->Rollback());
+    PSF_ASSIGN_OR_RETURN(const int64_t restored, data_path_->Rollback());
     PSF_LOG(Warning) << "rolled back: recomputing from step " << restored + 1;
     if (coordinator_) PSF_RETURN_IF_ERROR(coordinator_->RolledBack(restored, trained.message()));
     first = restored + 1;
@@ -176,11 +162,16 @@ Status WorkerLoop::Train(int64_t first) {
   const int64_t max_steps = config_.training().max_steps();
   int64_t step = first;
   for (; step <= max_steps; ++step) {
+    const double cpu_start = ThreadCpuSeconds();
     PSF_RETURN_IF_ERROR(PullParameters(step - 1));
     bool stop = false;
+    const double cpu_before_validation = ThreadCpuSeconds();
     PSF_RETURN_IF_ERROR(MaybeValidate(step - 1, &stop));
     if (stop) break;
+    const double cpu_after_validation = ThreadCpuSeconds();
     PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step));
+    // The launching thread's CPU of the step, validation aside (it is not the step's).
+    interval_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
     Report(stats);
     if (WorkerStopRequested()) {
       // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
@@ -193,14 +184,17 @@ Status WorkerLoop::Train(int64_t first) {
 
 Status WorkerLoop::PullParameters(int64_t step) {
   const auto pull_start = Clock::now();
-  PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(step, PullDtype(step)));
-  PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("pull of step " + std::to_string(step)));
-  interval_.wait_s += client_->last_wait_first_reply_s();
-  interval_.pull_s += Seconds(Clock::now() - pull_start) - client_->last_wait_first_reply_s();
+  double first_reply_s = 0;
+  PSF_RETURN_IF_ERROR(data_path_->PullParameters(step, &first_reply_s));
+  interval_.wait_s += first_reply_s;
+  interval_.pull_s += Seconds(Clock::now() - pull_start) - first_reply_s;
   if (!coordinator_) return Status::Ok();
-  PSF_RETURN_IF_ERROR(coordinator_->Pulled(step, *client_, &interval_));
-  coordinator_->MaybeCheckpoint(step, *client_);
-  return Status::Ok();
+  // The coordinator reads what the pull said (every worker's loss and tokens) off the client.
+  return data_path_->Call([&](PsClient& c) -> Status {
+    PSF_RETURN_IF_ERROR(coordinator_->Pulled(step, c, &interval_));
+    coordinator_->MaybeCheckpoint(step, c);
+    return Status::Ok();
+  });
 }
 
 Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
@@ -213,46 +207,18 @@ Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
 StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
   // With overlap each layer's gradient is pushed as backward finishes it; not in a step where an
   // injected kill or stall strikes before the push: it must find nothing sent.
-  StepPush push;
-  push.step = step;
-  const bool overlapped = overlap_ && !faults_.WillKillOrStallAt(step);
+  const GradientCopying on_copying = data_path_->BeginPush(step, faults_.WillKillOrStallAt(step));
   const auto compute_start = Clock::now();
-  const StepStats stats = computer_->Compute(
-      step, overlapped ? GradientFinal([&](uint64_t b, uint64_t e, const StepStats& s) { PushFinal(&push, b, e, s); })
-                       : GradientFinal());
+  const StepStats stats = computer_->Compute(step, on_copying);
   interval_.compute_s += Seconds(Clock::now() - compute_start);
-  PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
-  PSF_RETURN_IF_ERROR(push.status.WithContext("push of step " + std::to_string(step)));
-
-  faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
   const auto push_start = Clock::now();
-  if (!push.ticket) {
-    PSF_ASSIGN_OR_RETURN(push.ticket, client_->Push(step, computer_->grad().data(),
-                                                    static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
-  }
-  if (overlap_ && !pull_ && step < config_.training().max_steps()) PSF_RETURN_IF_ERROR(PullEarly(step));
-  PSF_RETURN_IF_ERROR(client_->Wait(*push.ticket).WithContext("push of step " + std::to_string(step)));
+  data_path_->HandOver();  // the last layers' copies land and go to the client
+  interval_.device_s += computer_->last_device_s();
+  PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
+  faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
+  PSF_RETURN_IF_ERROR(data_path_->FinishPush(stats));
   interval_.push_s += Seconds(Clock::now() - push_start);
   return stats;
-}
-
-void WorkerLoop::PushFinal(StepPush* push, uint64_t begin, uint64_t end, const StepStats& stats) {
-  // A diverged step pushes nothing: CheckLossIsFinite ends the worker after Compute, and no frame
-  // of grad() may still be on its way then.
-  if (!push->status.ok() || !std::isfinite(stats.loss_sum)) return;
-  const uint64_t half = n_ / 2;
-  if (push->handed_over < half && (push->handed_over += end - begin) >= half) faults_.KillDuringPush(push->step);
-  if (!push->ticket) {
-    auto begun = client_->BeginPush(push->step, computer_->grad().data(), static_cast<uint64_t>(stats.target_tokens),
-                                    stats.loss_sum);
-    if (!begun.ok()) {
-      push->status = begun.status();
-      return;
-    }
-    push->ticket = *begun;
-  }
-  push->status = client_->PushReady(*push->ticket, begin, end);
-  if (push->status.ok() && !pull_ && push->step < config_.training().max_steps()) push->status = PullEarly(push->step);
 }
 
 void WorkerLoop::Report(const StepStats& stats) {
@@ -265,39 +231,11 @@ Status WorkerLoop::Conclude(int64_t next_step) {
   const int64_t last_step = std::min<int64_t>(next_step, max_steps);
   if (computer_->validates() && next_step > max_steps && last_step > validated_through_) {
     // The final weights, validated on every worker (early stopping validated already).
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
-    PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
+    PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndMaybeStop(last_step, &stop));
   }
   return coordinator_ ? Finish(next_step > max_steps ? last_step : next_step - 1) : Status::Ok();
-}
-
-proto::DType WorkerLoop::PullDtype(int64_t step) const {
-  // In bf16 when the config says so, except after the steps that are validated, so that the
-  // metrics describe the fp32 masters. The choice depends on the step alone: every worker,
-  // restarted or not, computes a step from the same values.
-  const bool validation_step = ValidationDue(config_.training(), step);
-  return config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step ? proto::BFLOAT16
-                                                                                           : proto::FLOAT32;
-}
-
-Status WorkerLoop::PullEarly(int64_t step) {
-  PSF_ASSIGN_OR_RETURN(pull_, client_->Pull(step, computer_->params().data(), PullDtype(step)));
-  pull_step_ = step;
-  pull_dtype_ = PullDtype(step);
-  return Status::Ok();
-}
-
-StatusOr<PsClient::Ticket> WorkerLoop::PullAfter(int64_t step, proto::DType dtype) {
-  std::optional<PsClient::Ticket> in_flight = std::exchange(pull_, std::nullopt);
-  if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
-  if (in_flight) {
-    // Asked for something else (a final fp32 pull after a bf16 one): let it finish first, so
-    // that its replies cannot land in params() later.
-    PSF_RETURN_IF_ERROR(client_->Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
-  }
-  return client_->Pull(step, computer_->params().data(), dtype);
 }
 
 Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
@@ -310,13 +248,15 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
-  PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(last_step, proto::FLOAT32));
-  PSF_RETURN_IF_ERROR(client_->Wait(pull).WithContext("final pull"));
-  PSF_RETURN_IF_ERROR(coordinator_->Pulled(last_step, *client_, &interval_));
+  PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
+  PSF_RETURN_IF_ERROR(
+      data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
   PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
-  PSF_RETURN_IF_ERROR(client_->Goodbye());
-  // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
-  return coordinator_->ShutDownJob(*client_);
+  return data_path_->Call([&](PsClient& c) -> Status {
+    PSF_RETURN_IF_ERROR(c.Goodbye());
+    // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
+    return coordinator_->ShutDownJob(c);
+  });
 }
 
 std::atomic<bool> g_worker_stop{false};  // NOLINT: set from a signal handler.

@@ -24,7 +24,7 @@ def tensorboard_tag(key):
     # The rule of TensorBoardTag in common/run_metrics.h.
     if key.startswith("valid_"):
         return "valid/" + key[len("valid_"):]
-    if key in ("compute_s", "push_s", "wait_s", "pull_s"):
+    if key in ("compute_s", "push_s", "wait_s", "pull_s", "device_s", "launch_cpu_s"):
         return "step_time/" + key
     return "train/" + key
 

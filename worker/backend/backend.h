@@ -13,6 +13,7 @@
 #ifndef PSFORMER_WORKER_BACKEND_BACKEND_H_
 #define PSFORMER_WORKER_BACKEND_BACKEND_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,22 @@ class Backend : public DeviceMemory {
   DeviceBuffer<E> Allocate(size_t n) {
     return DeviceBuffer<E>(this, n);
   }
+
+  // ---- Host memory the backend copies from and to ----
+  // Pins host[0, bytes) while the returned handle lives, so copies to and from it are DMA at the
+  // bus's speed (CUDA: cudaHostRegister). A backend whose memory is the host's pins nothing and
+  // returns null; a failure to pin is logged (copies still work, slower) and returns null too.
+  virtual std::shared_ptr<void> PinHostMemory(void* /*host*/, size_t /*bytes*/) { return nullptr; }
+
+  // ---- Device time ----
+  // Marks the start and the end of a span of the device's work (a training step's forward and
+  // backward), in stream order. SpanSeconds is the device's time between the two marks, once the
+  // work before the end mark is done (it may wait for that): the time the device spent on the
+  // span, gaps where it waited for the host included. This default, for a backend that computes
+  // on the calling thread, times the calls by the wall clock.
+  virtual void MarkSpanStart() { span_start_ = std::chrono::steady_clock::now(); }
+  virtual void MarkSpanEnd() { span_end_ = std::chrono::steady_clock::now(); }
+  virtual double SpanSeconds() { return std::chrono::duration<double>(span_end_ - span_start_).count(); }
 
   // ---- Copies to the host in the background ----
   // A RangeDownloader of device[0, n) into host[0, n). This default copies each range as it is
@@ -158,6 +175,9 @@ class Backend : public DeviceMemory {
   // alias logits.
   virtual void CrossEntropy(int rows, int vocab, T epsilon, const T* logits, const int32_t* targets, int32_t pad_id,
                             T* loss, T* correct, T* dlogits) = 0;
+
+ private:
+  std::chrono::steady_clock::time_point span_start_, span_end_;  // the default span marks
 };
 
 }  // namespace psformer

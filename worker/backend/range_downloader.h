@@ -1,17 +1,21 @@
 // Copies ranges of one device array into a host array while the backend goes on computing, and
-// says which copies are complete, in the order they were started. The worker uses it to take each
-// layer's gradient off the device as backward reports it final (GradientReady) and to push only
-// ranges whose bytes have arrived on the host.
+// says when each copy is complete, in the order they were started. The worker's data path uses
+// it to take each layer's gradient off the device as backward reports it final: the launching
+// thread only starts copies, and a stage thread of the data path (worker/datapath/) waits for
+// them and pushes what has arrived.
 //
 // Backend<T>::MakeRangeDownloader makes one: the default (ImmediateRangeDownloader) copies each
 // range before Start returns, which is all the CPU backend needs (its "device" memory is host
 // memory: one memcpy); the CUDA backend copies on a stream of its own (CudaRangeDownloader).
-// Thread safety: one thread, the one that drives the backend.
+// Thread safety: Start is called by one thread (the one that drives the backend), WaitOldest by
+// one thread, the same or another; the two may run at once.
 #ifndef PSFORMER_WORKER_BACKEND_RANGE_DOWNLOADER_H_
 #define PSFORMER_WORKER_BACKEND_RANGE_DOWNLOADER_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <vector>
 
 #include "common/logging.h"
@@ -31,18 +35,21 @@ class RangeDownloader {
  public:
   virtual ~RangeDownloader() = default;
   // Starts copying device[begin, end) to host[begin, end), as the range stands once every backend
-  // operation issued before this call is done (those that wrote it).
+  // operation issued before this call is done (those that wrote it). Returns without waiting
+  // for the copy (a device backend) and does no work proportional to the range's size on the
+  // calling thread beyond what the backend's own copy needs.
   // REQUIRES: begin <= end <= n; nothing writes device[begin, end) or reads or writes
-  // host[begin, end) until TakeComplete has returned the range.
+  // host[begin, end) until WaitOldest has returned the range.
   virtual void Start(uint64_t begin, uint64_t end) = 0;
-  // The started ranges whose copies are complete and were not returned before, in the order they
-  // were started (copies complete in that order). With wait_all, first waits for every copy
-  // started, so the result holds all ranges not returned before.
-  virtual std::vector<ElementRange> TakeComplete(bool wait_all) = 0;
+  // Blocks, asleep, until the oldest started copy not returned before is complete, and returns
+  // its range (copies complete in start order).
+  // REQUIRES: a started copy that has not been returned.
+  virtual ElementRange WaitOldest() = 0;
 };
 
 // Copies each range in Start through DeviceMemory::CopyToHost, which returns once the copy is
-// done; TakeComplete then returns every range started since its last call.
+// done; WaitOldest then returns at once. With device == host (a computer whose gradient is
+// written on the host already) nothing is copied.
 // REQUIRES: memory, device[0, n) and host[0, n) outlive it.
 template <typename T>
 class ImmediateRangeDownloader final : public RangeDownloader {
@@ -52,13 +59,16 @@ class ImmediateRangeDownloader final : public RangeDownloader {
 
   void Start(uint64_t begin, uint64_t end) override {
     PSF_CHECK(begin <= end && end <= n_);
-    if (end > begin) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
+    if (end > begin && device_ != host_) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
+    std::lock_guard<std::mutex> lock(mutex_);
     complete_.push_back({begin, end});
   }
-  std::vector<ElementRange> TakeComplete(bool /*wait_all: every copy is complete already*/) override {
-    std::vector<ElementRange> complete;
-    complete.swap(complete_);
-    return complete;
+  ElementRange WaitOldest() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PSF_CHECK(!complete_.empty());  // WaitOldest with no copy started
+    const ElementRange oldest = complete_.front();
+    complete_.pop_front();
+    return oldest;
   }
 
  private:
@@ -66,7 +76,8 @@ class ImmediateRangeDownloader final : public RangeDownloader {
   const T* device_;  // (n)
   T* host_;          // (n)
   size_t n_;
-  std::vector<ElementRange> complete_;  // started, not yet returned
+  std::mutex mutex_;
+  std::deque<ElementRange> complete_;  // started (and so complete), not yet returned; GUARDED_BY(mutex_)
 };
 
 }  // namespace psformer

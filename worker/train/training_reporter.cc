@@ -39,7 +39,9 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
     line.Add("compute_s", interval.compute_s)
         .Add("push_s", interval.push_s)
         .Add("wait_s", interval.wait_s)
-        .Add("pull_s", interval.pull_s);
+        .Add("pull_s", interval.pull_s)
+        .Add("device_s", interval.device_s)
+        .Add("launch_cpu_s", interval.launch_cpu_s);
   }
   const int64_t max_steps = config_.training().max_steps();
   const double so_far = std::chrono::duration<double>(Clock::now() - started_).count();

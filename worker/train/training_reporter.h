@@ -7,8 +7,12 @@
 // A train line holds, in this order: step; loss (label-smoothed, per target token over the logging
 // interval); ppl (exp(loss)); lr (at the step); tokens (the interval's target tokens: `psformer
 // status` reads them so, for a job and a local run alike); tokens_per_s (the interval's target
-// tokens over its wall time); and when the interval has step times, where they went: compute_s,
-// push_s, wait_s (for the servers' first reply), pull_s. A validation line is ValidationMetrics's
+// tokens over its wall time); and when the interval has step times, where they went: compute_s
+// (the launching thread in Compute), push_s (handing the gradient over and waiting for every
+// shard to hold it), wait_s (for the servers' first reply), pull_s; then device_s (the device's
+// span of forward and backward: CUDA events; the CPU backend's compute; the emulated GPU's
+// step) and launch_cpu_s (CPU time of the thread that launches the device's work). "Busy" is
+// device_s over the interval's wall time. A validation line is ValidationMetrics's
 // (worker/validation.h).
 //
 // Not thread-safe: one thread reports.
@@ -34,6 +38,8 @@ struct TrainInterval {
   int64_t tokens = 0;   // ...and their target tokens
   // Where the interval's steps spent their time (a job's worker; the local trainer has none).
   double compute_s = 0, push_s = 0, wait_s = 0, pull_s = 0;
+  double device_s = 0;      // the device's span of the steps' forward and backward
+  double launch_cpu_s = 0;  // CPU time of the launching thread in the steps
   bool has_step_times = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };

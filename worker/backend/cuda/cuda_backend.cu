@@ -93,6 +93,8 @@ CudaBackend::CudaBackend(ConstructionKey, int device, std::string device_name, G
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
+  if (span_start_ != nullptr) cudaEventDestroy(span_start_);
+  if (span_end_ != nullptr) cudaEventDestroy(span_end_);
   workspace_ = DeviceBuffer<char>();
   cublas_workspace_ = DeviceBuffer<char>();
   lt_workspace_ = DeviceBuffer<char>();
@@ -130,6 +132,44 @@ StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(cons
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
                        CudaRangeDownloader::Create(stream_, device, host, n));
   return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
+}
+
+std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const cudaError_t err = cudaHostRegister(host, bytes, cudaHostRegisterDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not sticky, but keep it out of later launch checks
+    PSF_LOG(Warning) << "cannot pin " << (bytes >> 20) << " MiB of host memory (" << cudaGetErrorString(err)
+                     << "); copies to the GPU read it as pageable memory, at a fraction of the bus's speed";
+    return nullptr;
+  }
+  return std::shared_ptr<void>(host, [bytes](void* p) {
+    const cudaError_t unpinned = cudaHostUnregister(p);
+    if (unpinned != cudaSuccess) {
+      cudaGetLastError();
+      PSF_LOG(Warning) << "unpinning " << (bytes >> 20) << " MiB of host memory failed: "
+                       << cudaGetErrorString(unpinned);
+    }
+  });
+}
+
+void CudaBackend::MarkSpanStart() {
+  if (span_start_ == nullptr) {
+    // Blocking sync: SpanSeconds sleeps rather than spins while the span's work finishes.
+    PSF_CUDA_CHECK(cudaEventCreateWithFlags(&span_start_, cudaEventBlockingSync));
+    PSF_CUDA_CHECK(cudaEventCreateWithFlags(&span_end_, cudaEventBlockingSync));
+  }
+  PSF_CUDA_CHECK(cudaEventRecord(span_start_, stream_));
+}
+
+void CudaBackend::MarkSpanEnd() { PSF_CUDA_CHECK(cudaEventRecord(span_end_, stream_)); }
+
+double CudaBackend::SpanSeconds() {
+  if (span_end_ == nullptr) return 0;
+  PSF_CUDA_CHECK(cudaEventSynchronize(span_end_));
+  float ms = 0;
+  PSF_CUDA_CHECK(cudaEventElapsedTime(&ms, span_start_, span_end_));
+  return ms / 1000.0;
 }
 
 void* CudaBackend::Workspace(size_t bytes) { return workspace_.Reserve(this, std::max<size_t>(bytes, 1)); }

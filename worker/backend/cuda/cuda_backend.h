@@ -28,6 +28,7 @@
 #include "worker/backend/cuda/cuda_device.h"
 
 struct CUstream_st;
+struct CUevent_st;
 struct cublasContext;
 
 namespace psformer {
@@ -76,6 +77,11 @@ class CudaBackend final : public Backend<float> {
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   void Synchronize() override;
   StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
+  std::shared_ptr<void> PinHostMemory(void* host, size_t bytes) override;
+  // Timing events on the stream: the span is the GPU's, not the launching thread's.
+  void MarkSpanStart() override;
+  void MarkSpanEnd() override;
+  double SpanSeconds() override;
 
   void Gemm(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
             int ldb, float beta, float* c, int ldc) override;
@@ -130,6 +136,8 @@ class CudaBackend final : public Backend<float> {
   GemmMath gemm_math_;
   CUstream_st* stream_;
   cublasContext* cublas_;
+  CUevent_st* span_start_ = nullptr;  // timing events of MarkSpanStart / MarkSpanEnd, made on first use
+  CUevent_st* span_end_ = nullptr;
   std::unique_ptr<LtAffine> lt_affine_;  // null without fused epilogues
   // Declared before every buffer: buffers are freed into it when the backend goes.
   CachingAllocator allocator_;

@@ -67,13 +67,17 @@ void CudaRangeDownloader::PinHost() {
 }
 
 cudaEvent_t CudaRangeDownloader::TakeEvent() {
-  if (!free_events_.empty()) {
-    cudaEvent_t e = free_events_.back();
-    free_events_.pop_back();
-    return e;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_events_.empty()) {
+      cudaEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
   }
+  // Blocking sync: the data path's thread sleeps in WaitOldest instead of spinning on a core.
   cudaEvent_t e = nullptr;
-  PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync));
   return e;
 }
 
@@ -88,29 +92,23 @@ void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
   }
   const cudaEvent_t done = TakeEvent();
   PSF_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+  std::lock_guard<std::mutex> lock(mutex_);
   in_flight_.push_back({{begin, end}, done});
 }
 
-std::vector<ElementRange> CudaRangeDownloader::TakeComplete(bool wait_all) {
-  std::vector<ElementRange> complete;
-  // One copy stream: copies complete in start order, so the first one not done ends the scan.
-  while (!in_flight_.empty()) {
-    const InFlight next = in_flight_.front();
-    if (wait_all) {
-      PSF_CUDA_CHECK(cudaEventSynchronize(next.done));
-    } else {
-      const cudaError_t state = cudaEventQuery(next.done);
-      if (state == cudaErrorNotReady) {
-        cudaGetLastError();  // an answer, not a failure: keep it out of later launch checks
-        break;
-      }
-      PSF_CUDA_CHECK(state);
-    }
-    in_flight_.pop_front();
-    free_events_.push_back(next.done);
-    complete.push_back(next.range);
+ElementRange CudaRangeDownloader::WaitOldest() {
+  InFlight oldest;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PSF_CHECK(!in_flight_.empty());
+    oldest = in_flight_.front();
   }
-  return complete;
+  // Outside the lock: Start goes on while this thread sleeps. Only this thread pops.
+  PSF_CUDA_CHECK(cudaEventSynchronize(oldest.done));
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.pop_front();
+  free_events_.push_back(oldest.done);
+  return oldest.range;
 }
 
 }  // namespace psformer

@@ -2,14 +2,18 @@
 // own, so the copy overlaps the kernels the compute stream runs next (the rest of backward).
 // Start records an event on the compute stream, makes the copy stream wait for it (the copy sees
 // the range as the kernels issued before Start leave it), enqueues the cudaMemcpyAsync and records
-// a completion event after it; TakeComplete queries (or waits for) those events in start order.
+// a completion event after it (blocking-sync: a thread waiting on it sleeps); WaitOldest waits for
+// those events in start order, on the data path's thread while the launching thread goes on.
 //
 // The host array is pinned (cudaHostRegister) for the downloader's lifetime, which is what lets
 // the copies run asynchronously. Where pinning fails (memory limits, an array already registered)
 // it logs a warning and copies into pageable memory: still correct, but each Start then returns
 // only once its copy is done, so the host waits at every range as it did with synchronous copies.
 //
-// CUDA failures during Start or TakeComplete abort with the call, file and line (cuda_check.h), as
+// Thread safety: as RangeDownloader's (Start on the launching thread, WaitOldest on one other);
+// the events in flight and the pool of free ones are shared under a mutex.
+//
+// CUDA failures during Start or WaitOldest abort with the call, file and line (cuda_check.h), as
 // every backend operation does. Unverified on a GPU so far: no GPU has run this code yet.
 // This header includes no CUDA header, so host code built by the C++ compiler can use it.
 #ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_RANGE_DOWNLOADER_H_
@@ -17,6 +21,7 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/status.h"
@@ -49,7 +54,7 @@ class CudaRangeDownloader final : public RangeDownloader {
   CudaRangeDownloader& operator=(const CudaRangeDownloader&) = delete;
 
   void Start(uint64_t begin, uint64_t end) override;
-  std::vector<ElementRange> TakeComplete(bool wait_all) override;
+  ElementRange WaitOldest() override;
 
   // Whether host[0, n) is pinned (else copies go to pageable memory; see above).
   bool host_pinned() const { return host_pinned_; }
@@ -72,6 +77,7 @@ class CudaRangeDownloader final : public RangeDownloader {
   float* host_;                     // (n)
   size_t n_;
   bool host_pinned_ = false;
+  std::mutex mutex_;                      // guards the two below
   std::deque<InFlight> in_flight_;        // started, not yet returned, in start order
   std::vector<CUevent_st*> free_events_;  // done events of returned ranges, for reuse
 };

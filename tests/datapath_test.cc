@@ -1,0 +1,185 @@
+// The worker's data path (worker/datapath/): its stages on their threads against real servers on
+// loopback. The client thread runs commands in order, off the caller's thread, and takes in
+// replies between them; a pull whose pieces it took in before anyone waited still reports the
+// step's tokens (the undercount of several servers); the outbound stage hands each range to the
+// client only once its copy is complete, in start order, while the launching thread goes on.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "tests/pserver_test_util.h"
+#include "worker/datapath/client_thread.h"
+#include "worker/datapath/gradient_outbound.h"
+#include "worker/datapath/stage_queue.h"
+
+namespace psformer {
+namespace {
+
+using testing::kJobId;
+using testing::MakeClient;
+using testing::PsConfig;
+using testing::ServerGroup;
+
+constexpr uint64_t kTotal = 20000;
+
+TEST(StageQueue, PopsInOrderAndEndsOnceClosedAndEmpty) {
+  StageQueue<int> q;
+  std::thread producer([&] {
+    for (int i = 0; i < 100; ++i) q.Push(i);
+    q.Close();
+  });
+  std::vector<int> popped;
+  while (std::optional<int> i = q.Pop()) popped.push_back(*i);
+  producer.join();
+  ASSERT_EQ(popped.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(popped[i], i);
+}
+
+// Two servers, and pieces of the gradient smaller than a shard: a pull arrives in several replies.
+struct TwoServers {
+  TwoServers() : config(PsConfig(1, 2, proto::ClusterConfig::BSP)) {
+    config.mutable_cluster()->set_piece_elements(3000);
+    pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, cuts));
+    group = std::make_unique<ServerGroup>(config, kTotal, "", false, 2, cuts);
+  }
+  proto::JobConfig config;
+  std::vector<uint64_t> cuts{5000, 12000};
+  std::shared_ptr<const PieceTable> pieces;
+  std::unique_ptr<ServerGroup> group;
+};
+
+TEST(ClientThread, RunsCommandsInOrderOnItsOwnThread) {
+  TwoServers servers;
+  ClientThread client(MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces));
+  std::vector<int> order;
+  std::set<std::thread::id> threads;
+  for (int i = 0; i < 50; ++i) {
+    client.Post([&, i](PsClient&) {
+      order.push_back(i);
+      threads.insert(std::this_thread::get_id());
+    });
+  }
+  const int shards = client.Call([&](PsClient& c) {
+    threads.insert(std::this_thread::get_id());
+    return c.shards();
+  });
+  EXPECT_EQ(shards, 2);
+  ASSERT_EQ(order.size(), 50u);  // the Call ran after every command posted before it
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_NE(*threads.begin(), std::this_thread::get_id());
+}
+
+// The pieces of a pull sent early are taken in by the client thread while nobody waits (as
+// during backward); the Wait that follows finds them all answered and must still report the
+// tokens and loss the servers said. It reported 0 tokens for such steps, and the coordinator
+// undercounted the interval's tokens by the share of steps whose pieces all came early.
+TEST(ClientThread, APullTakenInBeforeItsWaitReportsTheStepsTokens) {
+  TwoServers servers;
+  ClientThread client(MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces));
+  std::vector<float> params(kTotal), grad = testing::Gradient(0, 1, kTotal);
+  ASSERT_TRUE(client.Call([&](PsClient& c) -> Status {
+                PSF_ASSIGN_OR_RETURN(auto pull, c.Pull(0, params.data()));
+                return c.Wait(pull);
+              }).ok());
+  PsClient::Ticket push = 0, pull = 0;
+  ASSERT_TRUE(client.Call([&](PsClient& c) -> Status {
+                PSF_ASSIGN_OR_RETURN(push, c.BeginPush(1, grad.data(), 37, 81.5));
+                PSF_RETURN_IF_ERROR(c.PushReady(push, 0, kTotal));
+                PSF_ASSIGN_OR_RETURN(pull, c.Pull(1, params.data()));
+                return Status::Ok();
+              }).ok());
+  // Nobody waits: the client thread takes the replies in on its own (bounded: 20 s).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!client.Call([&](PsClient& c) { return c.Answered(pull) && c.Answered(push); }) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(client.Call([&](PsClient& c) { return c.Answered(pull); })) << "the pull was not taken in";
+  ASSERT_TRUE(client.Call([&](PsClient& c) { return c.Wait(push); }).ok());
+  const auto [tokens, loss] = client.Call([&](PsClient& c) {
+    EXPECT_TRUE(c.Wait(pull).ok());
+    return std::pair(c.last_pull_tokens(), c.last_pull_loss_sum());
+  });
+  EXPECT_EQ(tokens, 37u);
+  EXPECT_EQ(loss, 81.5);
+}
+
+// A RangeDownloader whose copies complete when the test says so.
+class HeldCopies final : public RangeDownloader {
+ public:
+  void Start(uint64_t begin, uint64_t end) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_.push_back({begin, end});
+  }
+  ElementRange WaitOldest() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return released_ > 0; });
+    --released_;
+    const ElementRange r = started_.front();
+    started_.pop_front();
+    return r;
+  }
+  void Release(int copies) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ += copies;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<ElementRange> started_;
+  int released_ = 0;
+};
+
+TEST(GradientOutbound, HandsRangesToTheClientOnlyOnceCopiedInStartOrder) {
+  TwoServers servers;
+  ClientThread client(MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces));
+  HeldCopies copies;
+  std::mutex mutex;
+  std::vector<ElementRange> pushed;  // GUARDED_BY(mutex)
+  std::set<std::thread::id> threads;
+  GradientOutbound outbound(&copies, &client, [&](PsClient&, ElementRange r, const StepStats& s) {
+    EXPECT_EQ(s.target_tokens, 9);
+    std::lock_guard<std::mutex> lock(mutex);
+    pushed.push_back(r);
+    threads.insert(std::this_thread::get_id());
+  });
+  StepStats stats;
+  stats.target_tokens = 9;
+  // The launching thread starts three copies and goes on at once: none has completed.
+  for (const ElementRange r : {ElementRange{12000, 20000}, ElementRange{5000, 12000}, ElementRange{0, 5000}}) {
+    copies.Start(r.begin, r.end);
+    outbound.Copying(r, stats);
+  }
+  client.Call([](PsClient&) { return 0; });  // whatever was posted has run
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_TRUE(pushed.empty());
+  }
+  copies.Release(1);
+  std::thread release_rest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    copies.Release(2);
+  });
+  outbound.Drain();  // returns once all three are copied and posted
+  release_rest.join();
+  client.Call([](PsClient&) { return 0; });
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(pushed.size(), 3u);
+  EXPECT_TRUE(pushed[0] == (ElementRange{12000, 20000}));
+  EXPECT_TRUE(pushed[1] == (ElementRange{5000, 12000}));
+  EXPECT_TRUE(pushed[2] == (ElementRange{0, 5000}));
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_NE(*threads.begin(), std::this_thread::get_id());
+}
+
+}  // namespace
+}  // namespace psformer

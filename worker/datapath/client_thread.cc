@@ -1,0 +1,55 @@
+#include "worker/datapath/client_thread.h"
+
+#include <pthread.h>
+
+namespace psformer {
+
+ClientThread::ClientThread(std::unique_ptr<PsClient> client)
+    : client_(std::move(client)), thread_([this] { Loop(); }) {
+  PSF_CHECK(client_ != nullptr);
+}
+
+ClientThread::~ClientThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void ClientThread::Post(Command command) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    commands_.push_back(std::move(command));
+  }
+  cv_.notify_one();
+}
+
+void ClientThread::Loop() {
+  pthread_setname_np(pthread_self(), "psf-client");  // in top, gdb and perf
+  while (true) {
+    Command command;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (commands_.empty() && !stopping_ && client_->has_requests()) {
+        // Replies may be coming: take them in, looking at the queue again at least every kReplyPollMs.
+        lock.unlock();
+        const Status taken = client_->Progress(kReplyPollMs);
+        if (!taken.ok() && progress_error_.ok()) {
+          PSF_LOG(Warning) << "taking in the servers' replies failed: " << taken.message();
+          progress_error_ = taken;
+        }
+        continue;
+      }
+      cv_.wait(lock, [&] { return !commands_.empty() || stopping_; });
+      if (commands_.empty()) break;  // stopping, and nothing left to run
+      command = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    command(*client_);
+  }
+  client_.reset();  // its Van's sockets close on the thread that used them
+}
+
+}  // namespace psformer

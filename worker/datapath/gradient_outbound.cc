@@ -1,0 +1,44 @@
+#include "worker/datapath/gradient_outbound.h"
+
+#include <pthread.h>
+
+#include <utility>
+
+namespace psformer {
+
+GradientOutbound::GradientOutbound(RangeDownloader* copies, ClientThread* client, Sink sink)
+    : copies_(copies), client_(client), sink_(std::move(sink)), thread_([this] { Loop(); }) {}
+
+GradientOutbound::~GradientOutbound() {
+  queue_.Close();
+  thread_.join();
+}
+
+void GradientOutbound::Copying(ElementRange range, const StepStats& stats) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++handed_;
+  }
+  queue_.Push({range, stats});
+}
+
+void GradientOutbound::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  posted_cv_.wait(lock, [&] { return posted_ == handed_; });
+}
+
+void GradientOutbound::Loop() {
+  pthread_setname_np(pthread_self(), "psf-d2h");
+  while (std::optional<Item> item = queue_.Pop()) {
+    const ElementRange copied = copies_->WaitOldest();
+    PSF_CHECK(copied == item->range);  // copies complete in the order they were handed over
+    client_->Post([this, item = *item](PsClient& client) { sink_(client, item.range, item.stats); });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++posted_;
+    }
+    posted_cv_.notify_all();
+  }
+}
+
+}  // namespace psformer

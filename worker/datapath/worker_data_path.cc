@@ -1,0 +1,119 @@
+#include "worker/datapath/worker_data_path.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "worker/validation.h"
+
+namespace psformer {
+
+WorkerDataPath::WorkerDataPath(const proto::JobConfig& config, const FaultPlan& faults, StepComputer* computer,
+                               std::unique_ptr<PsClient> client)
+    : config_(config),
+      faults_(faults),
+      computer_(computer),
+      n_(computer->parameter_count()),
+      overlap_(client->pieces().pieces().size() > static_cast<size_t>(client->shards())),
+      client_(std::move(client)),
+      outbound_(&computer->gradient_copies(), &client_,
+                [this](PsClient& c, ElementRange r, const StepStats& s) { PushRange(c, r, s); }) {}
+
+WorkerDataPath::~WorkerDataPath() = default;
+
+StatusOr<int64_t> WorkerDataPath::Rollback() {
+  return client_.Call([&](PsClient& c) {
+    pull_.reset();
+    return c.Rollback();
+  });
+}
+
+Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
+  return client_.Call([&](PsClient& c) -> Status {
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, PullDtype(step)));
+    PSF_RETURN_IF_ERROR(c.Wait(pull).WithContext("pull of step " + std::to_string(step)));
+    *first_reply_s = c.last_wait_first_reply_s();
+    return Status::Ok();
+  });
+}
+
+Status WorkerDataPath::PullFinal(int64_t step) {
+  return client_.Call([&](PsClient& c) -> Status {
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, proto::FLOAT32));
+    return c.Wait(pull).WithContext("final pull");
+  });
+}
+
+GradientCopying WorkerDataPath::BeginPush(int64_t step, bool whole) {
+  push_ = StepPush();
+  push_.step = step;
+  if (!overlap_ || whole) return nullptr;
+  return [this](uint64_t begin, uint64_t end, const StepStats& stats) { outbound_.Copying({begin, end}, stats); };
+}
+
+void WorkerDataPath::HandOver() { outbound_.Drain(); }
+
+Status WorkerDataPath::FinishPush(const StepStats& stats) {
+  return client_.Call([&](PsClient& c) -> Status {
+    const std::string what = "push of step " + std::to_string(push_.step);
+    PSF_RETURN_IF_ERROR(push_.status.WithContext(what));
+    PSF_RETURN_IF_ERROR(client_.TakeProgressError().WithContext(what));
+    if (!push_.ticket) {
+      PSF_ASSIGN_OR_RETURN(push_.ticket, c.Push(push_.step, computer_->grad().data(),
+                                                static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
+    }
+    if (overlap_ && !pull_ && push_.step < config_.training().max_steps()) PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
+    return c.Wait(*push_.ticket).WithContext(what);
+  });
+}
+
+void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepStats& stats) {
+  // A diverged step pushes nothing: the worker ends after Compute, and no frame of grad() may
+  // still be on its way then.
+  if (!push_.status.ok() || !std::isfinite(stats.loss_sum)) return;
+  const uint64_t half = n_ / 2;
+  if (push_.handed_over < half && (push_.handed_over += range.end - range.begin) >= half) {
+    faults_.KillDuringPush(push_.step);
+  }
+  if (!push_.ticket) {
+    auto begun = client.BeginPush(push_.step, computer_->grad().data(), static_cast<uint64_t>(stats.target_tokens),
+                                  stats.loss_sum);
+    if (!begun.ok()) {
+      push_.status = begun.status();
+      return;
+    }
+    push_.ticket = *begun;
+  }
+  push_.status = client.PushReady(*push_.ticket, range.begin, range.end);
+  if (push_.status.ok() && !pull_ && push_.step < config_.training().max_steps()) {
+    push_.status = PullEarly(client, push_.step);
+  }
+}
+
+Status WorkerDataPath::PullEarly(PsClient& client, int64_t step) {
+  // Its forward pass has read params() already (every backend computes from its own copy), so
+  // the pieces may land there while backward goes on.
+  PSF_ASSIGN_OR_RETURN(pull_, client.Pull(step, computer_->params().data(), PullDtype(step)));
+  pull_step_ = step;
+  pull_dtype_ = PullDtype(step);
+  return Status::Ok();
+}
+
+StatusOr<PsClient::Ticket> WorkerDataPath::PullAfter(PsClient& client, int64_t step, proto::DType dtype) {
+  std::optional<PsClient::Ticket> in_flight = std::exchange(pull_, std::nullopt);
+  if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
+  if (in_flight) {
+    // Asked for something else (a final fp32 pull after a bf16 one): let it finish first, so
+    // that its replies cannot land in params() later.
+    PSF_RETURN_IF_ERROR(client.Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
+  }
+  return client.Pull(step, computer_->params().data(), dtype);
+}
+
+proto::DType WorkerDataPath::PullDtype(int64_t step) const {
+  const bool validation_step = ValidationDue(config_.training(), step);
+  return config_.cluster().param_dtype() == proto::ClusterConfig::BF16 && !validation_step ? proto::BFLOAT16
+                                                                                           : proto::FLOAT32;
+}
+
+}  // namespace psformer

@@ -1,0 +1,111 @@
+// WorkerDataPath: the way of a worker's gradient to the servers and of the parameters back, as
+// one component with named stages (docs/architecture.md, "The worker's data path"):
+//
+//   launching thread (WorkerLoop + the model)   backward reports a layer's gradient final: the
+//                                               computer starts its device-to-host copy into
+//                                               grad() and hands the range to kDeviceToHost
+//   kDeviceToHost (GradientOutbound's thread)   sleeps until the copy is complete, posts the range
+//   kClient (ClientThread)                      pushes every piece the range completes (checksum
+//                                               and copy into shared memory, or bf16 rounding,
+//                                               happen here), sends the early pull, and between
+//                                               commands takes in replies: the pull's pieces land
+//                                               in params() while backward goes on
+//
+// The launching thread's part of a step is a queue push per layer; it waits only where the step
+// itself must: for the parameters before forward (PullParameters) and for every shard to hold
+// the push (FinishPush).
+//
+// Thread safety: every member is called from the launching thread (the worker loop's).
+#ifndef PSFORMER_WORKER_DATAPATH_WORKER_DATA_PATH_H_
+#define PSFORMER_WORKER_DATAPATH_WORKER_DATA_PATH_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "common/fault_plan.h"
+#include "common/proto/config.pb.h"
+#include "common/status.h"
+#include "pserver/client/ps_client.h"
+#include "worker/datapath/client_thread.h"
+#include "worker/datapath/gradient_outbound.h"
+#include "worker/step_computer.h"
+
+namespace psformer {
+
+class WorkerDataPath {
+ public:
+  // REQUIRES: config, faults and computer outlive the data path; `client` is connected.
+  WorkerDataPath(const proto::JobConfig& config, const FaultPlan& faults, StepComputer* computer,
+                 std::unique_ptr<PsClient> client);
+  ~WorkerDataPath();
+
+  // Runs fn(client) on the client thread and returns its result (HELLO, rollbacks, reports).
+  template <typename F>
+  auto Call(F fn) {
+    return client_.Call(std::move(fn));
+  }
+  // Whether the gradient travels in more pieces than shards, i.e. layer by layer during backward.
+  bool overlapped() const { return overlap_; }
+
+  // Phase 1: the parameters after `step` into the computer's params(), in the element type the
+  // config asks for at that step: the pull sent early if it asks for the same, else a new one.
+  // `*first_reply_s`: how long the wait for the first answer took (BSP: the slowest worker).
+  Status PullParameters(int64_t step, double* first_reply_s);
+  // The final weights after `step`, in fp32.
+  Status PullFinal(int64_t step);
+
+  // Phase 3, the push of `step`. Before Compute: the callback Compute hands each range to as its
+  // copy starts; null when the gradient goes whole after Compute (no overlap, or `whole`: an
+  // injected kill or stall strikes before the push and must find nothing sent).
+  GradientCopying BeginPush(int64_t step, bool whole);
+  // After Compute: sleeps until every range's copy has landed and been handed to the client.
+  void HandOver();
+  // Pushes what is left (the whole gradient, without overlap), sends the early pull of the
+  // parameters after the step, and waits until every shard holds the push.
+  Status FinishPush(const StepStats& stats);
+  // After Wait said Aborted: every shard into the newest recovery epoch (PsClient::Rollback);
+  // the pull in flight is forgotten with the client's requests. Returns the step rolled back to.
+  StatusOr<int64_t> Rollback();
+
+ private:
+  // The push of one step (kClient's state: written by its commands only).
+  struct StepPush {
+    int64_t step = 0;
+    std::optional<PsClient::Ticket> ticket;  // once the first range began it
+    Status status;                           // the first failure; later ranges are then ignored
+    uint64_t handed_over = 0;                // elements so far
+  };
+
+  // On the client thread: the bytes of `range` of the push are on the host.
+  void PushRange(PsClient& client, ElementRange range, const StepStats& stats);
+  // On the client thread: the early pull of the parameters after `step`, once.
+  Status PullEarly(PsClient& client, int64_t step);
+  // On the client thread: a pull of the parameters after `step`: the one in flight if it asks
+  // for the same.
+  StatusOr<PsClient::Ticket> PullAfter(PsClient& client, int64_t step, proto::DType dtype);
+  // The element type of the pull of the parameters after `step`: bf16 when the config says so,
+  // except after the steps that are validated (the metrics describe the fp32 masters). It depends
+  // on the step alone: every worker, restarted or not, computes a step from the same values.
+  proto::DType PullDtype(int64_t step) const;
+
+  const proto::JobConfig& config_;
+  const FaultPlan& faults_;
+  StepComputer* computer_;
+  uint64_t n_;
+  bool overlap_;
+  // kClient's state, written by its commands only (declared before the threads, which run
+  // commands until they are destroyed).
+  StepPush push_;
+  std::optional<PsClient::Ticket> pull_;  // the pull sent early, not yet waited for...
+  int64_t pull_step_ = -1;                // ...of the parameters after this step,
+  proto::DType pull_dtype_ = proto::FLOAT32;
+  // The stages; destroyed in reverse order, the way data flows: the outbound stage posts what it
+  // still holds, then the client thread runs it.
+  ClientThread client_;
+  GradientOutbound outbound_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_WORKER_DATAPATH_WORKER_DATA_PATH_H_

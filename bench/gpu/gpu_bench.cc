@@ -6,11 +6,18 @@
 //
 // Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
 //                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X] [--profile 1]
-//                           [--fused-epilogues 0|1]
+//                           [--fused-epilogues 0|1] [--config FILE --corpus DIR]
+// --config FILE --corpus DIR: instead of one synthetic batch, the batches a job of that config
+// trains on a prepared corpus (worker 0 of 1, steps 1 .. warmup + steps, the model and vocabulary
+// of the config and corpus): the bare GPU step of exactly what `psformer train` computes, with
+// no servers, for bench/gpu/train_on_gpu.sh to set beside a real job's step. The line then also
+// gives the batches' mean shape.
 // --profile 1 times every backend operation of the last step (timed_backend.h) and prints the
 // split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <numeric>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -18,9 +25,11 @@
 #include <vector>
 
 #include "bench/gpu/timed_backend.h"
+#include "common/config_loader.h"
 #include "common/status.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/data/batch.h"
+#include "worker/data/batch_source.h"
 #include "worker/model/transformer.h"
 
 namespace psformer {
@@ -37,6 +46,8 @@ struct BenchOptions {
   double peak_tflops = 0;  // 0 = from the device name (dense tensor-core peak of the math mode)
   bool profile = false;
   bool fused_epilogues = true;  // CudaBackendOptions::fused_epilogues
+  std::string config;           // with corpus: the job's config file
+  std::string corpus;           // a prepared corpus (psformer prepare --out): its batches, not a synthetic one
 };
 
 StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
@@ -85,11 +96,33 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     } else if (flag == "--profile") {
       PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
       o.profile = on != 0;
+    } else if (flag == "--config") {
+      o.config = value;
+    } else if (flag == "--corpus") {
+      o.corpus = value;
     } else {
       return Status::InvalidArgument("unknown flag '" + flag + "'");
     }
   }
+  if (o.config.empty() != o.corpus.empty()) return Status::InvalidArgument("--config and --corpus go together");
   return o;
+}
+
+// The batches of steps 1 .. count of the job `config_path` on `corpus` (worker 0 of 1), and its
+// model config and vocabulary.
+struct JobBatches {
+  proto::ModelConfig model;
+  int vocab = 0;
+  std::vector<Batch> batches;
+};
+StatusOr<JobBatches> LoadJobBatches(const std::string& config_path, const std::string& corpus, int count) {
+  PSF_ASSIGN_OR_RETURN(proto::JobConfig config, ResolveConfig(config_path, {"data.train_dir=" + corpus}));
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
+  JobBatches job;
+  job.model = config.model();
+  job.vocab = source->vocab_size();
+  for (int step = 1; step <= count; ++step) job.batches.push_back(source->TrainBatch(step, 0, 1));
+  return job;
 }
 
 // Dense peak TFLOPS of the GPU for the math mode (vendor data sheets, no sparsity); 0 = unknown.
@@ -155,9 +188,21 @@ int Run(const BenchOptions& o) {
   CudaBackend& be = *created.value();
   proto::ModelConfig config;  // the defaults are the base model
   config.set_max_positions(std::max(o.len, 64));
-  TimedBackend timed(&be, o.vocab);
+  std::vector<Batch> batches;
+  int vocab = o.vocab;
+  if (!o.corpus.empty()) {
+    auto job = LoadJobBatches(o.config, o.corpus, o.warmup + o.steps);
+    if (!job.ok()) {
+      std::fprintf(stderr, "psformer_gpu_bench: %s\n", job.status().ToString().c_str());
+      return 1;
+    }
+    config = job->model;
+    vocab = job->vocab;
+    batches = std::move(job->batches);
+  }
+  TimedBackend timed(&be, vocab);
   Backend<float>* model_backend = o.profile ? static_cast<Backend<float>*>(&timed) : &be;
-  Transformer<float> model(config, o.vocab, model_backend);
+  Transformer<float> model(config, vocab, model_backend);
   const size_t n = model.parameter_count();
   std::vector<float> host(n);
   std::mt19937_64 rng(2);
@@ -168,11 +213,22 @@ int Run(const BenchOptions& o) {
   }
   DeviceBuffer<float> params = be.Allocate<float>(n), grad = be.Allocate<float>(n);
   params.Upload(host.data(), n);
-  const Batch batch = FullBatch(o.sentences, o.len, o.vocab);
+  if (batches.empty()) batches.push_back(FullBatch(o.sentences, o.len, vocab));
 
   std::vector<double> times;
   double loss = 0;
+  // The timed steps' mean shape (sentences, padded lengths, tokens).
+  double sentences = 0, src_len = 0, tgt_len = 0, src_tokens = 0, tgt_tokens = 0, flops = 0;
   for (int step = 1; step <= o.warmup + o.steps; ++step) {
+    const Batch& batch = batches[(step - 1) % batches.size()];
+    if (step > o.warmup) {
+      sentences += batch.sentences;
+      src_len += batch.src_len;
+      tgt_len += batch.tgt_len;
+      src_tokens += static_cast<double>(batch.src_tokens);
+      tgt_tokens += static_cast<double>(batch.tgt_tokens);
+      flops += ModelFlops(config, vocab, batch.sentences, batch.src_len, batch.tgt_len);
+    }
     be.Synchronize();
     timed.Reset();
     const auto start = std::chrono::steady_clock::now();
@@ -183,18 +239,22 @@ int Run(const BenchOptions& o) {
     if (step > o.warmup) times.push_back(seconds);
     loss = stats.loss_sum / std::max<int64_t>(1, stats.target_tokens);
   }
+  const double mean_s = std::accumulate(times.begin(), times.end(), 0.0) / times.size();
+  const double steps = static_cast<double>(times.size());
   std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-  const double flops = ModelFlops(config, o.vocab, o.sentences, o.len, o.len);
+  // One batch: the median step; a job's batches differ in shape: the mean over them.
+  const double median = o.corpus.empty() ? times[times.size() / 2] : mean_s;
+  flops /= steps;
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : PeakTflops(be.device_name(), o.math);
   const double tflops = flops / median / 1e12;
   const DeviceMemoryStats& mem = be.memory_stats();
   std::printf(
       "impl=%s gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
       "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
-      o.fused_epilogues ? "psformer-cuda" : "psformer-cuda-unfused", be.device_name().c_str(), GemmMathName(o.math), n,
-      o.sentences, o.len, static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens),
-      median * 1e3, times.front() * 1e3, batch.tgt_tokens / median, tflops,
+      o.fused_epilogues ? (o.corpus.empty() ? "psformer-cuda" : "psformer-cuda-job-batches") : "psformer-cuda-unfused",
+      be.device_name().c_str(), GemmMathName(o.math), n, static_cast<int>(sentences / steps + 0.5),
+      static_cast<int>((src_len + tgt_len) / (2 * steps) + 0.5), static_cast<long long>(src_tokens / steps),
+      static_cast<long long>(tgt_tokens / steps), median * 1e3, times.front() * 1e3, tgt_tokens / steps / median, tflops,
       peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);
   if (o.profile) {

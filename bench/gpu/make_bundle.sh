@@ -6,24 +6,33 @@
 # out (the target provides them); the CUDA toolkit's runtime and cuBLAS go in only with
 # --with-cuda-libs (for a target whose toolkit is not CUDA 13).
 #
-# Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs]
+# Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs] [--corpus DIR]
 # Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, configs/,
 # bench/gpu/, and OUT.tar.gz holding the same; run OUT/bench/gpu/run_on_gpu.sh there.
+# --corpus DIR: a corpus prepared for the base model (psformer prepare --vocab-size 37000 --out
+# DIR, e.g. from scripts/get-bible-corpus), carried as data/bible-37k for train_on_gpu.sh, which
+# run_on_gpu.sh then runs too (the GPU machine has no package registry to fetch one).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="$root/build-gpu"
 out=""
 cuda_libs=0
+corpus=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build=$(realpath -m "${2:?--build-dir wants a directory}"); shift 2 ;;
     --out) out=$(realpath -m "${2:?--out wants a directory}"); shift 2 ;;
     --with-cuda-libs) cuda_libs=1; shift ;;
+    --corpus) corpus=$(realpath "${2:?--corpus wants a directory}"); shift 2 ;;
     *) echo "make_bundle.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 out="${out:-$build/bundle}"  # under build*/, which git ignores
+if [[ -n $corpus && ! -f $corpus/spm.model ]]; then
+  echo "make_bundle.sh: $corpus is not a prepared corpus (no spm.model; see psformer prepare)" >&2
+  exit 2
+fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
 gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
@@ -37,9 +46,14 @@ tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu" "$tmp/configs"
 cp "${binaries[@]}" "$tmp/bin/"
-cp "$root/configs/copy.pbtxt" "$tmp/configs/"  # gpu_training_test trains it
+cp "$root/configs/copy.pbtxt" "$root/configs/base.pbtxt" "$tmp/configs/"  # gpu_training_test, train_on_gpu.sh
+if [[ -n $corpus ]]; then
+  mkdir -p "$tmp/data"
+  cp -r "$corpus" "$tmp/data/bible-37k"
+fi
 strip --strip-debug "$tmp"/bin/*  # debug info is most of their size
-cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" "$tmp/bench/gpu/"
+cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/train_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" \
+  "$tmp/bench/gpu/"
 
 # Libraries the target provides itself: glibc's, the driver's, and (unless asked) the toolkit's.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libcuda\.so)'

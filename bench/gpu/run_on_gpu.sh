@@ -2,14 +2,17 @@
 # Runs on a GPU machine, from a bundle made by make_bundle.sh (or from a build tree with
 # --build-dir): the gpu-labelled tests, then the GPU benchmark of psformer's CUDA backend in each
 # math mode and the PyTorch reference (bf16 autocast) on the same model and batch, then a short
-# table of tokens per second, step time, MFU and peak memory.
+# table of tokens per second, step time, MFU and peak memory; then, when the bundle carries a
+# prepared corpus (make_bundle.sh --corpus), real training jobs of the base model through the
+# servers beside the bare GPU step over the same batches (train_on_gpu.sh).
 #
-# Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests]
+# Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests] [--train-steps N]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$here/../.." && pwd)
 steps=10
+train_steps=150
 tests=1
 bin="$bundle/bin"
 tests_dir="$bundle/bin"
@@ -18,6 +21,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) bin=$(realpath "${2:?--build-dir wants a directory}"); tests_dir="$bin/tests"; shift 2 ;;
     --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
     --skip-tests) tests=0; shift ;;
+    --train-steps) train_steps="${2:?--train-steps wants a number}"; shift 2 ;;
     *) echo "run_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -53,4 +57,10 @@ while read -r line; do
   printf '%-28s %-5s %9s %14s %7s %8s %9s\n' "$(field impl)" "$(field math)" "$(field step_ms)" \
     "$(field tgt_tokens_per_s)" "$(field tflops)" "$(field mfu)" "$(field peak_mem_gib)"
 done < "$results"
+
+if [[ -f "$bundle/data/bible-37k/spm.model" ]]; then
+  echo
+  echo "== train_on_gpu.sh: the base model through the servers, $train_steps steps a job"
+  "$here/train_on_gpu.sh" --bin "$bin" --steps "$train_steps" || status=1
+fi
 exit $status

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The GPU worker's data path on a real GPU: the base model (configs/base.pbtxt) trained end to end
+# through the parameter servers on a prepared corpus (the bundle's data/bible-37k: the Bible corpus
+# with a 37,000-piece BPE, made by make_bundle.sh --corpus), one worker, BSP, for STEPS steps, with
+# 1 and 2 servers, fp32 and bf16 on the wire, overlap on (and off for 2 servers, fp32). For each
+# job, over its steps after the first fifth: the mean step (compute + push + wait + pull from
+# metrics.jsonl), the device's span of each step (device_s: CUDA events from the upload to the
+# end of backward), the launching thread's CPU (launch_cpu_s), the target tokens a step, and the
+# step over the bare GPU step: psformer_gpu_bench timing forward + backward of exactly the same
+# batches with no servers (its --config/--corpus mode), printed first.
+#
+# Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU]
+#   --backend CPU runs the same jobs on the CPU backend (fp32, no bare GPU step), to check the
+#   script and the corpus on a machine without a GPU; use a small --steps there.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+bundle=$(cd "$here/../.." && pwd)
+bin="$bundle/bin"
+corpus="$bundle/data/bible-37k"
+steps=150
+backend=CUDA
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin) bin=$(realpath "${2:?--bin wants a directory}"); shift 2 ;;
+    --corpus) corpus=$(realpath "${2:?--corpus wants a directory}"); shift 2 ;;
+    --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
+    --backend) backend="${2:?--backend wants CUDA or CPU}"; shift 2 ;;
+    *) echo "train_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+[[ $steps =~ ^[0-9]+$ && $steps -ge 10 ]] || { echo "train_on_gpu.sh: --steps wants a number >= 10" >&2; exit 2; }
+[[ $backend == CUDA || $backend == CPU ]] || { echo "train_on_gpu.sh: --backend wants CUDA or CPU" >&2; exit 2; }
+if [[ ! -f "$corpus/spm.model" ]]; then
+  echo "train_on_gpu.sh: no prepared corpus in $corpus (make the bundle with make_bundle.sh --corpus DIR)" >&2
+  exit 2
+fi
+config="$bundle/configs/base.pbtxt"
+every=$((steps / 15 > 0 ? steps / 15 : 1))
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+compute=()
+[[ $backend == CUDA ]] && compute=(--set cluster.compute_dtype=BF16)
+
+bare_ms=""
+if [[ $backend == CUDA ]]; then
+  echo "== the bare GPU step over the jobs' batches (steps 6 .. $((steps + 5)) of worker 0 of 1; bf16 matrix products)"
+  if bare=$("$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps "$steps"); then
+    echo "$bare"
+    bare_ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$bare")
+  fi
+fi
+
+# Means over the metrics lines after the first fifth of the steps, per step: "STEP DEVICE CPU TOKENS".
+means() {
+  grep '"loss"' "$1/metrics.jsonl" | awk -v first="$((steps / 5))" -v every="$every" '
+    function get(k) { return match($0, "\"" k "\": [0-9.eE+-]+") ? substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4) : 0 }
+    { match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0; if (s <= first) next
+      n++; step += get("compute_s") + get("push_s") + get("wait_s") + get("pull_s")
+      device += get("device_s"); cpu += get("launch_cpu_s"); tokens += get("tokens") }
+    END { if (n == 0) print "nan nan nan nan"; else printf "%.6f %.6f %.6f %.0f\n", step / n / every, device / n / every, cpu / n / every, tokens / n / every }'
+}
+
+echo
+echo "| servers | wire | overlap | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
+echo "|---|---|---|---|---|---|---|---|---|"
+status=0
+for job in "1 FP32 true" "1 FP32 false" "2 FP32 true" "2 FP32 false" "1 BF16 true" "2 BF16 true"; do
+  read -r servers wire overlap <<<"$job"
+  run="$work/run-$servers-$wire-$overlap"
+  if ! "$bin/psformer" train --config "$config" --set data.train_dir="$corpus" --set cluster.backend="$backend" \
+    ${compute[@]+"${compute[@]}"} --set cluster.workers=1 --set cluster.servers="$servers" \
+    --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" --set cluster.overlap="$overlap" \
+    --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps="$every" \
+    --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
+    echo "| $servers | $wire | $overlap | failed: see below | | | | | |"
+    tail -20 "$run.out" >&2
+    status=1
+    continue
+  fi
+  read -r step device cpu tokens < <(means "$run")
+  awk -v s="$servers" -v w="$wire" -v o="$overlap" -v step="$step" -v device="$device" -v cpu="$cpu" \
+    -v tokens="$tokens" -v bare="${bare_ms:-}" 'BEGIN {
+      printf "| %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", s, w, o, step * 1000, device * 1000,
+        device > 0 ? step / device : 0, bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare), cpu * 1000, tokens }'
+done
+exit $status

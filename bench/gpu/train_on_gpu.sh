@@ -9,9 +9,10 @@
 # step over the bare GPU step: psformer_gpu_bench timing forward + backward of exactly the same
 # batches with no servers (its --config/--corpus mode), printed first.
 #
-# Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU]
+# Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--set F=V ...]
 #   --backend CPU runs the same jobs on the CPU backend (fp32, no bare GPU step), to check the
-#   script and the corpus on a machine without a GPU; use a small --steps there.
+#   script and the corpus on a machine without a GPU; there, make the model and batches small
+#   with --set (e.g. --set model.layers=1 --set batching.tgt_tokens_per_step=500 ...).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,12 +21,14 @@ bin="$bundle/bin"
 corpus="$bundle/data/bible-37k"
 steps=150
 backend=CUDA
+sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin=$(realpath "${2:?--bin wants a directory}"); shift 2 ;;
     --corpus) corpus=$(realpath "${2:?--corpus wants a directory}"); shift 2 ;;
     --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
     --backend) backend="${2:?--backend wants CUDA or CPU}"; shift 2 ;;
+    --set) sets+=(--set "${2:?--set wants FIELD=VALUE}"); shift 2 ;;
     *) echo "train_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +57,7 @@ fi
 # Means over the metrics lines after the first fifth of the steps, per step: "STEP DEVICE CPU TOKENS".
 means() {
   grep '"loss"' "$1/metrics.jsonl" | awk -v first="$((steps / 5))" -v every="$every" '
-    function get(k) { return match($0, "\"" k "\": [0-9.eE+-]+") ? substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4) : 0 }
+    function get(k) { if (match($0, "\"" k "\": [0-9.eE+-]+")) return substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); return 0 }
     { match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0; if (s <= first) next
       n++; step += get("compute_s") + get("push_s") + get("wait_s") + get("pull_s")
       device += get("device_s"); cpu += get("launch_cpu_s"); tokens += get("tokens") }
@@ -72,7 +75,8 @@ for job in "1 FP32 true" "1 FP32 false" "2 FP32 true" "2 FP32 false" "1 BF16 tru
     ${compute[@]+"${compute[@]}"} --set cluster.workers=1 --set cluster.servers="$servers" \
     --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" --set cluster.overlap="$overlap" \
     --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps="$every" \
-    --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
+    --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 ${sets[@]+"${sets[@]}"} \
+    --run-dir "$run" >"$run.out" 2>&1; then
     echo "| $servers | $wire | $overlap | failed: see below | | | | | |"
     tail -20 "$run.out" >&2
     status=1
@@ -82,6 +86,6 @@ for job in "1 FP32 true" "1 FP32 false" "2 FP32 true" "2 FP32 false" "1 BF16 tru
   awk -v s="$servers" -v w="$wire" -v o="$overlap" -v step="$step" -v device="$device" -v cpu="$cpu" \
     -v tokens="$tokens" -v bare="${bare_ms:-}" 'BEGIN {
       printf "| %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", s, w, o, step * 1000, device * 1000,
-        device > 0 ? step / device : 0, bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare), cpu * 1000, tokens }'
+        (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens }'
 done
 exit $status

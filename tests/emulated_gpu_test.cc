@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <vector>
 
 #include "common/config_loader.h"
@@ -86,6 +88,24 @@ TEST(EmulatedGpu, GradientIsAFunctionOfStepWorkerRangeAndPulledParameters) {
   EXPECT_EQ(std::vector<float>(whole.begin(), whole.begin() + 30),
             std::vector<float>(split.begin(), split.begin() + 30));
   EXPECT_NE(std::vector<float>(whole.begin() + 30, whole.end()), std::vector<float>(split.begin() + 30, split.end()));
+}
+
+// The copies are paced at cluster.emulated_copy_gb_per_s: a step that uploads every parameter
+// and downloads every gradient takes at least those two copies' time on top of the step's (a
+// lower bound the engine's sleeps guarantee; no upper bound is asserted on a shared machine).
+// The device time it reports is the step's and the upload's.
+TEST(EmulatedGpu, CopiesTakeTheirBytesOverTheCopyRate) {
+  proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+  const uint64_t n = EmulatedGpu(config, 0).parameter_count();
+  // A rate at which one copy of every parameter takes 100 ms.
+  config.mutable_cluster()->set_emulated_copy_gb_per_s(static_cast<float>(n * sizeof(float) / 0.1 / 1e9));
+  EmulatedGpu gpu(config, 0);
+  std::vector<float> params(n, 0.5f), grad(n, 0.0f);
+  const auto start = std::chrono::steady_clock::now();
+  gpu.Step(1, params.data(), grad.data());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(took, 0.2 * 0.99);  // the upload, then the downloads (the 3 ms step overlaps them)
+  EXPECT_NEAR(gpu.step_seconds(), 0.003 + 0.1, 1e-3);
 }
 
 }  // namespace

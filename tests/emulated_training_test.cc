@@ -55,9 +55,11 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
 }
 
 // metrics.jsonl counts every target token trained whatever the servers and host groups: each
-// line of 5 steps holds 5 x batching.tgt_tokens_per_step (1024). With several servers most of a
-// pull's pieces are taken in before it is waited for, and those steps used to count 0 tokens.
-// The step split gives the device's time (the emulated GPU's: 5 steps of 20 ms) and the
+// line of 5 steps holds 5 x batching.tgt_tokens_per_step (1024). (Steps whose pull was taken in
+// before it was waited for used to count 0 tokens; when that happens depends on timing, seen
+// here with the base model's size, so the regression is tested where it can be forced:
+// ClientThread.APullTakenInBeforeItsWaitReportsTheStepsTokens in datapath_test.cc.) The step
+// split gives the device's time (the emulated GPU's: 5 steps of 20 ms plus the upload) and the
 // launching thread's CPU apart.
 TEST(EmulatedTraining, MetricsCountEveryTokenWhateverTheServersAndGroups) {
   TempDir dir;
@@ -75,7 +77,7 @@ TEST(EmulatedTraining, MetricsCountEveryTokenWhateverTheServersAndGroups) {
     for (double t : tokens) EXPECT_EQ(t, 5 * 1024) << run.name;
     const std::vector<double> device = MetricValues(metrics, "device_s");
     ASSERT_EQ(device.size(), 4u) << run.name;
-    for (double d : device) EXPECT_NEAR(d, 5 * 0.020, 1e-6) << run.name;
+    for (double d : device) EXPECT_NEAR(d, 5 * 0.020, 1e-3) << run.name;
     const std::vector<double> cpu = MetricValues(metrics, "launch_cpu_s");
     ASSERT_EQ(cpu.size(), 4u) << run.name;
     for (double c : cpu) EXPECT_GE(c, 0.0) << run.name;

@@ -56,7 +56,7 @@ void FillEmulatedGradient(const EmulatedGradientKey& key, uint64_t begin, uint64
 // gradients: what the device computes from them); a download writes a range of the gradient.
 class EmulatedGpu::CopyEngine final : public RangeDownloader {
  public:
-  explicit CopyEngine(Clock::duration per_element) : per_element_(per_element), thread_([this] { Loop(); }) {}
+  explicit CopyEngine(const EmulatedGpu* gpu) : gpu_(gpu), thread_([this] { Loop(); }) {}
   ~CopyEngine() override {
     jobs_.Close();
     thread_.join();
@@ -100,7 +100,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
       } else {
         FillEmulatedGradient(key_, job->begin, job->end, job->grad);
       }
-      std::this_thread::sleep_until(start + per_element_ * static_cast<int64_t>(job->end - job->begin));
+      std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin));
       if (job->upload) continue;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -110,7 +110,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     }
   }
 
-  Clock::duration per_element_;
+  const EmulatedGpu* gpu_;  // its copy rate
   float* last_grad_ = nullptr;  // the launching thread's
   EmulatedGradientKey key_;     // the engine thread's: the last upload's
   StageQueue<Job> jobs_;
@@ -124,8 +124,7 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     : seed_(config.training().seed()),
       worker_(worker),
       step_time_(std::chrono::milliseconds(config.cluster().emulated_step_ms())),
-      copy_time_per_element_(std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(sizeof(float) / (1e9 * config.cluster().emulated_copy_gb_per_s())))) {
+      seconds_per_element_(sizeof(float) / (1e9 * config.cluster().emulated_copy_gb_per_s())) {
   const int vocab = ResolvedVocabSize(config);
   PSF_CHECK(vocab > 0);
   const ParamLayout layout(config.model(), vocab);
@@ -137,7 +136,7 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);
   stats_.loss_sum = static_cast<double>(stats_.target_tokens) * std::log(static_cast<double>(vocab));
-  engine_ = std::make_unique<CopyEngine>(copy_time_per_element_);
+  engine_ = std::make_unique<CopyEngine>(this);
 }
 
 EmulatedGpu::~EmulatedGpu() = default;
@@ -150,7 +149,7 @@ StepStats EmulatedGpu::Step(int64_t step, const float* params, float* grad, cons
   // The upload, then the forward, on the device's timeline.
   engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), 0}, params, n_, now);
   const Clock::time_point uploaded =
-      std::max(now, device_free_) + copy_time_per_element_ * static_cast<int64_t>(n_);
+      std::max(now, device_free_) + CopyTime(n_);
   const auto forward = step_time_ / 3;
   const auto backward = step_time_ - forward;
   const Clock::time_point forward_end = uploaded + forward;

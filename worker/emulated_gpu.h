@@ -62,7 +62,7 @@ class EmulatedGpu {
   uint64_t parameter_count() const { return n_; }
   // The device's time a step takes: the parameters' upload and cluster.emulated_step_ms.
   double step_seconds() const {
-    return std::chrono::duration<double>(step_time_ + copy_time_per_element_ * static_cast<int64_t>(n_)).count();
+    return std::chrono::duration<double>(step_time_ + CopyTime(n_)).count();
   }
   // The layers' ranges in the order a step releases them: the reverse of the flat layout, which
   // is the order the Transformer's backward finishes them (decoder layers last to first, then
@@ -85,7 +85,12 @@ class EmulatedGpu {
   uint64_t seed_;
   int worker_;
   Clock::duration step_time_;
-  Clock::duration copy_time_per_element_;  // 4 bytes at cluster.emulated_copy_gb_per_s
+  // The time a copy of `elements` floats takes at cluster.emulated_copy_gb_per_s.
+  Clock::duration CopyTime(uint64_t elements) const {
+    return std::chrono::duration_cast<Clock::duration>(seconds_per_element_ * static_cast<double>(elements));
+  }
+
+  std::chrono::duration<double> seconds_per_element_;  // 4 bytes at cluster.emulated_copy_gb_per_s
   uint64_t n_ = 0;
   std::vector<Range> ranges_;
   StepStats stats_;                   // every step reports the same

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "tests/pserver_test_util.h"
 #include "worker/datapath/client_thread.h"
 #include "worker/datapath/gradient_outbound.h"
@@ -109,6 +110,39 @@ TEST(ClientThread, APullTakenInBeforeItsWaitReportsTheStepsTokens) {
   });
   EXPECT_EQ(tokens, 37u);
   EXPECT_EQ(loss, 81.5);
+}
+
+// A pull's digest is the CRC-32C of the whole vector as it travelled, combined from its pieces'
+// CRCs in model order: ParameterDigest of the parameters for fp32, the CRC of their bf16 bytes
+// for bf16, the same with one server as with two and pieces (an emulated GPU keys its gradients
+// with it, and its runs must not depend on the server count).
+TEST(ClientThread, APullsDigestIsTheCrcOfTheWholeVectorWhateverThePieces) {
+  TwoServers two;
+  const proto::JobConfig one_config = PsConfig(1, 1, proto::ClusterConfig::BSP);
+  ServerGroup one(one_config, kTotal);
+  for (const proto::DType dtype : {proto::FLOAT32, proto::BFLOAT16}) {
+    std::vector<uint32_t> digests;
+    for (ServerGroup* group : {two.group.get(), &one}) {
+      ClientThread client(MakeClient(*group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER,
+                                     group == &one ? nullptr : two.pieces));
+      std::vector<float> params(kTotal);
+      const uint32_t digest = client.Call([&](PsClient& c) {
+        auto pull = c.Pull(0, params.data(), dtype);
+        EXPECT_TRUE(pull.ok());
+        EXPECT_TRUE(c.Wait(*pull).ok());
+        return c.last_pull_digest();
+      });
+      if (dtype == proto::FLOAT32) {
+        EXPECT_EQ(digest, Crc32c(0, params.data(), params.size() * sizeof(float)));
+      } else {
+        std::vector<uint16_t> bf16(kTotal);
+        FloatsToBf16(params.data(), kTotal, bf16.data());  // the widened values round back exactly
+        EXPECT_EQ(digest, Crc32c(0, bf16.data(), bf16.size() * sizeof(uint16_t)));
+      }
+      digests.push_back(digest);
+    }
+    EXPECT_EQ(digests[0], digests[1]) << proto::DType_Name(dtype);
+  }
 }
 
 // A RangeDownloader whose copies complete when the test says so.

@@ -49,14 +49,14 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
 
     std::vector<float> params(gpu.parameter_count(), 0.5f), grad(gpu.parameter_count(), 7.0f);
     std::vector<std::pair<uint64_t, uint64_t>> reported;
-    const StepStats stats = gpu.Step(4, params.data(), grad.data(), [&](uint64_t b, uint64_t e, const StepStats&) {
+    const StepStats stats = gpu.Step(4, ParameterDigest(params.data(), params.size()), grad.data(), [&](uint64_t b, uint64_t e, const StepStats&) {
       reported.push_back({b, e});
     });
     EXPECT_EQ(reported, ranges);
     // The downloads land in launch order (and before grad goes).
     for (const auto& range : ranges) EXPECT_TRUE(gpu.copies().WaitOldest() == (ElementRange{range.first, range.second}));
     EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
-    EXPECT_EQ(EmulatedGpu(config, 2).Step(4, params.data(), grad.data()).target_tokens, 33);
+    EXPECT_EQ(EmulatedGpu(config, 2).Step(4, ParameterDigest(params.data(), params.size()), grad.data()).target_tokens, 33);
   }
 }
 
@@ -66,7 +66,7 @@ TEST(EmulatedGpu, GradientIsAFunctionOfStepWorkerRangeAndPulledParameters) {
   std::vector<float> params(n, 0.25f);
   auto step = [&](int worker, int64_t t) {
     std::vector<float> grad(n, 0.0f);
-    EmulatedGpu(config, worker).Step(t, params.data(), grad.data());
+    EmulatedGpu(config, worker).Step(t, ParameterDigest(params.data(), n), grad.data());
     return grad;
   };
   const std::vector<float> a = step(1, 5);
@@ -102,7 +102,7 @@ TEST(EmulatedGpu, CopiesTakeTheirBytesOverTheCopyRate) {
   EmulatedGpu gpu(config, 0);
   std::vector<float> params(n, 0.5f), grad(n, 0.0f);
   const auto start = std::chrono::steady_clock::now();
-  gpu.Step(1, params.data(), grad.data());
+  gpu.Step(1, ParameterDigest(params.data(), n), grad.data());
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(took, 0.2 * 0.99);  // the upload, then the downloads (the 3 ms step overlaps them)
   EXPECT_NEAR(gpu.step_seconds(), 0.003 + 0.1, 1e-3);

@@ -52,8 +52,8 @@ void FillEmulatedGradient(const EmulatedGradientKey& key, uint64_t begin, uint64
 
 // The emulated GPU's copy engine: uploads and downloads in launch order, each started when it is
 // launched or when the one before it ends, whichever is later, and lasting at least its bytes
-// over the copy rate. An upload reads the parameters once (their digest keys the step's
-// gradients: what the device computes from them); a download writes a range of the gradient.
+// over the copy rate. An upload takes the step's gradient key (the device reads no bytes: the
+// pull's digest stands for them); a download writes a range of the gradient.
 class EmulatedGpu::CopyEngine final : public RangeDownloader {
  public:
   explicit CopyEngine(const EmulatedGpu* gpu) : gpu_(gpu), thread_([this] { Loop(); }) {}
@@ -62,11 +62,11 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     thread_.join();
   }
 
-  void Upload(const EmulatedGradientKey& key, const float* params, uint64_t n, Clock::time_point at) {
-    jobs_.Push({true, key, params, nullptr, 0, n, at});
+  void Upload(const EmulatedGradientKey& key, uint64_t n, Clock::time_point at) {
+    jobs_.Push({true, key, nullptr, 0, n, at});
   }
   void Download(float* grad, uint64_t begin, uint64_t end, Clock::time_point at) {
-    jobs_.Push({false, {}, nullptr, grad, begin, end, at});
+    jobs_.Push({false, {}, grad, begin, end, at});
   }
   // A download launched now into the last step's gradient (Step launches its own with times).
   void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, begin, end, Clock::now()); }
@@ -82,8 +82,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
  private:
   struct Job {
     bool upload = false;
-    EmulatedGradientKey key;  // upload: the step's, without the digest
-    const float* params = nullptr;
+    EmulatedGradientKey key;  // upload: the step's
     float* grad = nullptr;
     uint64_t begin = 0, end = 0;  // upload: [0, n)
     Clock::time_point at;
@@ -96,7 +95,6 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
       const Clock::time_point start = Clock::now();
       if (job->upload) {
         key_ = job->key;
-        key_.params_digest = ParameterDigest(job->params, job->end);
       } else {
         FillEmulatedGradient(key_, job->begin, job->end, job->grad);
       }
@@ -143,11 +141,11 @@ EmulatedGpu::~EmulatedGpu() = default;
 
 RangeDownloader& EmulatedGpu::copies() { return *engine_; }
 
-StepStats EmulatedGpu::Step(int64_t step, const float* params, float* grad, const GradientReady& ready) {
+StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, const GradientReady& ready) {
   const Clock::time_point now = Clock::now();
   engine_->set_last_grad(grad);
   // The upload, then the forward, on the device's timeline.
-  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), 0}, params, n_, now);
+  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_, now);
   const Clock::time_point uploaded =
       std::max(now, device_free_) + CopyTime(n_);
   const auto forward = step_time_ / 3;

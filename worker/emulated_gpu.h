@@ -69,13 +69,13 @@ class EmulatedGpu {
   // the encoder's, the shared embedding last). Disjoint; together they cover [0, n).
   const std::vector<Range>& ranges() const { return ranges_; }
 
-  // One step from `params` (n floats) into `grad` (n floats), launched as described above.
+  // One step from parameters of digest `params_digest` (ParameterDigest, or the pull's) into
+  // `grad` (n floats), launched as described above.
   // With `ready`, each range is handed to it as soon as its download is launched, and Step
   // returns once backward is launched (the device still at work): copies() says when each range
   // is in grad. Without, Step returns once every range is in grad. Returns the synthetic stats.
-  // REQUIRES: params stay unchanged until the step's first range is complete; nothing reads
-  // grad[range] before copies() returned the range.
-  StepStats Step(int64_t step, const float* params, float* grad, const GradientReady& ready = nullptr);
+  // REQUIRES: nothing reads grad[range] before copies() returned the range.
+  StepStats Step(int64_t step, uint32_t params_digest, float* grad, const GradientReady& ready = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
 

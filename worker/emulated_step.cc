@@ -14,7 +14,7 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
 
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
   // The emulated GPU launches each range's download itself, as it launches backward.
-  return gpu_->Step(step, params_.data(), grad_.data(), on_copying);
+  return gpu_->Step(step, params_digest_, grad_.data(), on_copying);
 }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {

@@ -21,6 +21,7 @@ class EmulatedStep final : public StepComputer {
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
   double last_device_s() override { return gpu_->step_seconds(); }
+  void ParamsPulled(uint32_t digest) override { params_digest_ = digest; }
   bool validates() const override { return false; }
   StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
   const std::vector<std::string>* bleu_references() const override { return nullptr; }
@@ -30,6 +31,7 @@ class EmulatedStep final : public StepComputer {
 
   std::unique_ptr<EmulatedGpu> gpu_;
   int vocab_;
+  uint32_t params_digest_ = 0;  // of the last pull: what the next step's gradients are keyed by
 };
 
 }  // namespace psformer

@@ -52,6 +52,10 @@ class StepComputer {
   // emulated GPU's step): may wait for that work to finish, so ask once its gradient is handed over.
   virtual double last_device_s() = 0;
 
+  // The parameters now in params() were pulled with this digest (PsClient::last_pull_digest):
+  // what an emulated GPU keys its gradients with instead of reading them. Others ignore it.
+  virtual void ParamsPulled(uint32_t /*digest*/) {}
+
   // Whether Validate measures anything (an emulated GPU has no model to validate).
   virtual bool validates() const = 0;
   // Validation of the weights in params(): loss, accuracy and, when this computer was made with

@@ -235,6 +235,7 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
   Request& r = NewRequest(ticket, proto::PULL, step, PieceParts());
   r.dtype = dtype;
   r.params = params;
+  r.part_crcs.assign(r.parts.size(), 0);
   // The pieces the next forward pass needs first go first: the flat vector is in forward order.
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   return ticket;

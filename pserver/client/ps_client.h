@@ -143,6 +143,10 @@ class PsClient {
   // pull was for (0 tokens: not known), whichever call took in its pieces (Progress or Wait).
   double last_pull_loss_sum() const { return last_pull_loss_sum_; }
   uint64_t last_pull_tokens() const { return last_pull_tokens_; }
+  // The CRC-32C of the whole vector the last Wait'ed pull brought, as it travelled (fp32 or
+  // bf16 bytes, in model order), combined from its pieces' checked CRCs without a pass over the
+  // bytes: the same for any server count and piece table. 0 before any pull.
+  uint32_t last_pull_digest() const { return last_pull_digest_; }
 
   // Announces this process (incarnation) to every shard; returns the smallest "last pushed step"
   // they report for this worker (where a restarted worker resumes). Shards in different epochs
@@ -190,6 +194,7 @@ class PsClient {
     float* params = nullptr;              // PULL destination.
     double pulled_loss_sum = 0;           // PULL: what its pieces said of the step (BSP)...
     uint64_t pulled_tokens = 0;           // ...0: not said.
+    std::vector<uint32_t> part_crcs;      // PULL: each answered part's payload CRC-32C
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;         // HELLO: smallest step reported.
     std::vector<uint64_t> epochs;         // HELLO: each shard's epoch...
@@ -248,6 +253,7 @@ class PsClient {
   double last_first_reply_s_ = 0, last_wait_s_ = 0;
   double last_pull_loss_sum_ = 0;
   uint64_t last_pull_tokens_ = 0;
+  uint32_t last_pull_digest_ = 0;
   RejectCounters rejected_;
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/crc32c.h"
 #include "common/logging.h"
 #include "pserver/client/ps_client.h"
 
@@ -56,6 +57,14 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   // Its pieces may have been taken in before this Wait (Progress): the request keeps what they said.
   last_pull_loss_sum_ = r.pulled_loss_sum;
   last_pull_tokens_ = r.pulled_tokens;
+  if (r.type == proto::PULL && r.error.ok()) {
+    const uint64_t elem = r.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
+    uint32_t digest = 0;
+    for (int part : pieces_->model_order()) {
+      digest = Crc32cCombine(digest, r.part_crcs[part], (r.parts[part].end - r.parts[part].begin) * elem);
+    }
+    last_pull_digest_ = digest;
+  }
   if (!r.error.IsAborted()) {
     ReleasePayload(&r);
   } else if (r.payload_owner) {

@@ -29,12 +29,16 @@ StatusOr<int64_t> WorkerDataPath::Rollback() {
 }
 
 Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
-  return client_.Call([&](PsClient& c) -> Status {
+  uint32_t digest = 0;
+  PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
     PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, PullDtype(step)));
     PSF_RETURN_IF_ERROR(c.Wait(pull).WithContext("pull of step " + std::to_string(step)));
     *first_reply_s = c.last_wait_first_reply_s();
+    digest = c.last_pull_digest();
     return Status::Ok();
-  });
+  }));
+  computer_->ParamsPulled(digest);
+  return Status::Ok();
 }
 
 Status WorkerDataPath::PullFinal(int64_t step) {

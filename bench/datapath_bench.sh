@@ -1,0 +1,100 @@
+#!/bin/bash
+# The worker's data path, side by side in one run: one EMULATED worker of the base model's size
+# (63.1M parameters, emulated steps of STEP_MS) on one machine, 1 and 2 servers, fp32 and bf16 on
+# the wire, for each psformer binary given (the reference first, e.g. a build of the commit
+# before worker/datapath/, then this tree's). For each job: the median step (worker 0's
+# compute + push + wait + pull, steps 3 .. STEPS-1), its efficiency against the emulated step,
+# and CPU seconds per step of the worker's launching thread (its main thread, sampled from
+# /proc/PID/task/PID/stat while it runs: the same measure for any binary) and of the whole worker
+# process. Start-up and the end (allocating, the first pull, the final pull, model.bin) are
+# taken out: each configuration runs twice, STEPS and STEPS / 3 steps, and the CPU per step is
+# the difference over the steps between. With a binary that reports them, also metrics.jsonl's
+# launch_cpu_s (the thread's own clock, per step) and device_s.
+#
+# Usage: [STEP_MS=1000] [STEPS=18] bench/datapath_bench.sh BINARY [BINARY ...]
+# Results go to bench/RESULTS.md ("The worker's data path").
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+((${#} > 0)) || { echo "usage: bench/datapath_bench.sh BINARY [BINARY ...]" >&2; exit 2; }
+step_ms=${STEP_MS:-1000}
+steps=${STEPS:-18}
+short=$((steps / 3))
+work=$(mktemp -d)
+sampler=""
+cleanup() {
+  [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Samples the CPU (clock ticks) of this benchmark's worker processes: "MAIN_THREAD PROCESS" into
+# $work/cpu.PID (the last sample stays: the CPU until shortly before the process ended).
+sample_cpu() {
+  while true; do
+    for stat in /proc/[0-9]*/stat; do
+      pid=${stat#/proc/}; pid=${pid%/stat}
+      cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
+      [[ $cmd == *"$work"* && $cmd == *psformer\ worker* ]] || continue
+      read -r -a p <"$stat" 2>/dev/null || continue
+      read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || continue
+      # utime and stime are the 14th and 15th fields (1-based).
+      echo "$((t[13] + t[14])) $((p[13] + p[14]))" >"$work/cpu.$pid"
+    done
+    sleep 0.2
+  done
+}
+
+median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) { print "nan"; exit } print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# The median over steps 3 .. STEPS-1 of metrics.jsonl's KEY ("step": the sum of the four phases).
+metric() {
+  grep '"loss"' "$1/metrics.jsonl" | awk -v key="$2" -v last="$steps" '{
+      match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0
+      if (s < 3 || s >= last) next
+      n = split(key == "step" ? "compute_s push_s wait_s pull_s" : key, keys, " ")
+      t = 0; found = 0
+      for (i = 1; i <= n; ++i) {
+        if (match($0, "\"" keys[i] "\": [0-9.eE+-]+")) { t += substr($0, RSTART + length(keys[i]) + 4, RLENGTH - length(keys[i]) - 4); found = 1 }
+      }
+      if (found) print t }' | median
+}
+
+ticks=$(getconf CLK_TCK)
+echo "| binary | servers | wire | median step | efficiency | launching thread CPU / step (/proc) | launch_cpu_s / step | worker process CPU / step | device_s / step |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for binary in "$@"; do
+  for servers in 1 2; do
+    for wire in FP32 BF16; do
+      name="$work/run-$(basename "$(dirname "$(dirname "$(realpath "$binary")")")")-$servers-$wire"
+      declare -A main=() proc=()
+      failed=""
+      for n in "$short" "$steps"; do
+        run="$name-$n"
+        rm -f "$work"/cpu.*
+        sample_cpu &
+        sampler=$!
+        if ! "$binary" train --config configs/base.pbtxt --set cluster.backend=EMULATED \
+          --set cluster.emulated_step_ms="$step_ms" --set cluster.workers=1 --set cluster.servers="$servers" \
+          --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" \
+          --set training.max_steps="$n" --set training.valid_every=0 --set logging.every_steps=1 \
+          --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
+          failed="$run.out"
+        fi
+        kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
+        read -r main[$n] proc[$n] < <(cat "$work"/cpu.* 2>/dev/null | head -1 || echo "0 0")
+      done
+      if [[ -n $failed ]]; then
+        echo "| $binary | $servers | $wire | failed: see below | | | | | |"
+        tail -20 "$failed" >&2
+        continue
+      fi
+      run="$name-$steps"
+      awk -v b="$binary" -v s="$servers" -v w="$wire" -v step="$(metric "$run" step)" -v ms="$step_ms" \
+        -v main="$((main[$steps] - main[$short]))" -v proc="$((proc[$steps] - proc[$short]))" -v hz="$ticks" \
+        -v steps="$((steps - short))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
+          printf "| %s | %d | %s | %.0f ms | %.2f | %.1f ms | %s | %.0f ms | %s |\n", b, s, w, step * 1000, ms / 1000 / step,
+            main / hz / steps * 1000, (launch == "nan" ? "-" : sprintf("%.1f ms", launch * 1000)),
+            proc / hz / steps * 1000, (device == "nan" ? "-" : sprintf("%.0f ms", device * 1000)) }'
+    done
+  done
+done

@@ -405,8 +405,10 @@ void CheckCluster(const JobConfig& config, Checker* check) {
   if (cluster.backend() == proto::ClusterConfig::EMULATED) {
     check->Require(cluster.emulated_step_ms() > 0, "cluster.emulated_step_ms", Str(cluster.emulated_step_ms()),
                    "must be positive");
-    check->Require(cluster.emulated_copy_gb_per_s() > 0 && std::isfinite(cluster.emulated_copy_gb_per_s()),
-                   "cluster.emulated_copy_gb_per_s", Str(cluster.emulated_copy_gb_per_s()), "must be positive");
+    // Bounded so that a copy's time stays a sane duration (1e-30 GB/s would sleep for ages).
+    check->Require(cluster.emulated_copy_gb_per_s() >= 0.01f && cluster.emulated_copy_gb_per_s() <= 100000.0f,
+                   "cluster.emulated_copy_gb_per_s", Str(cluster.emulated_copy_gb_per_s()),
+                   "must be in [0.01, 100000] (GB/s)");
     check->Require(vocab > 0, "model.vocab_size", Str(model.vocab_size()),
                    "emulated workers read no data: set the vocabulary size (cluster.backend = EMULATED)");
   }

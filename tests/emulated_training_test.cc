@@ -63,11 +63,11 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
 // launching thread's CPU apart.
 TEST(EmulatedTraining, MetricsCountEveryTokenWhateverTheServersAndGroups) {
   TempDir dir;
-  for (const NamedRun& run : std::vector<testing::NamedRun>{
-           {"s1", "--set cluster.servers=1"},
-           {"s2", "--set cluster.servers=2"},
-           {"s3", "--set cluster.servers=3"},
-           {"grouped", "--set cluster.servers=2 --set cluster.host_groups=2"}}) {
+  for (const NamedRun& run :
+       std::vector<testing::NamedRun>{{"s1", "--set cluster.servers=1"},
+                                      {"s2", "--set cluster.servers=2"},
+                                      {"s3", "--set cluster.servers=3"},
+                                      {"grouped", "--set cluster.servers=2 --set cluster.host_groups=2"}}) {
     const std::string run_dir = dir.File(run.name);
     const CommandResult r = RunPsformer(std::string("train ") + kEmulated + " " + run.flags + " --run-dir " + run_dir);
     ASSERT_EQ(r.exit_status, 0) << r.output;
@@ -98,6 +98,15 @@ TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
       RunPsformer("train --config configs/copy.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_step_ms=0");
   EXPECT_NE(zero.exit_status, 0);
   EXPECT_NE(zero.output.find("cluster.emulated_step_ms = 0: must be positive"), std::string::npos) << zero.output;
+  for (const char* rate : {"0", "-1", "1e-30", "1e9"}) {
+    const CommandResult r = RunPsformer(
+        std::string(
+            "train --config configs/copy.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_copy_gb_per_s=") +
+        rate + " --dry-run");
+    EXPECT_NE(r.exit_status, 0) << r.output;
+    EXPECT_NE(r.output.find("cluster.emulated_copy_gb_per_s = "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("must be in [0.01, 100000] (GB/s)"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

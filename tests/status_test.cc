@@ -51,6 +51,11 @@ TEST(StatusCommand, AFinishedRun) {
   EXPECT_NE(r.output.find("run " + run + " (copy): finished\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  step 20/20 (100%)  loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  a step: "), std::string::npos) << r.output;
+  // The device's share of the step and the launching thread's CPU (on the CPU backend the device
+  // is the compute the launching thread drives).
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\n  device busy [0-9]+% \\([0-9.]+ s a step\\), "
+                                                     "launching thread's CPU [0-9.]+ s a step\n")))
+      << r.output;
   EXPECT_NE(r.output.find("  valid (step 20): loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("newest checkpoint: step 20"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;

@@ -85,17 +85,21 @@ TEST(ClientThread, APullTakenInBeforeItsWaitReportsTheStepsTokens) {
   TwoServers servers;
   ClientThread client(MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces));
   std::vector<float> params(kTotal), grad = testing::Gradient(0, 1, kTotal);
-  ASSERT_TRUE(client.Call([&](PsClient& c) -> Status {
-                PSF_ASSIGN_OR_RETURN(auto pull, c.Pull(0, params.data()));
-                return c.Wait(pull);
-              }).ok());
+  ASSERT_TRUE(client
+                  .Call([&](PsClient& c) -> Status {
+                    PSF_ASSIGN_OR_RETURN(auto pull, c.Pull(0, params.data()));
+                    return c.Wait(pull);
+                  })
+                  .ok());
   PsClient::Ticket push = 0, pull = 0;
-  ASSERT_TRUE(client.Call([&](PsClient& c) -> Status {
-                PSF_ASSIGN_OR_RETURN(push, c.BeginPush(1, grad.data(), 37, 81.5));
-                PSF_RETURN_IF_ERROR(c.PushReady(push, 0, kTotal));
-                PSF_ASSIGN_OR_RETURN(pull, c.Pull(1, params.data()));
-                return Status::Ok();
-              }).ok());
+  ASSERT_TRUE(client
+                  .Call([&](PsClient& c) -> Status {
+                    PSF_ASSIGN_OR_RETURN(push, c.BeginPush(1, grad.data(), 37, 81.5));
+                    PSF_RETURN_IF_ERROR(c.PushReady(push, 0, kTotal));
+                    PSF_ASSIGN_OR_RETURN(pull, c.Pull(1, params.data()));
+                    return Status::Ok();
+                  })
+                  .ok());
   // Nobody waits: the client thread takes the replies in on its own (bounded: 20 s).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!client.Call([&](PsClient& c) { return c.Answered(pull) && c.Answered(push); }) &&
@@ -123,8 +127,8 @@ TEST(ClientThread, APullsDigestIsTheCrcOfTheWholeVectorWhateverThePieces) {
   for (const proto::DType dtype : {proto::FLOAT32, proto::BFLOAT16}) {
     std::vector<uint32_t> digests;
     for (ServerGroup* group : {two.group.get(), &one}) {
-      ClientThread client(MakeClient(*group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER,
-                                     group == &one ? nullptr : two.pieces));
+      ClientThread client(
+          MakeClient(*group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, group == &one ? nullptr : two.pieces));
       std::vector<float> params(kTotal);
       const uint32_t digest = client.Call([&](PsClient& c) {
         auto pull = c.Pull(0, params.data(), dtype);

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-
 #include <vector>
 
 #include "common/config_loader.h"
@@ -49,14 +48,17 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
 
     std::vector<float> params(gpu.parameter_count(), 0.5f), grad(gpu.parameter_count(), 7.0f);
     std::vector<std::pair<uint64_t, uint64_t>> reported;
-    const StepStats stats = gpu.Step(4, ParameterDigest(params.data(), params.size()), grad.data(), [&](uint64_t b, uint64_t e, const StepStats&) {
-      reported.push_back({b, e});
-    });
+    const StepStats stats = gpu.Step(4, ParameterDigest(params.data(), params.size()), grad.data(),
+                                     [&](uint64_t b, uint64_t e, const StepStats&) {
+                                       reported.push_back({b, e});
+                                     });
     EXPECT_EQ(reported, ranges);
     // The downloads land in launch order (and before grad goes).
-    for (const auto& range : ranges) EXPECT_TRUE(gpu.copies().WaitOldest() == (ElementRange{range.first, range.second}));
+    for (const auto& range : ranges)
+      EXPECT_TRUE(gpu.copies().WaitOldest() == (ElementRange{range.first, range.second}));
     EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
-    EXPECT_EQ(EmulatedGpu(config, 2).Step(4, ParameterDigest(params.data(), params.size()), grad.data()).target_tokens, 33);
+    EXPECT_EQ(EmulatedGpu(config, 2).Step(4, ParameterDigest(params.data(), params.size()), grad.data()).target_tokens,
+              33);
   }
 }
 

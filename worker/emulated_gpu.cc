@@ -108,7 +108,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     }
   }
 
-  const EmulatedGpu* gpu_;  // its copy rate
+  const EmulatedGpu* gpu_;      // its copy rate
   float* last_grad_ = nullptr;  // the launching thread's
   EmulatedGradientKey key_;     // the engine thread's: the last upload's
   StageQueue<Job> jobs_;
@@ -146,8 +146,7 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, c
   engine_->set_last_grad(grad);
   // The upload, then the forward, on the device's timeline.
   engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_, now);
-  const Clock::time_point uploaded =
-      std::max(now, device_free_) + CopyTime(n_);
+  const Clock::time_point uploaded = std::max(now, device_free_) + CopyTime(n_);
   const auto forward = step_time_ / 3;
   const auto backward = step_time_ - forward;
   const Clock::time_point forward_end = uploaded + forward;

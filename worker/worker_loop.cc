@@ -249,8 +249,7 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
 
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
-  PSF_RETURN_IF_ERROR(
-      data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
+  PSF_RETURN_IF_ERROR(data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
   PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
   return data_path_->Call([&](PsClient& c) -> Status {
     PSF_RETURN_IF_ERROR(c.Goodbye());

@@ -16,10 +16,10 @@
 // split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
 #include <chrono>
-#include <memory>
-#include <numeric>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -254,8 +254,8 @@ int Run(const BenchOptions& o) {
       o.fused_epilogues ? (o.corpus.empty() ? "psformer-cuda" : "psformer-cuda-job-batches") : "psformer-cuda-unfused",
       be.device_name().c_str(), GemmMathName(o.math), n, static_cast<int>(sentences / steps + 0.5),
       static_cast<int>((src_len + tgt_len) / (2 * steps) + 0.5), static_cast<long long>(src_tokens / steps),
-      static_cast<long long>(tgt_tokens / steps), median * 1e3, times.front() * 1e3, tgt_tokens / steps / median, tflops,
-      peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
+      static_cast<long long>(tgt_tokens / steps), median * 1e3, times.front() * 1e3, tgt_tokens / steps / median,
+      tflops, peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",
       mem.peak_reserved_bytes / double(1 << 30), loss);
   if (o.profile) {
     double total = 0;

@@ -112,7 +112,8 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
   } else {
     CopyPayloadAsFloats(msg, r.params + p.model);
   }
-  r.part_crcs[&p - r.parts.data()] = h.payload_crc32c();  // checked above or in the copy
+  // Checked above or in the copy; the pull's digest is made of these (PsClient::last_pull_digest).
+  r.part_crcs[&p - r.parts.data()] = h.payload_crc32c();
   if (h.target_tokens() > 0) {  // every piece of a whole step says the same
     r.pulled_loss_sum = h.loss_sum();
     r.pulled_tokens = h.target_tokens();

@@ -4,8 +4,7 @@
 
 namespace psformer {
 
-ClientThread::ClientThread(std::unique_ptr<PsClient> client)
-    : client_(std::move(client)), thread_([this] { Loop(); }) {
+ClientThread::ClientThread(std::unique_ptr<PsClient> client) : client_(std::move(client)), thread_([this] { Loop(); }) {
   PSF_CHECK(client_ != nullptr);
 }
 

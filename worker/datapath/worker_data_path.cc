@@ -66,7 +66,8 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
       PSF_ASSIGN_OR_RETURN(push_.ticket, c.Push(push_.step, computer_->grad().data(),
                                                 static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
     }
-    if (overlap_ && !pull_ && push_.step < config_.training().max_steps()) PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
+    if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
+      PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
     return c.Wait(*push_.ticket).WithContext(what);
   });
 }

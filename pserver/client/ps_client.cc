@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/logging.h"
+#include "common/parallel_for.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/bfloat16.h"
 #include "pserver/wire/wire_message.h"
@@ -12,6 +13,8 @@ namespace psformer {
 namespace {
 
 std::string PeerName(int shard) { return "server-" + std::to_string(shard); }
+// Elements a thread rounds to bf16 at least (smaller pieces cost more to hand out than to do).
+constexpr size_t kBf16Grain = 1 << 16;
 constexpr char kAggregatorPeer[] = "aggregator";
 
 // Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
@@ -203,7 +206,11 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     const void* base = r.grad + p.model;
     size_t elem = sizeof(float);
     if (r.bf16 != nullptr) {
-      if (!p.sent()) FloatsToBf16(r.grad + p.model, p.end - p.begin, r.bf16 + p.model);
+      if (!p.sent()) {  // rounded once, split over the copy threads (elementwise: the same bits)
+        ParallelFor(options_.copy_threads, p.end - p.begin, kBf16Grain, [&](int, size_t b, size_t e) {
+          FloatsToBf16(r.grad + p.model + b, e - b, r.bf16 + p.model + b);
+        });
+      }
       base = r.bf16 + p.model;
       elem = sizeof(uint16_t);
     }

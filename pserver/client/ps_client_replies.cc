@@ -110,7 +110,7 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
       return false;  // the resend brings them again and overwrites what was copied
     }
   } else {
-    CopyPayloadAsFloats(msg, r.params + p.model);
+    CopyPayloadAsFloats(msg, r.params + p.model, options_.copy_threads);  // bf16 widened, split over threads
   }
   // Checked above or in the copy; the pull's digest is made of these (PsClient::last_pull_digest).
   r.part_crcs[&p - r.parts.data()] = h.payload_crc32c();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "launcher/job_runner.h"
 #include "tests/background_job.h"
 #include "tests/test_util.h"
 
@@ -359,6 +360,22 @@ TEST(InheritFromRun, WorkersAndHostGroupsLeftOpenAreTheRunsAndGivenOnesStay) {
   EXPECT_EQ(InheritFromRun(run, &given), "");
   EXPECT_EQ(given.cluster().workers(), 3);
   EXPECT_EQ(given.cluster().host_groups(0), 1);
+}
+
+// A config's name places the default run directory, so it may not leave runs/: a '/' or a space
+// becomes '_', and a long name is cut (a 10 MB one made a 10 MB error message).
+TEST(DefaultRunDir, StaysInsideRunsWhateverTheConfigsName) {
+  JobConfig config;
+  config.set_name("../../../tmp/escaped");
+  const std::string escaped = DefaultRunDir(config);
+  EXPECT_EQ(escaped.rfind("runs/.._.._.._tmp_escaped-", 0), 0u) << escaped;
+  EXPECT_EQ(escaped.find('/', 5), std::string::npos) << escaped;
+  config.set_name("wmt14 en/de");
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/wmt14_en_de-", 0), 0u) << DefaultRunDir(config);
+  config.set_name(std::string(100000, 'n'));
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/" + std::string(64, 'n') + "-", 0), 0u);
+  config.set_name("");
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/run-", 0), 0u) << DefaultRunDir(config);
 }
 
 TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {

@@ -118,6 +118,8 @@ bool MayChangeOnResume(const std::string& path) {
       "cluster.retry_ms",
       "cluster.streams",
       "cluster.authenticate",
+      "cluster.encryption",        // how traffic is sealed, not what it carries
+      "cluster.emulated_step_ms",  // how long an emulated step waits, not what it pushes
   };
   // A listed section covers every field in it.
   for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {

@@ -386,6 +386,9 @@ TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
   EXPECT_FALSE(MayChangeOnResume("model.d_model"));
   EXPECT_FALSE(MayChangeOnResume("checkpointing"));
   EXPECT_FALSE(MayChangeOnResume("cluster.workers"));
+  // Neither changes a weight (A12-r6, R-em: both were refused as "another model").
+  EXPECT_TRUE(MayChangeOnResume("cluster.encryption"));
+  EXPECT_TRUE(MayChangeOnResume("cluster.emulated_step_ms"));
 }
 
 }  // namespace

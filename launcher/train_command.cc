@@ -98,9 +98,17 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {
     return ReportError("train", "run directory " + request->path + " is in use by a live job: " + holder);
   }
+  // The run-directory check sees the config as the run would: with its vocabulary size resolved
+  // from the data (a checkpoint's digest covers it), where the data is here to name it.
+  JobConfig checked = config;
+  if (!request->local && checked.model().vocab_size() == 0 && files.ok()) {
+    if (auto source = MakeBatchSource(checked); source.ok()) {
+      checked.mutable_model()->set_vocab_size((*source)->vocab_size());
+    }
+  }
   // A resume's checkpoints are checked against the vocabulary, which only the data can name.
-  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(config) == 0) return 0;
-  if (Status usable = CheckRunDirectory(*request, config); !usable.ok()) return ReportError("train", usable);
+  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(checked) == 0) return 0;
+  if (Status usable = CheckRunDirectory(*request, checked); !usable.ok()) return ReportError("train", usable);
   return 0;
 }
 

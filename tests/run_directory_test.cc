@@ -187,6 +187,21 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
 }
 
+// --dry-run of a resume answers as the resume does, both ways: it accepted nothing the run
+// would refuse, but refused every resume of a run whose config left model.vocab_size to the
+// data ("written for another model config": it checked the digest without the vocabulary).
+TEST_F(RunDirectory, ADryRunOfAResumeAgreesWithTheResume) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const std::string resume = std::string(kRun) + " --set training.max_steps=30 --resume --run-dir " + run;
+  const CommandResult dry = RunPsformer(resume + " --dry-run");
+  EXPECT_EQ(dry.exit_status, 0) << dry.output;
+  EXPECT_EQ(Snapshot(run), before);
+  EXPECT_EQ(RunPsformer(resume).exit_status, 0);
+  const std::string past = std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run;
+  EXPECT_TRUE(EndsSaying(RunPsformer(past + " --dry-run"), 1, "past training.max_steps (15)"));
+}
+
 TEST_F(RunDirectory, ResumeWithMaxStepsBelowTheNewestCheckpointIsRefusedUpFront) {
   const std::string run = TrainedRun("run");
   const auto before = Snapshot(run);

@@ -401,8 +401,9 @@ void ShmVan::Unpack(RawMessage& message) {
     auto bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
     if (!bytes.ok() && !(*seg)->StillLinked()) {
       // Our mapping is of a segment that is gone, and another was made under its name since
-      // (names carry a nonce, so only a segment from outside this build could do that): map the
-      // new one and try once more; a second refusal names the segment and stands.
+      // (names carry a random nonce, so a restart does not do that; this is the defence should a
+      // name ever come back): map the new one and try once more; a second refusal names the
+      // segment and stands.
       PSF_LOG(Warning) << "transport: shared-memory segment " << d.segment
                        << " was replaced since this process mapped it; mapping it again";
       mapped_.erase(d.segment);

@@ -1,5 +1,6 @@
 #include "common/config_loader.h"
 
+#include <arpa/inet.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/stubs/logging.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "common/fault_plan.h"
 #include "common/memory_estimate.h"
@@ -179,7 +181,12 @@ StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
   if (!in) return Status::IoError("cannot read config file " + path);
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return ParseConfigText(buffer.str(), path);
+  std::string text = buffer.str();
+  // Some editors save UTF-8 with a byte-order mark, which the text format reads as a stray
+  // character ("Interpreting non ascii codepoint 239"); it carries nothing here.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  if (text.rfind(kByteOrderMark, 0) == 0) text.erase(0, kByteOrderMark.size());
+  return ParseConfigText(text, path);
 }
 
 namespace {
@@ -390,6 +397,18 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                  "cluster.base_port", Str(cluster.base_port()), "must be 0 (pick free ports) or in [1024, 65000]");
   check->Require(cluster.threads_per_process() >= 0, "cluster.threads_per_process", Str(cluster.threads_per_process()),
                  "must be >= 0");
+  // Servers bind it as an IPv4 address (launcher/port_reservation.h): a name or a typo is refused
+  // here, where the dry run sees it too, not once the run has started.
+  in_addr address{};
+  const std::string& bind_host = cluster.bind_host();
+  check->Require(bind_host.empty() || bind_host == "*" || inet_pton(AF_INET, bind_host.c_str(), &address) == 1,
+                 "cluster.bind_host", "\"" + bind_host.substr(0, 80) + "\"",
+                 "not an IPv4 address (127.0.0.1 for one machine, this host's interface address, or 0.0.0.0 for all)");
+  // AES_256_GCM seals with a key the job's CURVE keys bring; without them nothing would be sealed.
+  check->Require(cluster.authenticate() || cluster.encryption() != proto::ClusterConfig::AES_256_GCM,
+                 "cluster.encryption", "AES_256_GCM",
+                 "needs cluster.authenticate = true (its key comes with the job's keys); with authenticate = false "
+                 "every connection would be plain and unencrypted: set authenticate = true, or drop the encryption");
   check->Require(cluster.frame_bytes() >= 0, "cluster.frame_bytes", Str(cluster.frame_bytes()), "must be >= 0");
   check->Require(cluster.retry_ms() > 0, "cluster.retry_ms", Str(cluster.retry_ms()), "must be > 0");
   check->Require(cluster.shm_mib_per_process() >= 0, "cluster.shm_mib_per_process", Str(cluster.shm_mib_per_process()),

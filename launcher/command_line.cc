@@ -1,5 +1,8 @@
 #include "launcher/command_line.h"
 
+#include <signal.h>
+#include <stdio_ext.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -29,6 +32,20 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
       return parsed;
     }
     po::notify(parsed.values);
+    // An empty name ('' from a script's unset variable) would otherwise surface later as
+    // "cannot open : No such file or directory", or worse, as the current directory.
+    for (const auto& [name, value] : parsed.values) {
+      const auto* text = boost::any_cast<std::string>(&value.value());
+      if (value.defaulted() || text == nullptr || !text->empty()) continue;
+      // A name that may come as the first argument (checksum FILE, status RUN_DIR) is said bare.
+      const bool positional_name =
+          positional != nullptr && positional->max_total_count() > 0 && name == positional->name_for_position(0);
+      std::cerr << "psformer " << command << ": error: " << (positional_name ? name : "--" + name)
+                << " is empty: give a name\n"
+                << "usage: psformer " << command << " " << usage << "  (see --help)\n";
+      parsed.exit_status = kExitUsage;
+      return parsed;
+    }
   } catch (const po::error& e) {
     std::cerr << "psformer " << command << ": error: " << e.what() << "\n"
               << "usage: psformer " << command << " " << usage << "  (see --help)\n";
@@ -53,6 +70,18 @@ int CheckStandardOutput(const std::string& command, int exit_status) {
   std::cerr << "psformer " << command << ": error: cannot write to standard output"
             << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << "; the result is lost\n";
   return exit_status != kExitSuccess ? exit_status : kExitFailure;
+}
+
+void KeepRunningWhenTheConsoleCloses() { signal(SIGPIPE, SIG_IGN); }
+
+int JobExitStatus(int exit_status) {
+  if (!std::cout.good() || std::ferror(stdout)) {
+    // What stdout still buffers would fail again at exit's flush: drop it.
+    __fpurge(stdout);
+    std::clearerr(stdout);
+    std::cout.clear();
+  }
+  return exit_status;
 }
 
 int ReportError(const std::string& command, const std::string& message, int exit_status) {

@@ -34,6 +34,17 @@ std::string ShortestText(double value);
 // when everything was written, else 1 (or `exit_status`, when that already says failure).
 int CheckStandardOutput(const std::string& command, int exit_status);
 
+// For a job's supervisor (train, launch), whose result is its run directory and whose console only
+// reports: SIGPIPE is ignored from here on, so a console that closes (`| tee` ended by the same
+// Ctrl-C, `| head`, a closed terminal) makes writes to it fail with EPIPE instead of killing the
+// supervisor before it stopped its roles in order. Role processes and mpirun inherit it.
+void KeepRunningWhenTheConsoleCloses();
+
+// The exit status of a job whose console may have closed while it ran: `exit_status`, with the
+// failed writes to standard output forgotten (the job's result is in its run directory, not
+// lost), so that CheckStandardOutput does not turn a finished job into a failed one.
+int JobExitStatus(int exit_status);
+
 // Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`.
 int ReportError(const std::string& command, const std::string& message, int exit_status = kExitFailure);
 int ReportError(const std::string& command, const Status& status, int exit_status = kExitFailure);

@@ -139,7 +139,15 @@ StatusOr<std::string> NewJobKeys(const JobConfig& config) {
 }  // namespace
 
 std::string DefaultRunDir(const JobConfig& config) {
-  return "runs/" + config.name() + "-" + ClockText(std::time(nullptr), "%Y%m%d-%H%M%S", TimeZone::kLocal);
+  constexpr size_t kLongestName = 64;
+  std::string name;
+  for (const char c : config.name().substr(0, kLongestName)) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '+' || c == '_' || c == '-';
+    name += plain ? c : '_';
+  }
+  if (name.empty()) name = "run";
+  return "runs/" + name + "-" + ClockText(std::time(nullptr), "%Y%m%d-%H%M%S", TimeZone::kLocal);
 }
 
 namespace {
@@ -192,7 +200,9 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   RemoveJobSegments(placement.job_id);
   const int job_status = hooks.job_status ? hooks.job_status(status) : status;
   if ((job_status == kExitInterrupted || job_status == kExitHangup) && placement.advises) {
-    std::cerr << AfterStop(job.run_dir, placement.resume_prefix);
+    const std::string advice = AfterStop(job.run_dir, placement.resume_prefix);
+    // With the console gone (a `| tee` the same Ctrl-C ended), the advice goes to the log.
+    if (!(std::cerr << advice)) PSF_LOG(Warning) << advice.substr(0, advice.size() - 1);
   }
   return job_status;
 }

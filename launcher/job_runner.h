@@ -24,7 +24,9 @@ struct JobOptions {
 int RunSingleNode(const JobOptions& options);
 int RunClusterRank(const JobOptions& options);
 
-// The default run directory: runs/<config name>-<YYYYmmdd-HHMMSS>.
+// The default run directory: runs/<config name>-<YYYYmmdd-HHMMSS>, always inside runs/: the name
+// keeps its first 64 letters, digits and ".+_-", anything else (a '/', a space) becomes '_', and
+// an empty one is "run" ("../../x" gives runs/.._.._x-TIME).
 std::string DefaultRunDir(const JobConfig& config);
 
 }  // namespace psformer

@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -64,7 +66,10 @@ bool HasFlag(const std::vector<std::string>& args, const std::string& flag) {
 
 std::string Now() { return ClockText(std::time(nullptr), "%H:%M:%S", TimeZone::kUtc); }
 
-void Say(const std::string& line) { std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl; }
+// False when the console is gone (a `| tee` the same Ctrl-C ended, a closed terminal).
+bool Say(const std::string& line) {
+  return static_cast<bool>(std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl);
+}
 
 // What the ranks need beyond the user's arguments: servers reachable from other hosts. A
 // config that keeps them on loopback (the single-node default) gets bind_host 0.0.0.0, and
@@ -166,17 +171,19 @@ std::vector<std::string> MpirunCommandLine(const LaunchOptions& options, const s
 
 // After Ctrl-C: how to continue the job, or, with no complete checkpoint, that there is nothing
 // to continue and how to start over.
+// Said on the console, or, when that is gone, written to RUN_DIR/logs/launch.log.
 void SayHowToContinue(const std::string& run_dir) {
   const std::string newest = NewestCompleteCheckpoint(run_dir);
-  if (newest.empty()) {
-    Say("interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
-        "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with the same "
-        "psformer launch command and --overwrite added to the train arguments");
-  } else {
-    Say("interrupted; not restarting. Continue with the same psformer launch command and --resume added to "
-        "the train arguments (newest complete checkpoint: " +
-        newest + ")");
-  }
+  const std::string advice =
+      newest.empty() ? "interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
+                       "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with "
+                       "the same psformer launch command and --overwrite added to the train arguments"
+                     : "interrupted; not restarting. Continue with the same psformer launch command and --resume "
+                       "added to the train arguments (newest complete checkpoint: " +
+                           newest + ")";
+  if (Say(advice)) return;
+  std::ofstream log(fs::path(run_dir) / "logs" / "launch.log", std::ios::app);
+  log << "psformer launch: [" << Now() << "] " << advice << "\n";
 }
 
 int Launch(const LaunchOptions& options) {
@@ -224,14 +231,16 @@ int Launch(const LaunchOptions& options) {
     const WatchedMpirunResult result = RunWatchedMpirun(watched);
     if (result.interrupted) {
       // mpirun's own status after a Ctrl-C is its abort's (1), whatever the ranks did: the
-      // command was interrupted, and says so by 130 like train.
+      // command was interrupted, and says so by 130 like train (129 after SIGHUP).
       SayHowToContinue(options.run_dir);
-      return kExitInterrupted;
+      return result.hung_up ? kExitHangup : kExitInterrupted;
     }
     if (result.exit_status == 0) return 0;
     if (!JobStarted(options.run_dir, started)) {
       Say("the job failed before it started (" + result.cause + "; see above); not restarting");
-      return result.exit_status;
+      // mpirun that could not be run at all ends with 127 (exit_codes.h): launch's own status
+      // for a failure while running is 1.
+      return result.exit_status == kExitExecFailed ? kExitFailure : result.exit_status;
     }
     if (attempt >= options.max_restarts) {
       Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +
@@ -251,6 +260,7 @@ int Launch(const LaunchOptions& options) {
 }  // namespace
 
 int RunLaunchCommand(const Args& all_args) {
+  KeepRunningWhenTheConsoleCloses();
   // Everything after "--" is the train command; the options before it are launch's own.
   const auto dashes = std::find(all_args.begin(), all_args.end(), "--");
   const Args args(all_args.begin(), dashes);
@@ -293,7 +303,10 @@ int RunLaunchCommand(const Args& all_args) {
   if (launch.processes < 1)
     return ReportError("launch", "-np " + std::to_string(launch.processes) + ": need at least 1 rank", kExitUsage);
   if (launch.max_restarts < 0) return ReportError("launch", "--max-restarts must be 0 or more", kExitUsage);
-  if (host_timeout_s < 0) return ReportError("launch", "--host-timeout must be 0 or more seconds", kExitUsage);
+  // !(x >= 0) also refuses nan, which every comparison would let through.
+  if (!(host_timeout_s >= 0) || !std::isfinite(host_timeout_s)) {
+    return ReportError("launch", "--host-timeout must be 0 or more seconds (a finite number)", kExitUsage);
+  }
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
   if (parsed.values.count("network")) {
     if (const std::string problem = NetworkProblem(launch.network); !problem.empty()) {
@@ -309,7 +322,8 @@ int RunLaunchCommand(const Args& all_args) {
     return ReportError("launch", "the train arguments need --run-dir: a restart continues the run in it", kExitUsage);
   }
   launch.run_dir = run_dirs.back();
-  return Launch(launch);
+  const int status = Launch(launch);
+  return launch.dry_run ? status : JobExitStatus(status);
 }
 
 }  // namespace psformer

@@ -51,6 +51,11 @@ int RunPrepareCommand(const Args& args) {
                        kExitUsage);
   }
 
+  // Options that contradict each other or lack a value are usage errors, like the parser's own.
+  if (Status valid = CheckPrepareOptions(prepare); !valid.ok()) {
+    return ReportError("prepare", valid.message() + " (see --help)", kExitUsage);
+  }
+
   // One meter per split, on a terminal only; learning the vocabulary has none (SentencePiece's
   // trainer reports nothing as it goes).
   std::unique_ptr<TerminalProgress> progress;

@@ -162,6 +162,16 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
   const char* field = kind == Kind::kServer   ? " (cluster.servers)"
                       : kind == Kind::kWorker ? " (cluster.workers)"
                                               : " (cluster.host_groups)";
+  if (roles == 0) {
+    // "outside 0..-1" would say nothing: there is no role of this kind to be.
+    line.exit_status = ReportError(command,
+                                   "the config " + line.arguments.config + " has no " +
+                                       (kind == Kind::kAggregator ? "host groups (cluster.host_groups is empty: "
+                                                                    "no aggregator runs)"
+                                                                  : std::string("role of this kind") + field),
+                                   kExitUsage);
+    return line;
+  }
   if (line.arguments.index < 0 || line.arguments.index >= roles) {
     line.exit_status = ReportError(
         command, "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) + field,

@@ -118,6 +118,8 @@ bool MayChangeOnResume(const std::string& path) {
       "cluster.retry_ms",
       "cluster.streams",
       "cluster.authenticate",
+      "cluster.encryption",        // how traffic is sealed, not what it carries
+      "cluster.emulated_step_ms",  // how long an emulated step waits, not what it pushes
   };
   // A listed section covers every field in it.
   for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {
@@ -129,7 +131,28 @@ bool MayChangeOnResume(const std::string& path) {
 std::vector<std::string> ResumeConflicts(const JobConfig& run, const JobConfig& config) {
   std::vector<std::string> conflicts;
   CompareFields(run, config, "", &conflicts);
+  const auto emulated = [](const JobConfig& c) { return c.cluster().backend() == proto::ClusterConfig::EMULATED; };
+  if (emulated(run) != emulated(config)) {
+    conflicts.push_back("cluster.backend: the run has " + proto::ClusterConfig::Backend_Name(run.cluster().backend()) +
+                        ", this config " + proto::ClusterConfig::Backend_Name(config.cluster().backend()) +
+                        " (emulated workers push synthetic gradients: a run is emulated from its start or never)");
+  }
   return conflicts;
+}
+
+std::string InheritFromRun(const JobConfig& run, JobConfig* config) {
+  std::string filled;
+  auto& cluster = *config->mutable_cluster();
+  if (cluster.workers() == 0 && run.cluster().workers() > 0) {
+    cluster.set_workers(run.cluster().workers());
+    filled += "cluster.workers = " + std::to_string(cluster.workers());
+  }
+  if (cluster.host_groups_size() == 0 && run.cluster().host_groups_size() > 0) {
+    *cluster.mutable_host_groups() = run.cluster().host_groups();
+    filled += std::string(filled.empty() ? "" : ", ") + "cluster.host_groups = " +
+              FieldText(run.cluster(), run.cluster().GetDescriptor()->FindFieldByName("host_groups"));
+  }
+  return filled;
 }
 
 std::vector<std::string> EarlierRunFiles(const std::string& dir) {

@@ -41,8 +41,17 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
 // The fields in which `config` differs from the config a run was trained with (`run`) and that
 // may not change on resume, each as "field.path: the run has X, this config Y". The fields that
 // may change are MayChangeOnResume's; a zero model.vocab_size or cluster.workers (resolved at
-// start) matches any.
+// start) matches any. cluster.backend may change between CPU, CUDA and AUTO, never to or from
+// EMULATED (emulated workers push synthetic gradients: a real run continued so would lose its
+// weights, and its checkpoints with them).
 std::vector<std::string> ResumeConflicts(const JobConfig& run, const JobConfig& config);
+
+// What a resume takes from the run it continues (`run`, the run's own config.pbtxt) rather than
+// resolving again at start: cluster.workers left 0 and cluster.host_groups left empty become the
+// run's, since its checkpoints hold that many workers' steps and sums in those groups, and a
+// resume resolved otherwise (one worker per GPU, one group per host) would be refused by every
+// server. Returns the fields it filled in, as "field = value" ("" when none).
+std::string InheritFromRun(const JobConfig& run, JobConfig* config);
 
 // Whether the field at `path` ("checkpoint.every_steps") may differ between a run and its resume:
 // what it changes is when and how the job runs, never which weights it computes.

@@ -7,17 +7,23 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 
 #include "common/config_loader.h"
 #include "common/logging.h"
+#include "common/write_file.h"
 #include "launcher/command_line.h"
 #include "launcher/job_runner.h"
 #include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
+#include "launcher/role_supervisor.h"
 #include "launcher/run_directory.h"
 #include "launcher/run_files.h"
 #include "launcher/run_lock.h"
+#include "launcher/thread_limit.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
 
@@ -84,14 +90,64 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
     if (!fits.ok()) std::cerr << "psformer train: warning: " << fits.message() << "\n";
   }
   if (!files.ok()) std::cerr << "psformer train: warning: " << files.message() << "\n";
+  if (Status threads = CheckThreadCount("cluster.threads_per_process", config.cluster().threads_per_process());
+      !threads.ok()) {
+    std::cerr << "psformer train: warning: " << threads.message() << " (on this machine)\n";
+  }
   if (request == nullptr) return 0;
   if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {
     return ReportError("train", "run directory " + request->path + " is in use by a live job: " + holder);
   }
+  // The run-directory check sees the config as the run would: with its vocabulary size resolved
+  // from the data (a checkpoint's digest covers it), where the data is here to name it.
+  JobConfig checked = config;
+  if (!request->local && checked.model().vocab_size() == 0 && files.ok()) {
+    if (auto source = MakeBatchSource(checked); source.ok()) {
+      checked.mutable_model()->set_vocab_size((*source)->vocab_size());
+    }
+  }
   // A resume's checkpoints are checked against the vocabulary, which only the data can name.
-  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(config) == 0) return 0;
-  if (Status usable = CheckRunDirectory(*request, config); !usable.ok()) return ReportError("train", usable);
+  if (request->mode == RunDirectoryMode::kResume && ResolvedVocabSize(checked) == 0) return 0;
+  if (Status usable = CheckRunDirectory(*request, checked); !usable.ok()) return ReportError("train", usable);
   return 0;
+}
+
+// --resume: takes from the run's own config what a resume must not resolve anew
+// (InheritFromRun), saying so; nothing when that config cannot be read (CheckRunDirectory then
+// says why).
+void TakeFromTheRun(const std::string& run_dir, JobConfig* config) {
+  auto run = LoadConfigFile((std::filesystem::path(run_dir) / "config.pbtxt").string());
+  if (!run.ok()) return;
+  FillDefaults(&*run);
+  const std::string filled = InheritFromRun(*run, config);
+  if (!filled.empty()) std::cerr << "psformer train: --resume: " << filled << ", as the run in " << run_dir << " has\n";
+}
+
+// What a resume found in the run directory, so that one that ends without a new checkpoint (the
+// servers refused the checkpoint, the job failed or was stopped before a step) can leave the
+// run's config.pbtxt as it found it: the run's own continue command must still work.
+struct RunBeforeResume {
+  std::string config_text;        // the run's config.pbtxt
+  std::string newest_checkpoint;  // NewestCompleteCheckpoint
+};
+
+std::optional<RunBeforeResume> NoteRunBeforeResume(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "config.pbtxt", std::ios::binary);
+  if (!in) return std::nullopt;
+  RunBeforeResume before;
+  before.config_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  before.newest_checkpoint = NewestCompleteCheckpoint(run_dir);
+  return before;
+}
+
+void RestoreConfigUnlessTheRunWentOn(const std::string& run_dir, const RunBeforeResume& before) {
+  if (NewestCompleteCheckpoint(run_dir) != before.newest_checkpoint) return;
+  const std::string path = (std::filesystem::path(run_dir) / "config.pbtxt").string();
+  if (Status restored = WriteFileAtomically(path, before.config_text); !restored.ok()) {
+    std::cerr << "psformer train: warning: could not put the run's config back: " << restored.message() << "\n";
+    return;
+  }
+  std::cerr << "psformer train: the resumed job wrote no checkpoint; " << path << " is as it was before\n";
 }
 
 // Trains the resolved, checked config in `run_dir` (its lock held by the caller): in this
@@ -124,6 +180,7 @@ int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool
 }  // namespace
 
 int RunTrainCommand(const Args& args) {
+  KeepRunningWhenTheConsoleCloses();
   po::options_description options("train options");
   // clang-format off
   options.add_options()
@@ -161,6 +218,7 @@ int RunTrainCommand(const Args& args) {
   }
   const std::string run_dir = values.count("run-dir") ? values["run-dir"].as<std::string>() : DefaultRunDir(*config);
   if (run_dir.empty()) return ReportError("train", "--run-dir is empty: name the run directory", kExitUsage);
+  if (resume) TakeFromTheRun(run_dir, &*config);
   RunDirectoryRequest request;
   request.path = run_dir;
   request.local = local;
@@ -183,12 +241,20 @@ int RunTrainCommand(const Args& args) {
   if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
     return ReportError("train", fits);
   }
+  // Every role process of this machine would start that many threads for its compute.
+  if (Status threads = CheckThreadCount("cluster.threads_per_process", config->cluster().threads_per_process());
+      !threads.ok()) {
+    return ReportError("train", threads);
+  }
   const int wait_s = values["wait-for-run-dir"].as<int>();
   if (wait_s < 0) return ReportError("train", "--wait-for-run-dir must be 0 or more seconds", kExitUsage);
   auto lock = UseRunDirectory(request, *config, std::chrono::seconds(wait_s));
   if (!lock.ok()) return ReportError("train", lock.status());
 
+  std::optional<RunBeforeResume> before;
+  if (resume && !local && OwnsRunDirectory()) before = NoteRunBeforeResume(run_dir);
   const int status = Train(*config, run_dir, resume, local);
+  if (before && status != kExitSuccess) RestoreConfigUnlessTheRunWentOn(run_dir, *before);
   // A job refused before it wrote its config (a port in use, no GPU) leaves the directory as it
   // found it: no .lock, and no directory it had to create.
   std::error_code ec;
@@ -196,7 +262,7 @@ int RunTrainCommand(const Args& args) {
       !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) {
     (*lock)->Abandon();
   }
-  return status;
+  return JobExitStatus(status);
 }
 
 }  // namespace psformer

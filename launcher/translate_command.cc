@@ -3,7 +3,13 @@
 // batched by length (--batch-tokens) and decoded with batched beam search (translate/). Output
 // is written only once every line has translated, so a failure leaves none behind. --gpu N
 // decodes on a CUDA device (fp32 GEMMs) in a build with the CUDA backend.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,6 +20,7 @@
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
 #include "launcher/terminal_progress.h"
+#include "launcher/thread_limit.h"
 #include "worker/backend/backend_factory.h"
 #include "worker/data/subword_vocabulary.h"
 #include "worker/translate/beam_search.h"
@@ -26,8 +33,15 @@ namespace {
 // positions beyond); says how many were cut. Fails naming the line that cannot be encoded.
 Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vector<std::vector<int32_t>>* sources) {
   std::vector<std::string> lines;
+  errno = 0;
   for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));
-  if (std::cin.bad()) return Status::IoError("cannot read standard input");
+  // A read that fails (stdin a directory, or closed) ends the lines as the end of input does;
+  // stdio, under std::cin, remembers the failure.
+  if (std::cin.bad() || std::ferror(stdin)) {
+    const int error = errno;
+    return Status::IoError(std::string("cannot read standard input") +
+                           (error != 0 ? std::string(": ") + std::strerror(error) : std::string()));
+  }
   sources->assign(lines.size(), {});
   int truncated = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -45,6 +59,18 @@ Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vec
     std::cerr << "psformer translate: warning: " << truncated << " line(s) longer than " << max_source
               << " subword tokens were cut to that length\n";
   }
+  return Status::Ok();
+}
+
+// Standard input must be something to read lines from, checked before any file is opened (one
+// opened with stdin closed would become descriptor 0 and be read as the input).
+Status CheckStandardInput() {
+  struct stat st {};
+  if (fstat(STDIN_FILENO, &st) != 0) {
+    return Status::IoError(std::string("cannot read standard input: ") + std::strerror(errno) +
+                           " (it is closed; give the sentences on stdin, one a line)");
+  }
+  if (S_ISDIR(st.st_mode)) return Status::IoError("cannot read standard input: Is a directory");
   return Status::Ok();
 }
 
@@ -125,7 +151,7 @@ int RunTranslateCommand(const Args& args) {
       ("max-len-b", po::value<int>(&beam.max_len_b)->default_value(50), "see --max-len-a")
       ("batch-tokens", po::value<int>(&batch_tokens)->default_value(2048),
        "source tokens (with padding) per batch; sentences are batched by length")
-      ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core)")
+      ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core; at most 4 a core)")
       ("gpu", po::value<int>(&gpu)->default_value(-1), "decode on this CUDA device, fp32 GEMMs (-1: on the CPU)");
   // clang-format on
   const std::string usage = "--model M --spm SPM [options] < input > output";
@@ -135,6 +161,7 @@ int RunTranslateCommand(const Args& args) {
   Status valid = ValidateBeamSearchOptions(beam);
   if (valid.ok() && batch_tokens < 1) valid = Status::InvalidArgument("--batch-tokens must be at least 1");
   if (valid.ok() && threads < 0) valid = Status::InvalidArgument("--threads must be >= 0");
+  if (valid.ok()) valid = CheckThreadCount("--threads", threads);
   if (valid.ok() && gpu < -1) valid = Status::InvalidArgument("--gpu must be a CUDA device ordinal, or -1 for the CPU");
   if (!valid.ok()) {
     std::cerr << "psformer translate: error: " << valid.message() << "\nusage: psformer translate " << usage
@@ -142,6 +169,7 @@ int RunTranslateCommand(const Args& args) {
     return kExitUsage;
   }
 
+  if (Status input = CheckStandardInput(); !input.ok()) return ReportError("translate", input);
   const std::string model_path = parsed.values["model"].as<std::string>();
   const std::string spm_path = parsed.values["spm"].as<std::string>();
   auto model = ReadModelFile(model_path);

@@ -19,11 +19,16 @@ using Clock = std::chrono::steady_clock;
 // What the signal handlers may touch: the pid to pass signals on to, and whether one came.
 std::atomic<pid_t> g_mpirun_pid{-1};     // NOLINT: a signal handler can reach nothing else.
 std::atomic<bool> g_interrupted{false};  // NOLINT
+std::atomic<bool> g_hung_up{false};      // NOLINT
 
 void PassOn(int signal) {
-  g_interrupted.store(true);
+  const bool first = !g_interrupted.exchange(true);
+  // mpirun in a group of its own never hears the terminal close: it gets a Ctrl-C's SIGINT, which
+  // it passes on to the ranks, who stop in order (mpirun answers SIGTERM by ending the ranks
+  // before their servers wrote a checkpoint).
+  if (first && signal == SIGHUP) g_hung_up.store(true);
   const pid_t pid = g_mpirun_pid.load();
-  if (pid > 0) kill(pid, signal);
+  if (pid > 0) kill(pid, signal == SIGHUP ? SIGINT : signal);
 }
 
 std::string DescribeWaitStatus(int status) {
@@ -61,11 +66,13 @@ int EndMpirun(pid_t pid, std::chrono::seconds grace) {
 WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
   WatchedMpirunResult result;
   g_interrupted.store(false);
-  struct sigaction pass_on = {}, old_int = {}, old_term = {};
+  g_hung_up.store(false);
+  struct sigaction pass_on = {}, old_int = {}, old_term = {}, old_hup = {};
   pass_on.sa_handler = PassOn;
   sigemptyset(&pass_on.sa_mask);
   sigaction(SIGINT, &pass_on, &old_int);
   sigaction(SIGTERM, &pass_on, &old_term);
+  sigaction(SIGHUP, &pass_on, &old_hup);
 
   const pid_t pid = StartMpirun(options.command);
   if (pid < 0) {
@@ -105,8 +112,10 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
     if (result.cause.empty() && result.exit_status != 0) result.cause = DescribeWaitStatus(status);
   }
   result.interrupted = g_interrupted.load();
+  result.hung_up = g_hung_up.load();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
   return result;
 }
 

@@ -6,7 +6,8 @@
 //
 // Signals: mpirun runs in a process group of its own with stdin from /dev/null, and SIGINT /
 // SIGTERM sent to this process are passed on to it one for one (so a first Ctrl-C stops the job
-// in order, as under a bare mpirun, and a second one kills it at once).
+// in order, as under a bare mpirun, and a second one kills it at once); SIGHUP (the terminal
+// closed) is passed on as SIGINT, the Ctrl-C that mpirun's ranks stop in order after.
 #ifndef PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 #define PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 
@@ -29,13 +30,14 @@ struct WatchedMpirunOptions {
 
 struct WatchedMpirunResult {
   int exit_status = 0;       // mpirun's (128 + signal when it was killed)
-  bool interrupted = false;  // SIGINT or SIGTERM reached this process while mpirun ran
+  bool interrupted = false;  // SIGINT, SIGTERM or SIGHUP reached this process while mpirun ran
+  bool hung_up = false;      // the first of them was SIGHUP (the terminal closed)
   std::string lost_host;     // the host that stopped answering, when that ended the run
   std::string cause;         // why the run ended, in words, when it did not end with status 0
 };
 
 // Runs the command to its end. REQUIRES: one call at a time in a process (it installs SIGINT
-// and SIGTERM handlers for its duration).
+// SIGTERM and SIGHUP handlers for its duration).
 WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options);
 
 }  // namespace psformer

@@ -26,25 +26,45 @@ class BackgroundJob {
   // mpirun command line ending in a space); stdout and stderr go to `output_file`.
   BackgroundJob(const std::string& arguments, const std::string& output_file, const std::string& launcher = "")
       : output_file_(output_file) {
-    const std::string command =
-        std::string("cd ") + PSFORMER_SOURCE_DIR + " && exec " + launcher + PSFORMER_BINARY + " " + arguments;
-    pid_ = fork();
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      const int fd = open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-      }
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    const int fd = open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    Start(arguments, launcher, fd);
+    if (fd >= 0) close(fd);
+  }
+
+  // Piped into a reader that goes away, as `psformer ... 2>&1 | tee LOG` at a terminal whose tee
+  // ends (the same Ctrl-C, a closed window) or `| head -c BYTES`: stdout and stderr go into a
+  // pipe read by `head -c console_bytes > output_file`, in the job's process group; once head
+  // has its bytes (or a signal to the group ended it), every write to the console fails.
+  struct ConsoleThatCloses {
+    size_t console_bytes;
+  };
+  BackgroundJob(const std::string& arguments, const std::string& output_file, ConsoleThatCloses console,
+                const std::string& launcher = "")
+      : output_file_(output_file) {
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) return;
+    Start(arguments, launcher, pipe_fds[1]);
+    const std::string head = "exec head -c " + std::to_string(console.console_bytes) + " > '" + output_file + "'";
+    reader_ = fork();
+    if (reader_ == 0) {
+      setpgid(0, pid_);
+      dup2(pipe_fds[0], STDIN_FILENO);
+      execl("/bin/sh", "sh", "-c", head.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
-    if (pid_ > 0) setpgid(pid_, pid_);  // also here, so that a signal sent right away finds the group
+    if (reader_ > 0) setpgid(reader_, pid_);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
   }
+
   ~BackgroundJob() {
     if (pid_ > 0 && exit_status_ < 0) {
       kill(-pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
+    }
+    if (reader_ > 0) {
+      kill(reader_, SIGKILL);
+      waitpid(reader_, nullptr, 0);
     }
   }
   BackgroundJob(const BackgroundJob&) = delete;
@@ -81,7 +101,25 @@ class BackgroundJob {
   }
 
  private:
+  // Runs the command in a new process group with stdout and stderr on `console` (if >= 0).
+  void Start(const std::string& arguments, const std::string& launcher, int console) {
+    const std::string command =
+        std::string("cd ") + PSFORMER_SOURCE_DIR + " && exec " + launcher + PSFORMER_BINARY + " " + arguments;
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      if (console >= 0) {
+        dup2(console, STDOUT_FILENO);
+        dup2(console, STDERR_FILENO);
+      }
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (pid_ > 0) setpgid(pid_, pid_);  // also here, so that a signal sent right away finds the group
+  }
+
   pid_t pid_ = -1;
+  pid_t reader_ = -1;  // the console's reader, when there is one
   int exit_status_ = -1;
   std::string output_file_;
 };

@@ -150,6 +150,60 @@ TEST(Cli, ADryRunRefusesTheFlagsAndRunDirectoryTheRunRefuses) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("none")));
 }
 
+// cluster.threads_per_process far above this machine's cores: every role process would try to
+// start that many threads. The run refuses it before it makes the run directory; a dry run (often
+// made on another machine than the one that trains) warns.
+TEST(Cli, FarMoreThreadsThanCoresAreRefusedByTheRunAndWarnedByTheDryRun) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const std::string says = "cluster.threads_per_process 100000 is far more threads than the";
+  ExpectEndsSaying("train --config configs/copy.pbtxt --set cluster.threads_per_process=100000 --run-dir " + run, 1,
+                   says);
+  EXPECT_FALSE(std::filesystem::exists(run));
+  ExpectEndsSaying("train --config configs/copy.pbtxt --set cluster.threads_per_process=100000 --dry-run", 0,
+                   "warning: " + says);
+}
+
+// Encryption asked for and authentication turned off: the job would run unencrypted without a
+// word. Refused by the run (before its directory exists) and the dry run alike.
+TEST(Cli, EncryptionWithoutAuthenticationIsRefused) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const std::string settings = " --set cluster.encryption=AES_256_GCM --set cluster.authenticate=false";
+  const std::string says = "cluster.encryption = AES_256_GCM: needs cluster.authenticate = true";
+  ExpectEndsSaying("train --config configs/copy.pbtxt" + settings + " --dry-run", 1, says);
+  ExpectEndsSaying("train --config configs/copy.pbtxt" + settings + " --run-dir " + run, 1, says);
+  EXPECT_FALSE(std::filesystem::exists(run));
+  auto plain = RunPsformer("train --config configs/copy.pbtxt --set cluster.authenticate=false --dry-run");
+  EXPECT_EQ(plain.exit_status, 0) << plain.output;
+}
+
+// A config saved with a UTF-8 byte-order mark (some editors' default) reads as without it.
+TEST(Cli, AConfigWithAByteOrderMarkReadsAsWithout) {
+  TempDir dir;
+  const std::string path = dir.Write("bom.pbtxt", "\xEF\xBB\xBFname: \"bom\"\nmodel {\n  d_model: 32\n}\n");
+  ExpectEndsSaying("train --config configs/copy.pbtxt --dry-run", 0, "name: \"copy\"");
+  ExpectEndsSaying("train --config " + path + " --dry-run", 0, "d_model: 32");
+}
+
+// An empty name (a script's unset variable) is a usage error that says so, not "cannot open :"
+// from deep inside the command.
+TEST(Cli, AnEmptyNameIsAUsageErrorThatSaysSo) {
+  ExpectEndsSaying("checksum ''", 2, "psformer checksum: error: file is empty");
+  ExpectEndsSaying("status ''", 2, "psformer status: error: run-dir is empty");
+  ExpectEndsSaying("average --run-dir runs --output ''", 2, "psformer average: error: --output is empty");
+  ExpectEndsSaying("plot runs --out ''", 2, "psformer plot: error: --out is empty");
+  ExpectEndsSaying("train --config ''", 2, "psformer train: error: --config is empty");
+}
+
+// An aggregator of a config without host groups: there is none to be, said so (it read
+// "--index 0 is outside 0..-1").
+TEST(Cli, AnAggregatorOfAConfigWithoutHostGroupsSaysThereIsNone) {
+  ExpectEndsSaying("aggregator --index 0 --config configs/copy.pbtxt --run-dir runs/none --endpoint ipc:///nowhere "
+                   "--servers tcp://127.0.0.1:9",
+                   2, "has no host groups (cluster.host_groups is empty: no aggregator runs)");
+}
+
 TEST(Cli, AnUnclosedSectionIsNamedAsSuch) {
   TempDir dir;
   const std::string path = dir.Write("open.pbtxt", "name: \"open\"\nmodel {\n  layers: 2\n");

@@ -390,7 +390,7 @@ TEST(Launch, UsageErrorsSayWhatIsMissing) {
                                      {"10.1.0.0", "'10.1.0.0' is not a CIDR network"},
                                      {"eth0,", "it names no network"},
                                      {"'eth 0'", "nor an interface name"},
-                                     {"''", "it names no network"},
+                                     {"''", "--network is empty"},
                                  });
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
   // A good one gets past the check (and then stops at the unreachable host, as before).

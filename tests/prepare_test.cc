@@ -227,8 +227,12 @@ TEST_F(PrepareRefuses, ExistingOutputAndHalfAValidationPair) {
   EXPECT_NE(r.output.find("already exists; prepare never overwrites"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::is_empty(dir_.File("out")));
   std::filesystem::remove(dir_.File("out"));
-  ExpectRefused(dir_, Prepare(dir_, Files(src_, tgt_) + " --valid-src " + Quote(src_)),
-                {"--valid-src and --valid-tgt go together"});
+  const auto half = Prepare(dir_, Files(src_, tgt_) + " --valid-src " + Quote(src_));
+  ExpectRefused(dir_, half, {"--valid-src and --valid-tgt go together"});
+  EXPECT_EQ(half.exit_status, 2) << "a usage error, as the option parser's own";
+  const auto no_out = RunPsformer("prepare --src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --out ''");
+  ExpectRefused(dir_, no_out, {"--out is empty"});
+  EXPECT_EQ(no_out.exit_status, 2);
   ExpectRefused(dir_, Prepare(dir_, Files(src_, tgt_) + " --spm " + Quote(src_)), {"exclude each other"});
   ExpectRefused(dir_,
                 RunPsformer("prepare --src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --spm " + Quote(src_) +

@@ -164,6 +164,33 @@ TEST(Resume, AHangUpStopsInOrderLikeCtrlCAndExits129) {
   EXPECT_EQ(JobSegmentsLeft(run), std::vector<std::string>{});
 }
 
+// `psformer train ... 2>&1 | tee LOG`, then Ctrl-C or a closed terminal: the signal ends tee as
+// well, so the supervisor's console is gone when it says what it does. Here the console's reader
+// (head -c 1) leaves after the job's first byte, and the signal comes later: the job stops in order
+// all the same, with its exit status, its stop checkpoint, its advice in its log and nothing of it
+// in /dev/shm. (Killed by SIGPIPE, it left none of these.)
+void ExpectAStopInOrderWithTheConsoleGone(int signal, int exit_status) {
+  TempDir dir;
+  const std::string run = dir.File("piped");
+  BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                    run + ".out", BackgroundJob::ConsoleThatCloses{1});
+  ASSERT_TRUE(testing::WaitForStep(&job, run, 10, std::chrono::seconds(120)))
+      << "the job did not reach step 10; supervisor log:\n"
+      << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  job.SignalGroup(signal);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), exit_status) << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  const int64_t stopped = StoppedCut(run);
+  ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+  EXPECT_TRUE(testing::HasText(BackgroundJob::ReadAll(run + "/logs/supervisor.log"), ContinueAdvice(run, "")))
+      << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  EXPECT_EQ(JobSegmentsLeft(run), std::vector<std::string>{});
+}
+
+TEST(Resume, CtrlCWithTheConsoleGoneStopsInOrderAndExits130) { ExpectAStopInOrderWithTheConsoleGone(SIGINT, 130); }
+
+TEST(Resume, AHangUpWithTheConsoleGoneStopsInOrderAndExits129) { ExpectAStopInOrderWithTheConsoleGone(SIGHUP, 129); }
+
 TEST(Resume, AStopBeforeAnyCheckpointSaysSoAndAdvisesNoResume) {
   TempDir dir;
   const std::string run = dir.File("early");
@@ -232,6 +259,39 @@ TEST(Resume, CtrlCThroughLaunchExits130AndNamesTheCheckpoint) {
       EXPECT_NE(job.Output().find("No checkpoint was written"), std::string::npos) << job.Output();
     }
   }
+}
+
+// The same through psformer launch, piped into a console that goes away, then SIGINT or SIGHUP:
+// launch and mpirun outlive the console, the ranks are stopped, launch ends with 130 (129) and
+// its advice, which the console can no longer take, is in RUN_DIR/logs/launch.log.
+void ExpectALaunchToStopInOrderWithTheConsoleGone(int signal, int exit_status) {
+  TempDir dir;
+  const std::string run = dir.File("launched");
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
+  BackgroundJob job("launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
+                        " --set checkpoint.every_steps=0 --run-dir " + run,
+                    dir.File("launched.out"), BackgroundJob::ConsoleThatCloses{1});
+  ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+  job.SignalGroup(signal);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), exit_status);
+  // As in CtrlCThroughLaunchExits130AndNamesTheCheckpoint: mpirun may end the ranks before their
+  // servers wrote the stop checkpoint (seen on a loaded machine); the advice says which it was.
+  const std::string log = BackgroundJob::ReadAll(run + "/logs/launch.log");
+  if (NewestCompleteCheckpoint(run) >= 0) {
+    EXPECT_TRUE(testing::HasText(log, "--resume added to the train arguments (newest complete checkpoint: ")) << log;
+  } else {
+    EXPECT_TRUE(testing::HasText(log, "No checkpoint was written")) << log;
+  }
+}
+
+TEST(Resume, CtrlCThroughLaunchWithTheConsoleGoneExits130) {
+  ExpectALaunchToStopInOrderWithTheConsoleGone(SIGINT, 130);
+}
+
+TEST(Resume, AHangUpThroughLaunchWithTheConsoleGoneExits129) {
+  ExpectALaunchToStopInOrderWithTheConsoleGone(SIGHUP, 129);
 }
 
 TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {

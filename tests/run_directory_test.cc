@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "launcher/job_runner.h"
 #include "tests/background_job.h"
 #include "tests/test_util.h"
 
@@ -186,6 +187,21 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
 }
 
+// --dry-run of a resume answers as the resume does, both ways: it accepted nothing the run
+// would refuse, but refused every resume of a run whose config left model.vocab_size to the
+// data ("written for another model config": it checked the digest without the vocabulary).
+TEST_F(RunDirectory, ADryRunOfAResumeAgreesWithTheResume) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const std::string resume = std::string(kRun) + " --set training.max_steps=30 --resume --run-dir " + run;
+  const CommandResult dry = RunPsformer(resume + " --dry-run");
+  EXPECT_EQ(dry.exit_status, 0) << dry.output;
+  EXPECT_EQ(Snapshot(run), before);
+  EXPECT_EQ(RunPsformer(resume).exit_status, 0);
+  const std::string past = std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run;
+  EXPECT_TRUE(EndsSaying(RunPsformer(past + " --dry-run"), 1, "past training.max_steps (15)"));
+}
+
 TEST_F(RunDirectory, ResumeWithMaxStepsBelowTheNewestCheckpointIsRefusedUpFront) {
   const std::string run = TrainedRun("run");
   const auto before = Snapshot(run);
@@ -234,6 +250,65 @@ TEST_F(RunDirectory, LocalResumeWithAnotherModelIsRefusedToo) {
   EXPECT_EQ(Snapshot(run), before);
 }
 
+// A run summed in host groups [1, 1] by two workers. Resumed without its groups, with the groups
+// emptied, or with cluster.workers=0 (which the docs say matches any), the resume takes them from
+// the run: before, each of these passed the up-front check, rewrote config.pbtxt, and failed at
+// the servers, after which no command line resumed the run.
+TEST_F(RunDirectory, AResumeThatLeavesTheGroupsOrWorkersOpenTakesTheRunsOwn) {
+  const std::string run = dir_.File("grouped");
+  const std::string grouped = " --set cluster.workers=2 --set cluster.host_groups=1,1";
+  ASSERT_EQ(RunPsformer(std::string(kRun) + grouped + " --run-dir " + run).exit_status, 0);
+  int max_steps = 20;
+  for (const std::string& variant :
+       {std::string(" --set cluster.workers=2"), std::string(" --set cluster.workers=2 --set cluster.host_groups="),
+        std::string(" --set cluster.workers=0"), std::string(" --set cluster.workers=0 --set cluster.host_groups=")}) {
+    max_steps += 5;
+    const CommandResult r =
+        RunPsformer(std::string(kRun) + variant + " --set checkpoint.every_steps=5" +
+                    " --set training.max_steps=" + std::to_string(max_steps) + " --resume --run-dir " + run);
+    ASSERT_EQ(r.exit_status, 0) << variant << "\n" << r.output;
+    EXPECT_TRUE(HasText(ReadTextFile(run + "/logs/pserver-0.log"),
+                        "resumes from the checkpoint of step " + std::to_string(max_steps - 5)))
+        << variant;
+    const std::string config = ReadTextFile(run + "/config.pbtxt");
+    EXPECT_TRUE(HasText(config, "host_groups: 1\n")) << variant << "\n" << config;
+    EXPECT_TRUE(HasText(config, "workers: 2\n")) << variant << "\n" << config;
+  }
+}
+
+// Emulated workers push synthetic gradients: a real run resumed as emulated would end with them
+// (and rotate its real checkpoints out). Refused up front, the run untouched; the dry run agrees.
+TEST_F(RunDirectory, AResumeThatSwitchesToEmulatedWorkersIsRefusedAndTouchesNothing) {
+  const std::string run = TrainedRun("run");
+  const auto before = Snapshot(run);
+  const std::string emulated = std::string(kRun) + " --set cluster.backend=EMULATED --set training.max_steps=30";
+  const CommandResult r = RunPsformer(emulated + " --resume --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1, "cluster.backend: the run has CPU, this config EMULATED")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+  EXPECT_TRUE(EndsSaying(RunPsformer(emulated + " --resume --dry-run --run-dir " + run), 1,
+                         "cluster.backend: the run has CPU, this config EMULATED"));
+}
+
+// A resume that passes every up-front check and then ends without a new checkpoint (here its
+// server is killed with no restart left) leaves the run's config.pbtxt as it was, so that the
+// run's own continue command goes on from the same checkpoint.
+TEST_F(RunDirectory, AResumeThatWritesNoCheckpointLeavesTheRunsConfigAsItWas) {
+  const std::string run = TrainedRun("run");
+  const std::string config_before = ReadTextFile(run + "/config.pbtxt");
+  const CommandResult failed =
+      RunPsformer(std::string(kRun) +
+                  " --set training.max_steps=40 --set cluster.max_restarts=0 --set fault.kill=server:0@22 --resume "
+                  "--run-dir " +
+                  run);
+  EXPECT_EQ(failed.exit_status, 1) << failed.output;
+  EXPECT_TRUE(HasText(failed.output, "is as it was before")) << failed.output;
+  EXPECT_EQ(ReadTextFile(run + "/config.pbtxt"), config_before);
+  const CommandResult resumed =
+      RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume --set training.max_steps=30");
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000030/manifest.pbtxt"));
+}
+
 TEST(RunDirectoryUsage, EmptyRunDirAndContradictoryFlagsAreUsageErrors) {
   const CommandResult empty = RunPsformer(std::string(kRun) + " --run-dir ''");
   EXPECT_TRUE(EndsSaying(empty, 2, "--run-dir is empty"));
@@ -267,6 +342,57 @@ TEST(ResumeConflicts, ListsEveryWeightChangingFieldAndNothingElse) {
   EXPECT_EQ(conflicts[2], "training.seed: the run has 1, this config 99");
 }
 
+TEST(ResumeConflicts, TheBackendMayChangeButNeverToOrFromEmulated) {
+  JobConfig run;
+  FillDefaults(&run);
+  run.mutable_cluster()->set_backend(proto::ClusterConfig::CPU);
+  JobConfig now = run;
+  for (auto backend : {proto::ClusterConfig::AUTO, proto::ClusterConfig::CUDA}) {
+    now.mutable_cluster()->set_backend(backend);
+    EXPECT_TRUE(ResumeConflicts(run, now).empty());
+  }
+  now.mutable_cluster()->set_backend(proto::ClusterConfig::EMULATED);
+  ASSERT_EQ(ResumeConflicts(run, now).size(), 1u);
+  EXPECT_TRUE(HasText(ResumeConflicts(run, now)[0], "cluster.backend: the run has CPU, this config EMULATED"));
+  ASSERT_EQ(ResumeConflicts(now, run).size(), 1u);
+  EXPECT_TRUE(ResumeConflicts(now, now).empty());
+}
+
+TEST(InheritFromRun, WorkersAndHostGroupsLeftOpenAreTheRunsAndGivenOnesStay) {
+  JobConfig run;
+  FillDefaults(&run);
+  run.mutable_cluster()->set_workers(4);
+  run.mutable_cluster()->add_host_groups(2);
+  run.mutable_cluster()->add_host_groups(2);
+  JobConfig open = run;
+  open.mutable_cluster()->set_workers(0);
+  open.mutable_cluster()->clear_host_groups();
+  EXPECT_EQ(InheritFromRun(run, &open), "cluster.workers = 4, cluster.host_groups = [2, 2]");
+  EXPECT_TRUE(ResumeConflicts(run, open).empty());
+  JobConfig given = run;
+  given.mutable_cluster()->set_workers(3);
+  given.mutable_cluster()->set_host_groups(0, 1);
+  EXPECT_EQ(InheritFromRun(run, &given), "");
+  EXPECT_EQ(given.cluster().workers(), 3);
+  EXPECT_EQ(given.cluster().host_groups(0), 1);
+}
+
+// A config's name places the default run directory, so it may not leave runs/: a '/' or a space
+// becomes '_', and a long name is cut (a 10 MB one made a 10 MB error message).
+TEST(DefaultRunDir, StaysInsideRunsWhateverTheConfigsName) {
+  JobConfig config;
+  config.set_name("../../../tmp/escaped");
+  const std::string escaped = DefaultRunDir(config);
+  EXPECT_EQ(escaped.rfind("runs/.._.._.._tmp_escaped-", 0), 0u) << escaped;
+  EXPECT_EQ(escaped.find('/', 5), std::string::npos) << escaped;
+  config.set_name("wmt14 en/de");
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/wmt14_en_de-", 0), 0u) << DefaultRunDir(config);
+  config.set_name(std::string(100000, 'n'));
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/" + std::string(64, 'n') + "-", 0), 0u);
+  config.set_name("");
+  EXPECT_EQ(DefaultRunDir(config).rfind("runs/run-", 0), 0u) << DefaultRunDir(config);
+}
+
 TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
   EXPECT_TRUE(MayChangeOnResume("checkpoint.keep_last"));
   EXPECT_TRUE(MayChangeOnResume("logging.level"));
@@ -275,6 +401,9 @@ TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
   EXPECT_FALSE(MayChangeOnResume("model.d_model"));
   EXPECT_FALSE(MayChangeOnResume("checkpointing"));
   EXPECT_FALSE(MayChangeOnResume("cluster.workers"));
+  // Neither changes a weight (A12-r6, R-em: both were refused as "another model").
+  EXPECT_TRUE(MayChangeOnResume("cluster.encryption"));
+  EXPECT_TRUE(MayChangeOnResume("cluster.emulated_step_ms"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -257,7 +258,8 @@ TEST(ShmVan, OwnSegmentsAreUnlinkedWhenTheVanGoes) {
     ASSERT_TRUE(p.client->Send(Message("srv", {"h", Pattern(1 << 20, 5)})).ok());
     RawMessage got = RecvOne(*p.server);
     for (uint32_t n = 0; n < 100 && name.empty(); ++n) {
-      if (SegmentExists(ShmSegmentName(kJob, getpid(), n))) name = ShmSegmentName(kJob, getpid(), n);
+      const std::string candidate = ShmSegmentName(kJob, getpid(), ShmProcessNonce(), n);
+      if (SegmentExists(candidate)) name = candidate;
     }
     EXPECT_FALSE(name.empty());
   }
@@ -318,7 +320,7 @@ TEST(ShmVan, BadDescriptorsAreRefusedWithTheirReason) {
   ShmDescriptor d = good;
   d.segment = "/etc-passwd";
   ExpectRefused(f.Deliver(d), "is not a psformer segment");
-  d.segment = ShmSegmentName(kJob + 1, getpid(), 77);
+  d.segment = ShmSegmentName(kJob + 1, getpid(), ShmProcessNonce(), 77);
   ExpectRefused(f.Deliver(d), "belongs to another job");
   d = good;
   d.slot = 5000;
@@ -373,32 +375,58 @@ TEST(ShmVan, NoWireHeaderLooksLikeAnEnvelope) {
 }
 
 TEST(ShmSegment, NamesParseBackAndOthersDoNot) {
-  auto parts = ParseShmSegmentName(ShmSegmentName(kJob, 4321, 9));
+  auto parts = ParseShmSegmentName(ShmSegmentName(kJob, 4321, 0x9e3779b97f4a7c15, 9));
   ASSERT_TRUE(parts.has_value());
   EXPECT_EQ(parts->job_id, kJob);
   EXPECT_EQ(parts->pid, 4321);
+  EXPECT_EQ(parts->nonce, 0x9e3779b97f4a7c15u);
   EXPECT_EQ(parts->n, 9u);
+  // The longest name a segment can have (a 7-digit pid, the largest n) fits the envelope's field.
+  EXPECT_LE(ShmSegmentName(~0ull, 4194304, ~0ull, ~0u).size(), 63u);
   for (const char* bad :
        {"/psformer-", "/psformer-xyz-1-2", "/other-5eed0000c0ffee01-1-2", "/psformer-5eed0000c0ffee01-1-2/x",
-        "/psformer-5eed0000c0ffee01--2", "/psformer-5eed0000c0ffee01-1-"}) {
+        "/psformer-5eed0000c0ffee01--2", "/psformer-5eed0000c0ffee01-1-",
+        // the names before the nonce: a segment left by an older psformer is not ours
+        "/psformer-5eed0000c0ffee01-1-2", "/psformer-5eed0000c0ffee01-1-9e3779b97f4a7c1-2",
+        "/psformer-5eed0000c0ffee01-1-9e3779b97f4a7c15-", "/psformer-5eed0000c0ffee01-1-9e3779b97f4a7c15x2"}) {
     EXPECT_FALSE(ParseShmSegmentName(bad).has_value()) << bad;
   }
 }
 
-TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
-  // A child makes a segment and dies without unlinking it, as a killed role would.
+// A child process (in a new PID namespace of its own when `own_pid_namespace`, where it is pid 1)
+// that makes segment `n` and dies without unlinking it, as a killed role would; its name, or ""
+// when the child failed (with `own_pid_namespace`: when this process may not make namespaces).
+std::string SegmentOfADeadChild(uint32_t n, bool own_pid_namespace = false) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
-    auto seg = ShmSegment::Create(kJob, 0, 1 << 16, 4);
+    close(fds[0]);
+    // unshare(CLONE_NEWPID) puts the children made after it in the new namespace, not the caller.
+    if (own_pid_namespace && (unshare(CLONE_NEWPID) != 0 || fork() != 0)) {
+      int status = 0;
+      wait(&status);
+      _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+    }
+    auto seg = ShmSegment::Create(kJob, n, 1 << 16, 4);
     if (!seg.ok()) _exit(1);
+    const std::string name = (*seg)->name();
     (void)seg->release();  // never unlinked
-    _exit(0);
+    _exit(write(fds[1], name.data(), name.size()) == static_cast<ssize_t>(name.size()) ? 0 : 1);
   }
+  close(fds[1]);
+  char name[128] = {};
+  const ssize_t got = child > 0 ? read(fds[0], name, sizeof(name) - 1) : -1;
+  close(fds[0]);
   int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  const std::string name = ShmSegmentName(kJob, child, 0);
+  if (child > 0) waitpid(child, &status, 0);
+  if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  return std::string(name, got);
+}
+
+TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
+  const std::string name = SegmentOfADeadChild(0);
+  ASSERT_FALSE(name.empty());
   ASSERT_TRUE(SegmentExists(name));
   auto mine = ShmSegment::Create(kJob, 1, 1 << 16, 4);  // alive: must stay
   ASSERT_TRUE(mine.ok());
@@ -410,6 +438,60 @@ TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
   EXPECT_FALSE(SegmentExists((*mine)->name()));
 }
 
+// The kernel reuses pids: a restarted role may get its predecessor's. Two processes that are each
+// pid 1 of a PID namespace of their own make the same segment number one after the other (the
+// second while the first one's segment still exists, as receivers' mappings keep it): the names
+// differ, and neither is refused.
+TEST(ShmSegment, AProcessWithItsPredecessorsPidMakesOtherNames) {
+  const std::string first = SegmentOfADeadChild(20, /*own_pid_namespace=*/true);
+  if (first.empty()) GTEST_SKIP() << "cannot make a PID namespace here (unshare(CLONE_NEWPID) needs CAP_SYS_ADMIN)";
+  const std::string second = SegmentOfADeadChild(20, /*own_pid_namespace=*/true);
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(ParseShmSegmentName(first)->pid, 1);
+  EXPECT_EQ(ParseShmSegmentName(second)->pid, 1);
+  EXPECT_NE(first, second);
+  EXPECT_TRUE(SegmentExists(first));
+  EXPECT_TRUE(SegmentExists(second));
+  shm_unlink(first.c_str());
+  shm_unlink(second.c_str());
+}
+
+// A receiver that holds a mapping of a segment that was removed, and meets another one made since
+// under the same name (a name that came back), maps the new one instead of refusing every
+// descriptor for it against the old one's slot table (which, resent, would be refused forever).
+TEST(ShmVan, AReceiverRemapsASegmentThatWasReplacedUnderItsName) {
+  Forger f;
+  const auto deliver = [&](ShmSegment& seg, char fill) -> std::string {
+    auto slot = seg.Reserve(100);
+    EXPECT_TRUE(slot.has_value());
+    if (!slot) return std::string("no slot");
+    std::memset(seg.SlotData(*slot), fill, 100);
+    seg.Publish(*slot);
+    RawMessage m;
+    m.peer = "r";
+    m.frames.push_back(EncodeShmEnvelope({{1, slot->index, slot->generation, slot->offset, 100, seg.name()}}));
+    m.frames.push_back(Frame::Own(proto::Header().SerializeAsString()));
+    m.frames.push_back(Frame());
+    EXPECT_TRUE(f.sender.Send(std::move(m)).ok());
+    RawMessage got = RecvOne(f.receiver);
+    if (!got.transport_error.empty()) return got.transport_error;
+    return got.frames.size() == 2 ? std::string(got.frames[1].bytes()) : std::string("frames lost");
+  };
+  std::string name;
+  {
+    auto old = ShmSegment::Create(kJob, 90, 1 << 20, 8);
+    ASSERT_TRUE(old.ok()) << old.status().ToString();
+    name = (*old)->name();
+    EXPECT_EQ(deliver(**old, 'a'), std::string(100, 'a'));
+  }  // unlinked; the receiver still holds its mapping
+  auto replacement = ShmSegment::Create(kJob, 90, 1 << 20, 8);
+  ASSERT_TRUE(replacement.ok()) << replacement.status().ToString();
+  ASSERT_EQ((*replacement)->name(), name);
+  // Slot 0 of generation 1 again: the old mapping's slot 0 is free at generation 1.
+  EXPECT_EQ(deliver(**replacement, 'b'), std::string(100, 'b'));
+  EXPECT_EQ(deliver(**replacement, 'c'), std::string(100, 'c'));
+}
+
 // A pid means a process only in its PID namespace: a segment whose creator is no process here but
 // was made in another namespace (a job in another container on the same /dev/shm) may be alive
 // and is left alone; one made here is removed.
@@ -417,18 +499,8 @@ TEST(ShmSegment, ASegmentOfAnotherPidNamespaceIsNeverTakenForAnOrphan) {
   ASSERT_NE(CurrentPidNamespace(), 0u);
   std::vector<std::string> names;
   for (uint32_t n : {10u, 11u}) {
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      auto seg = ShmSegment::Create(kJob, n, 1 << 16, 4);
-      if (!seg.ok()) _exit(1);
-      (void)seg->release();
-      _exit(0);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    names.push_back(ShmSegmentName(kJob, child, n));
+    names.push_back(SegmentOfADeadChild(n));
+    ASSERT_FALSE(names.back().empty());
     EXPECT_EQ(ShmSegmentPidNamespace(names.back()), CurrentPidNamespace());
   }
   // The first as a process of another PID namespace would have made it: its header says so.

@@ -82,6 +82,9 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
       {"--model " + model_ + " --spm " + spm_ + " stray", "positional", 2},
       {"--spm " + spm_, "model", 2},
       {"--model " + model_ + " --spm " + spm_ + " --gpu -2", "--gpu", 2},
+      // Far more threads than cores would exhaust the machine for every process on it.
+      {"--model " + model_ + " --spm " + spm_ + " --threads 100000", "--threads 100000 is far more threads than the",
+       2},
 #ifndef PSFORMER_HAVE_CUDA
       {"--model " + model_ + " --spm " + spm_ + " --gpu 0", "built without the CUDA backend", 1},
 #endif
@@ -94,6 +97,21 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
     EXPECT_EQ(result.output.find("terminate"), std::string::npos) << result.output;
     EXPECT_TRUE(OutputLines().empty()) << c.flags;
   }
+}
+
+// Standard input that cannot be read (a directory, or closed) is an error, not an empty input
+// translated into nothing with exit status 0.
+TEST_F(TranslateCommandTest, UnreadableStandardInputIsAnError) {
+  const std::string flags = "--model " + model_ + " --spm " + spm_;
+  auto directory = Translate(flags, dir_.File(""));
+  EXPECT_TRUE(testing::EndsSaying(directory, 1, "cannot read standard input: Is a directory")) << directory.output;
+  auto closed = testing::RunShell(std::string("{ ") + PSFORMER_BINARY + " translate " + flags + " <&- > " +
+                                  dir_.File("out.txt") + "; }");
+  EXPECT_TRUE(testing::EndsSaying(closed, 1, "cannot read standard input: Bad file descriptor")) << closed.output;
+  EXPECT_TRUE(OutputLines().empty());
+  // An empty input is no error: nothing to translate.
+  auto empty = Translate(flags, "/dev/null");
+  EXPECT_EQ(empty.exit_status, 0) << empty.output;
 }
 
 TEST_F(TranslateCommandTest, ABeamTooWideForTheMachineIsRefusedAndAnUnusualOneWarned) {

@@ -13,6 +13,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <random>
 #include <vector>
 
 #include "common/logging.h"
@@ -81,35 +83,52 @@ bool ShmSegmentExists(const std::string& name) {
   return stat((std::string(kShmDir) + name).c_str(), &st) == 0;
 }
 
-std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n) {
+std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint64_t nonce, uint32_t n) {
   char name[64];
-  std::snprintf(name, sizeof(name), "%s%016" PRIx64 "-%d-%u", std::string(kShmNamePrefix).c_str(), job_id,
-                static_cast<int>(pid), n);
+  std::snprintf(name, sizeof(name), "%s%016" PRIx64 "-%d-%016" PRIx64 "-%u", std::string(kShmNamePrefix).c_str(),
+                job_id, static_cast<int>(pid), nonce, n);
   return name;
 }
 
+uint64_t ShmProcessNonce() {
+  static std::mutex mu;
+  static pid_t drawn_in = 0;  // GUARDED_BY(mu)
+  static uint64_t nonce = 0;  // GUARDED_BY(mu)
+  std::lock_guard<std::mutex> lock(mu);
+  if (drawn_in != getpid()) {
+    std::random_device random;
+    nonce = static_cast<uint64_t>(random()) << 32 | random();
+    drawn_in = getpid();
+  }
+  return nonce;
+}
+
 std::string ShmJobPrefix(uint64_t job_id) {
-  const std::string name = ShmSegmentName(job_id, 0, 0);
+  const std::string name = ShmSegmentName(job_id, 0, 0, 0);
   return name.substr(0, kShmNamePrefix.size() + 17);
 }
 
 std::optional<ShmSegmentNameParts> ParseShmSegmentName(std::string_view name) {
   if (name.substr(0, kShmNamePrefix.size()) != kShmNamePrefix) return std::nullopt;
   std::string rest(name.substr(kShmNamePrefix.size()));
-  // Exactly 16 hex digits, '-', decimal pid, '-', decimal n: nothing else is ours.
-  if (rest.size() < 20 || rest[16] != '-') return std::nullopt;
+  // Exactly 16 hex digits, '-', decimal pid, '-', 16 hex digits, '-', decimal n: nothing else is ours.
+  if (rest.size() < 37 || rest[16] != '-') return std::nullopt;
   auto digits = [](const std::string& s, const char* set) {
     return !s.empty() && s.find_first_not_of(set) == std::string::npos;
   };
   const std::string job = rest.substr(0, 16);
   const size_t dash = rest.find('-', 17);
-  if (dash == std::string::npos) return std::nullopt;
-  const std::string pid = rest.substr(17, dash - 17), n = rest.substr(dash + 1);
-  if (!digits(job, "0123456789abcdef") || !digits(pid, "0123456789") || !digits(n, "0123456789")) return std::nullopt;
+  if (dash == std::string::npos || dash + 18 > rest.size() || rest[dash + 17] != '-') return std::nullopt;
+  const std::string pid = rest.substr(17, dash - 17), nonce = rest.substr(dash + 1, 16), n = rest.substr(dash + 18);
+  if (!digits(job, "0123456789abcdef") || !digits(pid, "0123456789") || !digits(nonce, "0123456789abcdef") ||
+      !digits(n, "0123456789")) {
+    return std::nullopt;
+  }
   if (pid.size() > 9 || n.size() > 9) return std::nullopt;
   ShmSegmentNameParts parts;
   parts.job_id = std::stoull(job, nullptr, 16);
   parts.pid = static_cast<pid_t>(std::stol(pid));
+  parts.nonce = std::stoull(nonce, nullptr, 16);
   parts.n = static_cast<uint32_t>(std::stoul(n));
   return parts;
 }
@@ -161,7 +180,7 @@ ShmSegment::SlotEntry* ShmSegment::slots() const {
 StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(uint64_t job_id, uint32_t n, uint64_t capacity,
                                                          uint32_t slots) {
   if (slots == 0 || slots > kMaxSlots) return Status::InvalidArgument("shm: slot count out of range");
-  const std::string name = ShmSegmentName(job_id, getpid(), n);
+  const std::string name = ShmSegmentName(job_id, getpid(), ShmProcessNonce(), n);
   const uint64_t data_offset = RoundUp(RoundUp(sizeof(Header), kAlign) + slots * sizeof(SlotEntry), kPage);
   const uint64_t total = data_offset + RoundUp(capacity, kPage);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -173,6 +192,8 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(uint64_t job_id, uint32
                            " bytes): " + Errno(err));
   };
   if (fchmod(fd, 0600) != 0) return fail("set the mode of", errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return fail("stat", errno);
   // Reserve the memory now: tmpfs allocates pages on first touch, and a full /dev/shm would
   // then kill the writer with SIGBUS instead of failing here.
   if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(total)); err != 0) return fail("reserve", err);
@@ -183,6 +204,8 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(uint64_t job_id, uint32
   seg->name_ = name;
   seg->owner_ = true;
   seg->creator_ = getpid();
+  seg->device_ = st.st_dev;
+  seg->inode_ = st.st_ino;
   seg->base_ = static_cast<uint8_t*>(p);
   seg->mapped_bytes_ = total;
   seg->data_ = seg->base_ + data_offset;
@@ -222,6 +245,8 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
     return Status::InvalidArgument("shared-memory segment " + name + " cannot be mapped: " + Errno(errno));
   std::shared_ptr<ShmSegment> seg(new ShmSegment());
   seg->name_ = name;
+  seg->device_ = st.st_dev;
+  seg->inode_ = st.st_ino;
   seg->base_ = static_cast<uint8_t*>(p);
   seg->mapped_bytes_ = st.st_size;
   Header h;
@@ -238,6 +263,11 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   seg->capacity_ = h.capacity;
   seg->slot_count_ = h.slot_count;
   return seg;
+}
+
+bool ShmSegment::StillLinked() const {
+  struct stat st {};
+  return stat((std::string(kShmDir) + name_).c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
 }
 
 ShmSegment::~ShmSegment() {

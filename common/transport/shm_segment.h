@@ -3,9 +3,12 @@
 // slots; a receiver maps the segment, claims a slot named by a descriptor, reads the bytes in
 // place and releases the slot, which the owner may then reuse.
 //
-// Names: "/psformer-<job id, 16 hex digits>-<creator pid>-<n>", so that a job's segments, and
-// those of one process, can be found and removed after the fact (RemoveShmSegments), also when
-// their creator was killed. Mode 0600: only processes of the same user can open one; file
+// Names: "/psformer-<job id, 16 hex digits>-<creator pid>-<nonce, 16 hex digits>-<n>", so that a
+// job's segments, and those of one process, can be found and removed after the fact
+// (RemoveShmSegments), also when their creator was killed. The nonce is drawn at random once per
+// process (ShmProcessNonce): the kernel reuses pids, sometimes within a second, and a restarted
+// role that got its predecessor's pid must not make segments of its predecessor's names, which
+// receivers still hold mapped. Mode 0600: only processes of the same user can open one; file
 // permissions are the authentication of this path.
 //
 // Layout: a header (magic, version, job id, creator pid, slot count, data offset and capacity),
@@ -41,14 +44,19 @@ namespace psformer {
 
 inline constexpr std::string_view kShmNamePrefix = "/psformer-";
 
-// "/psformer-00000000000000ff-1234-0".
-std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint32_t n);
+// "/psformer-00000000000000ff-1234-9e3779b97f4a7c15-0": at most 62 bytes, as a pid has at most 7
+// digits (the kernel's PID_MAX_LIMIT), within the envelope's 63.
+std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint64_t nonce, uint32_t n);
+// This process's nonce: random, drawn on first use and again in a child after fork (a forked
+// child's pid, once it is gone, may come back as a sibling's).
+uint64_t ShmProcessNonce();
 // What every segment name of the job begins with: "/psformer-00000000000000ff-".
 std::string ShmJobPrefix(uint64_t job_id);
 
 struct ShmSegmentNameParts {
   uint64_t job_id = 0;
   pid_t pid = 0;
+  uint64_t nonce = 0;
   uint32_t n = 0;
 };
 // The parts of a name ShmSegmentName made; nullopt for anything else.
@@ -82,9 +90,9 @@ class ShmSegment {
     uint64_t size = 0;
   };
 
-  // Creates segment number `n` of this process for `job_id`, with `capacity` data bytes and
-  // `slots` slots, its memory reserved up front (so a full /dev/shm is an error here, never a
-  // SIGBUS later). The owner unlinks it when destroyed.
+  // Creates segment number `n` of this process (named with ShmProcessNonce) for `job_id`, with `capacity` data bytes
+  // and `slots` slots, its memory reserved up front (so a full /dev/shm is an error here, never a SIGBUS later). The
+  // owner unlinks it when destroyed.
   static StatusOr<std::unique_ptr<ShmSegment>> Create(uint64_t job_id, uint32_t n, uint64_t capacity, uint32_t slots);
   // Maps another process's segment `name` for reading. Refused (InvalidArgument, saying why):
   // a name that is not a psformer segment, one of another job than `job_id`, one not owned by
@@ -96,6 +104,10 @@ class ShmSegment {
   ShmSegment& operator=(const ShmSegment&) = delete;
 
   const std::string& name() const { return name_; }
+  // Whether `name` still names the object this mapping is of: false once its owner unlinked it,
+  // and when a segment made since under the same name replaced it (a mapping of the old one
+  // would refuse every descriptor for the new one).
+  bool StillLinked() const;
   pid_t creator() const { return creator_; }
   uint64_t capacity() const { return capacity_; }
   uint32_t slot_count() const { return slot_count_; }
@@ -138,6 +150,8 @@ class ShmSegment {
   std::string name_;
   bool owner_ = false;
   pid_t creator_ = 0;
+  dev_t device_ = 0;  // of the file in /dev/shm that was mapped (StillLinked)
+  ino_t inode_ = 0;
   uint8_t* base_ = nullptr;  // the whole mapping
   size_t mapped_bytes_ = 0;
   uint8_t* data_ = nullptr;  // the data area

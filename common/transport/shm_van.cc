@@ -357,7 +357,7 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& nam
   // A new segment: forget those whose creators are gone, or that their creators removed (a
   // server's snapshot it no longer needs); frames still viewing them keep them mapped.
   for (auto m = mapped_.begin(); m != mapped_.end();) {
-    if ((kill(m->second->creator(), 0) != 0 && errno == ESRCH) || !ShmSegmentExists(m->first)) {
+    if ((kill(m->second->creator(), 0) != 0 && errno == ESRCH) || !m->second->StillLinked()) {
       m = mapped_.erase(m);
     } else {
       ++m;
@@ -399,6 +399,21 @@ void ShmVan::Unpack(RawMessage& message) {
       continue;
     }
     auto bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
+    if (!bytes.ok() && !(*seg)->StillLinked()) {
+      // Our mapping is of a segment that is gone, and another was made under its name since
+      // (names carry a random nonce, so a restart does not do that; this is the defence should a
+      // name ever come back): map the new one and try once more; a second refusal names the
+      // segment and stands.
+      PSF_LOG(Warning) << "transport: shared-memory segment " << d.segment
+                       << " was replaced since this process mapped it; mapping it again";
+      mapped_.erase(d.segment);
+      seg = PeerSegment(d.segment);
+      if (!seg.ok()) {
+        refuse(seg.status().message());
+        continue;
+      }
+      bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
+    }
     if (!bytes.ok()) {
       refuse(bytes.status().message());
       continue;

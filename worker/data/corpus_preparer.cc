@@ -26,7 +26,9 @@ struct ParallelText {
   Lines tgt;
 };
 
-Status CheckOptions(const PrepareOptions& o) {
+}  // namespace
+
+Status CheckPrepareOptions(const PrepareOptions& o) {
   if (o.src_path.empty() || o.tgt_path.empty()) return Status::InvalidArgument("--src and --tgt are required");
   if (o.out_dir.empty()) return Status::InvalidArgument("--out is required");
   if (o.valid_src_path.empty() != o.valid_tgt_path.empty()) {
@@ -38,6 +40,13 @@ Status CheckOptions(const PrepareOptions& o) {
   }
   if (o.max_length <= 0) return Status::InvalidArgument("--max-length must be positive");
   if (!(o.max_length_ratio >= 1)) return Status::InvalidArgument("--max-length-ratio must be >= 1");
+  return Status::Ok();
+}
+
+namespace {
+
+Status CheckOptions(const PrepareOptions& o) {
+  PSF_RETURN_IF_ERROR(CheckPrepareOptions(o));
   std::error_code ec;
   if (fs::exists(o.out_dir, ec)) {
     return Status::InvalidArgument("--out " + o.out_dir +

@@ -54,7 +54,12 @@ struct PrepareReport {
   double seconds = 0;               // wall time of the whole preparation
 };
 
-// Fails, naming files and line numbers where there are some, when: OUT exists; a file cannot
+// InvalidArgument naming the option when the options themselves are wrong (a path missing,
+// --valid-src without --valid-tgt, a size out of range); touches no file.
+Status CheckPrepareOptions(const PrepareOptions& options);
+
+// Fails, naming files and line numbers where there are some, when: the options are wrong
+// (CheckPrepareOptions); OUT exists; a file cannot
 // be read; a line is not UTF-8; the two sides differ in line count; the corpus is empty or no
 // pair survives the filters; the vocabulary cannot be learnt at that size; a write fails.
 StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options);

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/json_text.h"
+#include "export/marian_tensors.h"
 #include "worker/data/batch.h"
 
 namespace psformer {
@@ -23,13 +24,14 @@ std::string TokenIds() {
 
 std::string MarianConfigJson(const ModelFile& model) {
   const proto::ModelConfig& m = model.model;
+  const bool pegasus = ArchitectureOf(model) == ExportArchitecture::kPegasus;
   std::ostringstream s;
   s << "{\n"
-    << "  \"architectures\": [\"MarianMTModel\"],\n"
-    << "  \"model_type\": \"marian\",\n"
-    << "  \"vocab_size\": " << model.vocab_size << ",\n"
-    << "  \"decoder_vocab_size\": " << model.vocab_size << ",\n"
-    << "  \"d_model\": " << m.d_model() << ",\n"
+    << "  \"architectures\": [\"" << ArchitectureName(ArchitectureOf(model)) << "\"],\n"
+    << "  \"model_type\": \"" << (pegasus ? "pegasus" : "marian") << "\",\n"
+    << "  \"vocab_size\": " << model.vocab_size << ",\n";
+  if (!pegasus) s << "  \"decoder_vocab_size\": " << model.vocab_size << ",\n";
+  s << "  \"d_model\": " << m.d_model() << ",\n"
     << "  \"encoder_layers\": " << m.layers() << ",\n"
     << "  \"decoder_layers\": " << m.layers() << ",\n"
     << "  \"num_hidden_layers\": " << m.layers() << ",\n"
@@ -40,13 +42,17 @@ std::string MarianConfigJson(const ModelFile& model) {
     << "  \"max_position_embeddings\": " << m.max_positions() << ",\n"
     << "  \"activation_function\": \"relu\",\n"
     << "  \"scale_embedding\": true,\n"
-    << "  \"share_encoder_decoder_embeddings\": true,\n"
-    << "  \"tie_word_embeddings\": true,\n"
-    << "  \"static_position_embeddings\": true,\n"
-    << "  \"normalize_before\": false,\n"
-    << "  \"normalize_embedding\": false,\n"
-    << "  \"add_bias_logits\": false,\n"
-    << "  \"dropout\": " << m.dropout() << ",\n"
+    << "  \"tie_word_embeddings\": true,\n";
+  // Marian's options that Pegasus lacks: it always shares and ties the embedding, always uses
+  // static sinusoids and always normalises before each sub-layer.
+  if (!pegasus) {
+    s << "  \"share_encoder_decoder_embeddings\": true,\n"
+      << "  \"static_position_embeddings\": true,\n"
+      << "  \"normalize_before\": false,\n"
+      << "  \"normalize_embedding\": false,\n"
+      << "  \"add_bias_logits\": false,\n";
+  }
+  s << "  \"dropout\": " << m.dropout() << ",\n"
     << "  \"attention_dropout\": " << m.attention_dropout() << ",\n"
     << "  \"activation_dropout\": " << m.relu_dropout() << ",\n"
     << TokenIds() << "  \"is_encoder_decoder\": true,\n"

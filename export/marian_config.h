@@ -11,9 +11,10 @@
 
 namespace psformer {
 
-// config.json: MarianConfig for the paper's Transformer (post-LN, relu, embeddings scaled by
-// sqrt(d_model), one shared embedding tied to the output) of `model`'s sizes, decoding started
-// from bos (decoder_start_token_id), as psformer does.
+// config.json of `model`'s sizes for its architecture (ArchitectureOf): a MarianConfig for the
+// paper's Transformer (POST_LN) or a PegasusConfig (PRE_LN); both relu, embeddings scaled by
+// sqrt(d_model), one shared embedding tied to the output, decoding started from bos
+// (decoder_start_token_id), as psformer does.
 std::string MarianConfigJson(const ModelFile& model);
 
 // generation_config.json: beam 4; pad and bos never produced (bad_words_ids), as in psformer's

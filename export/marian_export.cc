@@ -44,7 +44,7 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
   if (options.out_dir.empty()) return Status::InvalidArgument("--out is empty: name the directory to write");
   PSF_RETURN_IF_ERROR(CheckOutputFree(options.out_dir));
   PSF_ASSIGN_OR_RETURN(ModelFile model, ReadModelFile(options.model_path));
-  const Status compatible = CheckMarianCompatible(model);
+  const Status compatible = CheckExportable(model);
   if (!compatible.ok()) return Status::InvalidArgument(options.model_path + ": " + compatible.message());
   PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBytes(options.spm_path));
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, options.spm_path));
@@ -59,6 +59,7 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
   {
     const std::vector<NamedTensor> tensors = MarianTensors(model);
     report.tensors = static_cast<int64_t>(tensors.size());
+    report.architecture = ArchitectureName(ArchitectureOf(model));
     weights = SerializeSafetensors(tensors);
     report.bytes = static_cast<int64_t>(weights.size());
   }

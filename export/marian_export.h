@@ -1,7 +1,8 @@
 // `psformer export --format hf`: a model file and its SentencePiece model as a directory that
-// transformers' MarianMTModel.from_pretrained and MarianTokenizer.from_pretrained load with no
-// other files (docs/export.md):
-//   config.json             MarianConfig: the model's sizes, relu, scaled embeddings, the ids
+// transformers' AutoModelForSeq2SeqLM.from_pretrained (MarianMTModel for a POST_LN model,
+// PegasusForConditionalGeneration for a PRE_LN one) and MarianTokenizer.from_pretrained load with
+// no other files (docs/export.md):
+//   config.json             MarianConfig or PegasusConfig: the model's sizes, relu, scaled embeddings, the ids
 //   model.safetensors       the weights (export/marian_tensors.h)
 //   source.spm, target.spm  the joint SentencePiece model, twice (MarianTokenizer wants both)
 //   vocab.json              piece -> id, psformer's ids
@@ -24,12 +25,13 @@ struct MarianExportOptions {
 };
 
 struct MarianExportReport {
-  int64_t tensors = 0;  // in model.safetensors
-  int64_t bytes = 0;    // of model.safetensors
+  const char* architecture = "";  // "MarianMTModel" or "PegasusForConditionalGeneration"
+  int64_t tensors = 0;            // in model.safetensors
+  int64_t bytes = 0;              // of model.safetensors
 };
 
-// Checks everything before writing anything (the model reads and is POST_LN with the layout's
-// shapes, the SentencePiece model has psformer's reserved ids and the model's vocabulary size,
+// Checks everything before writing anything (the model reads with the layout's shapes, the
+// SentencePiece model has psformer's reserved ids and the model's vocabulary size,
 // out_dir is free), then writes the files into a temporary directory beside out_dir and renames
 // it. On failure nothing is left at out_dir or beside it; the Status names the problem.
 StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options);

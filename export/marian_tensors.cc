@@ -119,12 +119,17 @@ std::vector<int> ModelDimensionOrder(int d) {
   return order;
 }
 
-Status CheckMarianCompatible(const ModelFile& model) {
+ExportArchitecture ArchitectureOf(const ModelFile& model) {
+  return model.model.norm_position() == proto::ModelConfig::PRE_LN ? ExportArchitecture::kPegasus
+                                                                   : ExportArchitecture::kMarian;
+}
+
+const char* ArchitectureName(ExportArchitecture architecture) {
+  return architecture == ExportArchitecture::kPegasus ? "PegasusForConditionalGeneration" : "MarianMTModel";
+}
+
+Status CheckExportable(const ModelFile& model) {
   const proto::ModelConfig& m = model.model;
-  if (m.norm_position() != proto::ModelConfig::POST_LN) {
-    return Status::InvalidArgument(
-        "the model is PRE_LN (LayerNorm before each sub-layer); MarianMTModel implements only the paper's POST_LN");
-  }
   if (m.d_model() % 2 != 0) {
     return Status::InvalidArgument("d_model " + std::to_string(m.d_model()) +
                                    " is odd; the sinusoids of an export need an even d_model");
@@ -164,6 +169,10 @@ std::vector<NamedTensor> MarianTensors(const ModelFile& model) {
     b.Norm(to + "encoder_attn_layer_norm", from + "ln2.");
     b.FeedForward(to, from + "ffn.");
     b.Norm(to + "final_layer_norm", from + "ln3.");
+  }
+  if (ArchitectureOf(model) == ExportArchitecture::kPegasus) {
+    b.Norm("model.encoder.layer_norm", "encoder.final_ln.");
+    b.Norm("model.decoder.layer_norm", "decoder.final_ln.");
   }
   out.push_back(NamedTensor{"final_logits_bias", {1, model.vocab_size}, std::vector<float>(model.vocab_size, 0.f)});
   return out;

@@ -1,6 +1,9 @@
-// psformer's parameters as the tensors of transformers' MarianMTModel (post-LN, sinusoidal
-// positions, one embedding shared by source, target and the output projection: the paper's
-// Transformer, as psformer trains it).
+// psformer's parameters as the tensors of transformers' MarianMTModel (POST_LN models: the paper's
+// Transformer) or PegasusForConditionalGeneration (PRE_LN models). Both have sinusoidal positions
+// added to embeddings scaled by sqrt(d_model), one embedding shared by source, target and the
+// output projection, and the same names for a layer's tensors; Pegasus normalises before each
+// sub-layer and adds a final LayerNorm to each stack (model.{encoder,decoder}.layer_norm), as
+// psformer's PRE_LN does (encoder.final_ln, decoder.final_ln). docs/export.md says why Pegasus.
 //
 // Two layouts differ and are converted here:
 // - Matrices: psformer stores W (in, out) with y = x W + b; torch's nn.Linear stores (out, in).
@@ -28,15 +31,22 @@ namespace psformer {
 // For an even d: [0, 2, 4, .., d-2, 1, 3, .., d-1].
 std::vector<int> ModelDimensionOrder(int d);
 
-// Fails, naming what, for a model MarianMTModel cannot hold: PRE_LN, an odd d_model, heads that
-// do not divide d_model, a parameter count that is not the layout's.
-Status CheckMarianCompatible(const ModelFile& model);
+// The transformers architecture a model exports as: MarianMTModel for POST_LN, Pegasus for PRE_LN.
+enum class ExportArchitecture { kMarian, kPegasus };
+ExportArchitecture ArchitectureOf(const ModelFile& model);
+// "MarianMTModel" or "PegasusForConditionalGeneration", as config.json's "architectures" names it.
+const char* ArchitectureName(ExportArchitecture architecture);
 
-// Every tensor of MarianMTModel's state dict that is not tied to another: model.shared.weight
-// (encoder, decoder and lm_head tie to it), both stacks' layers, the sinusoid tables
-// model.{encoder,decoder}.embed_positions.weight (psformer's values, in transformers' order,
-// max_positions rows), and final_logits_bias (zeros: psformer's output projection has no bias).
-// REQUIRES: CheckMarianCompatible(model) is OK.
+// Fails, naming what, for a model the export cannot hold: an odd d_model, heads that do not
+// divide d_model, a parameter count that is not the layout's.
+Status CheckExportable(const ModelFile& model);
+
+// Every tensor of the architecture's state dict that is not tied to another: model.shared.weight
+// (encoder, decoder and lm_head tie to it), both stacks' layers, for PRE_LN each stack's final
+// model.{encoder,decoder}.layer_norm, the sinusoid tables model.{encoder,decoder}.embed_positions.weight
+// (psformer's values, in transformers' order, max_positions rows), and final_logits_bias (zeros:
+// psformer's output projection has no bias).
+// REQUIRES: CheckExportable(model) is OK.
 std::vector<NamedTensor> MarianTensors(const ModelFile& model);
 
 }  // namespace psformer

@@ -1,6 +1,7 @@
 // `psformer export`: writes a model file (psformer train's model.bin or psformer average's output)
 // and its SentencePiece model as a directory that another library loads. The one format so far is
-// `hf`: transformers' MarianMTModel and MarianTokenizer (export/marian_export.h, docs/export.md).
+// `hf`: transformers' MarianMTModel (POST_LN models) or PegasusForConditionalGeneration (PRE_LN
+// models), and MarianTokenizer (export/marian_export.h, docs/export.md).
 // Nothing is written unless all of it can be: the directory appears whole or not at all.
 #include <iomanip>
 #include <iostream>
@@ -17,13 +18,14 @@ int RunExportCommand(const Args& args) {
   // clang-format off
   options.add_options()
       ("model", po::value<std::string>(&marian.model_path)->required(),
-       "model file (RUN_DIR/model.bin or psformer average's output); POST_LN models only")
+       "model file (RUN_DIR/model.bin or psformer average's output)")
       ("spm", po::value<std::string>(&marian.spm_path)->required(), "SentencePiece model the model was trained with (spm.model)")
       ("out", po::value<std::string>(&marian.out_dir)->required(),
        "directory to write; must not exist or be empty (an existing export is not overwritten)")
       ("format", po::value<std::string>(&format)->default_value("hf"),
-       "hf: transformers' MarianMTModel (config.json, model.safetensors, source.spm, target.spm, vocab.json, "
-       "tokenizer_config.json, generation_config.json)");
+       "hf: transformers' MarianMTModel for POST_LN, PegasusForConditionalGeneration for PRE_LN "
+       "(config.json, model.safetensors, source.spm, target.spm, vocab.json, tokenizer_config.json, "
+       "generation_config.json)");
   // clang-format on
   const std::string usage = "--model M --spm SPM --out DIR [--format hf]";
   const po::positional_options_description no_positional;
@@ -36,7 +38,8 @@ int RunExportCommand(const Args& args) {
   if (!report.ok()) return ReportError("export", report.status());
   std::cout << "psformer export: wrote " << marian.out_dir << " (" << report->tensors << " tensors, " << std::fixed
             << std::setprecision(1) << report->bytes / (1024.0 * 1024.0) << " MiB of weights); load it with "
-            << "transformers.MarianMTModel.from_pretrained and MarianTokenizer.from_pretrained\n";
+            << "transformers.AutoModelForSeq2SeqLM.from_pretrained (" << report->architecture
+            << ") and AutoTokenizer.from_pretrained\n";
   return 0;
 }
 

@@ -1,4 +1,17 @@
-// The psformer command: parse the subcommand, hand over to it (launcher/commands.h).
-#include "launcher/commands.h"
+// The psformer command: parse the subcommand, hand over to it (launcher/commands.h). First, the
+// OpenBLAS kernels this CPU runs best (worker/backend/blas_kernel_choice.h), which may run the
+// process again before anything else happens.
+#include <iostream>
 
-int main(int argc, char** argv) { return psformer::RunCommandLine(argc, argv); }
+#include "launcher/commands.h"
+#include "launcher/exit_codes.h"
+#include "worker/backend/blas_kernel_choice.h"
+
+int main(int argc, char** argv) {
+  const psformer::Status kernels = psformer::UseBestBlasKernels(argv);
+  if (!kernels.ok()) {
+    std::cerr << "psformer: error: " << kernels.message() << "\n";
+    return psformer::kExitUsage;
+  }
+  return psformer::RunCommandLine(argc, argv);
+}

@@ -2,7 +2,9 @@
 """Builds a CTranslate2 model from a `psformer export` directory, with the decoder started from
 psformer's learned <s> (bos) embedding.
 
-CTranslate2's own `ct2-transformers-converter` reads a MarianMTModel as Marian trains it: it
+A POST_LN model's export is a MarianMTModel, a PRE_LN model's a Pegasus model (pre-norm, a final
+LayerNorm per stack); both become a TransformerSpec. CTranslate2's own
+`ct2-transformers-converter` reads a MarianMTModel as Marian trains it: it
 starts the decoder from a zero embedding and drops a trailing <pad> from the vocabulary. A
 psformer model starts from <s>, so that converter would feed it an input it never saw; this one
 builds the same TransformerSpec from the exported tensors with decoder_start_token "<s>" and the
@@ -41,7 +43,8 @@ def norm(spec, weights, name):
 
 
 def set_layer(layer, weights, prefix, cross):
-    """One encoder (cross=False) or decoder (cross=True) layer, post-LN as in the export."""
+    """One encoder (cross=False) or decoder (cross=True) layer. The names are the same in both
+    architectures; where each LayerNorm sits (after or before its sub-layer) is the spec's pre_norm."""
     attn = prefix + "self_attn."
     fused(layer.self_attention.linear[0], weights, [attn + p for p in ("q_proj", "k_proj", "v_proj")])
     linear(layer.self_attention.linear[1], weights, attn + "out_proj")
@@ -60,13 +63,16 @@ def set_layer(layer, weights, prefix, cross):
 def build_spec(export_dir):
     with open(os.path.join(export_dir, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
-    if config.get("model_type") != "marian" or config.get("normalize_before"):
-        sys.exit(f"error: {export_dir}: not a psformer export (a post-LN MarianMTModel config)")
+    # A POST_LN model exports as MarianMTModel, a PRE_LN one as Pegasus (docs/export.md).
+    model_type = config.get("model_type")
+    if model_type not in ("marian", "pegasus") or config.get("normalize_before"):
+        sys.exit(f"error: {export_dir}: not a psformer export (a post-LN MarianMTModel or a Pegasus config)")
+    pre_norm = model_type == "pegasus"
     weights = load_file(os.path.join(export_dir, "model.safetensors"))
     spec = transformer_spec.TransformerSpec.from_config(
         (config["encoder_layers"], config["decoder_layers"]),
         config["encoder_attention_heads"],
-        pre_norm=False,
+        pre_norm=pre_norm,
         activation=common_spec.Activation.RELU,
     )
     shared = weights["model.shared.weight"]
@@ -77,6 +83,8 @@ def build_spec(export_dir):
         embeddings.weight = shared
         for i, layer in enumerate(stack.layer):
             set_layer(layer, weights, f"model.{side}.layers.{i}.", cross=side == "decoder")
+        if pre_norm:  # each stack's final LayerNorm
+            norm(stack.layer_norm, weights, f"model.{side}.layer_norm")
     spec.decoder.projection.weight = shared
     if np.any(weights["final_logits_bias"]):
         spec.decoder.projection.bias = weights["final_logits_bias"].reshape(-1)

@@ -1,8 +1,8 @@
 // `psformer export` as a user meets it, on a random model of a small SentencePiece vocabulary:
-// the files of the directory, the weights' names and shapes as transformers' MarianMTModel names
-// them, the permutation of the model dimension, and every bad input refused with its reason, a
-// non-zero exit and nothing left behind. (That transformers and CTranslate2 compute what psformer
-// does with an export: export_model_test.cc.)
+// the files of the directory, the weights' names and shapes as transformers' MarianMTModel (and,
+// for a PRE_LN model, PegasusForConditionalGeneration) names them, the permutation of the model dimension, and every
+// bad input refused with its reason, a non-zero exit and nothing left behind. (That transformers and CTranslate2
+// compute what psformer does with an export: export_model_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -142,9 +142,52 @@ TEST(MarianTensors, PermutesTheModelDimensionAndTransposes) {
   EXPECT_FLOAT_EQ(pe[3 * 16 + 8 + 1], std::cos(3 / std::pow(10000.0, 2.0 / 16)));
 }
 
-TEST_F(ExportCommandTest, RefusesAPreLnModel) {
-  ExpectRefused(Export(WriteRandomModel("pre_ln.bin", 40, /*pre_ln=*/true), spm_, dir_.File("hf")),
-                {"pre_ln.bin", "PRE_LN"});
+TEST_F(ExportCommandTest, ExportsAPreLnModelAsPegasusWithEachStacksFinalNorm) {
+  const std::string pre_ln = WriteRandomModel("pre_ln.bin", 40, /*pre_ln=*/true);
+  const auto r = Export(pre_ln, spm_, dir_.File("hf"));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("PegasusForConditionalGeneration"), std::string::npos) << r.output;
+  std::ifstream config(dir_.File("hf/config.json"));
+  const std::string text(std::istreambuf_iterator<char>(config), {});
+  for (const char* field : {"\"model_type\": \"pegasus\"", "\"PegasusForConditionalGeneration\"",
+                            "\"scale_embedding\": true", "\"decoder_start_token_id\": 1"}) {
+    EXPECT_NE(text.find(field), std::string::npos) << field << "\n" << text;
+  }
+  EXPECT_EQ(text.find("normalize_before"), std::string::npos) << text;
+
+  ModelFile model;
+  model.model = testing::SmallModelConfig(/*pre_ln=*/true);
+  model.vocab_size = 40;
+  const ParamLayout layout(model.model, model.vocab_size);
+  model.params.resize(layout.total_size());
+  for (size_t i = 0; i < model.params.size(); ++i) model.params[i] = static_cast<float>(i);
+  std::map<std::string, NamedTensor> tensors;
+  for (NamedTensor& t : MarianTensors(model)) tensors[t.name] = std::move(t);
+  // Every parameter goes somewhere: the export holds each one once, plus the position tables
+  // and final_logits_bias that psformer does not store.
+  int64_t exported = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.find("embed_positions") == std::string::npos && name != "final_logits_bias") {
+      exported += static_cast<int64_t>(t.values.size());
+    }
+  }
+  EXPECT_EQ(exported, static_cast<int64_t>(layout.total_size()));
+  const std::vector<int> order = ModelDimensionOrder(16);
+  const ParamTensor& gamma = layout.Get("decoder.final_ln.gamma");
+  ASSERT_EQ(tensors["model.decoder.layer_norm.weight"].values.size(), 16u);
+  EXPECT_EQ(tensors["model.decoder.layer_norm.weight"].values[5], model.params[gamma.offset + order[5]]);
+  const ParamTensor& beta = layout.Get("encoder.final_ln.beta");
+  EXPECT_EQ(tensors["model.encoder.layer_norm.bias"].values[3], model.params[beta.offset + order[3]]);
+}
+
+TEST_F(ExportCommandTest, APostLnModelHasNoFinalNorms) {
+  ModelFile model;
+  model.model = testing::SmallModelConfig(/*pre_ln=*/false);
+  model.vocab_size = 40;
+  model.params.resize(ParamLayout(model.model, model.vocab_size).total_size());
+  for (const NamedTensor& t : MarianTensors(model)) {
+    EXPECT_TRUE(t.name != "model.encoder.layer_norm.weight" && t.name != "model.decoder.layer_norm.weight") << t.name;
+  }
 }
 
 TEST_F(ExportCommandTest, RefusesATruncatedModel) {

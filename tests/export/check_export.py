@@ -2,7 +2,8 @@
 """The export tests' Python side (tests/export_model_test.cc), run in the venv of make_venv.sh.
 
   check_export.py logits EXPORT_DIR CASES.json
-      Loads the export with MarianMTModel / MarianTokenizer.from_pretrained and, for each case
+      Loads the export with AutoModelForSeq2SeqLM (MarianMTModel or PegasusForConditionalGeneration,
+      as config.json says) and MarianTokenizer.from_pretrained and, for each case
       {"source", "source_ids", "decoder_ids", "logits"} that psformer wrote, checks that the
       tokenizer gives psformer's source ids and that the model's logits (teacher forcing with
       decoder_ids) equal psformer's within 1e-4. Prints the largest difference.
@@ -22,10 +23,11 @@ TOLERANCE = 1e-4
 
 def check_logits(export_dir, cases_path):
     import torch
-    from transformers import MarianMTModel, MarianTokenizer
+    from transformers import AutoModelForSeq2SeqLM, MarianTokenizer
 
     tokenizer = MarianTokenizer.from_pretrained(export_dir)
-    model, info = MarianMTModel.from_pretrained(export_dir, output_loading_info=True)
+    model, info = AutoModelForSeq2SeqLM.from_pretrained(export_dir, output_loading_info=True)
+    print(f"loaded as {type(model).__name__}")
     model.eval()
     unexpected = [k for k in info["missing_keys"] if "embed_tokens" not in k and k != "lm_head.weight"]
     if unexpected or info["unexpected_keys"] or info["mismatched_keys"]:
@@ -51,11 +53,11 @@ def check_logits(export_dir, cases_path):
 
 def hf_translate(export_dir, beam, no_length_penalty=False):
     import torch
-    from transformers import MarianMTModel, MarianTokenizer
+    from transformers import AutoModelForSeq2SeqLM, MarianTokenizer
 
     torch.set_num_threads(1)
     tokenizer = MarianTokenizer.from_pretrained(export_dir)
-    model = MarianMTModel.from_pretrained(export_dir).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(export_dir).eval()
     options = {"length_penalty": 0.0, "early_stopping": True} if no_length_penalty else {}
     for line in sys.stdin.read().splitlines():
         with torch.no_grad():

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "worker/backend/blas_kernel_choice.h"
 #include "worker/backend/cpu_backend.h"
 #ifdef PSFORMER_HAVE_CUDA
 #include "worker/backend/cuda/cuda_backend.h"
@@ -13,7 +14,8 @@ StatusOr<std::unique_ptr<Backend<float>>> MakeBackend(const BackendChoice& choic
   if (choice.gpu < 0) {
     auto cpu = std::make_unique<CpuBackend<float>>(choice.cpu_threads);
     if (description != nullptr) {
-      *description = "the CPU, " + std::to_string(cpu->threads()) + " thread(s), OpenBLAS kernels " + BlasCoreName();
+      *description = "the CPU, " + std::to_string(cpu->threads()) + " thread(s), OpenBLAS kernels " + BlasCoreName() +
+                     " (" + BlasKernelReason() + ")";
     }
     return std::unique_ptr<Backend<float>>(std::move(cpu));
   }

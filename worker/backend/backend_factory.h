@@ -20,7 +20,7 @@ struct BackendChoice {
 };
 
 // The backend `choice` names; `description` (if given) says what it computes with, for a log
-// line: "the CPU, 4 thread(s), OpenBLAS kernels Haswell" or "CUDA device 0 (NVIDIA H100), fp32
+// line: "the CPU, 4 thread(s), OpenBLAS kernels Haswell (why: blas_kernel_choice.h)" or "CUDA device 0 (NVIDIA H100), fp32
 // matrix products". Unimplemented for a GPU when this psformer was built without the CUDA
 // backend; fails as CudaBackend::Create does when the device cannot be used.
 StatusOr<std::unique_ptr<Backend<float>>> MakeBackend(const BackendChoice& choice, std::string* description = nullptr);

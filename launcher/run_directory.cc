@@ -119,7 +119,8 @@ bool MayChangeOnResume(const std::string& path) {
       "cluster.streams",
       "cluster.authenticate",
       "cluster.encryption",        // how traffic is sealed, not what it carries
-      "cluster.emulated_step_ms",  // how long an emulated step waits, not what it pushes
+      "cluster.emulated_step_ms",        // how long an emulated step waits, not what it pushes
+      "cluster.emulated_copy_gb_per_s",  // how fast an emulated device copies, likewise
   };
   // A listed section covers every field in it.
   for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {

@@ -404,6 +404,7 @@ TEST(ResumeConflicts, SectionsThatMayChangeCoverTheirFieldsOnly) {
   // Neither changes a weight (A12-r6, R-em: both were refused as "another model").
   EXPECT_TRUE(MayChangeOnResume("cluster.encryption"));
   EXPECT_TRUE(MayChangeOnResume("cluster.emulated_step_ms"));
+  EXPECT_TRUE(MayChangeOnResume("cluster.emulated_copy_gb_per_s"));
 }
 
 }  // namespace

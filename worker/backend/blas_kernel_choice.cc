@@ -151,7 +151,7 @@ StatusOr<BlasKernelChoice> ChooseBlasKernels(const std::string& library_kernels,
     // CPU cannot run it or would run better: chosen again, for this CPU.
     const std::optional<KernelSet> chosen = FindKernelSet(*coretype, features);
     if (chosen && chosen->runnable && chosen->name == best) {
-      return Keep("chosen by psformer for this CPU's " + cpu + " (OpenBLAS's own detection runs older kernels)");
+      return Keep("OPENBLAS_CORETYPE=" + *coretype + " chosen by psformer for this CPU's " + cpu);
     }
     if (!SameName(*coretype, best)) {
       return Reexec(best,

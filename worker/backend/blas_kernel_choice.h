@@ -88,8 +88,9 @@ inline constexpr char kChosenByPsformerVariable[] = "PSFORMER_OPENBLAS_CORETYPE"
 // error of ChooseBlasKernels; a failed exec only costs speed and is reported on stderr.
 Status UseBestBlasKernels(char** argv);
 
-// Why this process runs the kernels it runs: "the library's own choice", "chosen by psformer:
-// ...", "OPENBLAS_CORETYPE". For the line that names them (backend_factory.h).
+// Why this process runs the kernels it runs, for the line that names them (backend_factory.h):
+// "OpenBLAS's own detection, the best for this CPU's AVX2 + FMA", "OPENBLAS_CORETYPE=SkylakeX
+// chosen by psformer for this CPU's AVX-512", "OPENBLAS_CORETYPE=Prescott" (the user's), ...
 std::string BlasKernelReason();
 
 }  // namespace psformer

@@ -21,11 +21,12 @@ def batches(lines, size):
 
 def hf(export_dir, beam, threads, batch):
     import torch
-    from transformers import MarianMTModel, MarianTokenizer
+    from transformers import AutoModelForSeq2SeqLM, MarianTokenizer
 
     torch.set_num_threads(threads)
     tokenizer = MarianTokenizer.from_pretrained(export_dir)
-    model = MarianMTModel.from_pretrained(export_dir).eval()
+    # MarianMTModel for a POST_LN model's export, Pegasus for a PRE_LN one's (docs/export.md).
+    model = AutoModelForSeq2SeqLM.from_pretrained(export_dir).eval()
     lines = sys.stdin.read().splitlines()
     out = []
     start = time.perf_counter()

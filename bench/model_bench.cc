@@ -1,6 +1,8 @@
 // Forward + backward throughput of the Transformer on the CPU backend, in target tokens per
 // second (and source + target tokens per second). Run by hand; results go to bench/RESULTS.md.
-//   build/psformer_model_bench [seconds per case (default 5)]
+//   build/psformer_model_bench [seconds per case (default 5)] [only the cases whose name has this]
+// It computes with the OpenBLAS kernels the library chose or OPENBLAS_CORETYPE forced (it does not
+// re-run itself as psformer does: worker/backend/blas_kernel_choice.h); the last column names them.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@ struct Case {
   std::string name;
   int layers, d_model, d_ff, heads, vocab;
   int sentences, src_len, tgt_len;
+  bool pre_ln = false;
 };
 
 // Full-length sentences: the batch is exactly sentences x len tokens on each side.
@@ -50,6 +53,7 @@ void Run(const Case& c, int threads, double seconds) {
   m.set_dropout(0.1f);
   m.set_label_smoothing(0.1f);
   m.set_max_positions(1024);
+  if (c.pre_ln) m.set_norm_position(proto::ModelConfig::PRE_LN);
   CpuBackend<float> be(threads);
   Transformer<float> model(m, c.vocab, &be);
   std::vector<float> host(model.parameter_count());
@@ -70,9 +74,10 @@ void Run(const Case& c, int threads, double seconds) {
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   }
   const double per_step = elapsed / steps;
-  std::printf("| %s | %llu | %d x (%d + %d) | %d | %.1f ms | %.0f | %.0f |\n", c.name.c_str(),
+  std::printf("| %s | %llu | %d x (%d + %d) | %d | %.1f ms | %.0f | %.0f | %s |\n", c.name.c_str(),
               static_cast<unsigned long long>(model.parameter_count()), c.sentences, c.src_len, c.tgt_len, threads,
-              per_step * 1e3, batch.tgt_tokens / per_step, (batch.src_tokens + batch.tgt_tokens) / per_step);
+              per_step * 1e3, batch.tgt_tokens / per_step, (batch.src_tokens + batch.tgt_tokens) / per_step,
+              BlasCoreName().c_str());
   std::fflush(stdout);
 }
 
@@ -81,6 +86,7 @@ void Run(const Case& c, int threads, double seconds) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 5.0;
+  const std::string only = argc > 2 ? argv[2] : "";
   using psformer::Case;
   const std::vector<Case> cases = {
       // configs/copy.pbtxt's model and about its step's batch (1,024 padded tokens a side).
@@ -89,11 +95,15 @@ int main(int argc, char** argv) {
       {"base layer (N=1, d=512, d_ff=2048, h=8, V=1000)", 1, 512, 2048, 8, 1000, 64, 32, 32},
       // The same with the paper's vocabulary size: the output projection dominates.
       {"base layer (N=1, d=512, d_ff=2048, h=8, V=37000)", 1, 512, 2048, 8, 37000, 64, 32, 32},
+      // configs/bible.pbtxt's model (the demo's, PRE_LN) and about its step's batch (<= 1,200
+      // padded tokens a side).
+      {"bible demo (N=2, d=256, d_ff=1024, h=4, V=4000, PRE_LN)", 2, 256, 1024, 4, 4000, 40, 30, 30, true},
   };
   std::printf(
       "| model | parameters | batch (sentences x (src + tgt len)) | threads | step | tgt tokens/s | "
-      "src+tgt tokens/s |\n|---|---|---|---|---|---|---|\n");
+      "src+tgt tokens/s | OpenBLAS kernels |\n|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
+    if (c.name.find(only) == std::string::npos) continue;
     for (int threads : {1, 2}) psformer::Run(c, threads, seconds);
   }
   return 0;

@@ -101,6 +101,10 @@ TEST(BlasKernelChoice, AUsersRunnableCoretypeWins) {
   choice = ChooseBlasKernels("Haswell", Avx2Fma(), "haswell", std::nullopt);
   ASSERT_TRUE(choice.ok()) << choice.status().ToString();
   EXPECT_FALSE(choice->reexec_with.has_value());
+  // A name newer than this table that the library runs as named.
+  choice = ChooseBlasKernels("Zen5", Avx512(), "Zen5", std::nullopt);
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_FALSE(choice->reexec_with.has_value());
 }
 
 TEST(BlasKernelChoice, ACoretypeThisCpuCannotRunIsAnError) {
@@ -112,18 +116,27 @@ TEST(BlasKernelChoice, ACoretypeThisCpuCannotRunIsAnError) {
   }
 }
 
-TEST(BlasKernelChoice, AnUnknownOrMissingCoretypeIsAnError) {
+TEST(BlasKernelChoice, AnUnknownCoretypeIsAnError) {
   // OpenBLAS itself falls back silently to a set of its choosing.
   auto choice = ChooseBlasKernels("Haswell", Avx2Fma(), "Foo", std::nullopt);
   ASSERT_FALSE(choice.ok());
   EXPECT_NE(choice.status().message().find("OPENBLAS_CORETYPE=Foo is not a kernel set"), std::string::npos)
       << choice.status().message();
-  // A name OpenBLAS has, but not this build of it (0.3.21 has no Sapphirerapids kernels).
+}
+
+TEST(BlasKernelChoice, ANameThisBuildRunsOtherKernelsForIsKeptWithAWarning) {
+  // 0.3.21 runs Prescott for Katmai, and has no Sapphirerapids kernels (it runs Haswell).
+  auto choice = ChooseBlasKernels("Prescott", Avx2Fma(), "Katmai", std::nullopt);
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_FALSE(choice->reexec_with.has_value());
+  EXPECT_NE(choice->warning.find("runs its Prescott kernels instead"), std::string::npos) << choice->warning;
   CpuFeatures amx = Avx512();
   amx.avx512_bf16 = amx.amx_bf16 = true;
   choice = ChooseBlasKernels("Haswell", amx, "Sapphirerapids", std::nullopt);
-  ASSERT_FALSE(choice.ok());
-  EXPECT_NE(choice.status().message().find("runs Haswell instead"), std::string::npos) << choice.status().message();
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_NE(choice->warning.find("runs its Haswell kernels instead"), std::string::npos) << choice->warning;
+  // A user's set the library runs as named: no warning.
+  EXPECT_TRUE(ChooseBlasKernels("Core2", Avx2Fma(), "Core2", std::nullopt)->warning.empty());
 }
 
 TEST(BlasKernelChoice, PsformersOwnChoiceIsKeptOrMadeAgainForAnotherCpu) {

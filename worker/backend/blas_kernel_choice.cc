@@ -65,6 +65,20 @@ constexpr KnownKernels kKnownKernels[] = {
     {"Sapphirerapids", 3, "AVX-512 with BF16 and AMX", HasAmx},
 };
 
+BlasKernelChoice Keep(std::string reason, std::string warning = "") {
+  BlasKernelChoice choice;
+  choice.reason = std::move(reason);
+  choice.warning = std::move(warning);
+  return choice;
+}
+
+BlasKernelChoice Reexec(const std::string& kernels, std::string reason) {
+  BlasKernelChoice choice;
+  choice.reexec_with = kernels;
+  choice.reason = std::move(reason);
+  return choice;
+}
+
 bool SameName(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
 
 std::optional<std::string> Variable(const char* name) {
@@ -137,16 +151,19 @@ StatusOr<BlasKernelChoice> ChooseBlasKernels(const std::string& library_kernels,
     // CPU cannot run it or would run better: chosen again, for this CPU.
     const std::optional<KernelSet> chosen = FindKernelSet(*coretype, features);
     if (chosen && chosen->runnable && chosen->name == best) {
-      return BlasKernelChoice{
-          std::nullopt, "chosen by psformer for this CPU's " + cpu + " (OpenBLAS's own detection runs older kernels)"};
+      return Keep("OPENBLAS_CORETYPE=" + *coretype + " chosen by psformer for this CPU's " + cpu);
     }
     if (!SameName(*coretype, best)) {
-      return BlasKernelChoice{
-          best, "psformer chose " + *coretype + " for another CPU: it runs " + best + " for this CPU's " + cpu};
+      return Reexec(best,
+                    "psformer chose " + *coretype + " for another CPU: it runs " + best + " for this CPU's " + cpu);
     }
   }
   if (coretype) {
     const std::optional<KernelSet> wanted = FindKernelSet(*coretype, features);
+    if (!wanted && SameName(library_kernels, *coretype)) {
+      // A newer OpenBLAS's set, which the library runs as named: the user's to vouch for.
+      return Keep("OPENBLAS_CORETYPE=" + *coretype);
+    }
     if (!wanted) {
       return Status::InvalidArgument("OPENBLAS_CORETYPE=" + *coretype +
                                      " is not a kernel set OpenBLAS knows (it runs " + library_kernels +
@@ -161,25 +178,28 @@ StatusOr<BlasKernelChoice> ChooseBlasKernels(const std::string& library_kernels,
                                      best + ") or name one this CPU runs, such as " + best);
     }
     if (!SameName(library_kernels, wanted->name)) {
-      return Status::InvalidArgument("OPENBLAS_CORETYPE=" + *coretype + ": this OpenBLAS has no " + wanted->name +
-                                     " kernels and runs " + library_kernels + " instead; unset it or set " +
-                                     library_kernels);
+      // Older names (Katmai, Athlon) or sets this build lacks: the library runs another set it
+      // has, which this CPU runs. The user's choice still stands, with what it means said.
+      const std::string what = "OPENBLAS_CORETYPE=" + *coretype + ": this OpenBLAS has no " + wanted->name +
+                               " kernels and runs its " + library_kernels + " kernels instead";
+      return Keep(what, what);
     }
-    return BlasKernelChoice{std::nullopt, "OPENBLAS_CORETYPE=" + *coretype};
+    return Keep("OPENBLAS_CORETYPE=" + *coretype);
   }
   const std::optional<KernelSet> detected = FindKernelSet(library_kernels, features);
   const int best_level = FindKernelSet(best, features)->level;
   if (detected && detected->level >= best_level) {
-    return BlasKernelChoice{std::nullopt, "OpenBLAS's own detection, the best for this CPU's " + cpu};
+    return Keep("OpenBLAS's own detection, the best for this CPU's " + cpu);
   }
-  return BlasKernelChoice{best, "OpenBLAS's own detection chose " + library_kernels + ", older than this CPU's " + cpu +
-                                    " allows: psformer runs " + best};
+  return Reexec(best, "OpenBLAS's own detection chose " + library_kernels + ", older than this CPU's " + cpu +
+                          " allows: psformer runs " + best);
 }
 
 Status UseBestBlasKernels(char** argv) {
   PSF_ASSIGN_OR_RETURN(BlasKernelChoice choice,
                        ChooseBlasKernels(BlasCoreName(), DetectCpuFeatures(), Variable("OPENBLAS_CORETYPE"),
                                          Variable(kChosenByPsformerVariable)));
+  if (!choice.warning.empty()) std::cerr << "psformer: warning: " << choice.warning << "\n";
   if (!choice.reexec_with) return Status::Ok();
   // The library reads OPENBLAS_CORETYPE only when it loads, so only a new image of this
   // process can run other kernels.

@@ -9,9 +9,10 @@
 //
 // The rules, in order (ChooseBlasKernels):
 //   1. OPENBLAS_CORETYPE set by psformer (kChosenByPsformerVariable equal to it): keep it.
-//   2. OPENBLAS_CORETYPE set by the user: kept when this CPU can run it and the library runs it;
-//      a set this CPU lacks the instructions for (it would die of SIGILL at the first matrix
-//      product) or a name the library does not know (it silently runs another) is an error.
+//   2. OPENBLAS_CORETYPE set by the user: kept when this CPU can run it (with a warning where
+//      the library runs another set for the name, as 0.3.21 runs Prescott for Katmai); a set
+//      this CPU lacks the instructions for (it would die of SIGILL at the first matrix product)
+//      or a name OpenBLAS does not know (it silently runs another) is an error.
 //   3. Unset: the library's own choice when it is as new as the features allow, else the best
 //      set for the features (ForFeatures), by re-exec.
 #ifndef PSFORMER_WORKER_BACKEND_BLAS_KERNEL_CHOICE_H_
@@ -66,12 +67,14 @@ struct BlasKernelChoice {
   std::optional<std::string> reexec_with;
   // Why the kernels that run are these, for the log (BlasKernelReason).
   std::string reason;
+  // Non-empty: to print at start-up (the user's OPENBLAS_CORETYPE runs another set than named).
+  std::string warning;
 };
 
 // The rules above, for the library's own choice `library_kernels` (openblas_get_corename), the
 // variables `coretype` (OPENBLAS_CORETYPE) and `chosen_by_psformer` (kChosenByPsformerVariable),
 // unset when nullopt. Fails (InvalidArgument, naming the variable, what is wrong and what to set
-// instead) for a user's OPENBLAS_CORETYPE this CPU cannot run or the library does not know.
+// instead) for a user's OPENBLAS_CORETYPE this CPU cannot run or OpenBLAS does not know.
 StatusOr<BlasKernelChoice> ChooseBlasKernels(const std::string& library_kernels, const CpuFeatures& features,
                                              const std::optional<std::string>& coretype,
                                              const std::optional<std::string>& chosen_by_psformer);
@@ -85,8 +88,9 @@ inline constexpr char kChosenByPsformerVariable[] = "PSFORMER_OPENBLAS_CORETYPE"
 // error of ChooseBlasKernels; a failed exec only costs speed and is reported on stderr.
 Status UseBestBlasKernels(char** argv);
 
-// Why this process runs the kernels it runs: "the library's own choice", "chosen by psformer:
-// ...", "OPENBLAS_CORETYPE". For the line that names them (backend_factory.h).
+// Why this process runs the kernels it runs, for the line that names them (backend_factory.h):
+// "OpenBLAS's own detection, the best for this CPU's AVX2 + FMA", "OPENBLAS_CORETYPE=SkylakeX
+// chosen by psformer for this CPU's AVX-512", "OPENBLAS_CORETYPE=Prescott" (the user's), ...
 std::string BlasKernelReason();
 
 }  // namespace psformer

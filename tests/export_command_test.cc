@@ -29,6 +29,23 @@ namespace fs = std::filesystem;
 using testing::RunPsformer;
 
 // A random model of the SentencePiece model's 40 pieces, the model the tests export.
+// The small model with a vocabulary of 40 whose parameter i holds the value i: where each value
+// lands in the export says where it came from.
+ModelFile CountingModel(bool pre_ln) {
+  ModelFile model;
+  model.model = testing::SmallModelConfig(pre_ln);
+  model.vocab_size = 40;
+  model.params.resize(ParamLayout(model.model, model.vocab_size).total_size());
+  for (size_t i = 0; i < model.params.size(); ++i) model.params[i] = static_cast<float>(i);
+  return model;
+}
+
+std::map<std::string, NamedTensor> TensorsByName(const ModelFile& model) {
+  std::map<std::string, NamedTensor> tensors;
+  for (NamedTensor& t : MarianTensors(model)) tensors[t.name] = std::move(t);
+  return tensors;
+}
+
 class ExportCommandTest : public testing::SmallModelFilesTest {
  protected:
   void SetUp() override {
@@ -114,14 +131,9 @@ TEST_F(ExportCommandTest, SafetensorsHeaderNamesMarianTensors) {
 
 TEST(MarianTensors, PermutesTheModelDimensionAndTransposes) {
   EXPECT_EQ(ModelDimensionOrder(6), (std::vector<int>{0, 2, 4, 1, 3, 5}));
-  ModelFile model;
-  model.model = testing::SmallModelConfig(false);
-  model.vocab_size = 40;
+  const ModelFile model = CountingModel(/*pre_ln=*/false);
   const ParamLayout layout(model.model, model.vocab_size);
-  model.params.resize(layout.total_size());
-  for (size_t i = 0; i < model.params.size(); ++i) model.params[i] = static_cast<float>(i);
-  std::map<std::string, NamedTensor> tensors;
-  for (NamedTensor& t : MarianTensors(model)) tensors[t.name] = std::move(t);
+  std::map<std::string, NamedTensor> tensors = TensorsByName(model);
   const std::vector<int> order = ModelDimensionOrder(16);
   // Embedding row 5, column j: psformer's column order[j].
   const ParamTensor& e = layout.Get("embedding");
@@ -155,14 +167,9 @@ TEST_F(ExportCommandTest, ExportsAPreLnModelAsPegasusWithEachStacksFinalNorm) {
   }
   EXPECT_EQ(text.find("normalize_before"), std::string::npos) << text;
 
-  ModelFile model;
-  model.model = testing::SmallModelConfig(/*pre_ln=*/true);
-  model.vocab_size = 40;
+  const ModelFile model = CountingModel(/*pre_ln=*/true);
   const ParamLayout layout(model.model, model.vocab_size);
-  model.params.resize(layout.total_size());
-  for (size_t i = 0; i < model.params.size(); ++i) model.params[i] = static_cast<float>(i);
-  std::map<std::string, NamedTensor> tensors;
-  for (NamedTensor& t : MarianTensors(model)) tensors[t.name] = std::move(t);
+  std::map<std::string, NamedTensor> tensors = TensorsByName(model);
   // Every parameter goes somewhere: the export holds each one once, plus the position tables
   // and final_logits_bias that psformer does not store.
   int64_t exported = 0;

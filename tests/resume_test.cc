@@ -234,19 +234,24 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
+// The arguments of `psformer launch` training kJob (slow steps, no periodic checkpoint) into
+// `run` on a cluster of this one host, whose "remote" shell (an agent written into `dir`) runs
+// the command here.
+std::string OneHostLaunch(const TempDir& dir, const std::string& run) {
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
+  return "launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
+         " --set checkpoint.every_steps=0 --run-dir " + run;
+}
+
 // psformer launch on this machine alone: Ctrl-C reaches launch, mpirun and the ranks (one
 // foreground process group, as at a terminal); launch ends with 130 and names the checkpoint.
 TEST(Resume, CtrlCThroughLaunchExits130AndNamesTheCheckpoint) {
   TempDir dir;
   const std::string run = dir.File("launched");
-  // The "remote" shell of this one-host cluster runs the command here.
-  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
-  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
   {
-    BackgroundJob job("launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
-                          " --set checkpoint.every_steps=0 --run-dir " + run,
-                      dir.File("launched.out"));
+    BackgroundJob job(OneHostLaunch(dir, run), dir.File("launched.out"));
     ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
     job.SignalGroup(SIGINT);
     ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
@@ -267,12 +272,7 @@ TEST(Resume, CtrlCThroughLaunchExits130AndNamesTheCheckpoint) {
 void ExpectALaunchToStopInOrderWithTheConsoleGone(int signal, int exit_status) {
   TempDir dir;
   const std::string run = dir.File("launched");
-  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
-  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
-  BackgroundJob job("launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + kSlowSteps +
-                        " --set checkpoint.every_steps=0 --run-dir " + run,
-                    dir.File("launched.out"), BackgroundJob::ConsoleThatCloses{1});
+  BackgroundJob job(OneHostLaunch(dir, run), dir.File("launched.out"), BackgroundJob::ConsoleThatCloses{1});
   ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
   job.SignalGroup(signal);
   ASSERT_EQ(job.Wait(std::chrono::seconds(150)), exit_status);

@@ -4,8 +4,9 @@
 // recognises, or from OPENBLAS_CORETYPE. A distribution's OpenBLAS that is older than the CPU
 // does not recognise it and falls back to an old core: Debian 12's 0.3.21 runs its SSE3
 // (Prescott) kernels on a recent Xeon, 2.4x slower for the demo's step than its AVX-512 ones
-// (issue 41). So the choice is made again here by the CPU's own features (CPUID), and where the
-// library's is older the process runs itself again (exec) with OPENBLAS_CORETYPE set.
+// (measured on an Intel Xeon VM; the kernel sets side by side: bench/RESULTS.md). So the choice
+// is made again here by the CPU's own features (CPUID), and where the library's is older the
+// process runs itself again (exec) with OPENBLAS_CORETYPE set.
 //
 // The rules, in order (ChooseBlasKernels):
 //   1. OPENBLAS_CORETYPE set by psformer (kChosenByPsformerVariable equal to it): keep it.

@@ -48,8 +48,7 @@ class RangeDownloader {
 };
 
 // Copies each range in Start through DeviceMemory::CopyToHost, which returns once the copy is
-// done; WaitOldest then returns at once. With device == host (a computer whose gradient is
-// written on the host already) nothing is copied.
+// done; WaitOldest then returns at once.
 // REQUIRES: memory, device[0, n) and host[0, n) outlive it.
 template <typename T>
 class ImmediateRangeDownloader final : public RangeDownloader {
@@ -59,7 +58,7 @@ class ImmediateRangeDownloader final : public RangeDownloader {
 
   void Start(uint64_t begin, uint64_t end) override {
     PSF_CHECK(begin <= end && end <= n_);
-    if (end > begin && device_ != host_) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
+    if (end > begin) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
     std::lock_guard<std::mutex> lock(mutex_);
     complete_.push_back({begin, end});
   }

@@ -25,6 +25,17 @@
 //         when Stop() is called.
 // Its own requests to the servers are sent again when unanswered (Resender, as a worker's).
 //
+// The aggregator itself only dispatches, as a server does: every message is parsed and validated
+// (a worker's as its shard would, a server's as a worker's client would) and refused with a
+// reason or handed to its handler. The concerns live in their own classes:
+//   GroupSum           a piece's shares of a step (the server's GradientAggregator) and the
+//                      summing pass (SumShares: the server's SumInWorkerOrder)
+//   UpstreamRequests   the aggregator's requests to the servers, until answered, and resends
+//   ParameterCopies    the pulled parameters its workers read in place
+//   WorkerAnswers      answers and refusals to its workers (the server's ReplySender)
+// Its own code, by concern: host_aggregator.cc starts it, dispatches and follows epochs;
+// host_aggregator_sums.cc takes shares and sends sums; host_aggregator_pulls.cc answers pulls.
+//
 // Thread safety: Run on one thread; Stop and stats() from any.
 #ifndef PSFORMER_PSERVER_AGGREGATOR_HOST_AGGREGATOR_H_
 #define PSFORMER_PSERVER_AGGREGATOR_HOST_AGGREGATOR_H_
@@ -41,7 +52,10 @@
 #include "common/host_groups.h"
 #include "common/proto/config.pb.h"
 #include "common/transport/van.h"
-#include "pserver/client/resender.h"
+#include "pserver/aggregator/group_sum.h"
+#include "pserver/aggregator/parameter_copies.h"
+#include "pserver/aggregator/upstream_requests.h"
+#include "pserver/aggregator/worker_answers.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -61,15 +75,13 @@ struct HostAggregatorOptions {
   std::shared_ptr<ShmFaultSwitch> shm_faults;  // as ParameterServerOptions::shm_faults
 };
 
-struct HostAggregatorStats {
+struct HostAggregatorStats : UpstreamCounters {  // resends and bytes_up: UpstreamCounters
   std::atomic<uint64_t> shares{0};            // workers' pushes of a piece taken
   std::atomic<uint64_t> duplicate_shares{0};  // ...already held or already summed
   std::atomic<uint64_t> sums_sent{0};         // sums sent to the servers (resends not counted)
   std::atomic<uint64_t> sums_answered{0};
   std::atomic<uint64_t> pulls_sent{0};     // pieces asked of the servers (resends not counted)
   std::atomic<uint64_t> pulls_served{0};   // workers' pulls answered with parameters
-  std::atomic<uint64_t> resends{0};        // requests to the servers sent again
-  std::atomic<uint64_t> bytes_up{0};       // payload bytes sent to the servers (resends too)
   std::atomic<uint64_t> bytes_down{0};     // payload bytes received from them
   RejectCounters rejected;  // workers' requests and servers' replies refused, by reason
 };
@@ -91,40 +103,6 @@ class HostAggregator {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // Whom to answer: a worker's request as it came.
-  struct Requester {
-    std::string peer;
-    proto::Header request;
-  };
-  // The group's sum of one piece for one step.
-  struct PieceSum {
-    uint64_t epoch = 0;
-    int64_t step = 0;
-    std::vector<std::optional<WireMessage>> shares;  // by the worker's place in the group
-    std::vector<std::optional<Requester>> waiting;   // answered with the server's answer to the sum
-    int held = 0;
-    uint64_t sequence = 0;  // of the sum in flight to the server; 0 = none
-  };
-  // One piece's parameters of one step as the server sent them.
-  struct Copy {
-    uint64_t epoch = 0;
-    int64_t step = 0;
-    proto::DType dtype = proto::FLOAT32;
-    proto::Header reply;
-    std::shared_ptr<void> bytes;
-    size_t size = 0;
-  };
-  // A request of this aggregator to a server, until answered.
-  struct Upstream {
-    enum Kind { kSum, kPull, kProbe } kind = kSum;
-    int piece = 0;
-    proto::Header header;                 // as sent (resends send it again)
-    std::shared_ptr<const void> payload;  // kSum: the sum's bytes...
-    size_t payload_bytes = 0, elem = 4;
-    uint32_t payload_crc = 0;             // ...and their CRC-32C, computed in the summing pass
-    std::vector<Requester> waiting;  // kPull, kProbe: the workers to answer
-    Resender::Send send;
-  };
 
   Status Start();
   void Handle(RawMessage raw);
@@ -138,24 +116,13 @@ class HostAggregator {
   // Adds the held shares of `piece` in worker order and sends the sum.
   void SendSum(int piece);
   // Servers' replies to this aggregator's requests.
-  void SumAnswered(Upstream& up, const WireMessage& reply);
+  void SumAnswered(const Upstream& up, const WireMessage& reply);
   // False when the copy arrived damaged (the pull stays, to be sent again).
-  bool PullAnswered(Upstream& up, const WireMessage& reply);
-  // Sends `up` (again), recording it under its sequence.
-  void SendUpstream(uint64_t sequence);
-  uint64_t NewUpstream(Upstream up);
-  void ResendDue();
+  bool PullAnswered(const Upstream& up, const WireMessage& reply);
+  // A refusal of `up` by its server, passed on to the workers waiting for it.
+  void PassOnRefusal(uint64_t sequence, const proto::Header& refusal);
   // Follows a newer epoch: every sum and copy of the older one is forgotten.
   void EnterEpoch(uint64_t epoch);
-  // Answers `to` with `reply` (a server's, or one made here) as the answer to its own request.
-  void Answer(const Requester& to, proto::Header reply, std::vector<Frame> payload = {},
-              std::optional<uint32_t> crc = std::nullopt);
-  void AnswerFromCopy(const Requester& to, const Copy& copy);
-  // Memory for a copy of `piece` of `bytes`: one of the piece's earlier copies that nothing
-  // refers to any more (no worker still reads it), else new memory from the Van.
-  std::shared_ptr<void> CopyMemory(int piece, size_t bytes);
-
-  void Refuse(const std::string& peer, const proto::Header* request, const Rejection& why);
   // The piece whose wire range is exactly [begin, end), or -1.
   int PieceOf(uint64_t begin, uint64_t end) const;
 
@@ -169,19 +136,17 @@ class HostAggregator {
   ClientScope client_scope_;         // what a server's reply may be
   std::map<std::string, int> server_peers_;  // peer name -> shard
   FaultPlan faults_;
-  Resender resender_;
   uint64_t epoch_ = 0;
-  std::vector<PieceSum> sums_;               // by piece
+  HostAggregatorStats stats_;
+  WorkerAnswers answers_;
+  UpstreamRequests upstream_;
+  ParameterCopies copies_;
+  std::vector<GroupSum> sums_;               // by piece
   std::vector<int64_t> answered_step_;       // by piece: the last step whose sum the server answered
-  std::vector<std::vector<Copy>> copies_;    // by piece: the newest steps' parameters
-  std::vector<std::vector<Copy>> spare_;     // by piece: older copies, their memory to reuse
-  std::map<uint64_t, Upstream> upstream_;    // by sequence
-  uint64_t next_sequence_ = 1;
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
   std::vector<bool> goodbye_;                 // by the worker's place in the group
   std::optional<Clock::time_point> all_gone_at_;
   std::atomic<bool> stop_{false};
-  HostAggregatorStats stats_;
 };
 
 }  // namespace psformer

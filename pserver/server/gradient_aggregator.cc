@@ -1,8 +1,18 @@
 #include "pserver/server/gradient_aggregator.h"
 
+#include <cstring>
+
 #include "common/logging.h"
 
 namespace psformer {
+
+void SumInWorkerOrder(const PieceGradient& g, size_t begin, size_t end, float* out) {
+  PSF_CHECK(g.sum != nullptr || !g.parts.empty());
+  if (g.sum != nullptr) std::memcpy(out, g.sum + begin, (end - begin) * sizeof(float));
+  for (size_t w = 0; w < g.parts.size(); ++w) {
+    AddPayloadRange(*g.parts[w], begin, end, out, /*assign=*/w == 0 && g.sum == nullptr);
+  }
+}
 
 GradientAggregator::GradientAggregator(int workers, size_t n) : n_(n), waiting_(workers) {}
 

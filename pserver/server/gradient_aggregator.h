@@ -25,6 +25,18 @@ struct PieceGradient {
   std::vector<const WireMessage*> parts;  // validated, the piece's range, FLOAT32 or BFLOAT16
 };
 
+// Elements a pass over a piece's gradient takes at a time: a block of the sum and what the pass
+// does with it next (the update's five fp32 streams, or a host group's sum's bf16 copy and its
+// CRC) stay in the L2 cache.
+constexpr size_t kSumBlock = 8192;
+
+// The worker-order sum, the one place it is written: out[0, end - begin) = elements
+// [begin, end) of g, sum[i] (when there is one) + part 0 + part 1 + ... in that order, or part 0
+// itself, then + part 1, ... without a sum. Both the servers' update (ShardOptimizer) and a host
+// group's sum (HostAggregator) add with it, which is why a host group of all workers gives the
+// flat job's sum bit for bit. REQUIRES: g.sum or g.parts; [begin, end) within the piece.
+void SumInWorkerOrder(const PieceGradient& g, size_t begin, size_t end, float* out);
+
 class GradientAggregator {
  public:
   // Pushes of `n` elements from `workers` workers.

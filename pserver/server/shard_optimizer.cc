@@ -14,7 +14,7 @@ namespace {
 
 // Elements per block of the fused pass: a block's five fp32 streams and its bf16 copy stay in
 // the L2 cache between the update and the checksums that read it back.
-constexpr size_t kBlock = 8192;
+constexpr size_t kBlock = kSumBlock;
 
 }  // namespace
 
@@ -103,10 +103,7 @@ void ShardOptimizer::ApplyPiece(int64_t step, int piece, const PieceGradient& gr
       const float* g = grad.sum != nullptr ? grad.sum + b : nullptr;
       if (!grad.parts.empty()) {
         // The workers' shares added in worker order into a block that stays in cache.
-        if (g != nullptr) std::memcpy(block.data(), g, count * sizeof(float));
-        for (size_t w = 0; w < grad.parts.size(); ++w) {
-          AddPayloadRange(*grad.parts[w], b, e, block.data(), /*assign=*/w == 0 && g == nullptr);
-        }
+        SumInWorkerOrder(grad, b, e, block.data());
         g = block.data();
       }
       AdamFused(k, count, g, tokens, param + b, m + b, v + b, out + b);

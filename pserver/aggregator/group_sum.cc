@@ -1,0 +1,48 @@
+#include "pserver/aggregator/group_sum.h"
+
+#include <algorithm>
+
+#include "common/crc32c.h"
+#include "common/parallel_for.h"
+#include "common/transport/van.h"
+#include "pserver/wire/bfloat16.h"
+
+namespace psformer {
+
+void GroupSum::Begin(uint64_t new_epoch, int64_t new_step) {
+  epoch = new_epoch;
+  shares.Begin(new_step);
+  waiting.assign(waiting.size(), std::nullopt);
+  sequence = 0;
+}
+
+SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads) {
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  // fp32 sums are summed where they are sent from; bf16 ones are rounded into it. (Memory the
+  // same-host path could lend was measured slower: a Van segment per sum still on loan.)
+  SummedShares sum;
+  sum.size = n * elem;
+  sum.bytes = Van::HeapPayload(sum.size);
+  const int parts = ParallelPieces(threads, n, kSumBlock);
+  std::vector<float> fp32(bf16 ? kSumBlock * static_cast<size_t>(parts) : 0);  // a block per part
+  auto* out = static_cast<uint8_t*>(sum.bytes.get());
+  PartCrcs crcs(parts);
+  ParallelFor(threads, n, kSumBlock, [&](int part, size_t begin, size_t end) {
+    for (size_t b = begin; b < end; b += kSumBlock) {
+      const size_t e = std::min(end, b + kSumBlock);
+      if (bf16) {
+        float* block = fp32.data() + static_cast<size_t>(part) * kSumBlock;
+        SumInWorkerOrder(shares, b, e, block);
+        FloatsToBf16(block, e - b, reinterpret_cast<uint16_t*>(out) + b);
+      } else {
+        SumInWorkerOrder(shares, b, e, reinterpret_cast<float*>(out) + b);
+      }
+      crcs.crc[part] = Crc32c(crcs.crc[part], out + b * elem, (e - b) * elem);
+    }
+    crcs.bytes[part] = (end - begin) * elem;
+  });
+  sum.crc32c = crcs.Combined();
+  return sum;
+}
+
+}  // namespace psformer

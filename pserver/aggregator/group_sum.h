@@ -1,0 +1,46 @@
+// GroupSum: a host group's shares of one piece for one step, collected as a server collects a
+// flat job's pushes (GradientAggregator: held in their received frames until every worker's is
+// in), the workers to answer once the server has the sum, and the sum in flight.
+// SumShares: the summing pass, the servers' worker-order sum (SumInWorkerOrder), with the
+// bytes to send (rounded to bf16 where the job pushes bf16) and their CRC-32C made block by
+// block in the same pass.
+//
+// Thread safety: one thread (the aggregator's); SumShares fans out to `threads` threads.
+#ifndef PSFORMER_PSERVER_AGGREGATOR_GROUP_SUM_H_
+#define PSFORMER_PSERVER_AGGREGATOR_GROUP_SUM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "pserver/aggregator/worker_answers.h"
+#include "pserver/server/gradient_aggregator.h"
+
+namespace psformer {
+
+struct GroupSum {
+  // A group of `workers` pushing pieces of `n` elements.
+  GroupSum(int workers, size_t n) : shares(workers, n), waiting(workers) {}
+  // Forgets everything (releasing held frames) and starts collecting (epoch, step).
+  void Begin(uint64_t new_epoch, int64_t new_step);
+
+  uint64_t epoch = 0;
+  GradientAggregator shares;                      // by the worker's place in the group; its step is the sum's
+  std::vector<std::optional<Requester>> waiting;  // answered with the server's answer to the sum
+  uint64_t sequence = 0;                          // of the sum in flight to the server; 0 = none
+};
+
+// A group's sum of a piece, as it is sent.
+struct SummedShares {
+  std::shared_ptr<void> bytes;  // n elements, fp32 or bf16
+  size_t size = 0;              // bytes
+  uint32_t crc32c = 0;
+};
+
+// The sum of `shares` (n elements each) in worker order, rounded to bf16 when `bf16`.
+SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_AGGREGATOR_GROUP_SUM_H_

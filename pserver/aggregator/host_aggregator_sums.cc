@@ -1,0 +1,80 @@
+#include <algorithm>
+
+#include "common/logging.h"
+#include "pserver/aggregator/host_aggregator.h"
+
+// HostAggregator: the group's shares of each piece, and the sums sent to the servers.
+
+namespace psformer {
+
+void HostAggregator::TakeShare(int local, int piece, WireMessage msg) {
+  const proto::Header& h = msg.header;
+  GroupSum& s = sums_[piece];
+  const Requester from{msg.peer, h};
+  // The group's sum of this step is known to be applied, or held by its server: nothing to add.
+  if (h.step() <= answered_step_[piece] || h.step() < s.shares.step()) {
+    stats_.duplicate_shares.fetch_add(1);
+    return answers_.Ack(from, /*duplicate=*/true);
+  }
+  if (h.step() > s.shares.step()) {
+    // A share of a later step means the earlier one's parameters were pulled: its sum was
+    // applied, even if the server's answer to it has not come (it may follow on another stream).
+    for (auto& waiting : s.waiting) {
+      if (waiting) answers_.Ack(*waiting);
+    }
+    if (s.sequence != 0) upstream_.Erase(s.sequence);
+    s.Begin(h.epoch(), h.step());
+  }
+  stats_.shares.fetch_add(1);
+  s.waiting[local] = from;  // a resend (or a restarted worker's) is answered instead of the first
+  if (s.shares.Has(local) || s.sequence != 0) {
+    stats_.duplicate_shares.fetch_add(1);
+    return;
+  }
+  s.shares.Add(local, std::move(msg));
+  if (s.shares.Complete()) SendSum(piece);
+}
+
+void HostAggregator::SendSum(int piece) {
+  GroupSum& s = sums_[piece];
+  const Piece& p = table_.pieces()[piece];
+  const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
+  SummedShares sum = SumShares(s.shares.gradient(), p.size(), bf16, threads_);
+  s.shares.Consumed();  // the workers' slots go back
+  Upstream up;
+  up.kind = Upstream::kSum;
+  up.piece = piece;
+  up.header.set_type(proto::PUSH);
+  up.header.set_shard(static_cast<uint32_t>(p.shard));
+  up.header.set_step(s.shares.step());
+  up.header.set_epoch(s.epoch);
+  up.header.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+  up.header.set_begin(p.begin);
+  up.header.set_end(p.end);
+  up.header.set_target_tokens(s.shares.total_tokens());
+  up.header.set_loss_sum(s.shares.loss_sum());
+  up.elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  up.payload_bytes = sum.size;
+  up.payload_crc = sum.crc32c;
+  up.payload = std::move(sum.bytes);
+  stats_.sums_sent.fetch_add(1);
+  s.sequence = upstream_.Send(std::move(up));
+  // A fault aimed at this aggregator strikes halfway through a step's sums.
+  const int64_t step = s.shares.step();
+  const int sent = ++sums_sent_of_step_[step];
+  sums_sent_of_step_.erase(sums_sent_of_step_.begin(), sums_sent_of_step_.lower_bound(step));
+  if (sent == std::max<int>(1, static_cast<int>(table_.pieces().size()) / 2)) faults_.KillOrStallAt(step);
+}
+
+void HostAggregator::SumAnswered(const Upstream& up, const WireMessage& reply) {
+  GroupSum& s = sums_[up.piece];
+  stats_.sums_answered.fetch_add(1);
+  answered_step_[up.piece] = std::max(answered_step_[up.piece], up.header.step());
+  for (const auto& r : s.waiting) {
+    if (r) answers_.Answer(*r, reply.header);
+  }
+  s.waiting.assign(s.waiting.size(), std::nullopt);
+  s.sequence = 0;
+}
+
+}  // namespace psformer

@@ -1,0 +1,78 @@
+#include "pserver/aggregator/upstream_requests.h"
+
+#include "common/logging.h"
+#include "pserver/wire/wire_message.h"
+
+namespace psformer {
+
+UpstreamRequests::UpstreamRequests(Van* van, uint64_t job_id, int group, uint32_t incarnation, int shards, int retry_ms,
+                                   size_t frame_bytes, UpstreamCounters* counters)
+    : van_(van),
+      job_id_(job_id),
+      group_(group),
+      incarnation_(incarnation),
+      frame_bytes_(frame_bytes),
+      counters_(counters),
+      resender_(retry_ms, shards) {}
+
+uint64_t UpstreamRequests::Send(Upstream up) {
+  const uint64_t sequence = next_sequence_++;
+  up.header.set_job_id(job_id_);
+  up.header.set_sender_role(proto::AGGREGATOR);
+  up.header.set_sender_id(static_cast<uint32_t>(group_));
+  up.header.set_incarnation(incarnation_);
+  up.header.set_sequence(sequence);
+  requests_.emplace(sequence, std::move(up));
+  Transmit(sequence);
+  return sequence;
+}
+
+Upstream* UpstreamRequests::Find(uint64_t sequence) {
+  auto it = requests_.find(sequence);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+Upstream* UpstreamRequests::PullOf(int piece, int64_t step, proto::DType dtype) {
+  for (auto& [sequence, up] : requests_) {
+    if (up.kind == Upstream::kPull && up.piece == piece && up.header.step() == step && up.header.dtype() == dtype) {
+      return &up;
+    }
+  }
+  return nullptr;
+}
+
+void UpstreamRequests::Transmit(uint64_t sequence) {
+  Upstream& up = requests_.at(sequence);
+  const std::string peer = ServerPeer(static_cast<int>(up.header.shard()));
+  std::vector<Frame> payload;
+  const auto now = Resender::Clock::now();
+  if (up.payload) {
+    AppendViewFrames(up.payload.get(), up.payload_bytes, frame_bytes_, up.elem,
+                     resender_.Sent(&up.send, now, up.payload), &payload);
+    counters_->bytes_up.fetch_add(up.payload_bytes);
+  } else {
+    resender_.Sent(&up.send, now, nullptr);
+  }
+  // A sum's checksum is known from its pass; a request without payload has none to make.
+  RawMessage raw = EncodeMessage(peer, up.header, std::move(payload), up.payload ? up.payload_crc : 0);
+  if (Status s = van_->Send(std::move(raw)); !s.ok()) {
+    PSF_LOG(Warning) << "aggregator of host group " << group_ << " cannot send "
+                     << proto::MessageType_Name(up.header.type()) << " to shard " << up.header.shard() << ": "
+                     << s.message() << " (sent again later)";
+  }
+}
+
+void UpstreamRequests::ResendDue() {
+  const auto now = Resender::Clock::now();
+  for (auto& [sequence, up] : requests_) {
+    // A pull's answer is a piece's bytes: waited for as a worker waits for its own.
+    if (!resender_.Due(up.send, static_cast<int>(up.header.shard()), up.awaited_bytes, now)) continue;
+    PSF_LOG_AT(up.kind == Upstream::kPull ? LogLevel::kDebug : LogLevel::kInfo)
+        << "aggregator of host group " << group_ << ": no answer from shard " << up.header.shard() << " to "
+        << proto::MessageType_Name(up.header.type()) << " of step " << up.header.step() << "; sending it again";
+    counters_->resends.fetch_add(1);
+    Transmit(sequence);
+  }
+}
+
+}  // namespace psformer

@@ -1,6 +1,9 @@
 #include "launcher/cluster_plan.h"
 
+#include <algorithm>
 #include <map>
+
+#include "common/host_groups.h"
 
 namespace psformer {
 
@@ -95,6 +98,60 @@ StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
                                    " has none; set cluster.backend to CUDA or CPU");
   }
   return with != nullptr;
+}
+
+void ReadHostReports(const std::vector<std::string>& reports, std::vector<std::string>* hosts,
+                     std::vector<std::pair<std::string, int>>* gpus_per_host) {
+  for (const std::string& report : reports) {
+    const size_t space = report.rfind(' ');
+    hosts->push_back(report.substr(0, space));
+    const bool seen = std::any_of(gpus_per_host->begin(), gpus_per_host->end(),
+                                  [&](const auto& h) { return h.first == hosts->back(); });
+    if (!seen) gpus_per_host->emplace_back(hosts->back(), std::stoi(report.substr(space + 1)));
+  }
+}
+
+Status ResolveHostGroups(const ClusterPlan& plan, proto::JobConfig* config) {
+  auto& cluster = *config->mutable_cluster();
+  if (!cluster.host_summing()) return Status::Ok();
+  if (cluster.host_groups_size() == 0) {
+    // One group per host, in worker order: a host's workers must have consecutive indices.
+    std::map<std::string, int> first_worker;  // of each host seen
+    for (int w = 0; w < plan.workers(); ++w) {
+      const std::string& host = plan.worker(w).host;
+      if (w > 0 && host == plan.worker(w - 1).host) {
+        cluster.set_host_groups(cluster.host_groups_size() - 1,
+                                cluster.host_groups(cluster.host_groups_size() - 1) + 1);
+        continue;
+      }
+      if (const auto seen = first_worker.find(host); seen != first_worker.end()) {
+        return Status::InvalidArgument(
+            "host summing groups the workers of each host, but the ranks of host " + host +
+            " are not consecutive (worker " + std::to_string(seen->second) + " and worker " + std::to_string(w) +
+            " with others between them); start mpirun with --map-by slot, or set cluster.host_summing = false");
+      }
+      first_worker[host] = w;
+      cluster.add_host_groups(1);
+    }
+    if (cluster.host_groups_size() < 2) cluster.clear_host_groups();  // one host: the flat path
+    return Status::Ok();
+  }
+  const HostGroups groups = HostGroups::Of(*config);
+  if (groups.workers() != plan.workers()) {
+    return Status::InvalidArgument("cluster.host_groups " + groups.ToString() + " add up to " +
+                                   std::to_string(groups.workers()) + " workers, but the job has " +
+                                   std::to_string(plan.workers()));
+  }
+  for (int w = 0; w < plan.workers(); ++w) {
+    const int first = groups.first(groups.GroupOf(w));
+    if (plan.worker(w).host != plan.worker(first).host) {
+      return Status::InvalidArgument("cluster.host_groups " + groups.ToString() + " puts worker " + std::to_string(w) +
+                                     " (on " + plan.worker(w).host + ") in a group with worker " +
+                                     std::to_string(first) + " (on " + plan.worker(first).host +
+                                     "): a group's workers must share a host");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace psformer

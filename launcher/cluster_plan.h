@@ -68,6 +68,16 @@ class ClusterPlan {
 StatusOr<bool> ChooseGpuWorkers(proto::ClusterConfig::Backend backend,
                                 const std::vector<std::pair<std::string, int>>& gpus_per_host);
 
+// The hosts of every rank and the GPUs each host has, from every rank's report "HOST GPUS".
+void ReadHostReports(const std::vector<std::string>& reports, std::vector<std::string>* hosts,
+                     std::vector<std::pair<std::string, int>>* gpus_per_host);
+
+// Host summing's groups, written into `config`: cluster.host_groups as given (fails, naming the
+// worker and hosts, unless each group's workers share a host and the groups add up to the
+// plan's workers), or one group per host, from the plan, when none are given (fails when a
+// host's ranks are not consecutive). Fewer than two groups: the flat path (no groups).
+Status ResolveHostGroups(const ClusterPlan& plan, proto::JobConfig* config);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_LAUNCHER_CLUSTER_PLAN_H_

@@ -134,5 +134,64 @@ TEST(ClusterPlan, MoreServersThanHostsWrapAround) {
   EXPECT_EQ(plan->worker(0).host, "b");
 }
 
+// A host-summing job of `servers` servers on ranks started on `hosts`, its groups resolved into
+// *config from `groups` as given (empty: one per host).
+Status ResolveGroups(int servers, const std::vector<std::string>& hosts, std::vector<int> groups,
+                     proto::JobConfig* config) {
+  ClusterPlanOptions options;
+  options.servers = servers;
+  options.workers = static_cast<int>(hosts.size()) - servers;
+  auto plan = ClusterPlan::Make(options, hosts);
+  if (!plan.ok()) return plan.status();
+  config->mutable_cluster()->set_host_summing(true);
+  config->mutable_cluster()->set_workers(options.workers);
+  for (int g : groups) config->mutable_cluster()->add_host_groups(g);
+  return ResolveHostGroups(*plan, config);
+}
+
+TEST(ResolveHostGroups, WithoutGroupsEachHostsWorkersAreOneGroup) {
+  proto::JobConfig config;
+  // Server 0 takes a's highest slot: workers 0, 1 on a, 2, 3, 4 on b.
+  ASSERT_TRUE(ResolveGroups(1, {"a", "a", "a", "b", "b", "b"}, {}, &config).ok());
+  ASSERT_EQ(config.cluster().host_groups_size(), 2);
+  EXPECT_EQ(config.cluster().host_groups(0), 2);
+  EXPECT_EQ(config.cluster().host_groups(1), 3);
+}
+
+TEST(ResolveHostGroups, OneHostIsTheFlatPath) {
+  proto::JobConfig config;
+  ASSERT_TRUE(ResolveGroups(1, {"a", "a", "a"}, {}, &config).ok());
+  EXPECT_EQ(config.cluster().host_groups_size(), 0);
+}
+
+TEST(ResolveHostGroups, AHostWhoseRanksAreNotConsecutiveIsRefusedWithTheAdvice) {
+  proto::JobConfig config;
+  const Status s = ResolveGroups(1, {"a", "b", "a", "b", "a", "b"}, {}, &config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("are not consecutive"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--map-by slot"), std::string::npos) << s.message();
+}
+
+TEST(ResolveHostGroups, GivenGroupsMustShareAHostAndAddUpToTheWorkers) {
+  proto::JobConfig across;
+  Status s = ResolveGroups(1, {"a", "a", "a", "b", "b", "b"}, {1, 4}, &across);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("must share a host"), std::string::npos) << s.message();
+  proto::JobConfig short_of;
+  s = ResolveGroups(1, {"a", "a", "a", "b", "b", "b"}, {2, 2}, &short_of);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("add up to 4 workers, but the job has 5"), std::string::npos) << s.message();
+  proto::JobConfig right;
+  EXPECT_TRUE(ResolveGroups(1, {"a", "a", "a", "b", "b", "b"}, {2, 3}, &right).ok());
+}
+
+TEST(ReadHostReports, EveryRanksHostAndEachHostsGpusOnce) {
+  std::vector<std::string> hosts;
+  std::vector<std::pair<std::string, int>> gpus;
+  ReadHostReports({"n0 8", "n0 8", "n1 4"}, &hosts, &gpus);
+  EXPECT_EQ(hosts, (std::vector<std::string>{"n0", "n0", "n1"}));
+  EXPECT_EQ(gpus, (std::vector<std::pair<std::string, int>>{{"n0", 8}, {"n1", 4}}));
+}
+
 }  // namespace
 }  // namespace psformer

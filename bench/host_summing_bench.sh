@@ -1,9 +1,10 @@
 #!/bin/bash
 # Host summing across hosts, side by side in one run, on a cluster simulated by scripts/cluster-sim
 # (network namespaces on a bridge, each link shaped by tbf): H hosts, each with one server and two
-# EMULATED workers of the base model's size (63.1M parameters, emulated steps of 1000 ms), launched
-# with `psformer launch`; host summing on and off, traffic protected by CURVE, by AES-256-GCM
-# (cluster.encryption) or not at all, links at each RATE. For each
+# EMULATED workers (emulated steps of 1000 ms) of each model shape (by default the scaled pair
+# below), launched with `psformer launch`; host summing on (and off with SUMMING="true false"),
+# traffic protected by CURVE, by AES-256-GCM (cluster.encryption) or not at all, links at each
+# RATE's equivalent. For each
 # job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
 # efficiency against the emulated 1000 ms, the bytes each host sent and received on its link
 # (interface counters, over the whole run, divided by STEPS: the initial and final pulls are
@@ -11,24 +12,29 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: [SUMMING="true false"] [CEILING=0] [MODEL="field=value ..."] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
-#   defaults: build, 12, "2 3", "2500mbit 10gbit", "curve aes none". Needs root (namespaces).
-#   MODEL overrides the base model's shape (for example "model.d_model=256 model.d_ff=1024
-#   model.heads=4"): a smaller model on proportionally slower links keeps each step's time on the
-#   link while the CPU each step costs shrinks, which separates what the link and the protocol
-#   allow from what this machine's cores allow.
+# Usage: [SUMMING="true false"] [CEILING=0] [MODELS="shape;shape"] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
+#   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
+#   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
+#   "base" is the base model itself. Default: the scaled pair "model.d_model=256 model.d_ff=1024
+#   model.heads=4" with the paper's 37,000-piece vocabulary and with 8,000. Each RATE is what the
+#   base model's link would be: a smaller model runs on a link slowed by its bytes / the base
+#   model's, so each step's bytes take as long on the link as the base model's would, while the
+#   CPU a step costs shrinks with the bytes. That measures what the link and the schedule allow
+#   and not this machine's cores (two simulated hosts of the base model need more CPU a step than
+#   2 cores have; bench/RESULTS.md). MODELS=base runs the base model at the rates as given.
+#   bench/link_schedule.py models the same runs (and other schedules) by arithmetic.
 # Results go to bench/RESULTS.md ("Host summing across hosts").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
 steps=${2:-12}
-host_counts=${3:-2 3}
+host_counts=${3:-2}
 rates=${4:-2500mbit 10gbit}
-securities=${5:-curve aes none}
+securities=${5:-curve}
 name="h$(($$ % 100000))"
-model_sets=()
-for setting in ${MODEL:-}; do model_sets+=(--set "$setting"); done
+scaled="model.d_model=256 model.d_ff=1024 model.heads=4"
+models=${MODELS:-$scaled;$scaled model.vocab_size=8000}
 sim=scripts/cluster-sim
 work=$(mktemp -d)
 sampler=""
@@ -77,15 +83,38 @@ if [[ ${CEILING:-1} != 0 ]]; then  # CEILING=0 leaves the loopback ceiling out
 fi
 
 ticks=$(getconf CLK_TCK)
+# "PARAMETERS D_MODEL VOCABULARY" of the base model changed by "--set field=value" arguments.
+shape() {
+  "$build/psformer" train --config configs/base.pbtxt --set cluster.backend=EMULATED "$@" --dry-run 2>&1 |
+    awk '/^# parameters:/ { p = $3 } /^  d_model:/ { d = $2 } /^  vocab_size:/ { v = $2 } END { print p, d, v }'
+}
+read -r base_parameters _ _ <<<"$(shape)"
+
 echo
-echo "| hosts | link | host summing | encryption | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | hosts | link (base equivalent) | host summing | encryption | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+IFS=';' read -r -a model_list <<<"$models"
+for model in "${model_list[@]}"; do
+model_sets=()
+[[ $model == base ]] || for setting in $model; do model_sets+=(--set "$setting"); done
+read -r params d_model vocab <<<"$(shape ${model_sets[@]+"${model_sets[@]}"})"
+[[ -n $vocab ]] || { echo "bench: the model \"$model\" does not load: see psformer train --dry-run" >&2; exit 1; }
+label="$(awk -v p="$params" -v d="$d_model" -v v="$vocab" 'BEGIN {
+  printf "d %d, %d pieces (%.1f MB, embedding %.0f%%)", d, v, p * 4 / 1e6, 100 * v * d / p }')"
 for hosts in $host_counts; do
   for rate in $rates; do
-    up=$("$sim" up "$hosts" --slots 3 --rate "$rate" --name "$name")
+    # The link that gives this model's bytes the time the base model's take at $rate.
+    kbit=$(awk -v r="$rate" -v p="$params" -v b="$base_parameters" 'BEGIN {
+      n = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u)
+      k = (u == "gbit") ? n * 1e6 : (u == "mbit") ? n * 1e3 : (u == "kbit") ? n : -1
+      if (k < 0) exit 1
+      printf "%d", k * p / b }') || { echo "bench: a rate is N followed by gbit, mbit or kbit, not \"$rate\"" >&2; exit 1; }
+    link="${kbit}kbit"
+    shown="$(awk -v k="$kbit" 'BEGIN { printf "%.0f Mbit/s", k / 1e3 }') ($rate)"
+    up=$("$sim" up "$hosts" --slots 3 --rate "$link" --name "$name")
     field() { sed -n "s/^$1=//p" <<<"$up"; }
     IFS=, read -r -a names <<<"$(field hosts)"
-    for summing in ${SUMMING:-true false}; do
+    for summing in ${SUMMING:-true}; do
       for security in $securities; do
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
@@ -105,7 +134,7 @@ for hosts in $host_counts; do
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
           --run-dir "$run" >"$run.out" 2>&1; then
-          echo "| $hosts | $rate | $summing | $security | failed: see below | | | | | |"
+          echo "| $label | $hosts | $shown | $summing | $security | failed: see below | | | | | |"
           tail -20 "$run.out" >&2
           kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
           continue
@@ -134,10 +163,10 @@ for hosts in $host_counts; do
         split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
           'BEGIN { printf "%.0f / %.0f / %.0f / %.0f", c * 1000, p * 1000, w * 1000, l * 1000 }')
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v hosts="$hosts" -v rate="$rate" -v summing="$summing" -v curve="$security" -v step="$step" -v phases="$split" \
+        awk -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v step="$step" -v phases="$split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
-            printf "| %d | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", hosts, rate, summing,
+            printf "| %s | %d | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
               curve, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
         rm -rf "$run"  # model.bin alone is 252 MB
       done
@@ -145,7 +174,7 @@ for hosts in $host_counts; do
   done
   "$sim" down --name "$name" >/dev/null
 done
+done
 echo
-echo "The model is $(awk '/^# parameters:/ { printf "%.1f MB", $3 * 4 / 1e6 }' <<<"$("$build/psformer" train \
-  --config configs/base.pbtxt --set cluster.backend=EMULATED ${model_sets[@]+"${model_sets[@]}"} --dry-run 2>&1)") as fp32. With host summing and one server per host, a host's sum crosses to"
+echo "fp32 bytes: base model $(awk -v b="$base_parameters" 'BEGIN { printf "%.1f MB", b * 4 / 1e6 }'). With host summing and one server per host, a host's sum crosses to"
 echo "the other hosts' servers ((H-1)/H of it) and their parameters come back: (H-1)/H of a model each way."

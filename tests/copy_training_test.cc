@@ -10,8 +10,8 @@
 #include <regex>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/model_file.h"
-#include "pserver/wire/bfloat16.h"
 #include "tests/test_util.h"
 
 namespace psformer {

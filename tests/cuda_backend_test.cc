@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include "common/bfloat16.h"
 #include "common/philox.h"
 #include "tests/cuda_test_util.h"
 
@@ -240,6 +242,22 @@ TEST_F(CudaOps, DropoutMasksAreIdenticalToCpuAndPhilox) {
     }
     EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.03);
   }
+}
+
+// The gradient's bf16 rounding on the GPU (a worker with cluster.gradient_dtype BF16) gives the
+// bits the host's FloatsToBf16 gives, ties to even, NaN, infinities and denormals included.
+TEST_F(CudaOps, RoundToBf16IsTheHostsRoundingBitForBit) {
+  EXPECT_TRUE(gpu_->rounds_on_device());
+  std::vector<float> x = RandomFloats(rng_, 10007);
+  const uint32_t special[] = {0x7fc00001u, 0xff800000u, 0x7f800000u, 0x00000001u, 0x80000000u,
+                              0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x3f80ffffu};
+  for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); ++i) std::memcpy(&x[i], &special[i], 4);
+  std::vector<uint16_t> expected(x.size());
+  FloatsToBf16(x.data(), x.size(), expected.data());
+  auto gx = ToDevice(gpu_.get(), x);
+  auto g16 = gpu_->Allocate<uint16_t>(x.size());
+  gpu_->RoundToBf16(x.size(), gx.data(), g16.data());
+  EXPECT_EQ(ToHost(g16), expected);
 }
 
 TEST_F(CudaOps, EmbeddingForwardAndDeterministicBackward) {

@@ -1,2 +1,4 @@
-# The worker's data path (worker/datapath/): its stages on their threads, against servers on loopback.
+# The worker's data path (worker/datapath/): its stages on their threads, against servers on loopback;
+# and the gradient's way off the device (transformer_step_test: bf16 rounded where it was computed).
 psformer_test(datapath_test integration SOURCES datapath_test.cc LIBS psformer_worker psformer_pserver psformer_common)
+psformer_test(transformer_step_test unit SOURCES transformer_step_test.cc LIBS psformer_worker psformer_common)

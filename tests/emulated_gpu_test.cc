@@ -7,6 +7,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/config_loader.h"
 #include "common/param_layout.h"
 
@@ -48,7 +49,7 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
 
     std::vector<float> params(gpu.parameter_count(), 0.5f), grad(gpu.parameter_count(), 7.0f);
     std::vector<std::pair<uint64_t, uint64_t>> reported;
-    const StepStats stats = gpu.Step(4, ParameterDigest(params.data(), params.size()), grad.data(),
+    const StepStats stats = gpu.Step(4, ParameterDigest(params.data(), params.size()), grad.data(), nullptr,
                                      [&](uint64_t b, uint64_t e, const StepStats&) {
                                        reported.push_back({b, e});
                                      });
@@ -108,6 +109,25 @@ TEST(EmulatedGpu, CopiesTakeTheirBytesOverTheCopyRate) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(took, 0.2 * 0.99);  // the upload, then the downloads (the 3 ms step overlaps them)
   EXPECT_NEAR(gpu.step_seconds(), 0.003 + 0.1, 1e-3);
+}
+
+// With bf16 gradients the device rounds each range before its copy, exactly as the client would
+// round the fp32 gradient on the host (so the wire carries the same bits either way), and the
+// copies move half the bytes: a lower bound of the upload plus half a download.
+TEST(EmulatedGpu, ABf16GradientIsTheFp32OneRoundedAndCopiesHalfTheBytes) {
+  proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+  const uint64_t n = EmulatedGpu(config, 0).parameter_count();
+  config.mutable_cluster()->set_emulated_copy_gb_per_s(static_cast<float>(n * sizeof(float) / 0.1 / 1e9));
+  std::vector<float> params(n, 0.5f), fp32(n, 0.0f), scratch(n, 0.0f);
+  EmulatedGpu(config, 1).Step(3, ParameterDigest(params.data(), n), fp32.data());
+  std::vector<uint16_t> expected(n), bf16(n, 0);
+  FloatsToBf16(fp32.data(), n, expected.data());
+  EmulatedGpu gpu(config, 1);
+  const auto start = std::chrono::steady_clock::now();
+  gpu.Step(3, ParameterDigest(params.data(), n), scratch.data(), bf16.data());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(bf16, expected);
+  EXPECT_GE(took, 0.15 * 0.99);
 }
 
 }  // namespace

@@ -54,6 +54,21 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   EXPECT_NE(logs.find("rejoining at step 10"), std::string::npos) << logs;
 }
 
+// With bf16 gradients the emulated GPU rounds them on its device, as a GPU worker does, and the
+// client sends them as they are: the weights still do not depend on the server count or on a
+// killed worker, and they are not the fp32 run's (the rounding is real).
+TEST(EmulatedTraining, Bf16GradientsRoundedOnTheDeviceKeepTheWeightsWhateverServersAndFaults) {
+  TempDir dir;
+  const std::string bf16 = " --set cluster.gradient_dtype=BF16";
+  EXPECT_TRUE(TrainSameModel(dir, kEmulated,
+                             {{"s1", "--set cluster.servers=1" + bf16},
+                              {"s2", "--set cluster.servers=2" + bf16},
+                              {"killed", "--set cluster.servers=2 --set fault.kill=worker:1@10" + bf16}}));
+  EXPECT_NE(ReadRunLogs(dir.path() / "killed").find("worker-1 killed by signal 9"), std::string::npos);
+  EXPECT_NE(ModelDigest(dir.File("s1") + "/model.bin"),
+            TrainedModelDigest(dir, kEmulated, {"fp32", "--set cluster.servers=1"}));
+}
+
 // metrics.jsonl counts every target token trained whatever the servers and host groups: each
 // line of 5 steps holds 5 x batching.tgt_tokens_per_step (1024). (Steps whose pull was taken in
 // before it was waited for used to count 0 tokens; when that happens depends on timing, seen

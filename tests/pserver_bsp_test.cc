@@ -8,9 +8,9 @@
 #include <mutex>
 #include <tuple>
 
+#include "common/bfloat16.h"
 #include "common/crc32c.h"
 #include "pserver/server/shard_optimizer.h"
-#include "pserver/wire/bfloat16.h"
 #include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
 
@@ -21,9 +21,10 @@ constexpr uint64_t kTotal = 20011;  // prime: shards of unequal size.
 
 // Runs `steps` BSP steps with `workers` clients driven from one thread; in step t the pushes go
 // out in order orders[t % orders.size()], each waiting for its ACK, so the servers see exactly
-// that arrival order. Returns the parameters pulled after the last step.
+// that arrival order. Returns the parameters pulled after the last step. `pre_rounded`: bf16
+// gradients are rounded by the caller (as a GPU worker's device does) and pushed with PushBf16.
 std::vector<float> RunBsp(int workers, int servers, int steps, const std::vector<std::vector<int>>& orders,
-                          proto::DType dtype = proto::FLOAT32) {
+                          proto::DType dtype = proto::FLOAT32, bool pre_rounded = false) {
   const proto::JobConfig config = PsConfig(workers, servers, proto::ClusterConfig::BSP);
   ServerGroup group(config, kTotal);
   std::vector<std::unique_ptr<PsClient>> clients;
@@ -35,9 +36,13 @@ std::vector<float> RunBsp(int workers, int servers, int steps, const std::vector
   }
   for (int64_t t = 1; t <= steps; ++t) {
     std::vector<std::vector<float>> grads(workers);
+    std::vector<std::vector<uint16_t>> rounded(workers);
     for (int w : orders[t % orders.size()]) {
       grads[w] = Gradient(w, t, kTotal);
-      auto push = clients[w]->Push(t, grads[w].data(), Tokens(w, t), 1.0);
+      rounded[w].resize(kTotal);
+      FloatsToBf16(grads[w].data(), kTotal, rounded[w].data());
+      auto push = pre_rounded ? clients[w]->PushBf16(t, rounded[w].data(), Tokens(w, t), 1.0)
+                              : clients[w]->Push(t, grads[w].data(), Tokens(w, t), 1.0);
       EXPECT_TRUE(push.ok());
       Status s = clients[w]->Wait(*push);
       EXPECT_TRUE(s.ok()) << s.ToString();
@@ -176,6 +181,20 @@ TEST(PserverBsp, APieceIsServedOnceItsUpdateIsIn) {
 
 TEST(PserverBsp, Bf16GradientsMatchTheRoundedReference) {
   EXPECT_TRUE(BitwiseEqual(RunBsp(2, 2, 3, {{1, 0}}, proto::BFLOAT16), Reference(2, 3, /*bf16=*/true)));
+}
+
+// A gradient rounded where it was computed (a GPU's device) and sent as it is gives the weights
+// of one the client rounds; a bf16 gradient for a job of fp32 gradients is refused.
+TEST(PserverBsp, Bf16GradientsRoundedBeforeThePushGiveTheSameWeights) {
+  EXPECT_TRUE(
+      BitwiseEqual(RunBsp(2, 2, 3, {{1, 0}}, proto::BFLOAT16, /*pre_rounded=*/true), Reference(2, 3, /*bf16=*/true)));
+  const proto::JobConfig config = PsConfig(1, 1, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32);
+  std::vector<uint16_t> rounded(kTotal, 0);
+  auto push = client->PushBf16(1, rounded.data(), 1, 1.0);
+  ASSERT_FALSE(push.ok());
+  EXPECT_NE(push.status().message().find("gradients travel as FLOAT32"), std::string::npos) << push.status().message();
 }
 
 // cluster.param_dtype = BF16: a pull for BFLOAT16 brings every fp32 master rounded to bf16 (half

@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "common/adam.h"
+#include "common/bfloat16.h"
 #include "common/config_loader.h"
 #include "common/host_groups.h"
 #include "common/lr_schedule.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/client/ps_client.h"
 #include "pserver/server/parameter_server.h"
-#include "pserver/wire/bfloat16.h"
 
 namespace psformer::testing {
 

@@ -3,7 +3,7 @@
 // equal to the whole-vector reference, for fp32 and bf16 gradients and for bf16 pulls.
 #include <cstring>
 
-#include "pserver/wire/bfloat16.h"
+#include "common/bfloat16.h"
 #include "tests/pserver_test_util.h"
 
 namespace psformer::testing {

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/crc32c.h"
-#include "pserver/wire/bfloat16.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"

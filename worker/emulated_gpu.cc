@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "common/bfloat16.h"
 #include "common/config_loader.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
@@ -63,13 +64,15 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   }
 
   void Upload(const EmulatedGradientKey& key, uint64_t n, Clock::time_point at) {
-    jobs_.Push({true, key, nullptr, 0, n, at});
+    jobs_.Push({true, key, nullptr, nullptr, 0, n, at});
   }
-  void Download(float* grad, uint64_t begin, uint64_t end, Clock::time_point at) {
-    jobs_.Push({false, {}, grad, begin, end, at});
+  // Computes the range into grad and, with grad_bf16, rounds it there (the device's rounding) and
+  // copies only that.
+  void Download(float* grad, uint16_t* grad_bf16, uint64_t begin, uint64_t end, Clock::time_point at) {
+    jobs_.Push({false, {}, grad, grad_bf16, begin, end, at});
   }
   // A download launched now into the last step's gradient (Step launches its own with times).
-  void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, begin, end, Clock::now()); }
+  void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, last_grad_bf16_, begin, end, Clock::now()); }
   ElementRange WaitOldest() override {
     std::unique_lock<std::mutex> lock(mutex_);
     complete_cv_.wait(lock, [&] { return !complete_.empty(); });
@@ -77,13 +80,17 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     complete_.pop_front();
     return oldest;
   }
-  void set_last_grad(float* grad) { last_grad_ = grad; }
+  void set_last_grad(float* grad, uint16_t* grad_bf16) {
+    last_grad_ = grad;
+    last_grad_bf16_ = grad_bf16;
+  }
 
  private:
   struct Job {
     bool upload = false;
     EmulatedGradientKey key;  // upload: the step's
     float* grad = nullptr;
+    uint16_t* grad_bf16 = nullptr;
     uint64_t begin = 0, end = 0;  // upload: [0, n)
     Clock::time_point at;
   };
@@ -97,8 +104,12 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
         key_ = job->key;
       } else {
         FillEmulatedGradient(key_, job->begin, job->end, job->grad);
+        if (job->grad_bf16 != nullptr) {
+          FloatsToBf16(job->grad + job->begin, job->end - job->begin, job->grad_bf16 + job->begin);
+        }
       }
-      std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin));
+      const size_t bytes = job->grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float);
+      std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin, bytes));
       if (job->upload) continue;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -110,7 +121,8 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
 
   const EmulatedGpu* gpu_;      // its copy rate
   float* last_grad_ = nullptr;  // the launching thread's
-  EmulatedGradientKey key_;     // the engine thread's: the last upload's
+  uint16_t* last_grad_bf16_ = nullptr;
+  EmulatedGradientKey key_;  // the engine thread's: the last upload's
   StageQueue<Job> jobs_;
   std::mutex mutex_;
   std::condition_variable complete_cv_;
@@ -122,7 +134,7 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     : seed_(config.training().seed()),
       worker_(worker),
       step_time_(std::chrono::milliseconds(config.cluster().emulated_step_ms())),
-      seconds_per_element_(sizeof(float) / (1e9 * config.cluster().emulated_copy_gb_per_s())) {
+      seconds_per_byte_(1 / (1e9 * config.cluster().emulated_copy_gb_per_s())) {
   const int vocab = ResolvedVocabSize(config);
   PSF_CHECK(vocab > 0);
   const ParamLayout layout(config.model(), vocab);
@@ -141,9 +153,10 @@ EmulatedGpu::~EmulatedGpu() = default;
 
 RangeDownloader& EmulatedGpu::copies() { return *engine_; }
 
-StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, const GradientReady& ready) {
+StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16,
+                            const GradientReady& ready) {
   const Clock::time_point now = Clock::now();
-  engine_->set_last_grad(grad);
+  engine_->set_last_grad(grad, grad_bf16);
   // The upload, then the forward, on the device's timeline.
   engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_, now);
   const Clock::time_point uploaded = std::max(now, device_free_) + CopyTime(n_);
@@ -156,7 +169,7 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, c
   for (const Range& range : ranges_) {
     done += range.second - range.first;
     const auto share = std::chrono::duration_cast<Clock::duration>(backward * (static_cast<double>(done) / n_));
-    engine_->Download(grad, range.first, range.second, forward_end + share);
+    engine_->Download(grad, grad_bf16, range.first, range.second, forward_end + share);
     if (ready) ready(range.first, range.second, stats_);
   }
   device_free_ = forward_end + backward;

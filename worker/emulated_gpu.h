@@ -68,12 +68,15 @@ class EmulatedGpu {
   const std::vector<Range>& ranges() const { return ranges_; }
 
   // One step from parameters of digest `params_digest` (ParameterDigest, or the pull's) into
-  // `grad` (n floats), launched as described above.
+  // `grad` (n floats), launched as described above. With `grad_bf16` (n), each range is also
+  // rounded to bf16 there, on the device as a GPU worker rounds it (cluster.gradient_dtype BF16),
+  // and only that half of the bytes is copied (grad then holds the device's fp32 values).
   // With `ready`, each range is handed to it as soon as its download is launched, and Step
   // returns once backward is launched (the device still at work): copies() says when each range
   // is in grad. Without, Step returns once every range is in grad. Returns the synthetic stats.
   // REQUIRES: nothing reads grad[range] before copies() returned the range.
-  StepStats Step(int64_t step, uint32_t params_digest, float* grad, const GradientReady& ready = nullptr);
+  StepStats Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16 = nullptr,
+                 const GradientReady& ready = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
 
@@ -83,12 +86,12 @@ class EmulatedGpu {
   uint64_t seed_;
   int worker_;
   Clock::duration step_time_;
-  // The time a copy of `elements` floats takes at cluster.emulated_copy_gb_per_s.
-  Clock::duration CopyTime(uint64_t elements) const {
-    return std::chrono::duration_cast<Clock::duration>(seconds_per_element_ * static_cast<double>(elements));
+  // The time a copy of `elements` of `bytes` each takes at cluster.emulated_copy_gb_per_s.
+  Clock::duration CopyTime(uint64_t elements, size_t bytes = sizeof(float)) const {
+    return std::chrono::duration_cast<Clock::duration>(seconds_per_byte_ * static_cast<double>(elements * bytes));
   }
 
-  std::chrono::duration<double> seconds_per_element_;  // 4 bytes at cluster.emulated_copy_gb_per_s
+  std::chrono::duration<double> seconds_per_byte_;  // at cluster.emulated_copy_gb_per_s
   uint64_t n_ = 0;
   std::vector<Range> ranges_;
   StepStats stats_;                  // every step reports the same

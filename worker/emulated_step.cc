@@ -10,11 +10,14 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int worker)
     : EmulatedStep(config, worker, std::make_unique<EmulatedGpu>(config, worker)) {}
 
 EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::unique_ptr<EmulatedGpu> gpu)
-    : StepComputer(gpu->parameter_count()), gpu_(std::move(gpu)), vocab_(ResolvedVocabSize(config)) {}
+    : StepComputer(gpu->parameter_count()), gpu_(std::move(gpu)), vocab_(ResolvedVocabSize(config)) {
+  // A GPU rounds its bf16 gradient on the device; so does the emulated one.
+  if (config.cluster().gradient_dtype() == proto::ClusterConfig::BF16) GradientLeavesAsBf16();
+}
 
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
   // The emulated GPU launches each range's download itself, as it launches backward.
-  return gpu_->Step(step, params_digest_, grad_.data(), on_copying);
+  return gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
 }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {

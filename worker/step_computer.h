@@ -5,8 +5,8 @@
 //   EmulatedStep (emulated_step.h)        an emulated GPU (cluster.backend EMULATED): the step's
 //                                         time asleep, pseudo-random gradients; nothing to validate.
 // A computer owns the host copies of the parameters (pulled into params()) and of the gradient
-// (pushed from grad()), so that a backend may pin them as its copies need (the CUDA backend pins
-// both: its copies are DMA, asynchronous).
+// (pushed from grad(), or from grad_bf16() when it leaves the device rounded), so that a backend
+// may pin them as its copies need (the CUDA backend pins both: its copies are DMA, asynchronous).
 //
 // Thread safety: one thread, the worker loop's (the launching thread), except gradient_copies()'s
 // WaitOldest, which the data path's kDeviceToHost stage calls (worker/datapath/).
@@ -66,12 +66,21 @@ class StepComputer {
 
   std::vector<float>& params() { return params_; }          // (parameter_count): what a step computes from
   const std::vector<float>& grad() const { return grad_; }  // (parameter_count): the last step's
+  // The last step's gradient rounded to bf16 on the device, when it leaves the device so
+  // (cluster.gradient_dtype BF16 on a device that rounds: Backend::rounds_on_device; the emulated
+  // GPU): Compute's copies then fill this instead of grad(), with half the bytes, and the client
+  // sends it as it is. Null otherwise: the client rounds grad() on its own threads.
+  const uint16_t* grad_bf16() const { return grad_bf16_.empty() ? nullptr : grad_bf16_.data(); }
 
  protected:
   explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count, 0.0f) {}
 
-  std::vector<float> params_;  // host, (n)
-  std::vector<float> grad_;    // host, (n)
+  // Makes grad_bf16() the gradient's way off the device.
+  void GradientLeavesAsBf16() { grad_bf16_.assign(params_.size(), 0); }
+
+  std::vector<float> params_;        // host, (n)
+  std::vector<float> grad_;          // host, (n)
+  std::vector<uint16_t> grad_bf16_;  // host, (n) or empty
 };
 
 // The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,

@@ -27,7 +27,16 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
   s->device_grad_ = s->backend_->Allocate<float>(n);
   // Each step's upload of every parameter reads params_: pinned, it is one DMA at the bus's speed.
   s->params_pinned_ = s->backend_->PinHostMemory(s->params_.data(), n * sizeof(float));
-  PSF_ASSIGN_OR_RETURN(s->grad_download_, s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
+  if (config.cluster().gradient_dtype() == proto::ClusterConfig::BF16 && s->backend_->rounds_on_device()) {
+    // Rounded where it was computed: half the bytes cross the bus, and no host thread rounds.
+    s->GradientLeavesAsBf16();
+    s->device_grad_bf16_ = s->backend_->Allocate<uint16_t>(n);
+    PSF_ASSIGN_OR_RETURN(s->grad_download_,
+                         s->backend_->MakeBf16RangeDownloader(s->device_grad_bf16_.data(), s->grad_bf16_.data(), n));
+  } else {
+    PSF_ASSIGN_OR_RETURN(s->grad_download_,
+                         s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
+  }
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
                                                            s->backend_.get()));
@@ -41,14 +50,22 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   backend_->MarkSpanStart();
   device_params_.Upload(params_.data(), n);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
+  const bool bf16 = !grad_bf16_.empty();
   if (!on_copying) {
     const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+    if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
-    device_grad_.Download(grad_.data(), n);
+    if (bf16) {
+      device_grad_bf16_.Download(grad_bf16_.data(), n);
+    } else {
+      device_grad_.Download(grad_.data(), n);
+    }
     return stats;
   }
-  // Per layer: a copy enqueued on the copy stream and a queue push; nothing waits here.
+  // Per layer: (a rounding kernel,) a copy enqueued on the copy stream and a queue push; nothing
+  // waits here.
   const GradientReady ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
+    if (bf16) backend_->RoundToBf16(end - begin, device_grad_.data() + begin, device_grad_bf16_.data() + begin);
     grad_download_->Start(begin, end);
     on_copying(begin, end, s);
   };

@@ -50,8 +50,10 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<Backend<float>> backend_;
   std::unique_ptr<Transformer<float>> model_;
   DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
+  DeviceBuffer<uint16_t> device_grad_bf16_;          // backend, (n) when the gradient leaves as bf16
   std::shared_ptr<void> params_pinned_;              // params_ pinned while this lives (or null)
-  std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ as backward reports layers
+  std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ (or its bf16 to grad_bf16_) as
+                                                     // backward reports layers
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };
 

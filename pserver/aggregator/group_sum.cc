@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "common/bfloat16.h"
 #include "common/crc32c.h"
 #include "common/parallel_for.h"
 #include "common/transport/van.h"
-#include "pserver/wire/bfloat16.h"
 
 namespace psformer {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/bfloat16.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/wire/bfloat16.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -126,15 +126,37 @@ StatusOr<PsClient::Ticket> PsClient::Push(int64_t step, const float* grad, uint6
   return ticket;
 }
 
+StatusOr<PsClient::Ticket> PsClient::PushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens,
+                                              double loss_sum) {
+  PSF_ASSIGN_OR_RETURN(Ticket ticket, BeginPushBf16(step, grad, target_tokens, loss_sum));
+  PSF_RETURN_IF_ERROR(PushReady(ticket, 0, options_.parameter_count));
+  return ticket;
+}
+
 StatusOr<PsClient::Ticket> PsClient::BeginPush(int64_t step, const float* grad, uint64_t target_tokens,
                                                double loss_sum) {
+  return BeginPushOf(step, grad, nullptr, target_tokens, loss_sum);
+}
+
+StatusOr<PsClient::Ticket> PsClient::BeginPushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens,
+                                                   double loss_sum) {
+  if (options_.gradient_dtype != proto::BFLOAT16) {
+    return Status::InvalidArgument("ps client: a bf16 gradient to push, but gradients travel as " +
+                                   proto::DType_Name(options_.gradient_dtype));
+  }
+  return BeginPushOf(step, nullptr, grad, target_tokens, loss_sum);
+}
+
+StatusOr<PsClient::Ticket> PsClient::BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded,
+                                                 uint64_t target_tokens, double loss_sum) {
   const Ticket ticket = next_ticket_++;
   Request& r = NewRequest(ticket, proto::PUSH, step, PieceParts());
   r.grad = grad;
+  r.rounded = rounded;
   r.target_tokens = target_tokens;
   r.loss_sum = loss_sum;
   auto holder = std::make_unique<PushPayload>();
-  if (options_.gradient_dtype == proto::BFLOAT16) {
+  if (options_.gradient_dtype == proto::BFLOAT16 && rounded == nullptr) {
     holder->bf16.resize(options_.parameter_count);
     r.bf16 = holder->bf16.data();
   }
@@ -203,16 +225,20 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
-    const void* base = r.grad + p.model;
-    size_t elem = sizeof(float);
-    if (r.bf16 != nullptr) {
+    const void* base = nullptr;
+    size_t elem = sizeof(uint16_t);
+    if (r.rounded != nullptr) {  // rounded already, on the device that computed it
+      base = r.rounded + p.model;
+    } else if (r.bf16 != nullptr) {
       if (!p.sent()) {  // rounded once, split over the copy threads (elementwise: the same bits)
         ParallelFor(options_.copy_threads, p.end - p.begin, kBf16Grain, [&](int, size_t b, size_t e) {
           FloatsToBf16(r.grad + p.model + b, e - b, r.bf16 + p.model + b);
         });
       }
       base = r.bf16 + p.model;
-      elem = sizeof(uint16_t);
+    } else {
+      base = r.grad + p.model;
+      elem = sizeof(float);
     }
     // The frames hold the Resender's token: it tells when this part's bytes have left.
     AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem,

@@ -23,7 +23,8 @@
 //   PSF_RETURN_IF_ERROR(client->Wait(push)); PSF_RETURN_IF_ERROR(client->Wait(pull));
 // Ownership: Push sends fp32 gradients straight from `grad` (no copy), so `grad` must stay alive
 // and unchanged until Wait(ticket) returns; with BF16 it is converted into the client's own buffer
-// and may be reused at once. Pull writes into `params` during Wait; keep it alive until then.
+// and may be reused at once (one already rounded, PushBf16, is sent from the caller's, as fp32
+// is). Pull writes into `params` during Wait; keep it alive until then.
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
 //
 // Lost messages and recovery. A part of a request not answered retry_ms after it left this
@@ -106,6 +107,11 @@ class PsClient {
   // commands).
   StatusOr<Ticket> BeginPush(int64_t step, const float* grad, uint64_t target_tokens, double loss_sum);
   Status PushReady(Ticket ticket, uint64_t begin, uint64_t end);
+  // The same for a gradient already rounded to bf16 (a GPU worker rounds on its device): sent as
+  // it is, with no pass over it here; `grad` stays the caller's until Wait, as an fp32 one does.
+  // InvalidArgument unless gradient_dtype is BFLOAT16.   grad: (parameter_count)
+  StatusOr<Ticket> PushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
+  StatusOr<Ticket> BeginPushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
   // Takes in every reply that has arrived, waiting up to `timeout_ms` for the first (0: not at
   // all): the pieces of a pull are written to its params as they come, not only during Wait.
   Status Progress(int timeout_ms = 0);
@@ -203,7 +209,8 @@ class PsClient {
     // PUSH: what a resend needs. The payload bytes (the caller's grad, or the bf16 copy that
     // payload_owner keeps) stay valid until Finish.
     const float* grad = nullptr;
-    uint16_t* bf16 = nullptr;  // the bf16 copy, filled part by part as they are sent
+    const uint16_t* rounded = nullptr;  // the caller's bf16 gradient (BeginPushBf16), sent as it is
+    uint16_t* bf16 = nullptr;           // the bf16 copy of grad, filled part by part as they are sent
     uint64_t target_tokens = 0;
     double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
@@ -214,6 +221,9 @@ class PsClient {
   std::vector<Part> PieceParts() const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
+  // BeginPush of an fp32 `grad` or of a bf16 `rounded` one (the other null).
+  StatusOr<Ticket> BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded, uint64_t target_tokens,
+                               double loss_sum);
   proto::Header RequestHeader(proto::MessageType type, int shard, int64_t step, uint64_t sequence) const;
   StatusOr<Ticket> Broadcast(proto::MessageType type, int64_t step, proto::DType dtype = proto::FLOAT32);
   // Sends part `part` of the request; its sequence names both (SequenceOf).

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/bfloat16.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/parallel_for.h"
-#include "pserver/wire/bfloat16.h"
 
 namespace psformer {
 namespace {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/bfloat16.h"
 #include "common/philox.h"
 #include "common/status.h"
 #include "worker/backend/device_buffer.h"
@@ -72,6 +73,24 @@ class Backend : public DeviceMemory {
   // REQUIRES: this backend, device[0, n) and host[0, n) outlive the downloader.
   virtual StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const T* device, T* host, size_t n) {
     return std::unique_ptr<RangeDownloader>(std::make_unique<ImmediateRangeDownloader<T>>(this, device, host, n));
+  }
+
+  // ---- The gradient in bf16 (cluster.gradient_dtype BF16) ----
+  // Whether the backend computes beside the host (a GPU): then a worker rounds its gradient to
+  // bf16 there (RoundToBf16) and copies half the bytes off the device, instead of leaving the
+  // rounding to its client's threads on the host. A backend whose memory is the host's says
+  // false: rounding on the thread that computes would only take that thread's time.
+  virtual bool rounds_on_device() const { return false; }
+  // out[i] = bf16(x[i]) for n elements, in stream order, bit for bit as FloatsToBf16
+  // (common/bfloat16.h) rounds on the host. This default rounds on the calling thread.
+  virtual void RoundToBf16(size_t n, const T* x, uint16_t* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(static_cast<float>(x[i]));
+  }
+  // MakeRangeDownloader's twin for a bf16 array.
+  virtual StatusOr<std::unique_ptr<RangeDownloader>> MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,
+                                                                             size_t n) {
+    return std::unique_ptr<RangeDownloader>(
+        std::make_unique<ImmediateRangeDownloader<uint16_t>>(this, device, host, n));
   }
 
   // ---- Matrix products ----

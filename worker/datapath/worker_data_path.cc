@@ -63,8 +63,11 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
     PSF_RETURN_IF_ERROR(push_.status.WithContext(what));
     PSF_RETURN_IF_ERROR(client_.TakeProgressError().WithContext(what));
     if (!push_.ticket) {
-      PSF_ASSIGN_OR_RETURN(push_.ticket, c.Push(push_.step, computer_->grad().data(),
-                                                static_cast<uint64_t>(stats.target_tokens), stats.loss_sum));
+      const auto tokens = static_cast<uint64_t>(stats.target_tokens);
+      const uint16_t* rounded = computer_->grad_bf16();
+      PSF_ASSIGN_OR_RETURN(push_.ticket, rounded != nullptr
+                                             ? c.PushBf16(push_.step, rounded, tokens, stats.loss_sum)
+                                             : c.Push(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
     }
     if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
       PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
@@ -81,8 +84,10 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
     faults_.KillDuringPush(push_.step);
   }
   if (!push_.ticket) {
-    auto begun = client.BeginPush(push_.step, computer_->grad().data(), static_cast<uint64_t>(stats.target_tokens),
-                                  stats.loss_sum);
+    const auto tokens = static_cast<uint64_t>(stats.target_tokens);
+    const uint16_t* rounded = computer_->grad_bf16();
+    auto begun = rounded != nullptr ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
+                                    : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum);
     if (!begun.ok()) {
       push_.status = begun.status();
       return;

@@ -3,11 +3,14 @@
 //
 //   launching thread (WorkerLoop + the model)   backward reports a layer's gradient final: the
 //                                               computer starts its device-to-host copy into
-//                                               grad() and hands the range to kDeviceToHost
+//                                               grad() (with bf16 gradients on a GPU: a rounding
+//                                               kernel, then the copy into grad_bf16()) and hands
+//                                               the range to kDeviceToHost
 //   kDeviceToHost (GradientOutbound's thread)   sleeps until the copy is complete, posts the range
 //   kClient (ClientThread)                      pushes every piece the range completes (checksum
-//                                               and copy into shared memory, or bf16 rounding,
-//                                               happen here), sends the early pull, and between
+//                                               and copy into shared memory, or bf16 rounding of
+//                                               a CPU worker's gradient, happen here), sends the
+//                                               early pull, and between
 //                                               commands takes in replies: the pull's pieces land
 //                                               in params() while backward goes on
 //

@@ -130,9 +130,18 @@ void CudaBackend::Synchronize() { PSF_CUDA_CHECK(cudaStreamSynchronize(stream_))
 StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(const float* device, float* host,
                                                                             size_t n) {
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
-                       CudaRangeDownloader::Create(stream_, device, host, n));
+                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(float)));
   return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
 }
+
+StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,
+                                                                                size_t n) {
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
+                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(uint16_t)));
+  return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
+}
+
+void CudaBackend::RoundToBf16(size_t n, const float* x, uint16_t* out) { k::LaunchRoundToBf16(stream_, n, x, out); }
 
 std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
   if (bytes == 0) return nullptr;

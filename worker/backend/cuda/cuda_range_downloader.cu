@@ -21,8 +21,10 @@ void WarnIfFailed(cudaError_t err, const char* call) {
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaStream_t compute_stream,
-                                                                           const float* device, float* host, size_t n) {
-  auto downloader = std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n);
+                                                                           const void* device, void* host, size_t n,
+                                                                           size_t element_bytes) {
+  auto downloader =
+      std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n, element_bytes);
   // On failure the destructor releases whatever was created before it.
   cudaError_t err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&downloader->computed_, cudaEventDisableTiming);
@@ -36,9 +38,13 @@ StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaS
   return StatusOr<std::unique_ptr<CudaRangeDownloader>>(std::move(downloader));
 }
 
-CudaRangeDownloader::CudaRangeDownloader(ConstructionKey, cudaStream_t compute_stream, const float* device, float* host,
-                                         size_t n)
-    : compute_stream_(compute_stream), device_(device), host_(host), n_(n) {}
+CudaRangeDownloader::CudaRangeDownloader(ConstructionKey, cudaStream_t compute_stream, const void* device, void* host,
+                                         size_t n, size_t element_bytes)
+    : compute_stream_(compute_stream),
+      device_(static_cast<const char*>(device)),
+      host_(static_cast<char*>(host)),
+      n_(n),
+      element_bytes_(element_bytes) {}
 
 CudaRangeDownloader::~CudaRangeDownloader() {
   // The copies in flight write into host_ and wait on the compute stream: let them finish before
@@ -52,7 +58,7 @@ CudaRangeDownloader::~CudaRangeDownloader() {
 }
 
 void CudaRangeDownloader::PinHost() {
-  const size_t bytes = n_ * sizeof(float);
+  const size_t bytes = n_ * element_bytes_;
   if (bytes == 0) return;
   const cudaError_t err = cudaHostRegister(host_, bytes, cudaHostRegisterDefault);
   if (err == cudaSuccess) {
@@ -87,8 +93,9 @@ void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
   PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
   PSF_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, computed_, 0));
   if (end > begin) {
-    PSF_CUDA_CHECK(cudaMemcpyAsync(host_ + begin, device_ + begin, (end - begin) * sizeof(float),
-                                   cudaMemcpyDeviceToHost, copy_stream_));
+    const size_t at = begin * element_bytes_;
+    PSF_CUDA_CHECK(cudaMemcpyAsync(host_ + at, device_ + at, (end - begin) * element_bytes_, cudaMemcpyDeviceToHost,
+                                   copy_stream_));
   }
   const cudaEvent_t done = TakeEvent();
   PSF_CUDA_CHECK(cudaEventRecord(done, copy_stream_));

@@ -34,19 +34,20 @@ namespace psformer {
 
 class CudaRangeDownloader final : public RangeDownloader {
  public:
-  // A downloader of device[0, n) into host[0, n) after the work of `compute_stream`. Unavailable
-  // when the copy stream or its events cannot be created.
+  // A downloader of device[0, n) into host[0, n), elements of `element_bytes` (fp32 or bf16), after
+  // the work of `compute_stream`. Unavailable when the copy stream or its events cannot be created.
   // REQUIRES: the calling thread's current device is the one `device` and the stream belong to;
   // the stream, device[0, n) and host[0, n) outlive the downloader.
-  static StatusOr<std::unique_ptr<CudaRangeDownloader>> Create(CUstream_st* compute_stream, const float* device,
-                                                               float* host, size_t n);
+  static StatusOr<std::unique_ptr<CudaRangeDownloader>> Create(CUstream_st* compute_stream, const void* device,
+                                                               void* host, size_t n, size_t element_bytes);
 
   // Only Create can make the key: it is the way to a downloader.
   class ConstructionKey {
     friend class CudaRangeDownloader;
     ConstructionKey() = default;
   };
-  CudaRangeDownloader(ConstructionKey, CUstream_st* compute_stream, const float* device, float* host, size_t n);
+  CudaRangeDownloader(ConstructionKey, CUstream_st* compute_stream, const void* device, void* host, size_t n,
+                      size_t element_bytes);
   // Waits for every copy still in flight, then destroys the events and the copy stream and
   // unregisters the host array.
   ~CudaRangeDownloader() override;
@@ -73,9 +74,10 @@ class CudaRangeDownloader final : public RangeDownloader {
   CUstream_st* compute_stream_;  // the backend's
   CUstream_st* copy_stream_ = nullptr;
   CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
-  const float* device_;             // (n)
-  float* host_;                     // (n)
+  const char* device_;              // (n * element_bytes_)
+  char* host_;                      // (n * element_bytes_)
   size_t n_;
+  size_t element_bytes_;
   bool host_pinned_ = false;
   std::mutex mutex_;                      // guards the two below
   std::deque<InFlight> in_flight_;        // started, not yet returned, in start order

@@ -1,8 +1,9 @@
-// Elementwise kernels of the CUDA backend: fill, copy, add, multiply, ReLU, bias add, dropout
+// Elementwise kernels of the CUDA backend: fill, copy, add, multiply, bf16 rounding, ReLU, bias add, dropout
 // (Philox masks identical to the CPU backend's) and the head split/merge copies of attention.
 // Every thread owns fixed elements, so results never depend on scheduling.
 #include <algorithm>
 
+#include "common/bfloat16.h"
 #include "common/logging.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_kernels.h"
@@ -34,6 +35,10 @@ __global__ void AccumulateKernel(size_t n, const float* x, float* y) {
 }
 __global__ void MultiplyKernel(size_t n, const float* x, const float* y, float* z) {
   for (size_t i = GlobalThread(); i < n; i += GridThreads()) z[i] = x[i] * y[i];
+}
+// The wire's rounding (common/bfloat16.h), the same function the host uses: the same bits.
+__global__ void RoundToBf16Kernel(size_t n, const float* x, uint16_t* out) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Bf16OfFloatBits(__float_as_uint(x[i]));
 }
 __global__ void ReluForwardKernel(size_t n, const float* x, float* y) {
   for (size_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -130,6 +135,9 @@ void LaunchAccumulate(cudaStream_t stream, size_t n, const float* x, float* y) {
 }
 void LaunchMultiply(cudaStream_t stream, size_t n, const float* x, const float* y, float* z) {
   PSF_ELEMENTWISE_LAUNCH(MultiplyKernel, n, x, y, z);
+}
+void LaunchRoundToBf16(cudaStream_t stream, size_t n, const float* x, uint16_t* out) {
+  PSF_ELEMENTWISE_LAUNCH(RoundToBf16Kernel, n, x, out);
 }
 void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y) {
   PSF_ELEMENTWISE_LAUNCH(ReluForwardKernel, n, x, y);

@@ -1,4 +1,4 @@
-#include "pserver/wire/bfloat16.h"
+#include "common/bfloat16.h"
 
 namespace psformer {
 

@@ -54,12 +54,13 @@ TEST(EmulatedTraining, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   EXPECT_NE(logs.find("rejoining at step 10"), std::string::npos) << logs;
 }
 
-// With bf16 gradients the emulated GPU rounds them on its device, as a GPU worker does, and the
-// client sends them as they are: the weights still do not depend on the server count or on a
-// killed worker, and they are not the fp32 run's (the rounding is real).
-TEST(EmulatedTraining, Bf16GradientsRoundedOnTheDeviceKeepTheWeightsWhateverServersAndFaults) {
+// With bf16 on the wire the emulated GPU rounds its gradients and widens its parameters on its
+// device, as a GPU worker does, and the client moves them as they are: the weights still do not
+// depend on the server count or on a killed worker, and they are not the fp32 run's (the
+// rounding is real).
+TEST(EmulatedTraining, Bf16RoundedAndWidenedOnTheDeviceKeepsTheWeightsWhateverServersAndFaults) {
   TempDir dir;
-  const std::string bf16 = " --set cluster.gradient_dtype=BF16";
+  const std::string bf16 = " --set cluster.gradient_dtype=BF16 --set cluster.param_dtype=BF16";
   EXPECT_TRUE(TrainSameModel(dir, kEmulated,
                              {{"s1", "--set cluster.servers=1" + bf16},
                               {"s2", "--set cluster.servers=2" + bf16},

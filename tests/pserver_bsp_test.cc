@@ -217,6 +217,10 @@ TEST(PserverBsp, Bf16PullBringsTheMastersRoundedAndFp32PullTheMastersThemselves)
   }
   ASSERT_TRUE(client->Wait(*client->Pull(2, exact.data(), proto::FLOAT32)).ok());
   ASSERT_TRUE(client->Wait(*client->Pull(2, rounded.data(), proto::BFLOAT16)).ok());
+  // As they came, for a caller that widens them itself: the same bf16 values, not widened.
+  std::vector<uint16_t> as_bf16(kTotal, 0);
+  ASSERT_TRUE(client->Wait(*client->PullBf16(2, as_bf16.data())).ok());
+  for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(Bf16ToFloat(as_bf16[i]), rounded[i]) << i;
   EXPECT_TRUE(BitwiseEqual(exact, masters));
   size_t changed = 0;
   for (uint64_t i = 0; i < kTotal; ++i) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -81,6 +82,35 @@ TEST(TransformerStep, ABf16GradientRoundedOnTheDeviceIsTheHostsRoundingOfTheFp32
   auto whole = MakeStep(config, std::make_unique<DeviceRoundingCpuBackend>());
   whole->Compute(2, nullptr);
   EXPECT_EQ(std::vector<uint16_t>(whole->grad_bf16(), whole->grad_bf16() + n), expected);
+}
+
+// bf16 parameters uploaded as they came and widened on the device compute what the same values
+// widened on the host compute: the step's gradient is the same, bit for bit.
+TEST(TransformerStep, Bf16ParametersWidenedOnTheDeviceGiveTheHostsGradient) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
+  auto device = MakeStep(config, std::make_unique<DeviceRoundingCpuBackend>());
+  ASSERT_NE(device->params_bf16(), nullptr);
+  const uint64_t n = device->parameter_count();
+  FloatsToBf16(device->params().data(), n, device->params_bf16());
+  std::vector<float> widened(n);
+  Bf16ToFloats(device->params_bf16(), n, widened.data());
+  std::fill(device->params().begin(), device->params().end(), 0.0f);  // so only the bf16 copy can count
+  device->ParamsPulled(0, proto::BFLOAT16);
+  device->Compute(3, nullptr);
+
+  auto host = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  EXPECT_EQ(host->params_bf16(), nullptr);  // the client widens for the CPU backend
+  host->params() = widened;
+  host->ParamsPulled(0, proto::BFLOAT16);
+  host->Compute(3, nullptr);
+  std::vector<uint16_t> expected(n);
+  FloatsToBf16(host->grad().data(), n, expected.data());
+  EXPECT_EQ(std::vector<uint16_t>(device->grad_bf16(), device->grad_bf16() + n), expected);
+  size_t changed = 0;  // the rounding is real: the widened values are not the fp32 ones
+  auto fp32 = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  for (uint64_t i = 0; i < n; ++i) changed += fp32->params()[i] != widened[i];
+  EXPECT_GT(changed, n / 2);
 }
 
 TEST(TransformerStep, AnFp32GradientStaysFp32WhateverTheBackend) {

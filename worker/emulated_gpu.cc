@@ -63,13 +63,13 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     thread_.join();
   }
 
-  void Upload(const EmulatedGradientKey& key, uint64_t n, Clock::time_point at) {
-    jobs_.Push({true, key, nullptr, nullptr, 0, n, at});
+  void Upload(const EmulatedGradientKey& key, uint64_t n, size_t bytes, Clock::time_point at) {
+    jobs_.Push({true, key, nullptr, nullptr, 0, n, at, bytes});
   }
   // Computes the range into grad and, with grad_bf16, rounds it there (the device's rounding) and
   // copies only that.
   void Download(float* grad, uint16_t* grad_bf16, uint64_t begin, uint64_t end, Clock::time_point at) {
-    jobs_.Push({false, {}, grad, grad_bf16, begin, end, at});
+    jobs_.Push({false, {}, grad, grad_bf16, begin, end, at, grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float)});
   }
   // A download launched now into the last step's gradient (Step launches its own with times).
   void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, last_grad_bf16_, begin, end, Clock::now()); }
@@ -93,6 +93,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     uint16_t* grad_bf16 = nullptr;
     uint64_t begin = 0, end = 0;  // upload: [0, n)
     Clock::time_point at;
+    size_t bytes = sizeof(float);  // per element copied
   };
 
   void Loop() {
@@ -108,8 +109,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
           FloatsToBf16(job->grad + job->begin, job->end - job->begin, job->grad_bf16 + job->begin);
         }
       }
-      const size_t bytes = job->grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float);
-      std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin, bytes));
+      std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin, job->bytes));
       if (job->upload) continue;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -158,8 +158,9 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
   const Clock::time_point now = Clock::now();
   engine_->set_last_grad(grad, grad_bf16);
   // The upload, then the forward, on the device's timeline.
-  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_, now);
-  const Clock::time_point uploaded = std::max(now, device_free_) + CopyTime(n_);
+  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_,
+                  upload_bytes_, now);
+  const Clock::time_point uploaded = std::max(now, device_free_) + CopyTime(n_, upload_bytes_);
   const auto forward = step_time_ / 3;
   const auto backward = step_time_ - forward;
   const Clock::time_point forward_end = uploaded + forward;

@@ -61,7 +61,11 @@ class EmulatedGpu {
 
   uint64_t parameter_count() const { return n_; }
   // The device's time a step takes: the parameters' upload and cluster.emulated_step_ms.
-  double step_seconds() const { return std::chrono::duration<double>(step_time_ + CopyTime(n_)).count(); }
+  double step_seconds() const {
+    return std::chrono::duration<double>(step_time_ + CopyTime(n_, upload_bytes_)).count();
+  }
+  // Whether the next steps upload bf16 parameters (2 bytes each, widened on the device) or fp32.
+  void set_upload_bf16(bool bf16) { upload_bytes_ = bf16 ? sizeof(uint16_t) : sizeof(float); }
   // The layers' ranges in the order a step releases them: the reverse of the flat layout, which
   // is the order the Transformer's backward finishes them (decoder layers last to first, then
   // the encoder's, the shared embedding last). Disjoint; together they cover [0, n).
@@ -93,6 +97,7 @@ class EmulatedGpu {
 
   std::chrono::duration<double> seconds_per_byte_;  // at cluster.emulated_copy_gb_per_s
   uint64_t n_ = 0;
+  size_t upload_bytes_ = sizeof(float);  // per parameter
   std::vector<Range> ranges_;
   StepStats stats_;                  // every step reports the same
   Clock::time_point device_free_{};  // when the device's work launched so far ends

@@ -13,10 +13,13 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
     : StepComputer(gpu->parameter_count()), gpu_(std::move(gpu)), vocab_(ResolvedVocabSize(config)) {
   // A GPU rounds its bf16 gradient on the device; so does the emulated one.
   if (config.cluster().gradient_dtype() == proto::ClusterConfig::BF16) GradientLeavesAsBf16();
+  // And takes bf16 parameters as they came, widening them there.
+  if (config.cluster().param_dtype() == proto::ClusterConfig::BF16) ParamsArriveAsBf16();
 }
 
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
   // The emulated GPU launches each range's download itself, as it launches backward.
+  gpu_->set_upload_bf16(pulled_bf16());
   return gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
 }
 

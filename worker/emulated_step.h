@@ -21,7 +21,10 @@ class EmulatedStep final : public StepComputer {
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
   double last_device_s() override { return gpu_->step_seconds(); }
-  void ParamsPulled(uint32_t digest) override { params_digest_ = digest; }
+  void ParamsPulled(uint32_t digest, proto::DType dtype) override {
+    StepComputer::ParamsPulled(digest, dtype);
+    params_digest_ = digest;
+  }
   bool validates() const override { return false; }
   StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
   const std::vector<std::string>* bleu_references() const override { return nullptr; }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/proto/config.pb.h"
+#include "common/proto/wire.pb.h"
 #include "common/status.h"
 #include "worker/model/transformer.h"
 #include "worker/validation.h"
@@ -52,9 +53,10 @@ class StepComputer {
   // emulated GPU's step): may wait for that work to finish, so ask once its gradient is handed over.
   virtual double last_device_s() = 0;
 
-  // The parameters now in params() were pulled with this digest (PsClient::last_pull_digest):
-  // what an emulated GPU keys its gradients with instead of reading them. Others ignore it.
-  virtual void ParamsPulled(uint32_t /*digest*/) {}
+  // The parameters just pulled, with this digest (PsClient::last_pull_digest: what an emulated
+  // GPU keys its gradients with instead of reading them) and as `dtype`: FLOAT32 in params(),
+  // BFLOAT16 in params_bf16() when there is one (else widened into params() by the client).
+  virtual void ParamsPulled(uint32_t /*digest*/, proto::DType dtype) { pulled_dtype_ = dtype; }
 
   // Whether Validate measures anything (an emulated GPU has no model to validate).
   virtual bool validates() const = 0;
@@ -71,16 +73,26 @@ class StepComputer {
   // GPU): Compute's copies then fill this instead of grad(), with half the bytes, and the client
   // sends it as it is. Null otherwise: the client rounds grad() on its own threads.
   const uint16_t* grad_bf16() const { return grad_bf16_.empty() ? nullptr : grad_bf16_.data(); }
+  // Where bf16 parameters land as they came (cluster.param_dtype BF16 on a device that widens
+  // them itself: Backend::rounds_on_device; the emulated GPU): the next Compute uploads half the
+  // bytes and widens them on the device. Null otherwise: the client widens them into params().
+  uint16_t* params_bf16() { return params_bf16_.empty() ? nullptr : params_bf16_.data(); }
 
  protected:
   explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count, 0.0f) {}
 
   // Makes grad_bf16() the gradient's way off the device.
   void GradientLeavesAsBf16() { grad_bf16_.assign(params_.size(), 0); }
+  // Makes params_bf16() where bf16 pulls land.
+  void ParamsArriveAsBf16() { params_bf16_.assign(params_.size(), 0); }
+  // Whether the last pull left the parameters in params_bf16_ (else in params_).
+  bool pulled_bf16() const { return pulled_dtype_ == proto::BFLOAT16 && !params_bf16_.empty(); }
 
-  std::vector<float> params_;        // host, (n)
-  std::vector<float> grad_;          // host, (n)
-  std::vector<uint16_t> grad_bf16_;  // host, (n) or empty
+  std::vector<float> params_;          // host, (n)
+  std::vector<float> grad_;            // host, (n)
+  std::vector<uint16_t> grad_bf16_;    // host, (n) or empty
+  std::vector<uint16_t> params_bf16_;  // host, (n) or empty
+  proto::DType pulled_dtype_ = proto::FLOAT32;
 };
 
 // The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,

@@ -37,6 +37,12 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
     PSF_ASSIGN_OR_RETURN(s->grad_download_,
                          s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
   }
+  if (config.cluster().param_dtype() == proto::ClusterConfig::BF16 && s->backend_->rounds_on_device()) {
+    // bf16 pulls are uploaded as they came and widened on the device.
+    s->ParamsArriveAsBf16();
+    s->device_params_bf16_ = s->backend_->Allocate<uint16_t>(n);
+    s->params_bf16_pinned_ = s->backend_->PinHostMemory(s->params_bf16_.data(), n * sizeof(uint16_t));
+  }
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
                                                            s->backend_.get()));
@@ -48,7 +54,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const uint64_t n = parameter_count();
   const Batch batch = source_->TrainBatch(step, worker_, config_.cluster().workers());
   backend_->MarkSpanStart();
-  device_params_.Upload(params_.data(), n);
+  UploadParams();
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
   const bool bf16 = !grad_bf16_.empty();
   if (!on_copying) {
@@ -74,8 +80,18 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   return stats;
 }
 
+void TransformerStep::UploadParams() {
+  const uint64_t n = parameter_count();
+  if (pulled_bf16()) {
+    device_params_bf16_.Upload(params_bf16_.data(), n);
+    backend_->WidenBf16(n, device_params_bf16_.data(), device_params_.data());
+  } else {
+    device_params_.Upload(params_.data(), n);
+  }
+}
+
 StatusOr<ValidationResult> TransformerStep::Validate(std::vector<std::string>* hypotheses) {
-  device_params_.Upload(params_.data(), parameter_count());
+  UploadParams();
   return ValidateWithBleu(model_.get(), device_params_.data(), source_->ValidBatches(), valid_bleu_.get(), hypotheses);
 }
 

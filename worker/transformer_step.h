@@ -41,6 +41,9 @@ class TransformerStep final : public StepComputer {
   }
 
  private:
+  // The last pull's parameters into device_params_: as fp32, or as bf16 widened on the device.
+  void UploadParams();
+
   TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
                   std::unique_ptr<Backend<float>> backend);
 
@@ -51,7 +54,9 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<Transformer<float>> model_;
   DeviceBuffer<float> device_params_, device_grad_;  // backend, (n)
   DeviceBuffer<uint16_t> device_grad_bf16_;          // backend, (n) when the gradient leaves as bf16
+  DeviceBuffer<uint16_t> device_params_bf16_;        // backend, (n) when bf16 pulls arrive as they came
   std::shared_ptr<void> params_pinned_;              // params_ pinned while this lives (or null)
+  std::shared_ptr<void> params_bf16_pinned_;         // params_bf16_ likewise
   std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ (or its bf16 to grad_bf16_) as
                                                      // backward reports layers
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only

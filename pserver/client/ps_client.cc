@@ -264,10 +264,19 @@ StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DT
   if (dtype != proto::FLOAT32 && dtype != proto::BFLOAT16) {
     return Status::InvalidArgument("ps client: parameters travel as FLOAT32 or BFLOAT16");
   }
+  return PullInto(step, params, nullptr, dtype);
+}
+
+StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params) {
+  return PullInto(step, nullptr, params, proto::BFLOAT16);
+}
+
+StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
   Request& r = NewRequest(ticket, proto::PULL, step, PieceParts());
   r.dtype = dtype;
   r.params = params;
+  r.params_bf16 = params_bf16;
   r.part_crcs.assign(r.parts.size(), 0);
   // The pieces the next forward pass needs first go first: the flat vector is in forward order.
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));

@@ -128,6 +128,9 @@ class PsClient {
   // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into
   // `params` on arrival).
   StatusOr<Ticket> Pull(int64_t step, float* params, proto::DType dtype = proto::FLOAT32);
+  // A BFLOAT16 pull whose pieces land in `params` as they came (bf16, in model order), for a
+  // caller that widens them itself (a GPU worker, on its device).   params: (parameter_count)
+  StatusOr<Ticket> PullBf16(int64_t step, uint16_t* params);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
   // server sent back (with its reason), Aborted when the job is rolling back (call Rollback), or
   // Unavailable after timeout_ms.
@@ -197,7 +200,8 @@ class PsClient {
     uint64_t epoch = 0;                   // the epoch it is sent in (ROLLBACK: the one it enters).
     std::vector<Part> parts;              // Broadcast: one per shard, part k = shard k.
     int remaining = 0;                    // parts not answered
-    float* params = nullptr;              // PULL destination.
+    float* params = nullptr;              // PULL destination...
+    uint16_t* params_bf16 = nullptr;      // ...or, for PullBf16, this one.
     double pulled_loss_sum = 0;           // PULL: what its pieces said of the step (BSP)...
     uint64_t pulled_tokens = 0;           // ...0: not said.
     std::vector<uint32_t> part_crcs;      // PULL: each answered part's payload CRC-32C
@@ -221,6 +225,8 @@ class PsClient {
   std::vector<Part> PieceParts() const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
+  // Pull into fp32 `params` or, as they came, into bf16 `params_bf16` (the other null).
+  StatusOr<Ticket> PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype);
   // BeginPush of an fp32 `grad` or of a bf16 `rounded` one (the other null).
   StatusOr<Ticket> BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded, uint64_t target_tokens,
                                double loss_sum);

@@ -109,6 +109,8 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
                        << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";
       return false;  // the resend brings them again and overwrites what was copied
     }
+  } else if (r.params_bf16 != nullptr) {
+    CopyPayloadBytes(msg, r.params_bf16 + p.model);  // as it came: its caller widens it
   } else {
     CopyPayloadAsFloats(msg, r.params + p.model, options_.copy_threads);  // bf16 widened, split over threads
   }

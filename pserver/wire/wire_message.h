@@ -78,6 +78,8 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
 // over `threads` threads): whether it matches the header's. On a mismatch out[] holds the damaged
 // bytes, which the caller must not use (a pull's part stays unanswered and is asked for again).
 bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads = 1);
+// Copies the payload's bytes, frame after frame, into out (PayloadBytes()).
+void CopyPayloadBytes(const WireMessage& msg, void* out);
 // Elements [begin, end) of the payload (relative to its start) as fp32, widening bf16:
 // acc[i - begin] += payload[i], one addition per element (so the order of the additions is the
 // caller's, whatever the split into ranges); `assign` writes the values instead. Frames may lie

@@ -75,16 +75,22 @@ class Backend : public DeviceMemory {
     return std::unique_ptr<RangeDownloader>(std::make_unique<ImmediateRangeDownloader<T>>(this, device, host, n));
   }
 
-  // ---- The gradient in bf16 (cluster.gradient_dtype BF16) ----
+  // ---- bf16 on the wire (cluster.gradient_dtype, param_dtype BF16) ----
   // Whether the backend computes beside the host (a GPU): then a worker rounds its gradient to
-  // bf16 there (RoundToBf16) and copies half the bytes off the device, instead of leaving the
-  // rounding to its client's threads on the host. A backend whose memory is the host's says
-  // false: rounding on the thread that computes would only take that thread's time.
+  // bf16 there (RoundToBf16) and copies half the bytes off the device, and widens bf16
+  // parameters there (WidenBf16) after copying half the bytes on, instead of leaving both to its
+  // client's threads on the host. A backend whose memory is the host's says false: the work on
+  // the thread that computes would only take that thread's time.
   virtual bool rounds_on_device() const { return false; }
   // out[i] = bf16(x[i]) for n elements, in stream order, bit for bit as FloatsToBf16
   // (common/bfloat16.h) rounds on the host. This default rounds on the calling thread.
   virtual void RoundToBf16(size_t n, const T* x, uint16_t* out) {
     for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(static_cast<float>(x[i]));
+  }
+  // out[i] = x[i] widened from bf16 (exact), in stream order: bf16 parameters (cluster.param_dtype
+  // BF16) uploaded as they came and widened on the device.
+  virtual void WidenBf16(size_t n, const uint16_t* x, T* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(Bf16ToFloat(x[i]));
   }
   // MakeRangeDownloader's twin for a bf16 array.
   virtual StatusOr<std::unique_ptr<RangeDownloader>> MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,

@@ -30,14 +30,15 @@ StatusOr<int64_t> WorkerDataPath::Rollback() {
 
 Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
   uint32_t digest = 0;
+  const proto::DType dtype = PullDtype(step);
   PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, PullDtype(step)));
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, dtype));
     PSF_RETURN_IF_ERROR(c.Wait(pull).WithContext("pull of step " + std::to_string(step)));
     *first_reply_s = c.last_wait_first_reply_s();
     digest = c.last_pull_digest();
     return Status::Ok();
   }));
-  computer_->ParamsPulled(digest);
+  computer_->ParamsPulled(digest, dtype);
   return Status::Ok();
 }
 
@@ -101,9 +102,9 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
 }
 
 Status WorkerDataPath::PullEarly(PsClient& client, int64_t step) {
-  // Its forward pass has read params() already (every backend computes from its own copy), so
-  // the pieces may land there while backward goes on.
-  PSF_ASSIGN_OR_RETURN(pull_, client.Pull(step, computer_->params().data(), PullDtype(step)));
+  // Its forward pass has read params() (or params_bf16()) already (every backend computes from
+  // its own copy), so the pieces may land there while backward goes on.
+  PSF_ASSIGN_OR_RETURN(pull_, StartPull(client, step, PullDtype(step)));
   pull_step_ = step;
   pull_dtype_ = PullDtype(step);
   return Status::Ok();
@@ -117,6 +118,13 @@ StatusOr<PsClient::Ticket> WorkerDataPath::PullAfter(PsClient& client, int64_t s
     // that its replies cannot land in params() later.
     PSF_RETURN_IF_ERROR(client.Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
   }
+  return StartPull(client, step, dtype);
+}
+
+StatusOr<PsClient::Ticket> WorkerDataPath::StartPull(PsClient& client, int64_t step, proto::DType dtype) {
+  // bf16 parameters land as they came where the computer widens them itself (on its device).
+  uint16_t* as_bf16 = computer_->params_bf16();
+  if (dtype == proto::BFLOAT16 && as_bf16 != nullptr) return client.PullBf16(step, as_bf16);
   return client.Pull(step, computer_->params().data(), dtype);
 }
 

@@ -87,6 +87,9 @@ class WorkerDataPath {
   // On the client thread: a pull of the parameters after `step`: the one in flight if it asks
   // for the same.
   StatusOr<PsClient::Ticket> PullAfter(PsClient& client, int64_t step, proto::DType dtype);
+  // Sends a pull of the parameters after `step` as `dtype` into the computer's params() (or, for
+  // bf16 into a computer that widens them itself, its params_bf16()).
+  StatusOr<PsClient::Ticket> StartPull(PsClient& client, int64_t step, proto::DType dtype);
   // The element type of the pull of the parameters after `step`: bf16 when the config says so,
   // except after the steps that are validated (the metrics describe the fp32 masters). It depends
   // on the step alone: every worker, restarted or not, computes a step from the same values.

@@ -142,6 +142,7 @@ StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeBf16RangeDownloader(
 }
 
 void CudaBackend::RoundToBf16(size_t n, const float* x, uint16_t* out) { k::LaunchRoundToBf16(stream_, n, x, out); }
+void CudaBackend::WidenBf16(size_t n, const uint16_t* x, float* out) { k::LaunchWidenBf16(stream_, n, x, out); }
 
 std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
   if (bytes == 0) return nullptr;

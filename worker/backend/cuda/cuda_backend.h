@@ -77,9 +77,11 @@ class CudaBackend final : public Backend<float> {
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   void Synchronize() override;
   StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
-  // The gradient is rounded to bf16 here, by a kernel, and half its bytes cross the bus.
+  // bf16 gradients are rounded here and bf16 parameters widened here, by kernels: half the bytes
+  // cross the bus.
   bool rounds_on_device() const override { return true; }
   void RoundToBf16(size_t n, const float* x, uint16_t* out) override;
+  void WidenBf16(size_t n, const uint16_t* x, float* out) override;
   StatusOr<std::unique_ptr<RangeDownloader>> MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,
                                                                      size_t n) override;
   std::shared_ptr<void> PinHostMemory(void* host, size_t bytes) override;

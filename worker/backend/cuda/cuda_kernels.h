@@ -25,6 +25,8 @@ void LaunchAccumulate(cudaStream_t stream, size_t n, const float* x, float* y);
 void LaunchMultiply(cudaStream_t stream, size_t n, const float* x, const float* y, float* z);
 // out[i] = the bf16 of x[i], rounded as common/bfloat16.h rounds.
 void LaunchRoundToBf16(cudaStream_t stream, size_t n, const float* x, uint16_t* out);
+// out[i] = x[i] widened from bf16 (exact).
+void LaunchWidenBf16(cudaStream_t stream, size_t n, const uint16_t* x, float* out);
 void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y);
 void LaunchReluBackward(cudaStream_t stream, size_t n, const float* y, const float* dy, float* dx);
 void LaunchBiasAdd(cudaStream_t stream, int rows, int cols, const float* bias, float* x);

@@ -1,4 +1,5 @@
-// Elementwise kernels of the CUDA backend: fill, copy, add, multiply, bf16 rounding, ReLU, bias add, dropout
+// Elementwise kernels of the CUDA backend: fill, copy, add, multiply, bf16 rounding and widening, ReLU, bias add,
+// dropout
 // (Philox masks identical to the CPU backend's) and the head split/merge copies of attention.
 // Every thread owns fixed elements, so results never depend on scheduling.
 #include <algorithm>
@@ -39,6 +40,10 @@ __global__ void MultiplyKernel(size_t n, const float* x, const float* y, float* 
 // The wire's rounding (common/bfloat16.h), the same function the host uses: the same bits.
 __global__ void RoundToBf16Kernel(size_t n, const float* x, uint16_t* out) {
   for (size_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Bf16OfFloatBits(__float_as_uint(x[i]));
+}
+__global__ void WidenBf16Kernel(size_t n, const uint16_t* x, float* out) {
+  for (size_t i = GlobalThread(); i < n; i += GridThreads())
+    out[i] = __uint_as_float(static_cast<uint32_t>(x[i]) << 16);
 }
 __global__ void ReluForwardKernel(size_t n, const float* x, float* y) {
   for (size_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -138,6 +143,9 @@ void LaunchMultiply(cudaStream_t stream, size_t n, const float* x, const float* 
 }
 void LaunchRoundToBf16(cudaStream_t stream, size_t n, const float* x, uint16_t* out) {
   PSF_ELEMENTWISE_LAUNCH(RoundToBf16Kernel, n, x, out);
+}
+void LaunchWidenBf16(cudaStream_t stream, size_t n, const uint16_t* x, float* out) {
+  PSF_ELEMENTWISE_LAUNCH(WidenBf16Kernel, n, x, out);
 }
 void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y) {
   PSF_ELEMENTWISE_LAUNCH(ReluForwardKernel, n, x, y);

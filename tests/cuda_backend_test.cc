@@ -245,8 +245,9 @@ TEST_F(CudaOps, DropoutMasksAreIdenticalToCpuAndPhilox) {
 }
 
 // The gradient's bf16 rounding on the GPU (a worker with cluster.gradient_dtype BF16) gives the
-// bits the host's FloatsToBf16 gives, ties to even, NaN, infinities and denormals included.
-TEST_F(CudaOps, RoundToBf16IsTheHostsRoundingBitForBit) {
+// bits the host's FloatsToBf16 gives, ties to even, NaN, infinities and denormals included; the
+// parameters' widening (param_dtype BF16) gives the host's Bf16ToFloats.
+TEST_F(CudaOps, RoundToBf16AndWidenBf16AreTheHostsBitForBit) {
   EXPECT_TRUE(gpu_->rounds_on_device());
   std::vector<float> x = RandomFloats(rng_, 10007);
   const uint32_t special[] = {0x7fc00001u, 0xff800000u, 0x7f800000u, 0x00000001u, 0x80000000u,
@@ -258,6 +259,14 @@ TEST_F(CudaOps, RoundToBf16IsTheHostsRoundingBitForBit) {
   auto g16 = gpu_->Allocate<uint16_t>(x.size());
   gpu_->RoundToBf16(x.size(), gx.data(), g16.data());
   EXPECT_EQ(ToHost(g16), expected);
+  // And back: widening is exact, and the host's.
+  std::vector<float> widened(x.size());
+  Bf16ToFloats(expected.data(), expected.size(), widened.data());
+  auto gw = gpu_->Allocate<float>(x.size());
+  gpu_->WidenBf16(x.size(), g16.data(), gw.data());
+  const std::vector<float> back = ToHost(gw);
+  ASSERT_EQ(back.size(), widened.size());
+  EXPECT_EQ(std::memcmp(back.data(), widened.data(), back.size() * sizeof(float)), 0);  // NaN bits too
 }
 
 TEST_F(CudaOps, EmbeddingForwardAndDeterministicBackward) {

@@ -1,9 +1,8 @@
 #include "export/marian_export.h"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
+#include "common/binary_codec.h"
 #include "common/model_file.h"
 #include "common/temporary_directory.h"
 #include "common/write_file.h"
@@ -32,12 +31,6 @@ Status CheckOutputFree(const std::string& out_dir) {
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read --spm " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 }  // namespace
 
 StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
@@ -46,16 +39,17 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
   PSF_ASSIGN_OR_RETURN(ModelFile model, ReadModelFile(options.model_path));
   const Status compatible = CheckExportable(model);
   if (!compatible.ok()) return Status::InvalidArgument(options.model_path + ": " + compatible.message());
-  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBytes(options.spm_path));
+  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBinaryFile(options.spm_path, "--spm"));
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, options.spm_path));
   if (vocabulary.size() != model.vocab_size) {
     return Status::InvalidArgument("vocabulary mismatch: " + options.spm_path + " has " +
                                    std::to_string(vocabulary.size()) + " pieces but " + options.model_path +
                                    " was trained with a vocabulary of " + std::to_string(model.vocab_size));
   }
+  MarianExportReport report;
+  PSF_RETURN_IF_ERROR(CheckSentencePiece(model, options.model_path, spm_bytes, options.spm_path, &report.spm_warning));
 
   std::string weights;
-  MarianExportReport report;
   {
     const std::vector<NamedTensor> tensors = MarianTensors(model);
     report.tensors = static_cast<int64_t>(tensors.size());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/binary_codec.h"
 #include "common/memory_estimate.h"
 #include "common/model_file.h"
 #include "launcher/command_line.h"
@@ -174,13 +175,20 @@ int RunTranslateCommand(const Args& args) {
   const std::string spm_path = parsed.values["spm"].as<std::string>();
   auto model = ReadModelFile(model_path);
   if (!model.ok()) return ReportError("translate", model.status());
-  auto vocabulary = SubwordVocabulary::FromFile(spm_path);
+  auto spm_bytes = ReadBinaryFile(spm_path, "--spm");
+  if (!spm_bytes.ok()) return ReportError("translate", spm_bytes.status());
+  auto vocabulary = SubwordVocabulary::FromSerialized(*spm_bytes, spm_path);
   if (!vocabulary.ok()) return ReportError("translate", vocabulary.status());
   if (vocabulary->size() != model->vocab_size) {
     return ReportError("translate", "vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary->size()) +
                                         " pieces but " + model_path + " was trained with a vocabulary of " +
                                         std::to_string(model->vocab_size));
   }
+  std::string spm_warning;
+  if (Status same = CheckSentencePiece(*model, model_path, *spm_bytes, spm_path, &spm_warning); !same.ok()) {
+    return ReportError("translate", same);
+  }
+  if (!spm_warning.empty()) std::cerr << "psformer translate: warning: " << spm_warning << "\n";
 
   if (Status fits = CheckBeamFits(beam, *model, ThisMachine().host_bytes); !fits.ok()) {
     return ReportError("translate", fits);

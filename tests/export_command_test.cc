@@ -233,6 +233,20 @@ TEST_F(ExportCommandTest, RefusesAVocabularyOfAnotherSize) {
   ExpectRefused(Export(dir_.File("v50.bin"), spm_, dir_.File("hf")), {"vocabulary mismatch", "50"});
 }
 
+// Another corpus's SentencePiece model of the model's size would export a tokenizer that maps
+// every piece to another id: refused. A model that records none (an older psformer's) exports
+// with a warning.
+TEST_F(ExportCommandTest, RefusesAnotherSentencePieceModelAndWarnsWhereTheModelRecordsNone) {
+  const std::string foreign = WriteRandomModel("foreign.bin", 40, false, SentencePieceDigest("another spm.model"));
+  ExpectRefused(Export(foreign, spm_, dir_.File("hf")), {"SentencePiece model mismatch", spm_, "foreign.bin"});
+  ExpectRefused(Export(model_, dir_.File(""), dir_.File("hf")), {"it is a directory, not a file"});
+  const std::string old = WriteRandomModel("old.bin", 40, false, "");
+  const auto r = Export(old, spm_, dir_.File("hf"));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer export: warning: " + old + " records no SentencePiece model"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   // Under a directory that does not exist yet: not even that is made.
   ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});

@@ -275,5 +275,30 @@ TEST_F(ExportCommandTest, RefusesANonEmptyDirectoryAndAnUnknownFormat) {
   EXPECT_NE(r.output.find("--format onnx"), std::string::npos) << r.output;
 }
 
+// scripts/ctranslate2-from-export.py says what is wrong with its command line or its input, and
+// which packages it lacks, before it imports them: no Python traceback (it printed one,
+// ModuleNotFoundError, for every call on a machine without ctranslate2).
+TEST(CTranslate2Converter, SaysWhatIsWrongBeforeItNeedsItsPackages) {
+  testing::TempDir dir;
+  const std::string script = "python3 " + testing::SourceDir() + "/scripts/ctranslate2-from-export.py";
+  auto r = testing::RunShell(script);
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+  EXPECT_NE(r.output.find("the following arguments are required: export_dir, out_dir"), std::string::npos) << r.output;
+  r = testing::RunShell(script + " " + dir.File("none") + " " + dir.File("ct2"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, dir.File("none") + " has no config.json: not a directory written by psformer"));
+  fs::create_directories(dir.File("hf"));
+  for (const char* name : {"config.json", "model.safetensors", "vocab.json", "tokenizer_config.json"}) {
+    dir.Write(std::string("hf/") + name, "{}");
+  }
+  r = testing::RunShell(script + " " + dir.File("hf") + " " + dir.File("hf"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, dir.File("hf") + " exists; choose a new directory"));
+  EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << r.output;
+  if (testing::RunShell("python3 -c 'import numpy, ctranslate2, safetensors'").exit_status == 0) return;
+  r = testing::RunShell(script + " " + dir.File("hf") + " " + dir.File("ct2"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, "this script needs the Python packages numpy, ctranslate2, safetensors"));
+  EXPECT_NE(r.output.find("python3 -m pip install numpy ctranslate2 safetensors"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace psformer

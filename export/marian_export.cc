@@ -1,5 +1,7 @@
 #include "export/marian_export.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "common/binary_codec.h"
@@ -20,9 +22,25 @@ namespace fs = std::filesystem;
 // overwritten (a user's files, or an export the user may still want).
 Status CheckOutputFree(const std::string& out_dir) {
   std::error_code ec;
+  // The export is renamed onto out_dir at the end, which neither a symbolic link (ENOTDIR) nor
+  // a mount point (EBUSY) can take: refused now, before anything is written.
+  if (fs::is_symlink(fs::symlink_status(out_dir, ec))) {
+    return Status::InvalidArgument(
+        "--out " + out_dir + " is a symbolic link (to " + fs::read_symlink(out_dir, ec).string() +
+        "); export writes a directory in its place: name the directory itself, or a new one");
+  }
   const fs::file_status st = fs::status(out_dir, ec);
   if (!fs::exists(st)) return Status::Ok();
   if (!fs::is_directory(st)) return Status::InvalidArgument("--out " + out_dir + " exists and is not a directory");
+  struct stat self;
+  struct stat parent;
+  const fs::path absolute = fs::absolute(out_dir).lexically_normal();
+  const fs::path above = (absolute.has_filename() ? absolute : absolute.parent_path()).parent_path();
+  if (stat(out_dir.c_str(), &self) == 0 && stat(above.c_str(), &parent) == 0 && self.st_dev != parent.st_dev) {
+    return Status::InvalidArgument("--out " + out_dir +
+                                   " is a mount point; export writes beside it and renames its directory into place, "
+                                   "which a mount point refuses: name a new directory inside it");
+  }
   if (!fs::is_empty(out_dir, ec) || ec) {
     return Status::InvalidArgument("--out " + out_dir +
                                    " exists and is not empty; export writes a new directory (remove it or "

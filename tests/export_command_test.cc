@@ -247,6 +247,20 @@ TEST_F(ExportCommandTest, RefusesAnotherSentencePieceModelAndWarnsWhereTheModelR
       << r.output;
 }
 
+// --out that is a symbolic link, even to an empty directory, cannot be renamed onto: refused
+// before anything is written, naming the link (it used to fail at the end: "Not a directory").
+TEST_F(ExportCommandTest, RefusesASymbolicLinkAsOut) {
+  fs::create_directories(dir_.File("empty"));
+  fs::create_directory_symlink(dir_.File("empty"), dir_.File("link"));
+  const auto r = Export(model_, spm_, dir_.File("link"));
+  EXPECT_TRUE(
+      testing::EndsSaying(r, 1, "--out " + dir_.File("link") + " is a symbolic link (to " + dir_.File("empty")));
+  EXPECT_TRUE(fs::is_empty(dir_.File("empty")));
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
 TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   // Under a directory that does not exist yet: not even that is made.
   ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});

@@ -18,6 +18,7 @@
 #include "common/binary_codec.h"
 #include "common/memory_estimate.h"
 #include "common/model_file.h"
+#include "common/utf8.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
 #include "launcher/terminal_progress.h"
@@ -46,6 +47,11 @@ Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vec
   sources->assign(lines.size(), {});
   int truncated = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
+    // SentencePiece would take a bad byte as an unknown piece and translate something else.
+    if (size_t bad = 0; !IsValidUtf8(lines[i], &bad)) {
+      return Status::InvalidArgument("standard input:" + std::to_string(i + 1) + ": invalid UTF-8 at byte " +
+                                     std::to_string(bad + 1) + " of the line (translate reads UTF-8 text)");
+    }
     std::vector<int> ids;
     Status encoded = vocabulary.Encode(lines[i], &ids);
     if (!encoded.ok()) return Status::InvalidArgument("line " + std::to_string(i + 1) + ": " + encoded.message());

@@ -120,6 +120,15 @@ TEST_F(TranslateCommandTest, AModelWithoutASentencePieceDigestTranslatesWithOneW
   EXPECT_EQ(checked.output.find("SentencePiece"), std::string::npos) << checked.output;
 }
 
+// A line that is not UTF-8 is refused with its line and byte, as prepare and bleu refuse it,
+// instead of being translated as unknown pieces.
+TEST_F(TranslateCommandTest, InvalidUtf8OnStandardInputIsRefusedWithItsLine) {
+  const std::string bad = dir_.Write("bad.txt", "the word\nwas \xff light\n");
+  auto result = Translate("--model " + model_ + " --spm " + spm_, bad);
+  EXPECT_TRUE(testing::EndsSaying(result, 1, "standard input:2: invalid UTF-8 at byte 5 of the line")) << result.output;
+  EXPECT_TRUE(OutputLines().empty());
+}
+
 // Standard input that cannot be read (a directory, or closed) is an error, not an empty input
 // translated into nothing with exit status 0.
 TEST_F(TranslateCommandTest, UnreadableStandardInputIsAnError) {

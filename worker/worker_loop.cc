@@ -259,7 +259,16 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
   PSF_RETURN_IF_ERROR(data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
-  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
+  if (const Status written = coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params());
+      !written.ok()) {
+    // A restart would train nothing new and fail to write the same file the same way (a full
+    // disk, a read-only directory), five times over: the job ends once, saying why.
+    const std::string why = written.message() +
+                            ": a restart would fail the same way; free space (or make the run directory writable) "
+                            "and continue with --resume";
+    ReportToSupervisor(kReportFatal, why);
+    return Status::IoError(why);
+  }
   return data_path_->Call([&](PsClient& c) -> Status {
     PSF_RETURN_IF_ERROR(c.Goodbye());
     // Only the coordinator role may end the job; worker 0 speaks as it for this last message.

@@ -1,6 +1,7 @@
 #include "common/binary_codec.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -11,6 +12,11 @@
 namespace psformer {
 
 StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what) {
+  // A directory opens as a stream and fails only in the read, with the library's words.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument("cannot read " + what + " " + path + ": it is a directory, not a file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("cannot open " + what + " " + path + ": " + std::strerror(errno));
   std::ostringstream buffer;

@@ -30,7 +30,7 @@ static_assert(std::endian::native == std::endian::little, "psformer's binary fil
 inline constexpr size_t kMagicBytes = 8;
 
 // The bytes of the file at `path`; NotFound "cannot open WHAT PATH: why" when it cannot be
-// opened, IoError when it cannot be read.
+// opened, InvalidArgument when it is a directory, IoError when it cannot be read.
 StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what);
 
 // Where a writer's bytes go; a failure is reported once, by Finish.

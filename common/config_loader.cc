@@ -6,6 +6,8 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -38,11 +40,39 @@ class FirstErrorCollector : public pb::io::ErrorCollector {
   }
   void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
   bool has_error() const { return has_error_; }
-  std::string Describe(const std::string& source) const {
-    return source + ":" + std::to_string(line_) + ":" + std::to_string(column_) + ": " + message_;
+  // `text`: what was parsed, to name the field of an error where protobuf does not.
+  std::string Describe(const std::string& source, const std::string& text) const {
+    std::string message = message_;
+    if (message == "Expected integer, got: -") {
+      // A negative number for a field that takes none (seed, the counts): protobuf names only
+      // the minus sign.
+      const std::string field = FieldBefore(text);
+      message = "a negative number" + (field.empty() ? std::string() : " for " + field) +
+                ", which takes a whole number >= 0 (" + message + ")";
+    }
+    return source + ":" + std::to_string(line_) + ":" + std::to_string(column_) + ": " + message;
   }
 
  private:
+  // The name before the ':' that precedes the error's column on its line, or "".
+  std::string FieldBefore(const std::string& text) const {
+    size_t start = 0;
+    for (int l = 1; l < line_ && start != std::string::npos; ++l) {
+      start = text.find('\n', start);
+      if (start != std::string::npos) ++start;
+    }
+    if (start == std::string::npos) return "";
+    const std::string line = text.substr(start, text.find('\n', start) - start);
+    size_t end = std::min<size_t>(line.size(), column_ > 0 ? column_ - 1 : 0);
+    const size_t colon = line.rfind(':', end == 0 ? 0 : end - 1);
+    if (colon == std::string::npos) return "";
+    end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
+    if (end == std::string::npos) return "";
+    size_t begin = end + 1;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(line[begin - 1])) || line[begin - 1] == '_')) --begin;
+    return line.substr(begin, end + 1 - begin);
+  }
+
   bool has_error_ = false;
   int line_ = 0;
   int column_ = 0;
@@ -166,7 +196,7 @@ StatusOr<JobConfig> ParseConfigText(const std::string& text, const std::string& 
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, &config)) {
-    if (errors.has_error()) return Status::InvalidArgument(errors.Describe(source_name));
+    if (errors.has_error()) return Status::InvalidArgument(errors.Describe(source_name, text));
     return Status::InvalidArgument(source_name + ": cannot parse config");
   }
   return config;

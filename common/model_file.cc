@@ -1,8 +1,11 @@
 #include "common/model_file.h"
 
+#include <filesystem>
+
 #include "common/binary_codec.h"
 #include "common/logging.h"
 #include "common/param_layout.h"
+#include "common/sha256.h"
 #include "common/write_file.h"
 
 namespace psformer {
@@ -12,6 +15,7 @@ Status WriteModelFile(const std::string& path, const ModelFile& file) {
   std::string bytes;
   BinaryWriter w(StringSink(&bytes), std::string_view(kModelFileMagic, sizeof(kModelFileMagic)), kModelFileVersion);
   w.PutString(file.model.SerializeAsString());
+  w.PutString(file.spm_digest);
   w.Put(file.vocab_size);
   w.Put(static_cast<uint64_t>(file.params.size()));
   w.PutArray(file.params.data(), file.params.size());
@@ -29,13 +33,14 @@ StatusOr<ModelFile> ReadModelFile(const std::string& path) {
   }
   uint32_t version = 0;
   if (!r.Get(&version)) return corrupt("truncated in the header");
-  if (version != kModelFileVersion) {
-    return corrupt("version " + std::to_string(version) + " is not supported (this build reads version " +
-                   std::to_string(kModelFileVersion) + ")");
+  if (version < kModelFileFirstVersion || version > kModelFileVersion) {
+    return corrupt("version " + std::to_string(version) + " is not supported (this build reads versions " +
+                   std::to_string(kModelFileFirstVersion) + " to " + std::to_string(kModelFileVersion) + ")");
   }
   ModelFile file;
   std::string config;
   if (!r.GetString(&config)) return corrupt("truncated in the model config");
+  if (version >= 2 && !r.GetString(&file.spm_digest)) return corrupt("truncated in the SentencePiece digest");
   uint64_t count = 0;
   if (!r.Get(&file.vocab_size) || !r.Get(&count)) return corrupt("truncated in the header");
   const size_t expected_size = r.position() + count * sizeof(float) + sizeof(uint32_t);
@@ -56,6 +61,33 @@ StatusOr<ModelFile> ReadModelFile(const std::string& path) {
   file.params.resize(count);
   r.GetArray(file.params.data(), count);
   return file;
+}
+
+std::string SentencePieceDigest(std::string_view spm_bytes) { return Sha256Hex(spm_bytes.data(), spm_bytes.size()); }
+
+StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config) {
+  if (config.data().task() != proto::DataConfig::CORPUS) return std::string();
+  const std::string path = (std::filesystem::path(config.data().train_dir()) / "spm.model").string();
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "SentencePiece model"));
+  return SentencePieceDigest(bytes);
+}
+
+Status CheckSentencePiece(const ModelFile& file, const std::string& model_path, std::string_view spm_bytes,
+                          const std::string& spm_path, std::string* warning) {
+  if (file.spm_digest.empty()) {
+    *warning = model_path +
+               " records no SentencePiece model (written by an older psformer, or trained without one), "
+               "so " +
+               spm_path + " is checked by its size only: make sure it is the model's own";
+    return Status::Ok();
+  }
+  const std::string digest = SentencePieceDigest(spm_bytes);
+  if (digest == file.spm_digest) return Status::Ok();
+  return Status::InvalidArgument("SentencePiece model mismatch: " + spm_path + " (SHA-256 " + digest.substr(0, 12) +
+                                 "...) is not the one " + model_path + " was trained with (SHA-256 " +
+                                 file.spm_digest.substr(0, 12) +
+                                 "...): its ids would decode into other pieces. Pass the spm.model of the corpus "
+                                 "directory the model was trained on");
 }
 
 }  // namespace psformer

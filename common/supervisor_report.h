@@ -24,6 +24,12 @@ inline constexpr std::string_view kReportFatal = "fatal";
 // why): the supervisor ends the job instead (EX_CONFIG of sysexits.h).
 inline constexpr int kExitDoNotRestart = 78;
 
+// The exit status of a role (of any psformer command) that the machine refused a thread or
+// memory (std::thread's EAGAIN, std::bad_alloc): the machine is short, which a restart at once
+// does not fix, so its supervisor waits for the machine instead of spending a restart
+// (launcher/role_process.h; EX_TEMPFAIL of sysexits.h).
+inline constexpr int kExitOutOfResources = 75;
+
 // Sends "KIND text" to the supervisor (text cut to fit one atomic pipe write; newlines in it
 // become spaces). Thread-safe; never blocks on a full pipe for long (the heartbeat pipe is
 // non-blocking once a HeartbeatSender runs).

@@ -1,9 +1,10 @@
 #include "export/marian_export.h"
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <sys/stat.h>
 
+#include <filesystem>
+
+#include "common/binary_codec.h"
 #include "common/model_file.h"
 #include "common/temporary_directory.h"
 #include "common/write_file.h"
@@ -21,21 +22,31 @@ namespace fs = std::filesystem;
 // overwritten (a user's files, or an export the user may still want).
 Status CheckOutputFree(const std::string& out_dir) {
   std::error_code ec;
+  // The export is renamed onto out_dir at the end, which neither a symbolic link (ENOTDIR) nor
+  // a mount point (EBUSY) can take: refused now, before anything is written.
+  if (fs::is_symlink(fs::symlink_status(out_dir, ec))) {
+    return Status::InvalidArgument(
+        "--out " + out_dir + " is a symbolic link (to " + fs::read_symlink(out_dir, ec).string() +
+        "); export writes a directory in its place: name the directory itself, or a new one");
+  }
   const fs::file_status st = fs::status(out_dir, ec);
   if (!fs::exists(st)) return Status::Ok();
   if (!fs::is_directory(st)) return Status::InvalidArgument("--out " + out_dir + " exists and is not a directory");
+  struct stat self;
+  struct stat parent;
+  const fs::path absolute = fs::absolute(out_dir).lexically_normal();
+  const fs::path above = (absolute.has_filename() ? absolute : absolute.parent_path()).parent_path();
+  if (stat(out_dir.c_str(), &self) == 0 && stat(above.c_str(), &parent) == 0 && self.st_dev != parent.st_dev) {
+    return Status::InvalidArgument("--out " + out_dir +
+                                   " is a mount point; export writes beside it and renames its directory into place, "
+                                   "which a mount point refuses: name a new directory inside it");
+  }
   if (!fs::is_empty(out_dir, ec) || ec) {
     return Status::InvalidArgument("--out " + out_dir +
                                    " exists and is not empty; export writes a new directory (remove it or "
                                    "choose another)");
   }
   return Status::Ok();
-}
-
-StatusOr<std::string> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read --spm " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace
@@ -46,16 +57,17 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
   PSF_ASSIGN_OR_RETURN(ModelFile model, ReadModelFile(options.model_path));
   const Status compatible = CheckExportable(model);
   if (!compatible.ok()) return Status::InvalidArgument(options.model_path + ": " + compatible.message());
-  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBytes(options.spm_path));
+  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBinaryFile(options.spm_path, "--spm"));
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, options.spm_path));
   if (vocabulary.size() != model.vocab_size) {
     return Status::InvalidArgument("vocabulary mismatch: " + options.spm_path + " has " +
                                    std::to_string(vocabulary.size()) + " pieces but " + options.model_path +
                                    " was trained with a vocabulary of " + std::to_string(model.vocab_size));
   }
+  MarianExportReport report;
+  PSF_RETURN_IF_ERROR(CheckSentencePiece(model, options.model_path, spm_bytes, options.spm_path, &report.spm_warning));
 
   std::string weights;
-  MarianExportReport report;
   {
     const std::vector<NamedTensor> tensors = MarianTensors(model);
     report.tensors = static_cast<int64_t>(tensors.size());

@@ -28,10 +28,12 @@ struct MarianExportReport {
   const char* architecture = "";  // "MarianMTModel" or "PegasusForConditionalGeneration"
   int64_t tensors = 0;            // in model.safetensors
   int64_t bytes = 0;              // of model.safetensors
+  std::string spm_warning;        // the model records no SentencePiece model to check --spm against
 };
 
 // Checks everything before writing anything (the model reads with the layout's shapes, the
-// SentencePiece model has psformer's reserved ids and the model's vocabulary size,
+// SentencePiece model has psformer's reserved ids and the model's vocabulary size, and is the
+// one the model records (CheckSentencePiece),
 // out_dir is free), then writes the files into a temporary directory beside out_dir and renames
 // it. On failure nothing is left at out_dir or beside it; the Status names the problem.
 StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options);

@@ -81,6 +81,14 @@ int RunAverageCommand(const Args& args) {
   ModelFile model;
   model.model = config->model();
   model.vocab_size = vocab;
+  // The corpus may have moved since the run: the averaged weights are still worth having.
+  auto spm_digest = TrainingSentencePieceDigest(*config);
+  if (spm_digest.ok()) {
+    model.spm_digest = *spm_digest;
+  } else {
+    std::cerr << "psformer average: warning: " << spm_digest.status().message() << "; " << output
+              << " records no SentencePiece model, so translate and export cannot check theirs against it\n";
+  }
   // The shards' order is the servers'; the model file's is the model's.
   const ParamLayout layout(config->model(), vocab);
   model.params = JobPieceTable(*config, id.parameter_count, layout.LayerStarts()).ToModelOrder(*averaged);

@@ -4,7 +4,9 @@
 #include <exception>
 #include <iostream>
 
+#include "common/supervisor_report.h"
 #include "launcher/command_line.h"
+#include "launcher/resource_failure.h"
 
 namespace psformer {
 namespace {
@@ -56,11 +58,13 @@ int RunCommandLine(int argc, char** argv) {
       // A last line of defence: library code reports failures as Status, but nothing a user
       // types may end in an uncaught exception's stack trace.
       // Every command's result goes through here: one that could not be written is a failure.
+      InstallTerminateHandler("psformer " + name);
       try {
         return CheckStandardOutput(name, c.run(args));
       } catch (const std::exception& e) {
-        std::cerr << "psformer " << name << ": error: " << e.what() << "\n";
-        return kExitFailure;
+        const std::string resources = OutOfResourcesMessage(e);
+        std::cerr << "psformer " << name << ": error: " << (resources.empty() ? e.what() : resources) << "\n";
+        return resources.empty() ? kExitFailure : kExitOutOfResources;
       }
     }
   }

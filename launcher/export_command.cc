@@ -36,6 +36,7 @@ int RunExportCommand(const Args& args) {
   }
   auto report = ExportMarian(marian);
   if (!report.ok()) return ReportError("export", report.status());
+  if (!report->spm_warning.empty()) std::cerr << "psformer export: warning: " << report->spm_warning << "\n";
   std::cout << "psformer export: wrote " << marian.out_dir << " (" << report->tensors << " tensors, " << std::fixed
             << std::setprecision(1) << report->bytes / (1024.0 * 1024.0) << " MiB of weights); load it with "
             << "transformers.AutoModelForSeq2SeqLM.from_pretrained (" << report->architecture

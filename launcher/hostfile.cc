@@ -22,6 +22,9 @@ StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const st
     HostSlots entry;
     if (!(words >> entry.host)) continue;
     std::string word;
+    std::string max_slots_word;  // the max_slots=N word, if any
+    int max_slots = 0;
+    bool has_slots = false;
     while (words >> word) {
       const size_t eq = word.find('=');
       const std::string key = word.substr(0, eq);
@@ -33,11 +36,35 @@ StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const st
         size_t used = 0;
         value = std::stoi(word.substr(eq + 1), &used);
         if (used != word.size() - eq - 1) throw std::invalid_argument(word);
+      } catch (const std::out_of_range&) {
+        value = kMaxSlotsPerHost + 1;  // a number, and too large: said below
       } catch (const std::exception&) {
         return Status::InvalidArgument(where + "\"" + word + "\": the count must be a number");
       }
       if (value < 1) return Status::InvalidArgument(where + "\"" + word + "\": the count must be at least 1");
-      if (key == "slots") entry.slots = value;
+      if (value > kMaxSlotsPerHost) {
+        return Status::InvalidArgument(where + "\"" + word + "\": the count is too large (at most " +
+                                       std::to_string(kMaxSlotsPerHost) + " processes a host)");
+      }
+      if (key == "slots") {
+        entry.slots = value;
+        has_slots = true;
+      } else {
+        max_slots = value;
+        max_slots_word = word;
+      }
+    }
+    // Open MPI's max_slots caps how far a host may be oversubscribed and gives it no slots: a
+    // line with max_slots alone would count as one slot without a word.
+    if (max_slots > 0 && !has_slots) {
+      return Status::InvalidArgument(where + "\"" + max_slots_word +
+                                     "\" gives no slots (it caps oversubscription in Open MPI); psformer places "
+                                     "slots=N processes on a host: write \"" +
+                                     entry.host + " slots=" + std::to_string(max_slots) + "\"");
+    }
+    if (max_slots > 0 && entry.slots > max_slots) {
+      return Status::InvalidArgument(where + "slots=" + std::to_string(entry.slots) + " is more than " +
+                                     max_slots_word);
     }
     if (!seen.insert(entry.host).second) {
       return Status::InvalidArgument(where + "host " + entry.host + " is listed twice");

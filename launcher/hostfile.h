@@ -11,13 +11,17 @@
 
 namespace psformer {
 
+// More processes than this on one host is a typing mistake, not a host.
+inline constexpr int kMaxSlotsPerHost = 4096;
+
 struct HostSlots {
   std::string host;
   int slots = 1;  // processes this host takes (Open MPI's default for a line without slots=)
 };
 
 // Parses hostfile text; `source` names it in errors ("FILE:LINE: ..."). Fails on a malformed
-// line, a host listed twice, and a file without hosts.
+// line, a count out of 1..kMaxSlotsPerHost, max_slots=N without slots=N (or below it), a host
+// listed twice, and a file without hosts.
 StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const std::string& source);
 StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path);
 

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,26 @@ std::string Now() { return ClockText(std::time(nullptr), "%H:%M:%S", TimeZone::k
 // False when the console is gone (a `| tee` the same Ctrl-C ended, a closed terminal).
 bool Say(const std::string& line) {
   return static_cast<bool>(std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl);
+}
+
+// What is wrong with `program` as a program to run (a path, or a name looked up on PATH), or "".
+// An agent that cannot run makes every host look silent ("no answer from localhost"), which
+// names the wrong culprit.
+std::string ProgramProblem(const std::string& program) {
+  auto check = [](const fs::path& path) -> std::string {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return "no such file";
+    if (fs::is_directory(path, ec)) return "it is a directory, not a program";
+    if (access(path.c_str(), X_OK) != 0) return "it is not executable";
+    return "";
+  };
+  if (program.find('/') != std::string::npos) return check(program);
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && check(fs::path(dir) / program).empty()) return "";
+  }
+  return "no program of that name on PATH";
 }
 
 // What the ranks need beyond the user's arguments: servers reachable from other hosts. A
@@ -201,6 +222,16 @@ int Launch(const LaunchOptions& options) {
     const std::vector<bool> answers = ProbeHosts(names, probe);
     auto chosen = SelectHosts(*hosts, answers, options.processes);
     if (!chosen.ok()) return ReportError("launch", chosen.status());
+    if (attempt == 0 && std::find(answers.begin(), answers.end(), false) != answers.end()) {
+      // A silent host before those that hold the job would otherwise be passed over without a word.
+      std::string silent;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!answers[i]) silent += (silent.empty() ? "" : ", ") + names[i];
+      }
+      Say("no answer from " + silent + " (" + (options.rsh_agent.empty() ? "ssh" : options.rsh_agent) +
+          " HOST true failed or took longer than " + std::to_string(probe.timeout.count() / 1000) +
+          " s); starting on " + Names(*chosen));
+    }
     auto train = TrainArguments(options, chosen->size());
     if (!train.ok()) return ReportError("launch", train.status());
     if (attempt > 0 && !HasFlag(*train, "--resume")) train->push_back("--resume");
@@ -308,6 +339,11 @@ int RunLaunchCommand(const Args& all_args) {
     return ReportError("launch", "--host-timeout must be 0 or more seconds (a finite number)", kExitUsage);
   }
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
+  if (parsed.values.count("rsh-agent")) {
+    if (const std::string problem = ProgramProblem(launch.rsh_agent); !problem.empty()) {
+      return ReportError("launch", "--rsh-agent " + launch.rsh_agent + ": " + problem, kExitUsage);
+    }
+  }
   if (parsed.values.count("network")) {
     if (const std::string problem = NetworkProblem(launch.network); !problem.empty()) {
       return ReportError("launch", "--network " + launch.network.substr(0, 80) + ": " + problem, kExitUsage);

@@ -28,6 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int kMinPlotSide = 64;     // pixels: room for the axes' labels
+constexpr int kMaxPlotSide = 16384;  // pixels
+
 double Field(const MetricsRecord& r, const std::string& key, double otherwise = NAN) {
   auto it = r.find(key);
   return it == r.end() ? otherwise : it->second;
@@ -153,10 +156,19 @@ int RunPlotCommand(const Args& args) {
                                                                : run_dir / "plot.png");
   const std::string size = parsed.values["size"].as<std::string>();
   std::smatch m;
-  if (!std::regex_match(size, m, std::regex("([0-9]{2,5})x([0-9]{2,5})"))) {
+  if (!std::regex_match(size, m, std::regex("([0-9]+)x([0-9]+)"))) {
     return ReportError("plot", "--size " + size + ": expected WIDTHxHEIGHT in pixels, e.g. 1200x800", kExitUsage);
   }
-  const int width = std::stoi(m[1].str()), height = std::stoi(m[2].str());
+  // Cairo refuses a side above 32767 ("Cairo is unhappy"), and far less is already a poster; a
+  // side below kMinPlotSide leaves no room for the axes' labels.
+  auto side = [](const std::string& digits) { return digits.size() > 6 ? kMaxPlotSide + 1 : std::stoi(digits); };
+  const int width = side(m[1].str()), height = side(m[2].str());
+  if (width < kMinPlotSide || height < kMinPlotSide || width > kMaxPlotSide || height > kMaxPlotSide) {
+    return ReportError("plot",
+                       "--size " + size + ": each side must be from " + std::to_string(kMinPlotSide) + " to " +
+                           std::to_string(kMaxPlotSide) + " pixels",
+                       kExitUsage);
+  }
 
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   if (!fs::exists(metrics_path)) {

@@ -210,6 +210,8 @@ void RoleProcess::HandleExit(int wait_status) {
                 " (not restarted; log: " + options_.log_file + ")");
   }
   if (stopping_) return fail(options_.name + " " + how + " while stopping " + log);
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitOutOfResources) return WaitForResources(last_words);
+  resource_waits_ = 0;
   if (options_.reports_ready && !ready_) {
     const std::string signature = how + "\n" + last_words;
     if (signature == last_startup_failure_) {
@@ -222,17 +224,44 @@ void RoleProcess::HandleExit(int wait_status) {
   } else {
     last_startup_failure_.clear();
   }
-  if (incarnation_ >= options_.max_restarts) {
-    return fail(options_.name + " " + how + " after " + std::to_string(incarnation_) +
+  if (counted_restarts_ >= options_.max_restarts) {
+    return fail(options_.name + " " + how + " after " + std::to_string(counted_restarts_) +
                 " restart(s); cluster.max_restarts = " + std::to_string(options_.max_restarts) + " reached " + log);
   }
-  const int backoff = std::min(10000, options_.restart_backoff_ms << std::min(incarnation_, 16));
+  const int backoff = std::min(10000, options_.restart_backoff_ms << std::min(counted_restarts_, 16));
+  ++counted_restarts_;
   ++incarnation_;
   state_ = State::kBackingOff;
   restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
   PSF_LOG(Warning) << options_.name << " " << how << "; restarting in " << backoff << " ms as incarnation "
                    << incarnation_;
   restarts_.push_back(options_.name + " " + how + "; restarting as incarnation " + std::to_string(incarnation_));
+}
+
+void RoleProcess::WaitForResources(const std::string& last_words) {
+  const std::string cause = last_words.empty() ? "the machine refused it a thread or memory" : last_words;
+  if (resource_waits_ >= options_.max_resource_waits) {
+    state_ = State::kFailed;
+    failure_ =
+        options_.name + " could not get a thread or memory " + std::to_string(resource_waits_ + 1) +
+        " times in a row, waiting for the machine in between (" + cause +
+        "): free threads or memory on this host (other jobs, ulimit -u / -v), then continue with --resume (log: " +
+        options_.log_file + ")";
+    PSF_LOG(Error) << failure_;
+    return;
+  }
+  const int wait_ms = std::min(30000, options_.resource_wait_ms << std::min(resource_waits_, 16));
+  ++resource_waits_;
+  ++incarnation_;
+  state_ = State::kBackingOff;
+  restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  const std::string said = options_.name + " is short of threads or memory (" + cause + "); a restart at once would " +
+                           "fail alike, so waiting " + std::to_string(wait_ms) + " ms for the machine before " +
+                           "starting it as incarnation " + std::to_string(incarnation_) + " (wait " +
+                           std::to_string(resource_waits_) + " of at most " +
+                           std::to_string(options_.max_resource_waits) + "; not counted in cluster.max_restarts)";
+  PSF_LOG(Warning) << said;
+  restarts_.push_back(said);
 }
 
 RoleProcess::State RoleProcess::Poll() {

@@ -44,6 +44,12 @@ struct RoleProcessOptions {
   // fails twice in a row the same way before it is ready is not restarted again: that is a
   // configuration error (a model too large, a bad file), which no restart fixes.
   bool reports_ready = false;
+  // A role that exits with kExitOutOfResources (the machine refused it a thread or memory,
+  // common/supervisor_report.h) is started again after a wait of its own, which does not count
+  // against max_restarts: resource_wait_ms, doubled each time in a row, capped at 30 s, at most
+  // max_resource_waits times in a row; then the role fails, naming the cause.
+  int resource_wait_ms = 2000;
+  int max_resource_waits = 6;
 };
 
 // Not thread-safe: one thread drives a RoleProcess (Start, then Poll until it finishes).
@@ -74,7 +80,7 @@ class RoleProcess {
   State state() const { return state_; }
   pid_t pid() const { return pid_; }
   int incarnation() const { return incarnation_; }
-  int restarts() const { return incarnation_; }
+  int restarts() const { return incarnation_; }  // every restart, waits for resources included
   // Why the process failed (kFailed), e.g. "worker-0 killed by signal 9 (Killed) after 5
   // restart(s); ...", with the last line of its log, which mostly says the cause.
   const std::string& failure() const { return failure_; }
@@ -88,6 +94,9 @@ class RoleProcess {
  private:
   Status Spawn();
   void HandleExit(int wait_status);
+  // After a kExitOutOfResources exit: waits for the machine (RoleProcessOptions), or fails once
+  // the waits in a row are spent. `last_words`: the last line of the role's log (the cause).
+  void WaitForResources(const std::string& last_words);
   void ReadHeartbeats();
   void HandleReport(const std::string& line);
 
@@ -106,6 +115,8 @@ class RoleProcess {
   std::string fatal_;                 // the role's last kReportFatal text
   bool ready_ = false;                // this incarnation reported kReportReady
   std::string last_startup_failure_;  // how the previous incarnation failed before ready, if it did
+  int counted_restarts_ = 0;          // restarts that count against max_restarts
+  int resource_waits_ = 0;            // kExitOutOfResources exits in a row
 };
 
 }  // namespace psformer

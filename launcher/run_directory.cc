@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <set>
 
 #include "common/checkpoint/checkpoint_store.h"
@@ -84,7 +85,14 @@ StatusOr<int64_t> NewestUsableCheckpoint(const std::string& dir, const JobConfig
   std::vector<std::string> skipped;
   for (int64_t step : steps) {
     const Status verified = VerifyCheckpoint(dir, step, id);
-    if (verified.ok()) return step;
+    if (verified.ok()) {
+      // The servers skip the same ones, but say so only in their logs.
+      for (const std::string& why : skipped) {
+        std::cerr << "psformer train: warning: --resume: skipping the checkpoint of " << why << "; resuming from step "
+                  << step << "\n";
+      }
+      return step;
+    }
     skipped.push_back("step " + std::to_string(step) + ": " + verified.message());
   }
   if (steps.empty()) return Status::NotFound("it has no checkpoint (checkpoints/step-*)");

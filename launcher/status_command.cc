@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -11,7 +13,25 @@
 
 namespace psformer {
 
+namespace {
+
+// "--watch -1" reaches the parser as --watch without a value and an unknown option "-1" (the value
+// is optional): a negative number after --watch is named here instead.
+bool IsNegativeNumber(const std::string& text) {
+  if (text.size() < 2 || text[0] != '-') return false;
+  char* end = nullptr;
+  std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+}  // namespace
+
 int RunStatusCommand(const Args& args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--watch" && IsNegativeNumber(args[i + 1])) {
+      return ReportError("status", "--watch " + args[i + 1] + ": must be a number of seconds > 0", kExitUsage);
+    }
+  }
   po::options_description options("status options");
   // clang-format off
   options.add_options()
@@ -26,8 +46,8 @@ int RunStatusCommand(const Args& args) {
   const std::string run_dir = parsed.values["run-dir"].as<std::string>();
   const bool watch = parsed.values.count("watch") > 0;
   const double every = watch ? parsed.values["watch"].as<double>() : 0.0;
-  if (watch && !(every > 0))
-    return ReportError("status", "--watch " + std::to_string(every) + ": must be > 0", kExitUsage);
+  if (watch && !(every > 0 && std::isfinite(every)))
+    return ReportError("status", "--watch " + ShortestText(every) + ": must be a number of seconds > 0", kExitUsage);
   const bool terminal = isatty(STDOUT_FILENO);
   while (true) {
     auto status = ReadRunStatus(run_dir);

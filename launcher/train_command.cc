@@ -13,17 +13,21 @@
 #include <optional>
 
 #include "common/config_loader.h"
+#include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/write_file.h"
+#include "launcher/cluster_plan.h"
 #include "launcher/command_line.h"
 #include "launcher/job_runner.h"
 #include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
+#include "launcher/port_reservation.h"
 #include "launcher/role_supervisor.h"
 #include "launcher/run_directory.h"
 #include "launcher/run_files.h"
 #include "launcher/run_lock.h"
 #include "launcher/thread_limit.h"
+#include "worker/backend/backend_factory.h"
 #include "worker/data/batch_source.h"
 #include "worker/train/local_trainer.h"
 
@@ -93,6 +97,20 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   if (Status threads = CheckThreadCount("cluster.threads_per_process", config.cluster().threads_per_process());
       !threads.ok()) {
     std::cerr << "psformer train: warning: " << threads.message() << " (on this machine)\n";
+  }
+  // cluster.workers = 0 is resolved by the machine (a worker per GPU, or 1), and then must match
+  // the host groups: the run here would refuse a mismatch.
+  const HostGroups groups = HostGroups::Of(config);
+  if (placement == JobPlacement::kSingleNode && config.cluster().workers() == 0 && groups.summing()) {
+    const int gpus = CudaDeviceCount();
+    const auto gpu_workers = ChooseGpuWorkers(config.cluster().backend(), {{HostName(), gpus}});
+    const int here = gpu_workers.ok() && *gpu_workers ? gpus : 1;
+    if (groups.workers() != here) {
+      std::cerr << "psformer train: warning: cluster.host_groups " << groups.ToString() << " add up to "
+                << groups.workers() << " workers, but cluster.workers = 0 makes " << here
+                << " on this machine (a worker per GPU, or 1 without): the run here would refuse it; set "
+                << "cluster.workers=" << groups.workers() << "\n";
+    }
   }
   if (request == nullptr) return 0;
   if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {

@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "common/binary_codec.h"
 #include "common/memory_estimate.h"
 #include "common/model_file.h"
+#include "common/utf8.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
 #include "launcher/terminal_progress.h"
@@ -45,6 +47,11 @@ Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vec
   sources->assign(lines.size(), {});
   int truncated = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
+    // SentencePiece would take a bad byte as an unknown piece and translate something else.
+    if (size_t bad = 0; !IsValidUtf8(lines[i], &bad)) {
+      return Status::InvalidArgument("standard input:" + std::to_string(i + 1) + ": invalid UTF-8 at byte " +
+                                     std::to_string(bad + 1) + " of the line (translate reads UTF-8 text)");
+    }
     std::vector<int> ids;
     Status encoded = vocabulary.Encode(lines[i], &ids);
     if (!encoded.ok()) return Status::InvalidArgument("line " + std::to_string(i + 1) + ": " + encoded.message());
@@ -174,13 +181,20 @@ int RunTranslateCommand(const Args& args) {
   const std::string spm_path = parsed.values["spm"].as<std::string>();
   auto model = ReadModelFile(model_path);
   if (!model.ok()) return ReportError("translate", model.status());
-  auto vocabulary = SubwordVocabulary::FromFile(spm_path);
+  auto spm_bytes = ReadBinaryFile(spm_path, "--spm");
+  if (!spm_bytes.ok()) return ReportError("translate", spm_bytes.status());
+  auto vocabulary = SubwordVocabulary::FromSerialized(*spm_bytes, spm_path);
   if (!vocabulary.ok()) return ReportError("translate", vocabulary.status());
   if (vocabulary->size() != model->vocab_size) {
     return ReportError("translate", "vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary->size()) +
                                         " pieces but " + model_path + " was trained with a vocabulary of " +
                                         std::to_string(model->vocab_size));
   }
+  std::string spm_warning;
+  if (Status same = CheckSentencePiece(*model, model_path, *spm_bytes, spm_path, &spm_warning); !same.ok()) {
+    return ReportError("translate", same);
+  }
+  if (!spm_warning.empty()) std::cerr << "psformer translate: warning: " << spm_warning << "\n";
 
   if (Status fits = CheckBeamFits(beam, *model, ThisMachine().host_bytes); !fits.ok()) {
     return ReportError("translate", fits);

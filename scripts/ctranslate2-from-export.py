@@ -16,14 +16,34 @@ max_decoding_length=max_positions - 1): the model has no positions beyond max_po
 max_position_embeddings), and CTranslate2's default cap (256) would run past them.
 """
 import argparse
+import importlib
 import json
 import os
 import shutil
 import sys
 
-import numpy as np
-from ctranslate2.specs import common_spec, transformer_spec
-from safetensors.numpy import load_file
+# The packages the conversion needs, imported only once the command line and the export directory
+# are checked (load_packages), so that a mistake there is said as such and not as a traceback.
+PACKAGES = ("numpy", "ctranslate2", "safetensors")
+np = common_spec = transformer_spec = load_file = None
+
+
+def load_packages():
+    global np, common_spec, transformer_spec, load_file
+    missing = []
+    for name in PACKAGES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        sys.exit(f"error: this script needs the Python packages {', '.join(PACKAGES)} (not torch); "
+                 f"missing here: {', '.join(missing)}. Install them with: "
+                 f"python3 -m pip install {' '.join(PACKAGES)}")
+    np = importlib.import_module("numpy")
+    specs = importlib.import_module("ctranslate2.specs")
+    common_spec, transformer_spec = specs.common_spec, specs.transformer_spec
+    load_file = importlib.import_module("safetensors.numpy").load_file
 
 
 def linear(spec, weights, name, bias=True):
@@ -116,6 +136,7 @@ def main():
             sys.exit(f"error: {args.export_dir} has no {name}: not a directory written by psformer export")
     if os.path.exists(args.out_dir):
         sys.exit(f"error: {args.out_dir} exists; choose a new directory")
+    load_packages()
     spec = build_spec(args.export_dir)
     spec.validate()
     spec.optimize(quantization=args.quantization)

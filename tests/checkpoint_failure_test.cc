@@ -67,5 +67,22 @@ TEST(CheckpointFailure, TheLimitIsASetting) {
   EXPECT_TRUE(HasText(r.output, "last good checkpoint: none")) << r.output;
 }
 
+// A model file that cannot be written (a full disk, here a directory in its place) ends the job
+// once, saying why and how to continue; it used to restart worker 0 five times, failing alike.
+TEST(ModelWriteFailure, EndsTheJobOnceInsteadOfRestartingTheWorker) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  // Put in the way once the job has started (a run directory holding model.bin is refused).
+  const CommandResult r =
+      RunShell("cd " + SourceDir() + " && { " + PsformerBinary() + " " + kJob +
+               " --set training.max_steps=20 --run-dir " + run + " & job=$!; until [ -e " + run +
+               "/config.pbtxt ]; do sleep 0.05; done; mkdir -p " + run + "/model.bin/in-the-way; wait $job; }");
+  EXPECT_TRUE(EndsSaying(r, 1, "model.bin")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "a restart would fail the same way")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "not restarted")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "continue with --resume")) << r.output;
+  EXPECT_FALSE(HasText(ReadTextFile(run + "/logs/supervisor.log"), "restarting in")) << r.output;
+}
+
 }  // namespace
 }  // namespace psformer::testing

@@ -134,6 +134,24 @@ TEST(CheckpointStore, FallsBackPastTruncatedFlippedAndManifestlessCheckpoints) {
   EXPECT_EQ(LoadedStep(run, 1), 10);
 }
 
+// A manifest that does not parse is named with the parser's line and column, and protobuf's own
+// "[libprotobuf ERROR ...]" line (which named no file) no longer reaches the console.
+TEST(CheckpointStore, AManifestThatDoesNotParseIsNamedWithWhereAndWhy) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  SaveAll(run, 10);
+  SaveAll(run, 20);
+  const std::string manifest = (fs::path(CheckpointDir(run, 20)) / "manifest.pbtxt").string();
+  std::ofstream(manifest, std::ios::trunc) << "step: banana\n";
+  ::testing::internal::CaptureStderr();
+  const Status verified = VerifyCheckpoint(run, 20, kId);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(verified.IsCorruption()) << verified.ToString();
+  EXPECT_EQ(verified.message(), "manifest " + manifest + " does not parse (1:7: Expected integer, got: banana)");
+  EXPECT_EQ(logged.find("libprotobuf"), std::string::npos) << logged;
+  EXPECT_EQ(LoadedStep(run, 0), 10);
+}
+
 TEST(CheckpointStore, RefusesAnotherModelsCheckpoint) {
   testing::TempDir dir;
   const std::string run = dir.path().string();

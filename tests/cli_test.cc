@@ -164,6 +164,20 @@ TEST(Cli, FarMoreThreadsThanCoresAreRefusedByTheRunAndWarnedByTheDryRun) {
                    "warning: " + says);
 }
 
+// cluster.workers = 0 resolves to a worker per GPU (1 on a machine without): host groups adding up
+// to another count are refused by the run on this machine, and warned of by its dry run, which
+// said nothing before.
+TEST(Cli, HostGroupsThatTheResolvedWorkerCountDoesNotMatchAreWarnedByTheDryRun) {
+  TempDir dir;
+  const std::string job = "train --config configs/copy.pbtxt --set cluster.workers=0 --set cluster.host_groups=2,2";
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a machine with GPUs makes a worker per GPU";
+  ExpectEndsSaying(job + " --dry-run", 0,
+                   "warning: cluster.host_groups [2, 2] add up to 4 workers, but cluster.workers = 0 makes 1 on this "
+                   "machine (a worker per GPU, or 1 without): the run here would refuse it; set cluster.workers=4");
+  ExpectEndsSaying(job + " --run-dir " + dir.File("run"), 1, "add up to 4 workers, but the job has 1");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
+}
+
 // Encryption asked for and authentication turned off: the job would run unencrypted without a
 // word. Refused by the run (before its directory exists) and the dry run alike.
 TEST(Cli, EncryptionWithoutAuthenticationIsRefused) {

@@ -350,6 +350,37 @@ TEST(Launch, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
+// An rsh agent that cannot run made every host look silent ("no answer from localhost"): it is
+// named before any host is asked.
+TEST(Launch, AnRshAgentThatCannotRunIsNamed) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "nodeA\n");
+  const std::string train = " -- train " + std::string(kJob) + " --run-dir " + dir.File("run");
+  testing::ExpectRefusedVariants("launch --hostfile " + hostfile + " -np 1 --rsh-agent ", train, 2,
+                                 {
+                                     {dir.File("missing"), "--rsh-agent " + dir.File("missing") + ": no such file"},
+                                     {hostfile, "--rsh-agent " + hostfile + ": it is not executable"},
+                                     {dir.path().string(), "it is a directory, not a program"},
+                                     {"no-such-agent-anywhere", "no program of that name on PATH"},
+                                 });
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
+}
+
+// A host that does not answer is passed over with a word, naming it and the hosts used instead.
+TEST(Launch, ASilentHostPassedOverIsNamed) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "nodeA\nnodeB\n");
+  const std::string agent = dir.Write("agent", "#!/bin/sh\n[ \"$1\" = nodeB ]\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 1 --rsh-agent " + agent +
+                                      " --dry-run -- train " + kJob + " --run-dir " + dir.File("run"));
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("no answer from nodeA (" + agent + " HOST true failed or took longer than"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("starting on nodeB"), std::string::npos) << r.output;
+}
+
 TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;

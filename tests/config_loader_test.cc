@@ -74,6 +74,18 @@ TEST(ConfigLoader, SyntaxErrorNamesFileLineAndColumn) {
   EXPECT_NE(config.status().message().find(path + ":3:"), std::string::npos) << config.status().message();
 }
 
+// A negative number for a field that takes none: protobuf says only "got: -"; the field is named.
+TEST(ConfigLoader, ANegativeNumberForAnUnsignedFieldNamesTheField) {
+  auto parsed = ParseConfigText("training {\n  max_steps: 5\n  seed: -1\n}\n", "cfg.pbtxt");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(),
+            "cfg.pbtxt:3:9: a negative number for seed, which takes a whole number >= 0 (Expected integer, got: -)");
+  parsed = ParseConfigText("training { seed:-7 }", "c");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("a negative number for seed"), std::string::npos)
+      << parsed.status().message();
+}
+
 TEST(ConfigLoader, UnknownFieldIsRejectedWithItsName) {
   TempDir dir;
   const std::string path = dir.Write("bad.pbtxt", "model {\n  layerz: 3\n}\n");

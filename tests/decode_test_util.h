@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,10 +76,18 @@ class SmallModelFilesTest : public ::testing::Test {
   }
 
   // Writes a model of `vocab` pieces with RandomParams to `name` in the directory; returns its path.
-  std::string WriteRandomModel(const std::string& name, int vocab, bool pre_ln = false) {
+  // It records `spm_digest` as its SentencePiece model's: by default spm.model's, "" none (as a
+  // model file of an older psformer).
+  std::string WriteRandomModel(const std::string& name, int vocab, bool pre_ln = false,
+                               std::optional<std::string> spm_digest = std::nullopt) {
     ModelFile file;
     file.model = SmallModelConfig(pre_ln);
     file.vocab_size = vocab;
+    if (!spm_digest) {
+      std::ifstream in(spm_, std::ios::binary);
+      spm_digest = SentencePieceDigest(std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    file.spm_digest = *spm_digest;
     file.params = RandomParams<float>(ParamLayout(file.model, vocab), 3, 0.3);
     EXPECT_TRUE(WriteModelFile(dir_.File(name), file).ok());
     return dir_.File(name);

@@ -233,6 +233,34 @@ TEST_F(ExportCommandTest, RefusesAVocabularyOfAnotherSize) {
   ExpectRefused(Export(dir_.File("v50.bin"), spm_, dir_.File("hf")), {"vocabulary mismatch", "50"});
 }
 
+// Another corpus's SentencePiece model of the model's size would export a tokenizer that maps
+// every piece to another id: refused. A model that records none (an older psformer's) exports
+// with a warning.
+TEST_F(ExportCommandTest, RefusesAnotherSentencePieceModelAndWarnsWhereTheModelRecordsNone) {
+  const std::string foreign = WriteRandomModel("foreign.bin", 40, false, SentencePieceDigest("another spm.model"));
+  ExpectRefused(Export(foreign, spm_, dir_.File("hf")), {"SentencePiece model mismatch", spm_, "foreign.bin"});
+  ExpectRefused(Export(model_, dir_.File(""), dir_.File("hf")), {"it is a directory, not a file"});
+  const std::string old = WriteRandomModel("old.bin", 40, false, "");
+  const auto r = Export(old, spm_, dir_.File("hf"));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer export: warning: " + old + " records no SentencePiece model"), std::string::npos)
+      << r.output;
+}
+
+// --out that is a symbolic link, even to an empty directory, cannot be renamed onto: refused
+// before anything is written, naming the link (it used to fail at the end: "Not a directory").
+TEST_F(ExportCommandTest, RefusesASymbolicLinkAsOut) {
+  fs::create_directories(dir_.File("empty"));
+  fs::create_directory_symlink(dir_.File("empty"), dir_.File("link"));
+  const auto r = Export(model_, spm_, dir_.File("link"));
+  EXPECT_TRUE(
+      testing::EndsSaying(r, 1, "--out " + dir_.File("link") + " is a symbolic link (to " + dir_.File("empty")));
+  EXPECT_TRUE(fs::is_empty(dir_.File("empty")));
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
 TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   // Under a directory that does not exist yet: not even that is made.
   ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});
@@ -259,6 +287,31 @@ TEST_F(ExportCommandTest, RefusesANonEmptyDirectoryAndAnUnknownFormat) {
   r = RunPsformer("export --model " + model_ + " --spm " + spm_ + " --out " + dir_.File("hf") + " --format onnx");
   EXPECT_EQ(r.exit_status, 2) << r.output;
   EXPECT_NE(r.output.find("--format onnx"), std::string::npos) << r.output;
+}
+
+// scripts/ctranslate2-from-export.py says what is wrong with its command line or its input, and
+// which packages it lacks, before it imports them: no Python traceback (it printed one,
+// ModuleNotFoundError, for every call on a machine without ctranslate2).
+TEST(CTranslate2Converter, SaysWhatIsWrongBeforeItNeedsItsPackages) {
+  testing::TempDir dir;
+  const std::string script = "python3 " + testing::SourceDir() + "/scripts/ctranslate2-from-export.py";
+  auto r = testing::RunShell(script);
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+  EXPECT_NE(r.output.find("the following arguments are required: export_dir, out_dir"), std::string::npos) << r.output;
+  r = testing::RunShell(script + " " + dir.File("none") + " " + dir.File("ct2"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, dir.File("none") + " has no config.json: not a directory written by psformer"));
+  fs::create_directories(dir.File("hf"));
+  for (const char* name : {"config.json", "model.safetensors", "vocab.json", "tokenizer_config.json"}) {
+    dir.Write(std::string("hf/") + name, "{}");
+  }
+  r = testing::RunShell(script + " " + dir.File("hf") + " " + dir.File("hf"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, dir.File("hf") + " exists; choose a new directory"));
+  EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << r.output;
+  if (testing::RunShell("python3 -c 'import numpy, ctranslate2, safetensors'").exit_status == 0) return;
+  r = testing::RunShell(script + " " + dir.File("hf") + " " + dir.File("ct2"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1, "this script needs the Python packages numpy, ctranslate2, safetensors"));
+  EXPECT_NE(r.output.find("python3 -m pip install numpy ctranslate2 safetensors"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -29,6 +29,13 @@ TEST(Hostfile, ErrorsNameTheFileAndLine) {
       {"node0 slots=2\nnode1 cpus=4\n", "hosts.txt", "hosts.txt:2: \"cpus=4\": expected slots=N after the host name"},
       {"node0 slots=0\n", "h", "h:1: \"slots=0\": the count must be at least 1"},
       {"node0 slots=two\n", "h", "h:1: \"slots=two\": the count must be a number"},
+      {"node0 slots=99999999999\n", "h",
+       "h:1: \"slots=99999999999\": the count is too large (at most 4096 processes a host)"},
+      {"node0 slots=5000\n", "h", "h:1: \"slots=5000\": the count is too large (at most 4096 processes a host)"},
+      {"localhost max_slots=2\n", "h",
+       "h:1: \"max_slots=2\" gives no slots (it caps oversubscription in Open MPI); psformer places slots=N "
+       "processes on a host: write \"localhost slots=2\""},
+      {"node0 slots=4 max_slots=2\n", "h", "h:1: slots=4 is more than max_slots=2"},
       {"node0\nnode1\nnode0 slots=3\n", "h", "h:3: host node0 is listed twice"},
       {"# nothing\n\n", "h", "h: lists no hosts"},
   };

@@ -1,15 +1,30 @@
 // Supervision of role processes: restarts, give-up, hang detection. The "role processes" here
 // are small shell scripts, so the behaviour is checked without the rest of the system.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/heartbeat.h"
+#include "common/parallel_for.h"
+#include "common/supervisor_report.h"
+#include "launcher/resource_failure.h"
 #include "launcher/role_process.h"
 #include "tests/test_util.h"
+#include "worker/backend/thread_pool.h"
 
 namespace psformer {
 namespace {
@@ -152,6 +167,120 @@ TEST(RoleProcess, ExitDoNotRestartEndsTheRoleWithItsFatalReport) {
   EXPECT_EQ(role.restarts(), 0);
   EXPECT_NE(role.failure().find("the disk is full"), std::string::npos) << role.failure();
   EXPECT_NE(role.failure().find("not restarted"), std::string::npos) << role.failure();
+}
+
+// A role the machine refused a thread or memory (exit kExitOutOfResources) is waited for, not
+// restarted at once: the waits do not spend cluster.max_restarts (0 here), each says why, and a
+// role that gets its resources in the end finishes.
+TEST(RoleProcess, ARoleShortOfThreadsIsWaitedForWithoutSpendingItsRestarts) {
+  TempDir dir;
+  auto options = ShellRole(dir, "echo $2 >> " + dir.File("seen") +
+                                    "; [ $2 -ge 2 ] && exit 0; echo 'psformer worker: error: cannot start a thread "
+                                    "(Resource temporarily unavailable)'; exit 75");
+  options.max_restarts = 0;
+  options.resource_wait_ms = 20;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded) << role.failure();
+  EXPECT_EQ(role.incarnation(), 2);
+  const std::vector<std::string> said = role.TakeRestarts();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_NE(said[0].find("test-role is short of threads or memory (psformer worker: error: cannot start a thread"),
+            std::string::npos)
+      << said[0];
+  EXPECT_NE(said[0].find("waiting 20 ms"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("waiting 40 ms"), std::string::npos) << said[1];
+  EXPECT_NE(said[1].find("not counted in cluster.max_restarts"), std::string::npos) << said[1];
+}
+
+// The waits are bounded: a machine that stays short ends the role with the cause named.
+TEST(RoleProcess, AMachineThatStaysShortEndsTheRoleAfterItsWaits) {
+  TempDir dir;
+  auto options = ShellRole(dir, "echo 'cannot allocate memory (std::bad_alloc)'; exit 75");
+  options.resource_wait_ms = 5;
+  options.max_resource_waits = 3;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kFailed);
+  EXPECT_EQ(role.incarnation(), 3);
+  EXPECT_NE(role.failure().find("could not get a thread or memory 4 times in a row"), std::string::npos)
+      << role.failure();
+  EXPECT_NE(role.failure().find("cannot allocate memory (std::bad_alloc)"), std::string::npos) << role.failure();
+  EXPECT_NE(role.failure().find("--resume"), std::string::npos) << role.failure();
+}
+
+// Runs `body` on a thread of a child process whose address space may then grow by only `room`
+// bytes (RLIMIT_AS, the child's alone: nothing else on the machine is short). Returns its exit
+// status and what it wrote to stderr.
+std::pair<int, std::string> UnderAddressSpaceLimit(size_t room, const std::function<void()>& body) {
+  TempDir dir;
+  const std::string err = dir.File("stderr");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDERR_FILENO);
+    // The body runs on a thread started before the limit, so that what it does not catch
+    // escapes a thread (std::terminate), as in a role, and not into GoogleTest's handler.
+    std::atomic<bool> ready{false}, go{false};
+    std::thread runner([&] {
+      // This thread's malloc arena, made now: small allocations (messages) still succeed later.
+      delete[] new char[4096];
+      ready.store(true);
+      while (!go.load()) std::this_thread::yield();
+      body();
+    });
+    while (!ready.load()) std::this_thread::yield();
+    std::ifstream status("/proc/self/status");
+    size_t vm_kb = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoull(line.substr(7));
+    }
+    const rlimit limit{vm_kb * 1024 + room, vm_kb * 1024 + room};
+    if (vm_kb == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(99);
+    go.store(true);
+    runner.join();
+    _exit(0);
+  }
+  int wait_status = 0;
+  waitpid(pid, &wait_status, 0);
+  std::ifstream in(err);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status), said};
+}
+
+// A thread the machine refuses (here: no room in the address space for its stack) is said as
+// such with exit status 75, whether the exception is caught (as psformer's commands do) or
+// escapes a thread and ends in std::terminate (which printed only "terminate called without an
+// active exception" and aborted, a crash to the supervisor, restarted at once).
+TEST(ResourceFailure, AThreadTheMachineRefusesIsNamedAndExits75) {
+  const auto caught = UnderAddressSpaceLimit(2 << 20, [] {
+    try {
+      ThreadPool pool(8);  // 8 MB of stack a thread: refused, and the ones started are joined
+    } catch (const std::exception& e) {
+      std::cerr << OutOfResourcesMessage(e) << std::endl;
+      _exit(OutOfResourcesMessage(e).empty() ? 1 : kExitOutOfResources);
+    }
+  });
+  EXPECT_EQ(caught.first, kExitOutOfResources) << caught.second;
+  EXPECT_NE(caught.second.find("cannot start a thread (Resource temporarily unavailable"), std::string::npos)
+      << caught.second;
+
+  const auto escaped = UnderAddressSpaceLimit(2 << 20, [] {
+    InstallTerminateHandler("psformer worker");
+    // The helper threads of ParallelFor, refused and not caught: std::terminate.
+    ParallelFor(8, 8 << 20, 1 << 20, [](int, size_t, size_t) {});
+  });
+  EXPECT_EQ(escaped.first, kExitOutOfResources) << escaped.second;
+  EXPECT_NE(escaped.second.find("psformer worker: error: cannot start a thread"), std::string::npos) << escaped.second;
+  EXPECT_EQ(escaped.second.find("terminate called"), std::string::npos) << escaped.second;
+
+  const auto memory = UnderAddressSpaceLimit(2 << 20, [] {
+    InstallTerminateHandler("psformer pserver");
+    std::vector<char> big(size_t{1} << 30, 1);  // refused, not caught
+    std::cerr << big[12345];
+  });
+  EXPECT_EQ(memory.first, kExitOutOfResources) << memory.second;
+  EXPECT_NE(memory.second.find("psformer pserver: error: cannot allocate memory"), std::string::npos) << memory.second;
 }
 
 TEST(RoleProcess, PassesOnCheckpointFailuresBetweenHeartbeats) {

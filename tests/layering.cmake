@@ -3,5 +3,5 @@
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
   add_test(NAME check_layering COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/check-layering)
-  set_tests_properties(check_layering PROPERTIES LABELS unit)
+  set_tests_properties(check_layering PROPERTIES LABELS unit TIMEOUT 120)
 endif()

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/binary_codec.h"
 #include "common/metrics_log.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
@@ -68,6 +69,49 @@ TEST(ModelFile, RoundTrips) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("model.bin.tmp")));
 }
 
+// Version 2 records the SentencePiece model's digest; a version 1 file (an older psformer's)
+// still reads, with none recorded.
+TEST(ModelFile, RecordsItsSentencePieceDigestAndReadsVersion1FilesWithout) {
+  testing::TempDir dir;
+  ModelFile f = SmallModelFile();
+  f.spm_digest = SentencePieceDigest("spm bytes");
+  ASSERT_TRUE(WriteModelFile(dir.File("v2.bin"), f).ok());
+  auto v2 = ReadModelFile(dir.File("v2.bin"));
+  ASSERT_TRUE(v2.ok()) << v2.status().message();
+  EXPECT_EQ(v2->spm_digest, Sha256Hex("spm bytes", 9));
+  EXPECT_EQ(v2->params, f.params);
+
+  std::string v1;
+  BinaryWriter w(StringSink(&v1), std::string_view(kModelFileMagic, sizeof(kModelFileMagic)), 1);
+  w.PutString(f.model.SerializeAsString());
+  w.Put(f.vocab_size);
+  w.Put(static_cast<uint64_t>(f.params.size()));
+  w.PutArray(f.params.data(), f.params.size());
+  ASSERT_TRUE(w.Finish().ok());
+  WriteAll(dir.File("v1.bin"), v1);
+  auto old = ReadModelFile(dir.File("v1.bin"));
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->spm_digest, "");
+  EXPECT_EQ(old->params, f.params);
+  EXPECT_EQ(old->vocab_size, f.vocab_size);
+}
+
+TEST(ModelFile, ASentencePieceModelIsCheckedAgainstTheDigestTheModelRecords) {
+  ModelFile f = SmallModelFile();
+  f.spm_digest = SentencePieceDigest("the corpus's spm");
+  std::string warning;
+  EXPECT_TRUE(CheckSentencePiece(f, "m.bin", "the corpus's spm", "a/spm.model", &warning).ok());
+  EXPECT_EQ(warning, "");
+  const Status other = CheckSentencePiece(f, "m.bin", "another corpus's spm", "b/spm.model", &warning);
+  ASSERT_TRUE(other.IsInvalidArgument()) << other.ToString();
+  EXPECT_NE(other.message().find("SentencePiece model mismatch: b/spm.model"), std::string::npos) << other.message();
+  EXPECT_NE(other.message().find("m.bin"), std::string::npos) << other.message();
+  EXPECT_EQ(warning, "");
+  f.spm_digest.clear();
+  EXPECT_TRUE(CheckSentencePiece(f, "m.bin", "anything", "c/spm.model", &warning).ok());
+  EXPECT_NE(warning.find("m.bin records no SentencePiece model"), std::string::npos) << warning;
+}
+
 TEST(ModelFile, RejectsMissingTruncatedCorruptAndForeignFiles) {
   testing::TempDir dir;
   const std::string path = dir.File("model.bin");
@@ -97,6 +141,11 @@ TEST(ModelFile, RejectsMissingTruncatedCorruptAndForeignFiles) {
 
   WriteAll(path, "");
   EXPECT_FALSE(ReadModelFile(path).ok());
+
+  auto directory = ReadModelFile(dir.File(""));
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("it is a directory, not a file"), std::string::npos)
+      << directory.status().message();
 }
 
 TEST(TrainerState, RoundTripsAndRejectsCorruption) {

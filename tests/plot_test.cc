@@ -81,6 +81,12 @@ TEST(PlotCommand, ClearErrors) {
   EXPECT_TRUE(EndsSaying(r, 1, "has no training step yet: nothing to plot"));
   r = RunPsformer("plot " + dir.path().string() + " --size 640");
   EXPECT_TRUE(EndsSaying(r, 2, "--size 640: expected WIDTHxHEIGHT"));
+  // Sizes of the right form outside what is drawn are refused with the limits, not with
+  // gnuplot's or Cairo's words.
+  for (const std::string size : {"99999x99999", "1x1", "100000000000x5", "640x20000"}) {
+    r = RunPsformer("plot " + dir.path().string() + " --size " + size);
+    EXPECT_TRUE(EndsSaying(r, 2, "--size " + size + ": each side must be from 64 to 16384 pixels"));
+  }
 }
 
 }  // namespace

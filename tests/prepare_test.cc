@@ -220,6 +220,16 @@ TEST_F(PrepareRefuses, VocabularyLargerThanTheCorpusAllows) {
                 {"vocabulary size 10 is smaller than the"});
 }
 
+// A corpus whose only line is 1 MB: SentencePiece skips every line longer than 4192 bytes and
+// failed with "Internal: ... [!sentences_.empty()]".
+TEST_F(PrepareRefuses, LinesTooLongToLearnAVocabularyFrom) {
+  const std::string long_src = dir_.Write("long.en", std::string(1 << 20, 'a') + "\n");
+  const std::string long_tgt = dir_.Write("long.es", std::string(1 << 20, 'b') + "\n");
+  ExpectRefused(dir_, Prepare(dir_, "--src " + Quote(long_src) + " --tgt " + Quote(long_tgt) + " --vocab-size 8"),
+                {"no line is short enough to learn a vocabulary from: SentencePiece skips lines longer than 4192 "
+                 "bytes"});
+}
+
 TEST_F(PrepareRefuses, ExistingOutputAndHalfAValidationPair) {
   std::filesystem::create_directory(dir_.File("out"));
   auto r = Prepare(dir_, Files(src_, tgt_));

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/transport/faulty_van.h"
+#include "common/transport/forwarding_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
@@ -192,6 +193,72 @@ TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
   std::vector<float> params(kTotal, -1.0f);
   ASSERT_TRUE((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u);
+  for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
+}
+
+// A Van whose first `refuse` replies with a payload arrive as a shared-memory descriptor that
+// ShmVan could not honour (RawMessage::refused_segment), as when a server's segment is broken.
+class RefusingVan : public ForwardingVan {
+ public:
+  static constexpr const char* kSegment = "/psformer-5eed-1234-00c0ffee-0";
+  explicit RefusingVan(int refuse) : ForwardingVan(std::make_unique<ZmqVan>()), left_(refuse) {}
+  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override {
+    auto r = inner_->Recv(timeout_ms);
+    if (r.ok() && r->has_value() && (*r)->frames.size() > 1 && left_ > 0) {
+      --left_;
+      (*r)->transport_error = std::string("slot 5 of ") + kSegment + " holds no payload of generation 15";
+      (*r)->refused_segment = kSegment;
+    }
+    return r;
+  }
+
+ private:
+  int left_;
+};
+
+PsClientOptions RefusalOptions(const std::vector<std::string>& servers, int patience_ms) {
+  PsClientOptions o;
+  o.job_id = kJobId;
+  o.servers = servers;
+  o.parameter_count = kTotal;
+  o.frame_bytes = 1024;
+  o.timeout_ms = 60000;
+  o.retry_ms = 50;
+  o.shm_refusal_patience_ms = patience_ms;
+  return o;
+}
+
+// A server's segment refused on every resend ends the wait once the refusals have gone on past
+// the patience (the job's heartbeat timeout), with a message naming the segment and the request,
+// instead of resending until timeout_ms (it was for ever in a job: 8 minutes before a kill).
+TEST_F(PserverRetry, ASegmentRefusedPastThePatienceEndsTheWaitNamingIt) {
+  auto client = PsClient::Create(RefusalOptions(group_.endpoints(), 400), std::make_unique<RefusingVan>(1 << 30));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::vector<float> params(kTotal, -1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  const Status waited = (*client)->Wait(*(*client)->Pull(0, params.data()));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // not timeout_ms
+  ASSERT_FALSE(waited.ok());
+  EXPECT_TRUE(waited.IsUnavailable()) << waited.ToString();
+  EXPECT_NE(waited.message().find(std::string("shared-memory segment ") + RefusingVan::kSegment), std::string::npos)
+      << waited.ToString();
+  EXPECT_NE(waited.message().find("waiting for PULL of step 0 from shard(s) 0"), std::string::npos)
+      << waited.ToString();
+  EXPECT_NE(waited.message().find("holds no payload of generation 15"), std::string::npos) << waited.ToString();
+  EXPECT_TRUE((*client)->gave_up_on_segment());
+  EXPECT_GE((*client)->rejected_replies().Get(RejectReason::kBadSharedMemory), 3u);
+}
+
+// A few refusals in a row that end (a sender that died; its restart answers through another
+// segment) cost resends only: the pull completes with the server's parameters.
+TEST_F(PserverRetry, AFewSegmentRefusalsAreResentAndTheWaitCompletes) {
+  auto client = PsClient::Create(RefusalOptions(group_.endpoints(), 3000), std::make_unique<RefusingVan>(3));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::vector<float> params(kTotal, -1.0f);
+  const Status waited = (*client)->Wait(*(*client)->Pull(0, params.data()));
+  ASSERT_TRUE(waited.ok()) << waited.ToString();
+  EXPECT_FALSE((*client)->gave_up_on_segment());
+  EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadSharedMemory), 3u);
   for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
 }
 

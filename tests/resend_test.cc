@@ -10,6 +10,7 @@
 #include "common/transport/forwarding_van.h"
 #include "common/transport/frame.h"
 #include "pserver/client/resender.h"
+#include "pserver/client/segment_refusals.h"
 #include "pserver/timing.h"
 #include "pserver/wire/wire_message.h"
 #include "tests/pserver_test_util.h"
@@ -90,6 +91,34 @@ proto::JobConfig SlowLinkConfig() {
   config.mutable_cluster()->set_piece_elements(1u << 20);  // 4 MB pieces: 12 of them
   config.mutable_cluster()->set_frame_bytes(1 << 20);
   return config;
+}
+
+// When the client stops resending to a server whose shared-memory segment it keeps refusing
+// (SegmentRefusals): a burst of refusals (every part in flight refused at once, as when the sender
+// died) never; refusals of one segment going on past the patience, yes, naming it; rare refusals
+// far apart never add up; patience 0 never gives up.
+TEST(SegmentRefusalPolicy, OnlyRefusalsOfOneSegmentThatGoOnPastThePatienceStopTheWait) {
+  const Clock::time_point t0{};
+  const std::string seg = "/psformer-5eed-42-abc-0";
+  SegmentRefusals burst(/*patience_ms=*/1000, /*forget_after_ms=*/5000);
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(burst.Refused(seg, "slot 3 is stale", t0 + milliseconds(i)));
+
+  SegmentRefusals going_on(1000, 5000);
+  EXPECT_FALSE(going_on.Refused(seg, "slot 5 holds no payload", t0));
+  EXPECT_FALSE(going_on.Refused(seg, "slot 5 holds no payload", t0 + milliseconds(400)));
+  EXPECT_FALSE(going_on.Refused("/psformer-other", "x", t0 + milliseconds(1200)));  // another segment: its own count
+  const std::optional<std::string> stop = going_on.Refused(seg, "slot 5 holds no payload", t0 + milliseconds(1200));
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_NE(stop->find(seg), std::string::npos) << *stop;
+  EXPECT_NE(stop->find("3 times over 1.2 s"), std::string::npos) << *stop;
+  EXPECT_NE(stop->find("heartbeat timeout (1000 ms)"), std::string::npos) << *stop;
+  EXPECT_NE(stop->find("slot 5 holds no payload"), std::string::npos) << *stop;
+
+  SegmentRefusals far_apart(1000, 5000);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(far_apart.Refused(seg, "stale", t0 + milliseconds(6000 * i)));
+
+  SegmentRefusals never(0, 5000);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(never.Refused(seg, "stale", t0 + milliseconds(1000 * i)));
 }
 
 TEST(ResendOnSlowLink, APushAndAPullThatOutlastRetryMsCrossTheLinkOnce) {

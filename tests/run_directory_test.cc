@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <thread>
@@ -200,6 +201,20 @@ TEST_F(RunDirectory, ADryRunOfAResumeAgreesWithTheResume) {
   EXPECT_EQ(RunPsformer(resume).exit_status, 0);
   const std::string past = std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run;
   EXPECT_TRUE(EndsSaying(RunPsformer(past + " --dry-run"), 1, "past training.max_steps (15)"));
+}
+
+// A corrupt newest manifest: the resume falls back to the checkpoint before, and the console says
+// which it skipped and why (it showed only protobuf's log line, naming no file).
+TEST_F(RunDirectory, AResumePastACorruptManifestSaysWhichItSkipsOnTheConsole) {
+  const std::string run = TrainedRun("run");
+  std::ofstream(run + "/checkpoints/step-00000020/manifest.pbtxt", std::ios::trunc) << "step: banana\n";
+  const std::string resume = std::string(kRun) + " --set training.max_steps=30 --resume --run-dir " + run;
+  const CommandResult dry = RunPsformer(resume + " --dry-run");
+  EXPECT_TRUE(EndsSaying(dry, 0,
+                         "warning: --resume: skipping the checkpoint of step 20: manifest " + run +
+                             "/checkpoints/step-00000020/manifest.pbtxt does not parse (1:7: Expected integer, got: "
+                             "banana); resuming from step 10"));
+  EXPECT_FALSE(HasText(dry.output, "libprotobuf")) << dry.output;
 }
 
 TEST_F(RunDirectory, ResumeWithMaxStepsBelowTheNewestCheckpointIsRefusedUpFront) {

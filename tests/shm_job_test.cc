@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,63 @@ TEST(ShmFault, KilledInTheCopyOrWhileAReplyIsReadEndsWithTheUndisturbedWeightsAn
     EXPECT_EQ(faulty.digest, calm.digest);
     EXPECT_EQ(Leftovers(prefix), std::vector<std::string>());
   }
+}
+
+// Trains the job in a PID namespace of its own (unshare) with server 0 killed at step 25, and
+// makes the kernel give its restart the killed server's pid: from the kill until the restart, the
+// script writes that pid - 1 to ns_last_pid, with shell builtins only (a fork would take the pid).
+// Returns the command's result; the run's logs are in dir/name.
+CommandResult TrainWithThePidReused(const TempDir& dir, const std::string& name) {
+  const std::string script = dir.Write("reuse-pid.sh", R"(
+psformer=$1 run=$2
+shift 2
+"$psformer" train "$@" --run-dir "$run" &
+job=$!
+log=$run/logs/supervisor.log
+pid=
+until [ -n "$pid" ] || ! kill -0 $job 2>/dev/null; do
+  sleep 0.05
+  pid=$(sed -n 's/.*pserver-0: started pid \([0-9]*\) (incarnation 0).*/\1/p' "$log" 2>/dev/null)
+done
+until grep -q "pserver-0 killed by signal 9" "$log" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.02; done
+end=$((SECONDS + 4))
+while ((SECONDS < end)); do echo $((pid - 1)) > /proc/sys/kernel/ns_last_pid; done
+wait $job
+)");
+  return RunShell("cd " + SourceDir() + " && unshare --pid --fork --mount-proc bash " + script + " " +
+                  PsformerBinary() + " " + dir.File(name) + " " + kJob +
+                  " --set fault.kill=server:0@25 --set cluster.restart_backoff_ms=2000");
+}
+
+// A restarted server that the kernel gives its predecessor's pid (ordinary on a busy host; it
+// hung a job for good when segments were named by pid alone: the workers, still holding the old
+// mappings, refused every reply) ends with the undisturbed weights and leaves nothing in /dev/shm.
+TEST(ShmFault, ARestartedServerWithItsPredecessorsPidEndsWithTheUndisturbedWeights) {
+  TempDir dir;
+  if (RunShell("unshare --pid --fork true").exit_status != 0) GTEST_SKIP() << "cannot make a PID namespace here";
+  const Outcome calm = Train(dir, "calm", "");
+  ASSERT_FALSE(calm.digest.empty());
+  // The kernel may still give the restart another pid (a thread started in the window takes it):
+  // a few tries, each a whole job.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string name = "reused-" + std::to_string(attempt);
+    const CommandResult r = TrainWithThePidReused(dir, name);
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    const std::string logs = ReadRunLogs(dir.File(name));
+    const auto pids = All(logs, "pserver-0: started pid (\\d+) \\(incarnation");
+    ASSERT_EQ(pids.size(), 2u) << logs;
+    if (pids[0] != pids[1]) continue;
+    // Names that cannot collide: no segment name of the killed server comes back with its
+    // restart (with names of the pid alone it did, and the workers refused its replies).
+    const auto made = All(logs, "pserver-0 shm_van\\.cc:\\d+\\] transport: made shared-memory segment (\\S+)");
+    EXPECT_EQ(std::set<std::string>(made.begin(), made.end()).size(), made.size()) << logs;
+    EXPECT_EQ(ModelDigest(dir.File(name) + "/model.bin"), calm.digest);
+    const std::string prefix = JobPrefix(logs);
+    ASSERT_FALSE(prefix.empty()) << logs;
+    EXPECT_EQ(Leftovers(prefix), std::vector<std::string>());
+    return;
+  }
+  GTEST_SKIP() << "the kernel gave the restarted server another pid in each of 3 tries";
 }
 
 TEST(ShmFault, SharedMemoryFaultWithoutSharedMemoryIsAClearError) {

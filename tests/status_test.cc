@@ -41,6 +41,17 @@ TEST(StatusCommand, ADirectoryThatIsNotARunIsAClearError) {
   EXPECT_EQ(r.exit_status, 2) << r.output;
 }
 
+// A --watch interval that is not a positive number of seconds is named as such (a negative one
+// used to come back as an unknown option "-1").
+TEST(StatusCommand, AWatchIntervalThatIsNotPositiveIsNamed) {
+  TempDir dir;
+  testing::ExpectRefusedVariants("status " + dir.path().string() + " --watch ", "", 2,
+                                 {{"-1", "--watch -1: must be a number of seconds > 0"},
+                                  {"-0.5", "--watch -0.5: must be a number of seconds > 0"},
+                                  {"0", "--watch 0: must be a number of seconds > 0"},
+                                  {"inf", "--watch inf: must be a number of seconds > 0"}});
+}
+
 TEST(StatusCommand, AFinishedRun) {
   TempDir dir;
   const std::string run = dir.File("run");

@@ -11,4 +11,4 @@ target_compile_definitions(tensorboard_test PRIVATE PSFORMER_SOURCE_DIR="${CMAKE
                                                     PSFORMER_TENSORBOARD_PYTHON="${PSFORMER_TENSORBOARD_VENV}/bin/python")
 add_dependencies(tensorboard_test psformer)
 gtest_discover_tests(tensorboard_test PROPERTIES LABELS integration FIXTURES_REQUIRED tensorboard_venv
-                     DISCOVERY_TIMEOUT 60)
+                     TIMEOUT ${PSFORMER_TEST_TIMEOUT_integration} DISCOVERY_TIMEOUT 60)

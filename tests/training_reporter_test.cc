@@ -220,6 +220,33 @@ TEST(TrainingReporter, WritesAModelFileThatReadsBack) {
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(read->vocab_size, vocab);
   EXPECT_EQ(read->params, params);
+  EXPECT_EQ(read->spm_digest, "");  // the copy task has no SentencePiece model
+}
+
+// A model trained on a corpus records its SentencePiece model (what translate and export check
+// --spm against); one whose corpus lost it is not written without it.
+TEST(TrainingReporter, AModelOfACorpusRecordsItsSentencePieceModel) {
+  TempDir dir;
+  proto::JobConfig config = SmallConfig();
+  config.mutable_data()->set_task(proto::DataConfig::CORPUS);
+  config.mutable_data()->set_train_dir(dir.File("corpus"));
+  std::filesystem::create_directories(dir.File("corpus"));
+  const std::string spm = "stands in for the corpus's SentencePiece model";
+  dir.Write("corpus/spm.model", spm);
+  std::filesystem::create_directories(dir.File("run"));
+  auto reporter = OpenReporter(config, dir.File("run"));
+  const int vocab = 15;
+  const std::vector<float> params(ParamLayout(config.model(), vocab).total_size(), 0.5f);
+  ASSERT_TRUE(reporter->WriteModel(100, vocab, params).ok());
+  auto read = ReadModelFile(dir.File("run/model.bin"));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->spm_digest, SentencePieceDigest(spm));
+  EXPECT_EQ(read->spm_digest.size(), 64u);
+
+  std::filesystem::remove(dir.File("corpus/spm.model"));
+  const Status lost = reporter->WriteModel(100, vocab, params);
+  EXPECT_FALSE(lost.ok());
+  EXPECT_NE(lost.message().find(dir.File("corpus/spm.model")), std::string::npos) << lost.message();
 }
 
 TEST(TrainingReporter, OpenFailsWithTheRunDirectoryInTheMessage) {

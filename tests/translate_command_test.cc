@@ -64,6 +64,8 @@ TEST_F(TranslateCommandTest, OneLinePerInputLineInOrder) {
 TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
   const std::string garbage = dir_.Write("garbage.bin", "PSFMODEL but not really a model file");
   const std::string other_vocab = WriteRandomModel("other.bin", 50);
+  // Trained with another corpus's SentencePiece model of the same size.
+  const std::string other_spm = WriteRandomModel("foreign.bin", 40, false, SentencePieceDigest("another spm.model"));
   struct Case {
     std::string flags;
     std::string expected;  // in the error message
@@ -75,6 +77,8 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
       {"--model " + model_ + " --spm " + dir_.File("missing.model"), "missing.model", 1},
       {"--model " + model_ + " --spm " + garbage, "garbage.bin", 1},
       {"--model " + other_vocab + " --spm " + spm_, "vocabulary mismatch", 1},
+      {"--model " + other_spm + " --spm " + spm_, "SentencePiece model mismatch: " + spm_, 1},
+      {"--model " + model_ + " --spm " + dir_.File(""), "it is a directory, not a file", 1},
       {"--model " + model_ + " --spm " + spm_ + " --beam 0", "beam", 2},
       {"--model " + model_ + " --spm " + spm_ + " --alpha -1", "alpha", 2},
       {"--model " + model_ + " --spm " + spm_ + " --batch-tokens 0", "batch-tokens", 2},
@@ -97,6 +101,32 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
     EXPECT_EQ(result.output.find("terminate"), std::string::npos) << result.output;
     EXPECT_TRUE(OutputLines().empty()) << c.flags;
   }
+}
+
+// A model file of an older psformer records no SentencePiece model: it still translates, and
+// says once that --spm could not be checked against it.
+TEST_F(TranslateCommandTest, AModelWithoutASentencePieceDigestTranslatesWithOneWarning) {
+  const std::string old = WriteRandomModel("old.bin", 40, false, "");
+  auto result = Translate("--model " + old + " --spm " + spm_ + " --beam 2 --max-len-b 3", input_);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_EQ(OutputLines().size(), 4u);
+  const std::string warning = "psformer translate: warning: " + old + " records no SentencePiece model";
+  const size_t at = result.output.find(warning);
+  ASSERT_NE(at, std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find(warning, at + 1), std::string::npos) << result.output;
+  // A model that records its own passes without a word of it.
+  auto checked = Translate("--model " + model_ + " --spm " + spm_ + " --beam 2 --max-len-b 3", input_);
+  ASSERT_EQ(checked.exit_status, 0) << checked.output;
+  EXPECT_EQ(checked.output.find("SentencePiece"), std::string::npos) << checked.output;
+}
+
+// A line that is not UTF-8 is refused with its line and byte, as prepare and bleu refuse it,
+// instead of being translated as unknown pieces.
+TEST_F(TranslateCommandTest, InvalidUtf8OnStandardInputIsRefusedWithItsLine) {
+  const std::string bad = dir_.Write("bad.txt", "the word\nwas \xff light\n");
+  auto result = Translate("--model " + model_ + " --spm " + spm_, bad);
+  EXPECT_TRUE(testing::EndsSaying(result, 1, "standard input:2: invalid UTF-8 at byte 5 of the line")) << result.output;
+  EXPECT_TRUE(OutputLines().empty());
 }
 
 // Standard input that cannot be read (a directory, or closed) is an error, not an empty input

@@ -48,6 +48,11 @@ class WorkerLoop {
         faults_(faults) {}
 
   Status Run();
+  // Whether the client gave up on a server's shared-memory segment it could not read
+  // (PsClient::gave_up_on_segment).
+  bool GaveUpOnSegment() {
+    return data_path_ != nullptr && data_path_->Call([](PsClient& c) { return c.gave_up_on_segment(); });
+  }
 
  private:
   Status Connect();
@@ -111,6 +116,10 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
+  // A bound even where hang detection is off (0): the field's default.
+  const int heartbeat_timeout_ms = config_.cluster().heartbeat_timeout_ms();
+  o.shm_refusal_patience_ms =
+      heartbeat_timeout_ms > 0 ? heartbeat_timeout_ms : proto::ClusterConfig::default_instance().heartbeat_timeout_ms();
   o.copy_threads = WorkerThreads(config_);
   if (role == proto::WORKER) o.stop_requested = WorkerStopRequested;
   o.gradient_dtype =
@@ -250,7 +259,16 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
   PSF_RETURN_IF_ERROR(data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
-  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
+  if (const Status written = coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params());
+      !written.ok()) {
+    // A restart would train nothing new and fail to write the same file the same way (a full
+    // disk, a read-only directory), five times over: the job ends once, saying why.
+    const std::string why = written.message() +
+                            ": a restart would fail the same way; free space (or make the run directory writable) "
+                            "and continue with --resume";
+    ReportToSupervisor(kReportFatal, why);
+    return Status::IoError(why);
+  }
   return data_path_->Call([&](PsClient& c) -> Status {
     PSF_RETURN_IF_ERROR(c.Goodbye());
     // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
@@ -272,7 +290,11 @@ Status RunWorker(const WorkerOptions& options) {
   PSF_ASSIGN_OR_RETURN(auto computer, MakeStepComputer(options.config, options.index, options.gpu, with_bleu));
   const FaultPlan faults(options.config.fault(), FaultEvent::WORKER, options.index, options.incarnation);
   WorkerLoop loop(options, std::move(computer), faults);
-  return loop.Run();
+  const Status run = loop.Run();
+  // The segment was mapped afresh once already (ShmVan), so a restarted worker would map what
+  // this one refused: the job ends once, with the message naming the segment.
+  if (!run.ok() && loop.GaveUpOnSegment()) ReportToSupervisor(kReportFatal, run.message());
+  return run;
 }
 
 }  // namespace psformer

@@ -1,5 +1,6 @@
 #include "common/checkpoint/checkpoint_store.h"
 
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
@@ -132,13 +133,30 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
   return Status::Ok();
 }
 
+namespace {
+
+// The first parse error of a manifest, "LINE:COLUMN: what".
+struct ManifestErrors : google::protobuf::io::ErrorCollector {
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (first.empty()) first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  std::string first;
+};
+
+}  // namespace
+
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
   const fs::path dir = CheckpointDir(run_dir, step);
   auto text = ReadCheckpointFile((dir / kManifest).string());
   if (!text.ok()) return Status::NotFound("checkpoint " + dir.string() + " has no manifest (incomplete)");
   proto::CheckpointManifest manifest;
-  if (!google::protobuf::TextFormat::ParseFromString(*text, &manifest)) {
-    return Status::Corruption("manifest of " + dir.string() + " does not parse");
+  // Parsed with a collector of its own: protobuf's default logs "[libprotobuf ERROR ...]" to the
+  // console without naming the file, and the caller says better what follows.
+  ManifestErrors errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(*text, &manifest)) {
+    return Status::Corruption("manifest " + (dir / kManifest).string() + " does not parse (" + errors.first + ")");
   }
   if (manifest.step() != step || manifest.parameter_count() != id.parameter_count ||
       manifest.shards_size() != id.shards) {

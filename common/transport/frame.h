@@ -61,6 +61,10 @@ struct RawMessage {
   // What failed, with transport_error: a shared-memory descriptor (shm_van.h), or a sealed frame
   // that did not open (payload_sealer.h).
   bool unsealed = false;
+  // With transport_error from a shared-memory descriptor: the segment it named ("" when the
+  // descriptor was refused before naming one), so that a receiver can tell one segment refused
+  // again and again from a sender's one-off loss (pserver/client/segment_refusals.h).
+  std::string refused_segment;
   std::function<Frame(uint32_t payload_crc32c)> seal_header;
 };
 

@@ -376,8 +376,10 @@ void ShmVan::Unpack(RawMessage& message) {
     return;
   }
   shm_peers_.insert(message.peer);
-  auto refuse = [&](const std::string& why) {
-    if (message.transport_error.empty()) message.transport_error = why;
+  auto refuse = [&](const std::string& why, const std::string& segment = "") {
+    if (!message.transport_error.empty()) return;
+    message.transport_error = why;
+    message.refused_segment = segment;
   };
   int64_t previous = -1;
   for (const ShmDescriptor& d : *decoded) {
@@ -395,7 +397,7 @@ void ShmVan::Unpack(RawMessage& message) {
     }
     auto seg = PeerSegment(d.segment);
     if (!seg.ok()) {
-      refuse(seg.status().message());
+      refuse(seg.status().message(), d.segment);
       continue;
     }
     auto bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
@@ -409,13 +411,13 @@ void ShmVan::Unpack(RawMessage& message) {
       mapped_.erase(d.segment);
       seg = PeerSegment(d.segment);
       if (!seg.ok()) {
-        refuse(seg.status().message());
+        refuse(seg.status().message(), d.segment);
         continue;
       }
       bytes = (*seg)->Claim(d.slot, d.generation, d.offset, d.size);
     }
     if (!bytes.ok()) {
-      refuse(bytes.status().message());
+      refuse(bytes.status().message(), d.segment);
       continue;
     }
     auto claim = std::make_shared<SlotClaim>(*seg, d.slot, d.generation);

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/transport/zmq_van.h"
+#include "pserver/timing.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -28,6 +29,10 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
       resender_(options_.retry_ms, static_cast<int>(options_.servers.size())),
       van_(std::move(van)),
+      // A run of refusals ends when two resends' worth of time passes without one.
+      segment_refusals_(
+          options_.shm_refusal_patience_ms,
+          options_.shm_refusal_patience_ms + 2 * static_cast<int>(LongestRetryInterval(options_.retry_ms).count())),
       release_mutex_(std::make_shared<std::mutex>()),
       release_cv_(std::make_shared<std::condition_variable>()) {
   scope_.job_id = options_.job_id;
@@ -212,6 +217,7 @@ Status PsClient::Progress(int timeout_ms) {
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(timeout_ms));
     if (!raw.has_value()) return Status::Ok();
     HandleReply(std::move(*raw));
+    PSF_RETURN_IF_ERROR(unusable_segment_);
     timeout_ms = 0;  // the rest only as far as they have come
   }
 }

@@ -57,6 +57,7 @@
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
 #include "pserver/client/resender.h"
+#include "pserver/client/segment_refusals.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -77,6 +78,10 @@ struct PsClientOptions {
   proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
   int timeout_ms = 600000;                       // Wait gives up (Unavailable) after this long without completion.
   int retry_ms = 1000;                           // first resend of an unanswered request (cluster.retry_ms).
+  // One server's shared-memory segment refused this long (SegmentRefusals::kMinRefusals times at
+  // least) ends Wait and Progress with Unavailable naming the segment and what was waited for
+  // (segment_refusals.h); the worker passes cluster.heartbeat_timeout_ms. 0 = never.
+  int shm_refusal_patience_ms = 0;
   int io_threads = 2;                            // ZeroMQ I/O threads (when the client makes its own Van).
   int copy_threads = 1;                          // threads copying a pulled part into place (and checking it).
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
@@ -174,6 +179,9 @@ class PsClient {
   uint64_t duplicate_acks() const { return duplicate_acks_; }
   // Replies refused by validation (counted by reason).
   const RejectCounters& rejected_replies() const { return rejected_; }
+  // Whether a wait ended because a server's shared-memory segment kept being refused
+  // (shm_refusal_patience_ms): a restart of this process would not mend that.
+  bool gave_up_on_segment() const { return !unusable_segment_.ok(); }
   int shards() const { return pieces_->shards(); }
   ShardRange range(int shard) const { return pieces_->shard_range(shard); }
   const PieceTable& pieces() const { return *pieces_; }
@@ -244,6 +252,11 @@ class PsClient {
   Status ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock::time_point now);
   // The Status of a Finish that ran out of time: the shards still silent, named.
   Status NoAnswer(const Request& r, int limit_ms, bool grace) const;
+  // "PULL of step 3 from shard(s) 0, 1": what `r` still waits for.
+  std::string Awaited(const Request& r) const;
+  // A reply refused because its payload's shared-memory segment could not be read: counted
+  // against that segment (SegmentRefusals); past the bound, unusable_segment_ says why.
+  void SegmentRefused(const std::string& segment, const std::string& why);
   // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:
   // give up after that long and report success (a SHUTDOWN whose ACK is lost with its server).
   Status Finish(Ticket ticket, Request* done, int grace_ms = 0);
@@ -271,6 +284,8 @@ class PsClient {
   uint64_t last_pull_tokens_ = 0;
   uint32_t last_pull_digest_ = 0;
   RejectCounters rejected_;
+  SegmentRefusals segment_refusals_;
+  Status unusable_segment_;  // set once a segment is given up on; Wait and Progress return it
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;
   std::shared_ptr<std::condition_variable> release_cv_;

@@ -11,6 +11,7 @@ namespace psformer {
 
 void PsClient::HandleReply(RawMessage raw) {
   WireMessage msg;
+  const std::string refused_segment = std::move(raw.refused_segment);
   Refusal v = ParseMessage(std::move(raw), &msg);
   // fp32 parameters are checksummed in the pass that copies them into place (HandleParams).
   const bool check_in_copy = !v && msg.header.type() == proto::PARAMS && msg.header.dtype() == proto::FLOAT32;
@@ -18,6 +19,8 @@ void PsClient::HandleReply(RawMessage raw) {
   if (v) {
     rejected_.Count(v->reason);
     PSF_LOG(Warning) << "ps client: ignoring a reply: " << v->ToString();
+    if (v->reason == RejectReason::kBadSharedMemory && !refused_segment.empty())
+      SegmentRefused(refused_segment, v->detail);
     return;
   }
   const proto::Header& h = msg.header;
@@ -132,6 +135,21 @@ bool PsClient::HandleAck(const proto::Header& h, Request& r) {
     r.epoch_starts[shard] = h.restored_step();
   }
   return true;
+}
+
+void PsClient::SegmentRefused(const std::string& segment, const std::string& why) {
+  if (!unusable_segment_.ok()) return;
+  const std::optional<std::string> given_up = segment_refusals_.Refused(segment, why, std::chrono::steady_clock::now());
+  if (!given_up) return;
+  // The refused reply's header is not read (its payload could not be); every request still
+  // unanswered is what the process waits for.
+  std::string awaited;
+  for (const auto& [ticket, r] : requests_) {
+    if (r.remaining > 0) awaited += (awaited.empty() ? "" : "; ") + Awaited(r);
+  }
+  unusable_segment_ =
+      Status::Unavailable("ps client: " + *given_up + (awaited.empty() ? "" : "; waiting for " + awaited));
+  PSF_LOG(Error) << unusable_segment_.message();
 }
 
 }  // namespace psformer

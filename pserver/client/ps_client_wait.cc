@@ -27,6 +27,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   last_pull_loss_sum_ = 0;
   last_pull_tokens_ = 0;
   while (it->second.remaining > 0) {
+    PSF_RETURN_IF_ERROR(unusable_segment_);  // its replies cannot be read: resending is no use
     Request& r = it->second;
     if (r.type == proto::HELLO && options_.stop_requested && options_.stop_requested()) {
       requests_.erase(it);  // a HELLO carries no payload: nothing is left in the transport's hands
@@ -106,15 +107,18 @@ Status PsClient::ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock:
   return Status::Ok();
 }
 
-Status PsClient::NoAnswer(const Request& r, int limit_ms, bool grace) const {
+std::string PsClient::Awaited(const Request& r) const {
   std::vector<bool> silent(shards(), false);
   for (const Part& p : r.parts) silent[p.shard] = silent[p.shard] || !p.answered;
   std::string missing;
   for (int k = 0; k < shards(); ++k) {
     if (silent[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
   }
-  const std::string what = "no answer to " + proto::MessageType_Name(r.type) + " from shard(s) " + missing +
-                           " within " + std::to_string(limit_ms) + " ms";
+  return proto::MessageType_Name(r.type) + " of step " + std::to_string(r.step) + " from shard(s) " + missing;
+}
+
+Status PsClient::NoAnswer(const Request& r, int limit_ms, bool grace) const {
+  const std::string what = "no answer to " + Awaited(r) + " within " + std::to_string(limit_ms) + " ms";
   if (!grace) return Status::Unavailable("ps client: " + what);
   PSF_LOG(Warning) << "ps client: " << what << "; taking it as done";
   return Status::Ok();

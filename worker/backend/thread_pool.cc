@@ -3,16 +3,26 @@
 namespace psformer {
 
 ThreadPool::ThreadPool(int threads) : parts_(threads < 1 ? 1 : threads) {
-  for (int i = 1; i < parts_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  try {
+    for (int i = 1; i < parts_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  } catch (...) {
+    // The machine refused a thread (std::system_error): the ones started must be joined, or
+    // destroying them ends the process with std::terminate instead of the error.
+    Stop();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { Stop(); }
+
+void ThreadPool::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   start_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {

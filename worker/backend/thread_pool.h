@@ -16,7 +16,8 @@ namespace psformer {
 
 class ThreadPool {
  public:
-  // threads: the number of ranges a loop is split into (the caller runs one of them).
+  // threads: the number of ranges a loop is split into (the caller runs one of them). Throws
+  // std::system_error when the machine refuses a thread, with none left running.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -29,6 +30,8 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // Ends and joins the workers.
+  void Stop();
 
   const int parts_;  // set before any worker starts: workers read it
   std::vector<std::thread> workers_;

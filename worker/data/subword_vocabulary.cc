@@ -52,6 +52,13 @@ Status ExplainTrainingFailure(const std::string& message, int vocab_size) {
     return Status::InvalidArgument("vocabulary size " + std::to_string(vocab_size) + " is smaller than the " +
                                    m[2].str() + " pieces this corpus needs (its characters and the reserved ids)");
   }
+  if (message.find("!sentences_.empty()") != std::string::npos) {
+    // SentencePiece learns only from lines up to max_sentence_length bytes and skips the rest.
+    return Status::InvalidArgument(
+        "no line is short enough to learn a vocabulary from: SentencePiece skips lines "
+        "longer than 4192 bytes, and every training line is longer; put one sentence "
+        "a line");
+  }
   return Status::Internal("SentencePiece training failed: " + message);
 }
 

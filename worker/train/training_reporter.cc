@@ -76,6 +76,7 @@ Status TrainingReporter::WriteModel(int64_t step, int vocab_size, const std::vec
   ModelFile file;
   file.model = config_.model();
   file.vocab_size = vocab_size;
+  PSF_ASSIGN_OR_RETURN(file.spm_digest, TrainingSentencePieceDigest(config_));
   file.params = params;
   const std::string path = (std::filesystem::path(options_.run_dir) / "model.bin").string();
   PSF_RETURN_IF_ERROR(WriteModelFile(path, file));

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/proto/wire.pb.h"
@@ -34,7 +36,7 @@ struct Upstream {
   Resender::Send send;
 };
 
-// Bytes sent and received over the aggregator's link to the servers, and resends.
+// Payload bytes sent to the servers, and resends.
 struct UpstreamCounters {
   std::atomic<uint64_t> resends{0};   // requests to the servers sent again
   std::atomic<uint64_t> bytes_up{0};  // payload bytes sent to the servers (resends too)

@@ -63,12 +63,9 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
     const std::string what = "push of step " + std::to_string(push_.step);
     PSF_RETURN_IF_ERROR(push_.status.WithContext(what));
     PSF_RETURN_IF_ERROR(client_.TakeProgressError().WithContext(what));
-    if (!push_.ticket) {
-      const auto tokens = static_cast<uint64_t>(stats.target_tokens);
-      const uint16_t* rounded = computer_->grad_bf16();
-      PSF_ASSIGN_OR_RETURN(push_.ticket, rounded != nullptr
-                                             ? c.PushBf16(push_.step, rounded, tokens, stats.loss_sum)
-                                             : c.Push(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
+    if (!push_.ticket) {  // the whole gradient at once
+      PSF_ASSIGN_OR_RETURN(push_.ticket, StartPush(c, stats));
+      PSF_RETURN_IF_ERROR(c.PushReady(*push_.ticket, 0, n_));
     }
     if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
       PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
@@ -85,10 +82,7 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
     faults_.KillDuringPush(push_.step);
   }
   if (!push_.ticket) {
-    const auto tokens = static_cast<uint64_t>(stats.target_tokens);
-    const uint16_t* rounded = computer_->grad_bf16();
-    auto begun = rounded != nullptr ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
-                                    : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum);
+    auto begun = StartPush(client, stats);
     if (!begun.ok()) {
       push_.status = begun.status();
       return;
@@ -99,6 +93,15 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
   if (push_.status.ok() && !pull_ && push_.step < config_.training().max_steps()) {
     push_.status = PullEarly(client, push_.step);
   }
+}
+
+StatusOr<PsClient::Ticket> WorkerDataPath::StartPush(PsClient& client, const StepStats& stats) {
+  const auto tokens = static_cast<uint64_t>(stats.target_tokens);
+  // Rounded to bf16 on the device already, or the fp32 gradient (rounded by the client if bf16).
+  if (const uint16_t* rounded = computer_->grad_bf16()) {
+    return client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum);
+  }
+  return client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum);
 }
 
 Status WorkerDataPath::PullEarly(PsClient& client, int64_t step) {

@@ -82,6 +82,9 @@ class WorkerDataPath {
 
   // On the client thread: the bytes of `range` of the push are on the host.
   void PushRange(PsClient& client, ElementRange range, const StepStats& stats);
+  // On the client thread: the step's push begun from the computer's gradient (grad_bf16() when
+  // it left the device rounded, else grad()); its pieces are sent as PushReady reports them.
+  StatusOr<PsClient::Ticket> StartPush(PsClient& client, const StepStats& stats);
   // On the client thread: the early pull of the parameters after `step`, once.
   Status PullEarly(PsClient& client, int64_t step);
   // On the client thread: a pull of the parameters after `step`: the one in flight if it asks

@@ -13,6 +13,7 @@
 #include "pserver/server/shard_optimizer.h"
 #include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
+#include "tests/test_util.h"
 
 namespace psformer::testing {
 namespace {
@@ -195,6 +196,66 @@ TEST(PserverBsp, Bf16GradientsRoundedBeforeThePushGiveTheSameWeights) {
   auto push = client->PushBf16(1, rounded.data(), 1, 1.0);
   ASSERT_FALSE(push.ok());
   EXPECT_NE(push.status().message().find("gradients travel as FLOAT32"), std::string::npos) << push.status().message();
+}
+
+// A gradient computed into PsClient::AllocatePushMemory (as a GPU worker copies it off its
+// device) reaches same-host servers lent in place: no copy into a slot, the servers hold it until
+// their update has used it (so it is still on loan after Wait while another worker has not
+// pushed), AwaitLentPushes gives it back, and the weights are those of pushes from the heap.
+TEST(PserverBsp, PushesLentInPlaceFromPushMemoryGiveTheWeightsOfCopiedOnes) {
+  constexpr int kWorkers = 2, kSteps = 3;
+  TempDir dir;
+  const proto::JobConfig config = PsConfig(kWorkers, 2, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal, "", false, 2, {}, dir.path().string());
+  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<ShmVan*> vans;
+  std::vector<float*> grads;
+  std::vector<std::shared_ptr<void>> memory;
+  for (int w = 0; w < kWorkers; ++w) {
+    PsClientOptions o;
+    o.job_id = kJobId;
+    o.id = static_cast<uint32_t>(w);
+    o.servers = group.endpoints();
+    o.parameter_count = kTotal;
+    o.frame_bytes = 4096;
+    o.timeout_ms = 20000;
+    ShmVanOptions shm;
+    shm.job_id = kJobId;
+    shm.threshold_bytes = 1024;  // this test's frames are small
+    auto van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), shm);
+    vans.push_back(van.get());
+    auto client = PsClient::Create(std::move(o), std::move(van));
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    clients.push_back(std::move(client).value());
+    memory.push_back(clients[w]->AllocatePushMemory(kTotal * sizeof(float)));
+    grads.push_back(static_cast<float*>(memory[w].get()));
+  }
+  std::vector<float> params(kTotal);
+  for (int64_t t = 1; t <= kSteps; ++t) {
+    for (int w = 0; w < kWorkers; ++w) {
+      ASSERT_TRUE(clients[w]->AwaitLentPushes().ok());
+      const std::vector<float> g = Gradient(w, t, kTotal);
+      std::copy(g.begin(), g.end(), grads[w]);
+      auto push = clients[w]->Push(t, grads[w], Tokens(w, t), 1.0);
+      ASSERT_TRUE(push.ok());
+      const Status s = clients[w]->Wait(*push);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      // Worker 0's step is not summed until worker 1's push is in: its servers still read it.
+      if (w == 0) EXPECT_GT(vans[0]->frames_on_loan(), 0u) << "step " << t;
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      auto pull = clients[w]->Pull(t, params.data());
+      ASSERT_TRUE(pull.ok());
+      ASSERT_TRUE(clients[w]->Wait(*pull).ok());
+    }
+  }
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_TRUE(clients[w]->AwaitLentPushes().ok());
+    EXPECT_EQ(vans[w]->frames_on_loan(), 0u);
+    EXPECT_GT(vans[w]->stats().frames_lent, 0u);
+    EXPECT_EQ(vans[w]->stats().frames_sent_shm, 0u);  // not one gradient byte copied into a slot
+  }
+  EXPECT_TRUE(BitwiseEqual(params, RunBsp(kWorkers, 2, kSteps, {{0, 1}})));
 }
 
 // cluster.param_dtype = BF16: a pull for BFLOAT16 brings every fp32 master rounded to bf16 (half

@@ -16,6 +16,7 @@
 #include "common/config_loader.h"
 #include "common/host_groups.h"
 #include "common/lr_schedule.h"
+#include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/client/ps_client.h"
 #include "pserver/server/parameter_server.h"
@@ -71,8 +72,10 @@ inline uint64_t Tokens(int w, int64_t t) { return static_cast<uint64_t>(10 + 3 *
 class ServerGroup {
  public:
   // `layer_starts`: cuts of the pieces (JobPieceTable), as the pserver command passes the layout's.
+  // `ipc_dir` non-empty: each server also listens at ipc://ipc_dir/server-K.sock with a ShmVan
+  // (same-host shared memory), and endpoints() are those.
   ServerGroup(const proto::JobConfig& config, uint64_t total, const std::string& run_dir = "", bool resume = false,
-              int threads = 2, const std::vector<uint64_t>& layer_starts = {}) {
+              int threads = 2, const std::vector<uint64_t>& layer_starts = {}, const std::string& ipc_dir = "") {
     for (int k = 0; k < config.cluster().servers(); ++k) {
       ParameterServerOptions o;
       o.config = config;
@@ -87,10 +90,18 @@ class ServerGroup {
       o.init = [](uint64_t b, uint64_t e, float* out) {
         for (uint64_t i = b; i < e; ++i) out[i - b] = InitValue(i);
       };
-      auto server = ParameterServer::Create(std::move(o), std::make_unique<ZmqVan>());
+      std::unique_ptr<Van> van = std::make_unique<ZmqVan>();
+      std::string ipc;
+      if (!ipc_dir.empty()) {
+        ShmVanOptions shm;
+        shm.job_id = kJobId;
+        shm.ipc_endpoint = ipc = "ipc://" + ipc_dir + "/server-" + std::to_string(k) + ".sock";
+        van = std::make_unique<ShmVan>(std::move(van), shm);
+      }
+      auto server = ParameterServer::Create(std::move(o), std::move(van));
       EXPECT_TRUE(server.ok()) << server.status().ToString();
       if (!server.ok()) return;
-      endpoints_.push_back(server.value()->endpoint());
+      endpoints_.push_back(ipc.empty() ? server.value()->endpoint() : ipc);
       servers_.push_back(std::move(server).value());
     }
     for (auto& s : servers_) {

@@ -4,8 +4,10 @@
 // it ended cleanly or its worker and server were SIGKILLed on the way (the supervisor removes a
 // killed child's segments).
 //
-// Faults on that path: a worker killed halfway through copying a payload into its segment, a
-// server killed while a worker reads its reply out of the server's segment, and plain restarts.
+// Faults on that path: a worker killed while a server reads its gradient in place out of the
+// worker's segment (the copy halfway through which a worker dies where its payload is copied is
+// tested in shm_van_test), a server killed while a worker reads its reply out of the server's
+// segment, and plain restarts.
 // Each run ends by itself with the undisturbed weights, bitwise; the restarted role comes back on
 // segments of its own (named by its new pid) while the supervisor removed those of the killed
 // pid; and /dev/shm holds nothing of the job afterwards.
@@ -121,14 +123,15 @@ TEST(ShmFault, KilledInTheCopyOrWhileAReplyIsReadEndsWithTheUndisturbedWeightsAn
   EXPECT_FALSE(HasText(calm.logs, "fault injection")) << calm.logs;
 
   const ShmFaultCase cases[] = {
-      // The payload half written into the slot never got a descriptor: no server saw it.
+      // The gradient lies in memory the worker lends in place: it dies while a server reads the
+      // first piece of step 15 out of its segment, which the server's mapping keeps readable.
       {"--set fault.kill=worker:1@15:shm",
        {"worker-1"},
-       {"halfway through copying a payload of", "push of step 15", "rejoining at step 15"}},
+       {"while a receiver reads my push of step 15 in place", "rejoining at step 15"}},
       // Without overlap the push of step 15 goes out after the whole step is computed.
       {"--set fault.kill=worker:0@15:shm --set cluster.overlap=false",
        {"worker-0"},
-       {"halfway through copying a payload of", "push of step 15"}},
+       {"while a receiver reads my push of step 15 in place", "rejoining at step 15"}},
       // The worker reading holds the mapping, which outlives the unlink; the job rolls back.
       {"--set fault.kill=server:0@25:shm",
        {"pserver-0"},

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <thread>
 #include <filesystem>
 #include <numeric>
 
@@ -231,6 +234,105 @@ TEST(ShmVan, AnUnclaimedLoanIsTakenBackAndItsLateDescriptorRefused) {
   const Refusal v = ParseMessage(std::move(late), &parsed);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->reason, RejectReason::kBadSharedMemory);
+}
+
+// A sender that knows no receiver will come for its unclaimed loans (every peer answered a later
+// message) takes them back at once, whatever lend_patience_ms says; a claimed loan stays lent until
+// released, and a sender that only receives (a worker waiting for its gradient's memory back)
+// lets go of it in Recv.
+TEST(ShmVan, UnclaimedLoansAreTakenBackAtOnceAndReleasedOnesLetGoInRecv) {
+  Pair p;
+  ASSERT_TRUE(p.client->Send(Message("srv", {"hello"})).ok());
+  const std::string peer = RecvOne(*p.server).peer;
+  const size_t n = 1 << 20;
+  std::shared_ptr<void> memory = p.server->AllocatePayload(n);
+  std::memset(memory.get(), 3, n);
+  const auto send_lent = [&](std::weak_ptr<int>* watch) {
+    auto owner = std::make_shared<int>(0);
+    *watch = owner;
+    RawMessage m = Message(peer, {"h"});
+    m.frames.push_back(Frame::View(static_cast<const uint8_t*>(memory.get()), n, std::move(owner)));
+    ASSERT_TRUE(p.server->Send(std::move(m)).ok());
+  };
+  std::weak_ptr<int> lost, read;
+  send_lent(&lost);
+  p.server->TakeBackUnclaimed();  // patience is 30 s: only the call takes it back
+  EXPECT_TRUE(lost.expired());
+  EXPECT_EQ(p.server->stats().lent_taken_back, 1u);
+  const RawMessage late = RecvOne(*p.client);
+  EXPECT_NE(late.transport_error.find("stale"), std::string::npos) << late.transport_error;
+
+  send_lent(&read);
+  RawMessage got = RecvOne(*p.client);  // claimed
+  ASSERT_TRUE(got.transport_error.empty()) << got.transport_error;
+  p.server->TakeBackUnclaimed();
+  EXPECT_FALSE(read.expired());  // a live receiver is reading it
+  EXPECT_EQ(p.server->frames_on_loan(), 1u);
+  got = RawMessage();  // released
+  ASSERT_TRUE(p.server->Recv(0).ok());
+  EXPECT_EQ(p.server->frames_on_loan(), 0u);
+  EXPECT_TRUE(read.expired());
+  EXPECT_EQ(p.server->stats().lent_taken_back, 1u);
+}
+
+// Runs `child` in a forked process whose ShmVan has a KILL_IN_SHM armed as a worker's (halfway
+// through a copy), connected to `server_endpoint` as "srv"; returns how the child ended.
+int ChildWithAWorkersShmFault(const std::string& server_endpoint,
+                              const std::function<void(ShmVan&)>& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ShmVanOptions o;
+    o.job_id = kJob;
+    o.faults = std::make_shared<ShmFaultSwitch>();
+    o.faults->Arm(ShmFault{ShmFault::kHalfwayThroughCopy, 15});
+    ShmVan van(std::make_unique<ZmqVan>(), o);
+    if (!van.Connect("srv", server_endpoint).ok()) _exit(3);
+    child(van);
+    _exit(4);  // the fault did not strike
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  RemoveShmSegments(kJob, pid);  // what the supervisor does for a killed role
+  return status;
+}
+
+// A worker's KILL_IN_SHM strikes in the copy of a payload into its segment, halfway: no
+// descriptor leaves, so no receiver sees a half-written payload.
+TEST(ShmVan, AWorkerKilledHalfwayThroughACopySendsNothing) {
+  Pair p;
+  const int status = ChildWithAWorkersShmFault("ipc://" + p.dir.File("ipc/server.sock"), [](ShmVan& van) {
+    (void)van.Send(Message("srv", {"h", Pattern(1 << 20, 9)}));
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  auto r = p.server->Recv(300);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+}
+
+// Where a worker's payload lies in memory it lends in place (its gradient), there is no copy to
+// strike in: it dies once a server has claimed the frame, and the server still reads the whole
+// payload, intact, from its mapping after the worker is gone and its segment removed.
+TEST(ShmVan, AWorkerKilledWhileAServerReadsItsLentPayloadLeavesItReadable) {
+  Pair p;
+  const size_t n = 1 << 20;
+  const std::string pattern = Pattern(n, 11);
+  std::optional<RawMessage> got;
+  std::thread reader([&] { got = RecvOne(*p.server); });  // the server, claiming what arrives
+  const int status = ChildWithAWorkersShmFault("ipc://" + p.dir.File("ipc/server.sock"), [&](ShmVan& van) {
+    std::shared_ptr<void> memory = van.AllocatePayload(n);
+    std::memcpy(memory.get(), pattern.data(), n);
+    RawMessage m = Message("srv", {"h"});
+    m.frames.push_back(Frame::View(static_cast<const uint8_t*>(memory.get()), n, memory));
+    (void)van.Send(std::move(m));
+  });
+  reader.join();
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(got->transport_error.empty()) << got->transport_error;
+  ASSERT_EQ(got->frames.size(), 2u);
+  EXPECT_EQ(got->frames[1].bytes(), pattern);
 }
 
 TEST(ShmVan, WithoutSharedMemoryFramesTravelInline) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -61,7 +62,7 @@ TEST(TransformerStep, ABf16GradientRoundedOnTheDeviceIsTheHostsRoundingOfTheFp32
   auto host = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
   EXPECT_EQ(host->grad_bf16(), nullptr);  // the CPU backend leaves the rounding to the client
   host->Compute(2, nullptr);
-  const std::vector<float>& fp32 = host->grad();
+  std::span<const float> fp32 = host->grad();
   std::vector<uint16_t> expected(fp32.size());
   FloatsToBf16(fp32.data(), fp32.size(), expected.data());
   size_t nonzero = 0;

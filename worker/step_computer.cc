@@ -10,6 +10,19 @@
 
 namespace psformer {
 
+Status StepComputer::MoveGradientTo(std::shared_ptr<void> memory) {
+  if (!memory) return Status::InvalidArgument("step computer: no memory to move the gradient to");
+  if (reinterpret_cast<uintptr_t>(memory.get()) % alignof(float) != 0) {
+    return Status::InvalidArgument("step computer: gradient memory not aligned for its elements");
+  }
+  if (grad_bf16_.empty()) {
+    grad_.Adopt(std::move(memory));
+  } else {
+    grad_bf16_.Adopt(std::move(memory));
+  }
+  return GradientMoved();
+}
+
 StatusOr<std::unique_ptr<StepComputer>> MakeStepComputer(const proto::JobConfig& config, int worker, int gpu,
                                                          bool with_bleu) {
   if (config.cluster().backend() == proto::ClusterConfig::EMULATED) {

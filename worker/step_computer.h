@@ -7,6 +7,8 @@
 // A computer owns the host copies of the parameters (pulled into params()) and of the gradient
 // (pushed from grad(), or from grad_bf16() when it leaves the device rounded), so that a backend
 // may pin them as its copies need (the CUDA backend pins both: its copies are DMA, asynchronous).
+// The gradient's array may be moved into memory its pusher's transport lends to same-host servers
+// in place (MoveGradientTo): then its bytes cross host memory once, by the copy off the device.
 //
 // Thread safety: one thread, the worker loop's (the launching thread), except gradient_copies()'s
 // WaitOldest, which the data path's kDeviceToHost stage calls (worker/datapath/).
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,29 @@ namespace psformer {
 // backward starts). Ranges come last layer first, disjoint. The callback runs on the launching
 // thread between kernel launches: it may queue work, never do it.
 using GradientCopying = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
+
+// A host array of n elements whose memory may be exchanged for memory from elsewhere (a
+// transport's lendable memory): zeroed heap memory until then.
+template <typename T>
+class HostArray {
+ public:
+  HostArray() = default;
+  explicit HostArray(size_t n)
+      : memory_(new T[n](), [](void* p) { delete[] static_cast<T*>(p); }), data_(static_cast<T*>(memory_.get())), n_(n) {}
+  // Holds `memory` (at least n * sizeof(T) bytes, aligned for T) instead; the contents are not kept.
+  void Adopt(std::shared_ptr<void> memory) {
+    memory_ = std::move(memory);
+    data_ = static_cast<T*>(memory_.get());
+  }
+  T* data() const { return data_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  std::shared_ptr<void> memory_;
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
 
 class StepComputer {
  public:
@@ -66,8 +92,8 @@ class StepComputer {
   // The references validation BLEU scores against; null when it is not computed here.
   virtual const std::vector<std::string>* bleu_references() const = 0;
 
-  std::vector<float>& params() { return params_; }          // (parameter_count): what a step computes from
-  const std::vector<float>& grad() const { return grad_; }  // (parameter_count): the last step's
+  std::vector<float>& params() { return params_; }  // (parameter_count): what a step computes from
+  std::span<const float> grad() const { return {grad_.data(), grad_.size()}; }  // (parameter_count): the last step's
   // The last step's gradient rounded to bf16 on the device, when it leaves the device so
   // (cluster.gradient_dtype BF16 on a device that rounds: Backend::rounds_on_device; the emulated
   // GPU): Compute's copies then fill this instead of grad(), with half the bytes, and the client
@@ -78,19 +104,32 @@ class StepComputer {
   // bytes and widens them on the device. Null otherwise: the client widens them into params().
   uint16_t* params_bf16() { return params_bf16_.empty() ? nullptr : params_bf16_.data(); }
 
+  // The bytes of the array the gradient leaves the device into: grad_bf16() when there is one,
+  // else grad().
+  size_t leaving_gradient_bytes() const {
+    return grad_bf16_.empty() ? grad_.size() * sizeof(float) : grad_bf16_.size() * sizeof(uint16_t);
+  }
+  // Makes `memory` (leaving_gradient_bytes() long, 64-byte aligned) that array from now on: the
+  // data path hands over memory its transport lends to same-host servers in place
+  // (PsClient::AllocatePushMemory). Fails as the computer's copies cannot be aimed at it.
+  // REQUIRES: no Compute in flight, no copy of a gradient still to be waited for.
+  Status MoveGradientTo(std::shared_ptr<void> memory);
+
  protected:
-  explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count, 0.0f) {}
+  explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count) {}
 
   // Makes grad_bf16() the gradient's way off the device.
-  void GradientLeavesAsBf16() { grad_bf16_.assign(params_.size(), 0); }
+  void GradientLeavesAsBf16() { grad_bf16_ = HostArray<uint16_t>(params_.size()); }
+  // MoveGradientTo has moved the leaving array: copies aimed at the old one aim at the new.
+  virtual Status GradientMoved() { return Status::Ok(); }
   // Makes params_bf16() where bf16 pulls land.
   void ParamsArriveAsBf16() { params_bf16_.assign(params_.size(), 0); }
   // Whether the last pull left the parameters in params_bf16_ (else in params_).
   bool pulled_bf16() const { return pulled_dtype_ == proto::BFLOAT16 && !params_bf16_.empty(); }
 
   std::vector<float> params_;          // host, (n)
-  std::vector<float> grad_;            // host, (n)
-  std::vector<uint16_t> grad_bf16_;    // host, (n) or empty
+  HostArray<float> grad_;              // host, (n)
+  HostArray<uint16_t> grad_bf16_;      // host, (n) or empty
   std::vector<uint16_t> params_bf16_;  // host, (n) or empty
   proto::DType pulled_dtype_ = proto::FLOAT32;
 };

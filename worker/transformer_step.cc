@@ -31,12 +31,8 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
     // Rounded where it was computed: half the bytes cross the bus, and no host thread rounds.
     s->GradientLeavesAsBf16();
     s->device_grad_bf16_ = s->backend_->Allocate<uint16_t>(n);
-    PSF_ASSIGN_OR_RETURN(s->grad_download_,
-                         s->backend_->MakeBf16RangeDownloader(s->device_grad_bf16_.data(), s->grad_bf16_.data(), n));
-  } else {
-    PSF_ASSIGN_OR_RETURN(s->grad_download_,
-                         s->backend_->MakeRangeDownloader(s->device_grad_.data(), s->grad_.data(), n));
   }
+  PSF_RETURN_IF_ERROR(s->AimGradientCopies());
   if (config.cluster().param_dtype() == proto::ClusterConfig::BF16 && s->backend_->rounds_on_device()) {
     // bf16 pulls are uploaded as they came and widened on the device.
     s->ParamsArriveAsBf16();
@@ -48,6 +44,18 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
                                                            s->backend_.get()));
   }
   return s;
+}
+
+Status TransformerStep::AimGradientCopies() {
+  const uint64_t n = parameter_count();
+  grad_download_.reset();  // lets go of (unpins) the array it was aimed at first
+  if (!grad_bf16_.empty()) {
+    PSF_ASSIGN_OR_RETURN(grad_download_,
+                         backend_->MakeBf16RangeDownloader(device_grad_bf16_.data(), grad_bf16_.data(), n));
+  } else {
+    PSF_ASSIGN_OR_RETURN(grad_download_, backend_->MakeRangeDownloader(device_grad_.data(), grad_.data(), n));
+  }
+  return Status::Ok();
 }
 
 StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copying) {

@@ -43,6 +43,9 @@ class TransformerStep final : public StepComputer {
  private:
   // The last pull's parameters into device_params_: as fp32, or as bf16 widened on the device.
   void UploadParams();
+  // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
+  Status AimGradientCopies();
+  Status GradientMoved() override { return AimGradientCopies(); }
 
   TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
                   std::unique_ptr<Backend<float>> backend);

@@ -101,7 +101,7 @@ Status WorkerLoop::Connect() {
   PSF_ASSIGN_OR_RETURN(
       auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2, faults_.shm_faults()));
   PSF_ASSIGN_OR_RETURN(auto client, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
-  data_path_ = std::make_unique<WorkerDataPath>(config_, faults_, computer_.get(), std::move(client));
+  PSF_ASSIGN_OR_RETURN(data_path_, WorkerDataPath::Create(config_, faults_, computer_.get(), std::move(client)));
   return Status::Ok();
 }
 
@@ -216,7 +216,7 @@ Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
 StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
   // With overlap each layer's gradient is pushed as backward finishes it; not in a step where an
   // injected kill or stall strikes before the push: it must find nothing sent.
-  const GradientCopying on_copying = data_path_->BeginPush(step, faults_.WillKillOrStallAt(step));
+  PSF_ASSIGN_OR_RETURN(const GradientCopying on_copying, data_path_->BeginPush(step, faults_.WillKillOrStallAt(step)));
   const auto compute_start = Clock::now();
   const StepStats stats = computer_->Compute(step, on_copying);
   interval_.compute_s += Seconds(Clock::now() - compute_start);

@@ -23,6 +23,7 @@ class ForwardingVan : public Van {
   Status Send(RawMessage message) override { return inner_->Send(std::move(message)); }
   bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
   std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
+  void TakeBackUnclaimed() override { inner_->TakeBackUnclaimed(); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override { return inner_->Recv(timeout_ms); }
 
   Van& inner() { return *inner_; }

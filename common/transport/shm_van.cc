@@ -249,7 +249,7 @@ struct ShmVan::Outgoing {
   std::vector<Placed> placed;
   size_t lent_before = 0;         // lent_ entries before this message's
   std::optional<Placed> watched;  // an injected fault strikes once its receiver claims it...
-  int64_t watched_step = 0;       // ...in the push or reply of this step
+  ShmFault watched_fault;         // ...the fault armed, for its step and its role's words
 };
 
 Status ShmVan::Send(RawMessage message) {
@@ -275,7 +275,7 @@ Status ShmVan::Send(RawMessage message) {
     for (const Placed& p : out.placed) p.segment->Unpublish(p.slot);
     for (size_t l = out.lent_before; l < lent_.size(); ++l) lent_[l].segment->Unpublish(lent_[l].slot);
   } else if (out.watched) {
-    KillOnceClaimed(*out.watched, out.watched_step);
+    KillOnceClaimed(*out.watched, out.watched_fault);
   }
   return sent;
 }
@@ -295,7 +295,7 @@ void ShmVan::Stage(Frame& f, size_t i, Outgoing* out) {
     const std::optional<ShmFault> fault = TakeInjectedFault();
     if (fault && !out->watched) {
       out->watched = Placed{lent->segment.get(), lent->slot};
-      out->watched_step = fault->step;
+      out->watched_fault = *fault;
     }
     lent->segment->Publish(lent->slot);
     out->descriptors.push_back({static_cast<uint32_t>(i), lent->slot.index, lent->slot.generation, lent->slot.offset,
@@ -326,7 +326,7 @@ void ShmVan::Stage(Frame& f, size_t i, Outgoing* out) {
   }
   if (fault && !out->watched) {
     out->watched = *p;
-    out->watched_step = fault->step;
+    out->watched_fault = *fault;
   }
   pass(p->segment->SlotData(p->slot));
   out->descriptors.push_back(
@@ -338,7 +338,7 @@ void ShmVan::Stage(Frame& f, size_t i, Outgoing* out) {
 
 std::optional<ShmFault> ShmVan::TakeInjectedFault() { return options_.faults ? options_.faults->Take() : std::nullopt; }
 
-void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
+void ShmVan::KillOnceClaimed(const Placed& placed, const ShmFault& fault) {
   // Bounded: a receiver that never comes to read (it died too) must not hold the fault off forever.
   constexpr auto kPatience = std::chrono::seconds(10);
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
@@ -347,7 +347,10 @@ void ShmVan::KillOnceClaimed(const Placed& placed, int64_t step) {
   }
   PSF_LOG(Warning) << "fault injection: killing myself (SIGKILL) "
                    << (placed.segment->Claimed(placed.slot) ? "while" : "before (none came within 10 s)")
-                   << " a receiver reads my reply from shared memory (sent after step " << step << ")";
+                   << " a receiver reads "
+                   << (fault.point == ShmFault::kHalfwayThroughCopy
+                           ? "my push of step " + std::to_string(fault.step) + " in place"
+                           : "my reply from shared memory (sent after step " + std::to_string(fault.step) + ")");
   kill(getpid(), SIGKILL);
 }
 
@@ -426,7 +429,21 @@ void ShmVan::Unpack(RawMessage& message) {
   }
 }
 
+void ShmVan::TakeBackUnclaimed() {
+  for (const std::weak_ptr<ShmSegment>& w : payload_segments_) {
+    if (auto seg = w.lock()) seg->ReclaimFromDeadReaders();
+  }
+  std::erase_if(lent_, [&](Lent& l) {
+    if (l.segment->Claimed(l.slot)) return l.segment->Released(l.slot);
+    l.segment->Unpublish(l.slot);  // fails if a receiver claims it just now: then it stays lent
+    if (!l.segment->Released(l.slot)) return false;
+    ++stats_.lent_taken_back;
+    return true;
+  });
+}
+
 StatusOr<std::optional<RawMessage>> ShmVan::Recv(int timeout_ms) {
+  SweepLent();  // a sender waiting for its lent memory back may only be receiving
   PSF_ASSIGN_OR_RETURN(std::optional<RawMessage> message, inner_->Recv(timeout_ms));
   if (message && !message->frames.empty() && IsShmEnvelope(message->frames.front())) Unpack(*message);
   return message;

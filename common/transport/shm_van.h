@@ -21,8 +21,11 @@
 // copied: its slot names the bytes in place (ShmSegment::Lend), and the Van keeps the frame, and
 // so whatever owns the bytes, until the receiver releases the slot. This is how a server's
 // parameter snapshot, written once per update, reaches every same-host worker without a copy
-// per reply. A lent slot nobody claims within lend_patience_ms (its receiver died, or the
-// message was lost) is taken back; a descriptor for it that arrives later is refused as stale.
+// per reply, and how a worker's gradient, copied off its GPU straight into such memory, reaches
+// its same-host servers without a pass of the host's. Lent frames are let go in Send and Recv as
+// their receivers release them. A lent slot nobody claims within lend_patience_ms (its receiver
+// died, or the message was lost) is taken back, or at once by TakeBackUnclaimed; a descriptor for
+// it that arrives later is refused as stale.
 //
 // Recv: the receiver maps the sender's segment (once; cached), claims each slot and hands up a
 // Frame viewing it in place, whose owner releases the slot when the last copy of the Frame
@@ -34,7 +37,8 @@
 //
 // Fault injection: a KILL_IN_SHM armed by the process's FaultPlan (fault_plan.h) in the switch
 // handed in as options.faults strikes in the next Send that places a frame: halfway through its copy (workers), or once
-// its receiver has claimed it (servers).
+// its receiver has claimed it (servers; and workers whose frame is lent in place: no copy to
+// strike in, so they die while a server reads their gradient out of their segment).
 //
 // Thread safety: as any Van, one thread at a time; received frames may be released on any thread.
 #ifndef PSFORMER_COMMON_TRANSPORT_SHM_VAN_H_
@@ -99,6 +103,9 @@ class ShmVan : public ForwardingVan {
   // Memory in a segment of its own, which Send lends in place (see above); the heap when it is
   // smaller than threshold_bytes or no segment can be made.
   std::shared_ptr<void> AllocatePayload(size_t bytes) override;
+  // Unpublishes every lent slot no receiver has claimed, and takes back the claims of receivers
+  // that died; the frames go back to their owners (Van::TakeBackUnclaimed).
+  void TakeBackUnclaimed() override;
 
   const ShmVanStats& stats() const { return stats_; }
   // Lent frames whose receivers have not released them yet (as of the last Send).
@@ -132,7 +139,7 @@ class ShmVan : public ForwardingVan {
   StatusOr<std::shared_ptr<ShmSegment>> PeerSegment(const std::string& name);
   // An injected KILL_IN_SHM on a server (fault_plan.h): SIGKILLs this process once the receiver
   // has claimed `placed`, i.e. while it reads the reply, or after 10 s without a claim.
-  void KillOnceClaimed(const Placed& placed, int64_t step);
+  void KillOnceClaimed(const Placed& placed, const ShmFault& fault);
 
   ShmVanOptions options_;
   bool ipc_bound_ = false;

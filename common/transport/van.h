@@ -53,6 +53,12 @@ class Van {
                                  [](void* p) { ::operator delete (p, std::align_val_t{64}); });
   }
 
+  // Takes back, at once, the AllocatePayload memory this process lent for messages no receiver
+  // has claimed (their receivers died, or the messages were lost): a caller that knows no one
+  // will come for them (every peer answered a later message on the same connections) need not
+  // wait for the Van's patience. Memory a live receiver claimed stays lent until it lets go.
+  virtual void TakeBackUnclaimed() {}
+
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
   // Returns nullopt when none arrived in time.
   virtual StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) = 0;

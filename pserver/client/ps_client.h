@@ -25,6 +25,9 @@
 // and unchanged until Wait(ticket) returns; with BF16 it is converted into the client's own buffer
 // and may be reused at once (one already rounded, PushBf16, is sent from the caller's, as fp32
 // is). Pull writes into `params` during Wait; keep it alive until then.
+// Memory lent in place: a push sent from AllocatePushMemory's memory reaches same-host servers
+// without a copy (the Van lends it, shm_van.h); they read it where it lies until their update has
+// used it, which may be after Wait. Such memory is written again only after AwaitLentPushes.
 // Thread safety: one thread uses a client (its sockets are not thread-safe).
 //
 // Lost messages and recovery. A part of a request not answered retry_ms after it left this
@@ -117,6 +120,14 @@ class PsClient {
   // InvalidArgument unless gradient_dtype is BFLOAT16.   grad: (parameter_count)
   StatusOr<Ticket> PushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
   StatusOr<Ticket> BeginPushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
+  // Memory of `bytes` to compute gradients into and push from (64-byte aligned), which the Van
+  // lends to same-host servers in place rather than copying each push (Van::AllocatePayload; the
+  // heap where it cannot). A push from it stays lent after its Wait until the servers are done
+  // with it: AwaitLentPushes before the memory is written again. Freed when the last pointer goes.
+  std::shared_ptr<void> AllocatePushMemory(size_t bytes);
+  // Waits until every waited-for push from AllocatePushMemory's memory has been given back,
+  // taking in replies meanwhile. Unavailable after timeout_ms (a server that holds it for good).
+  Status AwaitLentPushes();
   // Takes in every reply that has arrived, waiting up to `timeout_ms` for the first (0: not at
   // all): the pieces of a pull are written to its params as they come, not only during Wait.
   Status Progress(int timeout_ms = 0);
@@ -260,7 +271,12 @@ class PsClient {
   // Wait, handing the finished request to the caller (Hello reads its answer). `grace_ms` > 0:
   // give up after that long and report success (a SHUTDOWN whose ACK is lost with its server).
   Status Finish(Ticket ticket, Request* done, int grace_ms = 0);
-  void ReleasePayload(Request* r);
+  // Drops the request's hold on its payload and waits, taking in replies, until the transport
+  // has let go of it too (ZeroMQ sent it; a lent frame's receiver released it), so that the
+  // caller may write the memory again. Unavailable after timeout_ms.
+  Status ReleasePayload(Request* r);
+  // Whether `r`'s payload lies in AllocatePushMemory's memory (lent in place, given back late).
+  bool FromPushMemory(const Request& r) const;
   // Moves every shard into `epoch` (begun at `start`), following any newer epoch a shard names.
   Status EnterEpoch(uint64_t epoch, int64_t start);
 
@@ -271,6 +287,13 @@ class PsClient {
   std::shared_ptr<const PieceTable> pieces_;
   std::map<Ticket, Request> requests_;
   std::vector<Request> retired_;  // aborted pushes whose frames may still be in the transport.
+  std::vector<Request> on_loan_;  // waited-for pushes from push memory not yet given back.
+  struct PushMemory {
+    const char* begin;
+    size_t bytes;
+    std::weak_ptr<void> alive;
+  };
+  std::vector<PushMemory> push_memory_;  // what AllocatePushMemory handed out
   Ticket next_ticket_ = 1;
   uint64_t duplicate_acks_ = 0;
   uint64_t epoch_ = 0;

@@ -27,8 +27,12 @@ StatusOr<int64_t> PsClient::Rollback() {
   retired_.clear();
   for (auto& [ticket, r] : requests_) abandoned.push_back(std::move(r));
   requests_.clear();
+  for (Request& r : on_loan_) abandoned.push_back(std::move(r));
+  on_loan_.clear();
   PSF_RETURN_IF_ERROR(EnterEpoch(rollback_epoch_, rollback_start_));
-  for (Request& r : abandoned) ReleasePayload(&r);
+  // Every shard has answered: a lent frame nobody claimed by now was lost with its receiver.
+  van_->TakeBackUnclaimed();
+  for (Request& r : abandoned) PSF_RETURN_IF_ERROR(ReleasePayload(&r).WithContext("rollback"));
   return epoch_start_;
 }
 

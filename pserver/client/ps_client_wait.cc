@@ -67,7 +67,11 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
     last_pull_digest_ = digest;
   }
   if (!r.error.IsAborted()) {
-    ReleasePayload(&r);
+    if (r.payload_owner && FromPushMemory(r)) {
+      on_loan_.push_back(std::move(r));  // the servers read it in place: given back later
+      return Status::Ok();
+    }
+    PSF_RETURN_IF_ERROR(ReleasePayload(&r));
   } else if (r.payload_owner) {
     Status error = r.error;
     retired_.push_back(std::move(r));
@@ -124,12 +128,47 @@ Status PsClient::NoAnswer(const Request& r, int limit_ms, bool grace) const {
   return Status::Ok();
 }
 
-// Every shard has the bytes; wait for ZeroMQ to let go of the caller's buffer too.
-void PsClient::ReleasePayload(Request* r) {
-  if (!r->payload_owner) return;
+Status PsClient::ReleasePayload(Request* r) {
+  if (!r->payload_owner) return Status::Ok();
   r->payload_owner.reset();
-  std::unique_lock<std::mutex> lock(*release_mutex_);
-  release_cv_->wait(lock, [&] { return *r->payload_released; });
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  while (true) {
+    {
+      // ZeroMQ lets go on its own thread; a lent frame only as the Van sees its receiver release
+      // it, in Recv: the wait alternates the two.
+      std::unique_lock<std::mutex> lock(*release_mutex_);
+      if (release_cv_->wait_for(lock, std::chrono::milliseconds(1), [&] { return *r->payload_released; })) break;
+    }
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable("ps client: the servers did not give back the memory of the push of step " +
+                                 std::to_string(r->step) + " within " + std::to_string(options_.timeout_ms) + " ms");
+    }
+    PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(0));
+    if (raw.has_value()) HandleReply(std::move(*raw));
+  }
+  return Status::Ok();
+}
+
+bool PsClient::FromPushMemory(const Request& r) const {
+  const char* at = r.rounded != nullptr ? reinterpret_cast<const char*>(r.rounded) : reinterpret_cast<const char*>(r.grad);
+  return std::any_of(push_memory_.begin(), push_memory_.end(),
+                     [&](const PushMemory& m) { return !m.alive.expired() && at >= m.begin && at < m.begin + m.bytes; });
+}
+
+std::shared_ptr<void> PsClient::AllocatePushMemory(size_t bytes) {
+  std::erase_if(push_memory_, [](const PushMemory& m) { return m.alive.expired(); });
+  std::shared_ptr<void> memory = van_->AllocatePayload(bytes);
+  push_memory_.push_back({static_cast<const char*>(memory.get()), bytes, memory});
+  return memory;
+}
+
+Status PsClient::AwaitLentPushes() {
+  while (!on_loan_.empty()) {
+    PSF_RETURN_IF_ERROR(ReleasePayload(&on_loan_.front()));
+    on_loan_.erase(on_loan_.begin());
+  }
+  return Status::Ok();
 }
 
 }  // namespace psformer

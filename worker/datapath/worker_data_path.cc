@@ -19,6 +19,20 @@ WorkerDataPath::WorkerDataPath(const proto::JobConfig& config, const FaultPlan& 
       outbound_(&computer->gradient_copies(), &client_,
                 [this](PsClient& c, ElementRange r, const StepStats& s) { PushRange(c, r, s); }) {}
 
+StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::JobConfig& config,
+                                                                 const FaultPlan& faults, StepComputer* computer,
+                                                                 std::unique_ptr<PsClient> client) {
+  // What leaves the device is what travels, unless a CPU worker's client rounds fp32 to bf16:
+  // then the gradient is computed where the transport can lend it.
+  const bool sent_as_computed =
+      config.cluster().gradient_dtype() != proto::ClusterConfig::BF16 || computer->grad_bf16() != nullptr;
+  std::shared_ptr<void> memory;
+  if (sent_as_computed) memory = client->AllocatePushMemory(computer->leaving_gradient_bytes());
+  if (memory) PSF_RETURN_IF_ERROR(computer->MoveGradientTo(std::move(memory)).WithContext("gradient memory"));
+  // Made after the move: the outbound stage waits on the copies aimed at the new memory.
+  return std::make_unique<WorkerDataPath>(config, faults, computer, std::move(client));
+}
+
 WorkerDataPath::~WorkerDataPath() = default;
 
 StatusOr<int64_t> WorkerDataPath::Rollback() {
@@ -49,11 +63,14 @@ Status WorkerDataPath::PullFinal(int64_t step) {
   });
 }
 
-GradientCopying WorkerDataPath::BeginPush(int64_t step, bool whole) {
+StatusOr<GradientCopying> WorkerDataPath::BeginPush(int64_t step, bool whole) {
+  // The last push's memory, lent to the servers, is written by this step's copies.
+  PSF_RETURN_IF_ERROR(client_.Call([](PsClient& c) { return c.AwaitLentPushes(); }));
   push_ = StepPush();
   push_.step = step;
-  if (!overlap_ || whole) return nullptr;
-  return [this](uint64_t begin, uint64_t end, const StepStats& stats) { outbound_.Copying({begin, end}, stats); };
+  if (!overlap_ || whole) return GradientCopying();
+  return GradientCopying(
+      [this](uint64_t begin, uint64_t end, const StepStats& stats) { outbound_.Copying({begin, end}, stats); });
 }
 
 void WorkerDataPath::HandOver() { outbound_.Drain(); }

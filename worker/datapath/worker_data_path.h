@@ -5,11 +5,15 @@
 //                                               computer starts its device-to-host copy into
 //                                               grad() (with bf16 gradients on a GPU: a rounding
 //                                               kernel, then the copy into grad_bf16()) and hands
-//                                               the range to kDeviceToHost
+//                                               the range to kDeviceToHost. That array lies in
+//                                               memory the client's transport lends to same-host
+//                                               servers (PsClient::AllocatePushMemory): the copy
+//                                               off the device is the gradient's one pass over
+//                                               host memory before the servers read it
 //   kDeviceToHost (GradientOutbound's thread)   sleeps until the copy is complete, posts the range
-//   kClient (ClientThread)                      pushes every piece the range completes (checksum
-//                                               and copy into shared memory, or bf16 rounding of
-//                                               a CPU worker's gradient, happen here), sends the
+//   kClient (ClientThread)                      pushes every piece the range completes (its
+//                                               checksum, or the bf16 rounding and copy of a CPU
+//                                               worker's gradient, happen here), sends the
 //                                               early pull, and between
 //                                               commands takes in replies: the pull's pieces land
 //                                               in params() while backward goes on
@@ -38,7 +42,12 @@ namespace psformer {
 
 class WorkerDataPath {
  public:
-  // REQUIRES: config, faults and computer outlive the data path; `client` is connected.
+  // The data path of `computer`, whose gradient it first moves into memory the client's
+  // transport lends in place (StepComputer::MoveGradientTo), where what is computed is what
+  // travels. REQUIRES: config, faults and computer outlive the data path; `client` is connected.
+  static StatusOr<std::unique_ptr<WorkerDataPath>> Create(const proto::JobConfig& config, const FaultPlan& faults,
+                                                          StepComputer* computer, std::unique_ptr<PsClient> client);
+  // As Create, leaving the gradient where it is.
   WorkerDataPath(const proto::JobConfig& config, const FaultPlan& faults, StepComputer* computer,
                  std::unique_ptr<PsClient> client);
   ~WorkerDataPath();
@@ -58,10 +67,12 @@ class WorkerDataPath {
   // The final weights after `step`, in fp32.
   Status PullFinal(int64_t step);
 
-  // Phase 3, the push of `step`. Before Compute: the callback Compute hands each range to as its
-  // copy starts; null when the gradient goes whole after Compute (no overlap, or `whole`: an
-  // injected kill or stall strikes before the push and must find nothing sent).
-  GradientCopying BeginPush(int64_t step, bool whole);
+  // Phase 3, the push of `step`. Before Compute: waits until the servers have given back the
+  // gradient's memory lent to them by the last push (at once in BSP: they used it for the update
+  // whose parameters this step computes from), then returns the callback Compute hands each range
+  // to as its copy starts; null when the gradient goes whole after Compute (no overlap, or
+  // `whole`: an injected kill or stall strikes before the push and must find nothing sent).
+  StatusOr<GradientCopying> BeginPush(int64_t step, bool whole);
   // After Compute: sleeps until every range's copy has landed and been handed to the client.
   void HandOver();
   // Pushes what is left (the whole gradient, without overlap), sends the early pull of the

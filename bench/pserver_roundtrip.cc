@@ -7,6 +7,8 @@
 // the transport itself. "shm, threaded" splits each side's copies over --threads threads.
 //   build/bench/pserver_roundtrip [--params N] [--servers-max S] [--iters K] [--frame-bytes B] [--threads T]
 // Results and the machine go to bench/RESULTS.md ("Parameter server").
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,19 +59,30 @@ struct Timing {
   double push = 0;           // of that best: until every shard acknowledged the push.
   double repull = 1e30;      // best pull of a step already updated: transport and CRC only.
   double best_push = 1e30;   // best push alone.
+  double client_cpu = 1e30;  // best CPU time of the client's thread in a push + pull.
 };
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // kShmCrcApart: the same-host path with the push's CRC-32C computed in a pass of its own before
 // the copy, as before the copy computed it (ShmVanOptions::checksum_in_copy = false).
 // kShmThreaded: the same-host path with each side's copies and checksums split over --threads
 // threads (ShmVanOptions::copy_threads, PsClientOptions::copy_threads); the others use one.
-enum class Transport { kTcp, kTcpCurve, kIpc, kShm, kShmCrcApart, kShmThreaded };
+// kShmLent: the same-host path with the gradient in PsClient::AllocatePushMemory, as a worker's
+// data path places it: the push is lent to the servers in place (its CRC-32C one read), not copied.
+enum class Transport { kTcp, kTcpCurve, kIpc, kShm, kShmCrcApart, kShmThreaded, kShmLent };
 bool SharedMemory(Transport t) {
-  return t == Transport::kShm || t == Transport::kShmCrcApart || t == Transport::kShmThreaded;
+  return t == Transport::kShm || t == Transport::kShmCrcApart || t == Transport::kShmThreaded ||
+         t == Transport::kShmLent;
 }
 const char* TransportName(Transport t) {
-  static constexpr const char* kNames[] = {"tcp", "tcp+CURVE", "ipc", "shm", "shm, CRC apart", "shm, threaded"};
-  static_assert(std::size(kNames) == static_cast<size_t>(Transport::kShmThreaded) + 1, "a name for every transport");
+  static constexpr const char* kNames[] = {"tcp",           "tcp+CURVE",     "ipc",       "shm",
+                                           "shm, CRC apart", "shm, threaded", "shm, lent"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Transport::kShmLent) + 1, "a name for every transport");
   return EnumName(t, kNames, "?");
 }
 
@@ -137,12 +150,29 @@ Timing RoundTrip(const Args& a, int servers, Transport transport, bool bf16) {
   co.gradient_dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
   auto client = PsClient::Create(co, ClientVan(transport, keys, copy_threads));
   PSF_CHECK(client.ok());
-  std::vector<float> grad(a.params, 1e-3f), params(a.params);
+  std::vector<float> heap_grad, params(a.params);
+  std::shared_ptr<void> lent_grad;
+  float* grad = nullptr;
+  if (transport == Transport::kShmLent) {
+    lent_grad = (*client)->AllocatePushMemory(a.params * sizeof(float));
+    grad = static_cast<float*>(lent_grad.get());
+    std::fill(grad, grad + a.params, 1e-3f);
+  } else {
+    heap_grad.assign(a.params, 1e-3f);
+    grad = heap_grad.data();
+  }
   PSF_CHECK((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   Timing best;
   const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
   for (int t = 1; t <= a.iters; ++t) {
-    const PushPullSeconds step = TimePushPull(client->get(), t, grad.data(), params.data(), dtype);
+    const double cpu_start = ThreadCpuSeconds();
+    const auto start = Clock::now();
+    PSF_CHECK((*client)->AwaitLentPushes().ok());  // the last push's memory back (lent only; at once here)
+    const double given_back = Since(start);
+    PushPullSeconds step = TimePushPull(client->get(), t, grad, params.data(), dtype);
+    step.push += given_back;
+    step.round_trip += given_back;
+    best.client_cpu = std::min(best.client_cpu, ThreadCpuSeconds() - cpu_start);
     if (step.round_trip < best.round_trip) {
       best.round_trip = step.round_trip;
       best.push = step.push;
@@ -224,17 +254,17 @@ int Run(const Args& a) {
               8.0 * a.params / stream_s / 1e9);
 
   for (Transport transport : {Transport::kTcp, Transport::kTcpCurve, Transport::kIpc, Transport::kShm,
-                              Transport::kShmCrcApart, Transport::kShmThreaded}) {
+                              Transport::kShmCrcApart, Transport::kShmThreaded, Transport::kShmLent}) {
     for (int servers = 1; servers <= a.servers_max; ++servers) {
       const Timing rt = RoundTrip(a, servers, transport, false);
       const double moved = rt.best_push + rt.repull;
       std::printf(
           "push+pull over %-14s %d server(s): %8.1f ms  %6.2f GB/s (2 x vector / time); push acked after %.1f ms\n"
           "    transport alone: push %.1f ms + pull of the updated step %.1f ms = %.1f ms, %.2f GB/s, "
-          "%.0f %% of memcpy\n",
+          "%.0f %% of memcpy; client thread's CPU %.1f ms a push + pull\n",
           TransportName(transport), servers, rt.round_trip * 1e3, 2 * bytes / rt.round_trip / 1e9, rt.push * 1e3,
           rt.best_push * 1e3, rt.repull * 1e3, moved * 1e3, 2 * bytes / moved / 1e9,
-          100.0 * (2 * bytes / moved) / (bytes / copy_s));
+          100.0 * (2 * bytes / moved) / (bytes / copy_s), rt.client_cpu * 1e3);
     }
   }
   // Both ways in bf16: half the bytes on the wire, plus a conversion at each end.

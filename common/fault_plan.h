@@ -31,7 +31,8 @@ StatusOr<std::vector<std::string>> RestartEnvironment(const proto::FaultConfig& 
 struct ShmFault {
   enum Point : int32_t {
     kNone,
-    kHalfwayThroughCopy,  // workers: SIGKILL with half of the payload copied into the slot
+    kHalfwayThroughCopy,  // workers: SIGKILL with half of the payload copied into the slot (a
+                          // payload lent in place: once the receiver has claimed it)
     kOnceAReaderClaims,   // servers: SIGKILL once the receiver has claimed the slot (reads it)
   };
   Point point = kNone;

@@ -150,6 +150,17 @@ TEST(ShmFault, KilledInTheCopyOrWhileAReplyIsReadEndsWithTheUndisturbedWeightsAn
   }
 }
 
+// A KILL_IN_SHM that finds no payload to strike in (a CPU worker's bf16 gradient of this small
+// model travels in frames under the shared-memory threshold) says so; the job ends as without it.
+TEST(ShmFault, AFaultThatNeverStrikesSaysSo) {
+  TempDir dir;
+  const Outcome run = Train(dir, "unstruck", "--set fault.kill=worker:1@15:shm --set cluster.gradient_dtype=BF16");
+  EXPECT_FALSE(run.digest.empty());
+  EXPECT_FALSE(HasText(run.logs, "killing myself")) << run.logs;
+  EXPECT_TRUE(HasText(run.logs, "worker-1 shm_van.cc")) << run.logs;
+  EXPECT_TRUE(HasText(run.logs, "the KILL_IN_SHM of step 15 never struck")) << run.logs;
+}
+
 // Trains the job in a PID namespace of its own (unshare) with server 0 killed at step 25, and
 // makes the kernel give its restart the killed server's pid: from the kill until the restart, the
 // script writes that pid - 1 to ns_last_pid, with shell builtins only (a fork would take the pid).

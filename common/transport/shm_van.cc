@@ -124,6 +124,12 @@ ShmVan::~ShmVan() {
                           ? "; " + std::to_string(stats_.lent_taken_back) + " loan(s) taken back unclaimed"
                           : "");
   }
+  // An injected fault that never found a payload to strike in must not pass for one that struck.
+  if (const std::optional<ShmFault> unstruck = TakeInjectedFault()) {
+    PSF_LOG(Warning) << "fault injection: the KILL_IN_SHM of step " << unstruck->step
+                     << " never struck: no payload of that step or after went through shared memory (frames under "
+                     << options_.threshold_bytes << " bytes travel inline)";
+  }
   // Received frames may outlive this Van (their claims keep their mappings); our own segments are
   // unlinked here, which leaves mappings elsewhere valid.
   own_.clear();

@@ -1,8 +1,10 @@
 // CudaRangeDownloader: ranges copied to the host on the copy stream, while the compute stream goes
 // on, must hold bitwise what a synchronous download of the same device memory gives, and come
-// back in the order they were started. Labelled gpu; skipped where no GPU is present.
+// back in the order they were started. CudaRangeUploader: parameters uploaded by layers give the
+// gradient of a whole upload. Labelled gpu; skipped where no GPU is present.
 // Written on a machine without a GPU: these tests have compiled but not yet run on one.
 #include "worker/backend/cuda/cuda_range_downloader.h"
+#include "worker/backend/cuda/cuda_range_uploader.h"
 
 #include <gtest/gtest.h>
 
@@ -169,6 +171,38 @@ TEST_F(CudaRangeDownloaderTest, DestructionWaitsForCopiesInFlight) {
   downloader->Start(n / 3, n);
   downloader.reset();
   EXPECT_EQ(FirstBitDifference(host, std::vector<float>(n, 3.0f)), -1);
+}
+
+// CudaRangeUploader: the parameters uploaded layer by layer on the upload stream, each awaited
+// on the device where forward first reads it, give the gradient of a synchronous upload of them
+// all, bit for bit; two steps with other parameters on one uploader, so the second reuses its
+// events and overwrites the first's values (the second's copies wait for the first's kernels).
+TEST_F(CudaRangeDownloaderTest, ParametersUploadedByLayersGiveTheGradientOfAWholeUpload) {
+  Transformer<float> model(SmallModel(2, 32, 64, 4, /*pre_ln=*/true, 0.1f), kVocab, gpu_.get());
+  std::mt19937_64 rng(6);
+  const size_t n = model.parameter_count();
+  std::vector<float> host(n);
+  std::shared_ptr<void> pinned = gpu_->PinHostMemory(host.data(), n * sizeof(float));
+  EXPECT_NE(pinned, nullptr);
+  DeviceBuffer<float> layered_params = gpu_->Allocate<float>(n), grad = gpu_->Allocate<float>(n);
+  auto made = gpu_->MakeRangeUploader(host.data(), layered_params.data(), n, sizeof(float));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<RangeUploader> uploader = std::move(made).value();
+  std::vector<ElementRange> order;
+  for (const auto& [b, e] : model.forward_ranges()) order.push_back({b, e});
+  for (uint32_t step = 1; step <= 2; ++step) {
+    std::vector<float> params;
+    for (double p : RandomParams(model.layout(), rng)) params.push_back(static_cast<float>(p * 0.5));
+    const Batch batch = RandomBatch(rng, 5, 9, 11, kVocab);
+    DeviceBuffer<float> whole_params = ToDevice<float>(gpu_.get(), params);
+    model.ForwardBackward(whole_params.data(), batch, DropoutKey{7, step, 0}, grad.data());
+    const std::vector<float> expected = ToHost(grad);
+    std::copy(params.begin(), params.end(), host.begin());
+    uploader->Start(order);
+    model.ForwardBackward(layered_params.data(), batch, DropoutKey{7, step, 0}, grad.data(), nullptr,
+                          [&](uint64_t b, uint64_t e) { uploader->Await(b, e); });
+    EXPECT_EQ(FirstBitDifference(ToHost(grad), expected), -1) << "step " << step;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,52 @@ class DeviceRoundingCpuBackend final : public CpuBackend<float> {
  public:
   DeviceRoundingCpuBackend() : CpuBackend<float>(1) {}
   bool rounds_on_device() const override { return true; }
+};
+
+// The CPU backend with uploads that land only when awaited: Start fills the started ranges of the
+// device array with NaN (all bits set), Await copies the ones it overlaps and notes its range. A
+// kernel that read a layer's parameters before its ParamsNeeded would compute from NaN.
+class LazyUploadCpuBackend final : public CpuBackend<float> {
+ public:
+  explicit LazyUploadCpuBackend(bool rounds_on_device) : CpuBackend<float>(1), rounds_(rounds_on_device) {}
+  bool rounds_on_device() const override { return rounds_; }
+  StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
+                                                             size_t element_bytes) override {
+    return std::unique_ptr<RangeUploader>(std::make_unique<Lazy>(host, device, n, element_bytes, &awaited_));
+  }
+  const std::vector<ElementRange>& awaited() const { return awaited_; }
+
+ private:
+  class Lazy final : public RangeUploader {
+   public:
+    Lazy(const void* host, void* device, size_t n, size_t bytes, std::vector<ElementRange>* awaited)
+        : host_(static_cast<const char*>(host)), device_(static_cast<char*>(device)), n_(n), bytes_(bytes),
+          awaited_(awaited) {}
+    void Start(const std::vector<ElementRange>& ranges) override {
+      pending_ = ranges;
+      for (const ElementRange& r : ranges) {
+        ASSERT_LE(r.end, n_);
+        std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
+      }
+    }
+    void Await(uint64_t begin, uint64_t end) override {
+      awaited_->push_back({begin, end});
+      std::erase_if(pending_, [&](const ElementRange& r) {
+        if (r.end <= begin || end <= r.begin) return false;
+        std::memcpy(device_ + r.begin * bytes_, host_ + r.begin * bytes_, (r.end - r.begin) * bytes_);
+        return true;
+      });
+    }
+
+   private:
+    const char* host_;
+    char* device_;
+    size_t n_, bytes_;
+    std::vector<ElementRange>* awaited_;
+    std::vector<ElementRange> pending_;
+  };
+  bool rounds_;
+  std::vector<ElementRange> awaited_;
 };
 
 proto::JobConfig Bf16CopyConfig() {
@@ -112,6 +159,59 @@ TEST(TransformerStep, Bf16ParametersWidenedOnTheDeviceGiveTheHostsGradient) {
   auto fp32 = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
   for (uint64_t i = 0; i < n; ++i) changed += fp32->params()[i] != widened[i];
   EXPECT_GT(changed, n / 2);
+}
+
+// Every layer's parameters are awaited where forward first reads them, in forward order, each
+// once, together the whole vector: with uploads that land only then, the step's gradient is the
+// one of a whole upload before forward, bit for bit (fp32 parameters, POST_LN; bf16 parameters
+// widened on the device, PRE_LN with its final norms).
+TEST(TransformerStep, ParametersUploadedLayerByLayerWhereForwardNeedsThemGiveTheSameGradient) {
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 parameters, PRE_LN" : "fp32 parameters, POST_LN");
+    proto::JobConfig config = Bf16CopyConfig();
+    config.mutable_model()->set_layers(2);
+    config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+    if (bf16) {
+      config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
+      config.mutable_model()->set_norm_position(proto::ModelConfig::PRE_LN);
+    }
+    auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(bf16);
+    const LazyUploadCpuBackend* lazy = lazy_backend.get();
+    auto layered = MakeStep(config, std::move(lazy_backend));
+    std::unique_ptr<Backend<float>> plain = std::make_unique<CpuBackend<float>>(1);
+    if (bf16) plain = std::make_unique<DeviceRoundingCpuBackend>();
+    auto whole = MakeStep(config, std::move(plain));
+    const uint64_t n = layered->parameter_count();
+    const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
+    for (TransformerStep* s : {layered.get(), whole.get()}) {
+      if (bf16) FloatsToBf16(s->params().data(), n, s->params_bf16());
+      s->ParamsPulled(0, dtype);
+      s->Compute(2, nullptr);
+    }
+    const std::span<const float> expected = whole->grad(), got = layered->grad();
+    size_t nonzero = 0, differ = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      nonzero += expected[i] != 0.0f;
+      differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
+    }
+    EXPECT_GT(nonzero, n / 2);
+    EXPECT_EQ(differ, 0u);
+
+    // In forward order, each range once, covering the vector.
+    std::vector<ElementRange> order;
+    CpuBackend<float> cpu(1);
+    for (const auto& [b, e] : Transformer<float>(config.model(), layered->vocab_size(), &cpu).forward_ranges())
+      order.push_back({b, e});
+    EXPECT_EQ(lazy->awaited(), order);
+    std::vector<ElementRange> sorted = lazy->awaited();
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+    uint64_t covered = 0;
+    for (const ElementRange& r : sorted) {
+      EXPECT_EQ(r.begin, covered);
+      covered = r.end;
+    }
+    EXPECT_EQ(covered, n);
+  }
 }
 
 TEST(TransformerStep, AnFp32GradientStaysFp32WhateverTheBackend) {

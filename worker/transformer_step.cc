@@ -39,6 +39,14 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
     s->device_params_bf16_ = s->backend_->Allocate<uint16_t>(n);
     s->params_bf16_pinned_ = s->backend_->PinHostMemory(s->params_bf16_.data(), n * sizeof(uint16_t));
   }
+  PSF_ASSIGN_OR_RETURN(s->param_upload_,
+                       s->backend_->MakeRangeUploader(s->params_.data(), s->device_params_.data(), n, sizeof(float)));
+  if (!s->params_bf16_.empty()) {
+    PSF_ASSIGN_OR_RETURN(s->bf16_upload_, s->backend_->MakeRangeUploader(s->params_bf16_.data(),
+                                                                         s->device_params_bf16_.data(), n,
+                                                                         sizeof(uint16_t)));
+  }
+  for (const auto& [begin, end] : s->model_->forward_ranges()) s->forward_ranges_.push_back({begin, end});
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
                                                            s->backend_.get()));
@@ -62,11 +70,12 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const uint64_t n = parameter_count();
   const Batch batch = source_->TrainBatch(step, worker_, config_.cluster().workers());
   backend_->MarkSpanStart();
-  UploadParams();
+  const ParamsNeeded need = StartParamUploads();
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
   const bool bf16 = !grad_bf16_.empty();
   if (!on_copying) {
-    const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data());
+    const StepStats stats =
+        model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need);
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
     if (bf16) {
@@ -83,9 +92,24 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     grad_download_->Start(begin, end);
     on_copying(begin, end, s);
   };
-  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready);
+  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need);
   backend_->MarkSpanEnd();
   return stats;
+}
+
+ParamsNeeded TransformerStep::StartParamUploads() {
+  // Every layer's copy is enqueued now, in forward order, on the uploader's stream; forward waits
+  // (on the device) for a layer's only where it first reads it. The host arrays are read by those
+  // copies until forward has run: the early pull that writes them again is sent only once the
+  // first gradient range is on the host (its copy follows forward on the device), and a later
+  // pull after Compute's copies have landed.
+  const bool bf16 = pulled_bf16();
+  RangeUploader* uploader = bf16 ? bf16_upload_.get() : param_upload_.get();
+  uploader->Start(forward_ranges_);
+  return [this, uploader, bf16](uint64_t begin, uint64_t end) {
+    uploader->Await(begin, end);
+    if (bf16) backend_->WidenBf16(end - begin, device_params_bf16_.data() + begin, device_params_.data() + begin);
+  };
 }
 
 void TransformerStep::UploadParams() {

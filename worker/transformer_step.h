@@ -43,6 +43,10 @@ class TransformerStep final : public StepComputer {
  private:
   // The last pull's parameters into device_params_: as fp32, or as bf16 widened on the device.
   void UploadParams();
+  // The same by layers for a training step: every layer's upload started now, in forward order;
+  // the returned hook makes the device wait for a layer's (and widens it, bf16) where forward
+  // first reads it.
+  ParamsNeeded StartParamUploads();
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
@@ -62,6 +66,9 @@ class TransformerStep final : public StepComputer {
   std::shared_ptr<void> params_bf16_pinned_;         // params_bf16_ likewise
   std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ (or its bf16 to grad_bf16_) as
                                                      // backward reports layers
+  std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
+  std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
+  std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };
 

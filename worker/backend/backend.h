@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "worker/backend/device_buffer.h"
 #include "worker/backend/range_downloader.h"
+#include "worker/backend/range_uploader.h"
 
 namespace psformer {
 
@@ -73,6 +74,14 @@ class Backend : public DeviceMemory {
   // REQUIRES: this backend, device[0, n) and host[0, n) outlive the downloader.
   virtual StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const T* device, T* host, size_t n) {
     return std::unique_ptr<RangeDownloader>(std::make_unique<ImmediateRangeDownloader<T>>(this, device, host, n));
+  }
+
+  // Uploads ranges of host[0, n) into device[0, n), elements of `element_bytes` (float, or bf16
+  // parameters), each awaited where it is first read (range_uploader.h). REQUIRES: both arrays
+  // outlive it; the host array pinned where copies must be DMA (PinHostMemory).
+  virtual StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
+                                                                     size_t element_bytes) {
+    return std::unique_ptr<RangeUploader>(std::make_unique<ImmediateRangeUploader>(this, host, device, n, element_bytes));
   }
 
   // ---- bf16 on the wire (cluster.gradient_dtype, param_dtype BF16) ----

@@ -52,7 +52,22 @@ Transformer<T>::Transformer(const proto::ModelConfig& config, int vocab, Backend
 }
 
 template <typename T>
-StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient) {
+std::vector<std::pair<uint64_t, uint64_t>> Transformer<T>::forward_ranges() const {
+  std::vector<Range> ranges{embedding_range_};
+  ranges.insert(ranges.end(), encoder_ranges_.begin(), encoder_ranges_.end());
+  if (pre_ln_) ranges.push_back(encoder_final_range_);
+  ranges.insert(ranges.end(), decoder_ranges_.begin(), decoder_ranges_.end());
+  if (pre_ln_) ranges.push_back(decoder_final_range_);
+  std::erase_if(ranges, [](const Range& r) { return r.second <= r.first; });
+  return ranges;
+}
+
+template <typename T>
+StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient,
+                                  const ParamsNeeded* need) {
+  const auto needed = [need](const Range& r) {
+    if (need != nullptr && *need && r.second > r.first) (*need)(r.first, r.second);
+  };
   StepStats stats;
   batch_ = batch.sentences;
   src_len_ = batch.src_len;
@@ -74,16 +89,27 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   tgt_out_.Reserve(be, nt);
   tgt_out_.Upload(batch.tgt_out.data(), nt);
 
+  needed(embedding_range_);
   const T* x = src_embedding_.Forward(params, src_.data(), batch_, src_len_, key);
-  for (auto& layer : encoder_) x = layer->Forward(params, x, src_.data(), batch_, src_len_, key);
-  if (pre_ln_) x = encoder_final_->Forward(params, x, static_cast<int>(ns));
+  for (size_t l = 0; l < encoder_.size(); ++l) {
+    needed(encoder_ranges_[l]);
+    x = encoder_[l]->Forward(params, x, src_.data(), batch_, src_len_, key);
+  }
+  if (pre_ln_) {
+    needed(encoder_final_range_);
+    x = encoder_final_->Forward(params, x, static_cast<int>(ns));
+  }
   memory_ = x;
 
   const T* y = tgt_embedding_.Forward(params, tgt_in_.data(), batch_, tgt_len_, key);
-  for (auto& layer : decoder_) {
-    y = layer->Forward(params, y, tgt_in_.data(), tgt_len_, memory_, src_.data(), src_len_, batch_, key);
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    needed(decoder_ranges_[l]);
+    y = decoder_[l]->Forward(params, y, tgt_in_.data(), tgt_len_, memory_, src_.data(), src_len_, batch_, key);
   }
-  if (pre_ln_) y = decoder_final_->Forward(params, y, static_cast<int>(nt));
+  if (pre_ln_) {
+    needed(decoder_final_range_);
+    y = decoder_final_->Forward(params, y, static_cast<int>(nt));
+  }
   decoder_out_ = y;
 
   // logits (nt, V) = y (nt, d) E^T.
@@ -114,10 +140,10 @@ StepStats Transformer<T>::Evaluate(const T* params, const Batch& batch) {
 
 template <typename T>
 StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
-                                          const GradientReady& ready) {
+                                          const GradientReady& ready, const ParamsNeeded& need) {
   Backend<T>* be = be_;
   be->Fill(layout_.total_size(), T(0), grad);
-  const StepStats stats = Forward(params, batch, &key, true);
+  const StepStats stats = Forward(params, batch, &key, true, &need);
   auto report = [&](const Range& range) {
     if (ready && range.second > range.first) ready(range.first, range.second, stats);
   };

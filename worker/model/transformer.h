@@ -41,6 +41,12 @@ struct StepStats {
 // `stats` are the batch's (the forward pass is over), which a push carries.
 using GradientReady = std::function<void(uint64_t begin, uint64_t end, const StepStats& stats)>;
 
+// Called by ForwardBackward before the first operation that reads elements [begin, end) of the
+// parameters, per layer in forward order (the ranges of forward_ranges(), each once): where a
+// worker makes its device wait for that layer's upload, so that forward starts on the first layer
+// while the others are still being copied. Like GradientReady, it may enqueue work, never do it.
+using ParamsNeeded = std::function<void(uint64_t begin, uint64_t end)>;
+
 template <typename T>
 class Transformer {
  public:
@@ -54,16 +60,21 @@ class Transformer {
   // device memory) is overwritten with the gradient of the SUMMED token loss (servers sum workers'
   // gradients, then divide by the step's tokens). An empty batch gives zero stats and gradient.
   // REQUIRES: src_len and tgt_len <= max_positions (callers validate batches first).
-  // `ready`, if set, hears of each layer's gradient as it is finished (GradientReady).
+  // `ready`, if set, hears of each layer's gradient as it is finished (GradientReady); `need`, if
+  // set, of each layer's parameters before they are first read (ParamsNeeded).
   StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
-                            const GradientReady& ready = nullptr);
+                            const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr);
+  // The layers' ranges of the flat vector in the order forward first reads them (the embedding,
+  // the encoder's layers, its final norm, the decoder's, its final norm): disjoint, covering it.
+  std::vector<std::pair<uint64_t, uint64_t>> forward_ranges() const;
   // Forward only, without dropout; correct counts argmax hits (teacher forcing).
   StepStats Evaluate(const T* params, const Batch& batch);
   // The logits (tgt rows, vocab) of the last Forward/Evaluate, on the device.
   const T* logits() const { return logits_.data(); }
 
  private:
-  StepStats Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient);
+  StepStats Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient,
+                    const ParamsNeeded* need = nullptr);
 
   Backend<T>* be_;
   proto::ModelConfig config_;

@@ -11,6 +11,7 @@
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_kernels.h"
 #include "worker/backend/cuda/cuda_range_downloader.h"
+#include "worker/backend/cuda/cuda_range_uploader.h"
 #include "worker/backend/cuda/lt_affine.h"
 
 namespace psformer {
@@ -132,6 +133,13 @@ StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(cons
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
                        CudaRangeDownloader::Create(stream_, device, host, n, sizeof(float)));
   return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
+}
+
+StatusOr<std::unique_ptr<RangeUploader>> CudaBackend::MakeRangeUploader(const void* host, void* device, size_t n,
+                                                                        size_t element_bytes) {
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeUploader> uploader,
+                       CudaRangeUploader::Create(stream_, host, device, n, element_bytes));
+  return StatusOr<std::unique_ptr<RangeUploader>>(std::unique_ptr<RangeUploader>(std::move(uploader)));
 }
 
 StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,

@@ -77,6 +77,8 @@ class CudaBackend final : public Backend<float> {
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
   void Synchronize() override;
   StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
+  StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
+                                                             size_t element_bytes) override;
   // bf16 gradients are rounded here and bf16 parameters widened here, by kernels: half the bytes
   // cross the bus.
   bool rounds_on_device() const override { return true; }

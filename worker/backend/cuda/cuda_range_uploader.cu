@@ -1,0 +1,74 @@
+// CudaRangeUploader (cuda_range_uploader.h): the upload stream and an event per range.
+#include <utility>
+
+#include "common/logging.h"
+#include "worker/backend/cuda/cuda_check.h"
+#include "worker/backend/cuda/cuda_range_uploader.h"
+
+namespace psformer {
+
+StatusOr<std::unique_ptr<CudaRangeUploader>> CudaRangeUploader::Create(cudaStream_t compute_stream, const void* host,
+                                                                       void* device, size_t n, size_t element_bytes) {
+  auto uploader =
+      std::make_unique<CudaRangeUploader>(ConstructionKey(), compute_stream, host, device, n, element_bytes);
+  cudaError_t err = cudaStreamCreateWithFlags(&uploader->upload_stream_, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&uploader->computed_, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Unavailable(std::string("cannot create a CUDA stream for parameter uploads: ") +
+                               cudaGetErrorString(err));
+  }
+  return StatusOr<std::unique_ptr<CudaRangeUploader>>(std::move(uploader));
+}
+
+CudaRangeUploader::CudaRangeUploader(ConstructionKey, cudaStream_t compute_stream, const void* host, void* device,
+                                     size_t n, size_t element_bytes)
+    : compute_stream_(compute_stream),
+      host_(static_cast<const char*>(host)),
+      device_(static_cast<char*>(device)),
+      n_(n),
+      element_bytes_(element_bytes) {}
+
+CudaRangeUploader::~CudaRangeUploader() {
+  // Teardown cannot stop halfway: failures are logged and the rest still runs.
+  const auto warn = [](cudaError_t err, const char* call) {
+    if (err == cudaSuccess) return;
+    cudaGetLastError();
+    PSF_LOG(Warning) << "CudaRangeUploader teardown: " << call << " failed: " << cudaGetErrorString(err);
+  };
+  if (upload_stream_ != nullptr) warn(cudaStreamSynchronize(upload_stream_), "cudaStreamSynchronize");
+  for (cudaEvent_t e : events_) warn(cudaEventDestroy(e), "cudaEventDestroy");
+  if (computed_ != nullptr) warn(cudaEventDestroy(computed_), "cudaEventDestroy");
+  if (upload_stream_ != nullptr) warn(cudaStreamDestroy(upload_stream_), "cudaStreamDestroy");
+}
+
+void CudaRangeUploader::Start(const std::vector<ElementRange>& ranges) {
+  // The old values may still be read by kernels issued before: the copies wait for them.
+  PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
+  PSF_CUDA_CHECK(cudaStreamWaitEvent(upload_stream_, computed_, 0));
+  started_.clear();
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const ElementRange& r = ranges[i];
+    PSF_CHECK(r.begin <= r.end && r.end <= n_);
+    if (i == events_.size()) {
+      cudaEvent_t e = nullptr;
+      PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    const size_t at = r.begin * element_bytes_;
+    if (r.end > r.begin) {
+      PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_,
+                                     cudaMemcpyHostToDevice, upload_stream_));
+    }
+    PSF_CUDA_CHECK(cudaEventRecord(events_[i], upload_stream_));
+    started_.push_back({r, events_[i]});
+  }
+}
+
+void CudaRangeUploader::Await(uint64_t begin, uint64_t end) {
+  for (const Started& s : started_) {
+    if (s.range.begin < end && begin < s.range.end) PSF_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, s.done, 0));
+  }
+}
+
+}  // namespace psformer

@@ -233,9 +233,12 @@ void RoleProcess::HandleExit(int wait_status) {
   ++incarnation_;
   state_ = State::kBackingOff;
   restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
-  PSF_LOG(Warning) << options_.name << " " << how << "; restarting in " << backoff << " ms as incarnation "
+  // A role that exits by itself has said why as its last words (a request no server answered,
+  // with its step): the console hears it, not only the role's log.
+  const std::string why = WIFEXITED(wait_status) && !last_words.empty() ? " (" + last_words + ")" : "";
+  PSF_LOG(Warning) << options_.name << " " << how << why << "; restarting in " << backoff << " ms as incarnation "
                    << incarnation_;
-  restarts_.push_back(options_.name + " " + how + "; restarting as incarnation " + std::to_string(incarnation_));
+  restarts_.push_back(options_.name + " " + how + why + "; restarting as incarnation " + std::to_string(incarnation_));
 }
 
 void RoleProcess::WaitForResources(const std::string& last_words) {

@@ -147,6 +147,34 @@ TEST(RoleProcess, AFailureAfterStartUpIsRestartedAsBefore) {
   EXPECT_NE(role.failure().find("max_restarts = 3"), std::string::npos) << role.failure();
 }
 
+// A role that exits by itself said why last (an aggregator whose request no server answered);
+// the restart line, which reaches the console and TensorBoard, carries it. A killed role's last
+// line is not why it died and is left out.
+TEST(RoleProcess, ARestartOfARoleThatExitedSaysItsLastLine) {
+  TempDir dir;
+  auto options = ShellRole(dir,
+                           "[ $2 -ge 1 ] && exit 0; echo 'psformer aggregator: error: no answer to PULL of step "
+                           "7 (piece 3) from shard 1 (pserver-1) within 600000 ms'; exit 1");
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded) << role.failure();
+  std::vector<std::string> said = role.TakeRestarts();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("test-role exited with status 1 (psformer aggregator: error: no answer to PULL of step 7 "
+                         "(piece 3) from shard 1 (pserver-1) within 600000 ms); restarting as incarnation 1"),
+            std::string::npos)
+      << said[0];
+
+  TempDir killed_dir;
+  RoleProcess killed(ShellRole(killed_dir, "[ $2 -ge 1 ] && exit 0; echo 'an ordinary line'; kill -9 $$"));
+  ASSERT_TRUE(killed.Start().ok());
+  EXPECT_EQ(RunToEnd(&killed), RoleProcess::State::kSucceeded) << killed.failure();
+  said = killed.TakeRestarts();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("test-role killed by signal 9 (Killed); restarting as incarnation 1"), std::string::npos)
+      << said[0];
+}
+
 TEST(RoleProcess, DifferentStartUpFailuresAreRestarted) {
   TempDir dir;
   // Each incarnation fails before ready, but never twice alike (the cause is not fixed).

@@ -15,6 +15,7 @@
 #include "common/supervisor_report.h"
 #include "common/transport/shm_segment.h"
 #include "launcher/exit_codes.h"
+#include "launcher/resource_failure.h"
 #include "launcher/role_arguments.h"
 
 extern char** environ;
@@ -33,8 +34,8 @@ std::string DescribeExit(int wait_status) {
   return "stopped (status " + std::to_string(wait_status) + ")";
 }
 
-// The last non-empty line of a role's log: mostly the error that ended it.
-std::string LastLogLine(const std::string& path) {
+// The last 4 KiB of the log at `path` ("" when it cannot be read).
+std::string LogTail(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   char buffer[4096];
@@ -42,8 +43,12 @@ std::string LastLogLine(const std::string& path) {
   const off_t start = size > static_cast<off_t>(sizeof(buffer)) ? size - static_cast<off_t>(sizeof(buffer)) : 0;
   const ssize_t n = pread(fd, buffer, sizeof(buffer), start);
   close(fd);
-  if (n <= 0) return "";
-  std::string tail(buffer, static_cast<size_t>(n));
+  return n <= 0 ? "" : std::string(buffer, static_cast<size_t>(n));
+}
+
+// The last non-empty line of a role's log: mostly the error that ended it.
+std::string LastLogLine(const std::string& path) {
+  std::string tail = LogTail(path);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   const size_t newline = tail.rfind('\n');
   return newline == std::string::npos ? tail : tail.substr(newline + 1);
@@ -211,6 +216,9 @@ void RoleProcess::HandleExit(int wait_status) {
   }
   if (stopping_) return fail(options_.name + " " + how + " while stopping " + log);
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitOutOfResources) return WaitForResources(last_words);
+  if (const std::string cause = LibraryThreadFailureMessage(LogTail(options_.log_file)); !cause.empty()) {
+    return WaitForResources(how + ": " + cause);
+  }
   resource_waits_ = 0;
   if (options_.reports_ready && !ready_) {
     const std::string signature = how + "\n" + last_words;

@@ -12,8 +12,10 @@
 // pids controller; skipped with the reason elsewhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "tests/fault_job_util.h"
 #include "tests/test_util.h"
@@ -24,9 +26,10 @@ namespace {
 constexpr int kTasks = 1000;              // the cgroup's pids.max: the "machine" the job shares
 constexpr int kLongestHoldSeconds = 240;  // under the test's time limit
 constexpr int kJobSeconds = 250;          // `timeout` on the job, under the test's time limit
-// Tasks left free beside the hog: enough for the supervisor and its forks, too few for the roles'
-// threads (the job runs 33 tasks at its peak on 2 cores, more on more cores).
-constexpr int kTightTasks = 12;
+// Tasks left free beside the hog: enough for the supervisor (OpenBLAS starts a thread per core
+// but one in every psformer process as it loads, and dies without them) and its forks, too few
+// for the roles' threads (the job runs 33 tasks at its peak on 2 cores, more on more cores).
+int TightTasks() { return static_cast<int>(std::max(2u, std::thread::hardware_concurrency())) + 10; }
 
 // The hog: `python3 - COUNT HOLD READY` starts COUNT threads that sleep HOLD seconds (small
 // stacks, so that memory is not what runs out), writes READY, and ends when they do.
@@ -113,7 +116,7 @@ TEST(ThreadHog, AJobBesideAHogThatLetsGoFinishesWithTheUndisturbedWeights) {
   TempDir dir;
   const FaultJobOutcome calm = TrainFaultJob(dir, "calm", "");
   ASSERT_FALSE(calm.digest.empty());
-  const CommandResult r = TrainBesideAHog(dir, "beside", /*free=*/kTightTasks, /*hold_seconds=*/6);
+  const CommandResult r = TrainBesideAHog(dir, "beside", /*free=*/TightTasks(), /*hold_seconds=*/6);
   if (r.exit_status == 90) GTEST_SKIP() << "cannot make a cgroup here: " << r.output;
   ASSERT_NE(r.exit_status, 91) << "the hog did not start: " << r.output;
   EXPECT_FALSE(HasText(r.output, "terminate called")) << r.output;
@@ -128,7 +131,7 @@ TEST(ThreadHog, AJobBesideAHogThatLetsGoFinishesWithTheUndisturbedWeights) {
 TEST(ThreadHog, AJobBesideAHogThatHoldsOnFailsNamingTheCause) {
   SKIP_WITHOUT_A_PIDS_CGROUP();
   TempDir dir;
-  const CommandResult r = TrainBesideAHog(dir, "starved", /*free=*/kTightTasks, kLongestHoldSeconds);
+  const CommandResult r = TrainBesideAHog(dir, "starved", /*free=*/TightTasks(), kLongestHoldSeconds);
   if (r.exit_status == 90) GTEST_SKIP() << "cannot make a cgroup here: " << r.output;
   ASSERT_NE(r.exit_status, 91) << "the hog did not start: " << r.output;
   EXPECT_NE(r.exit_status, 124) << "the job was still running after " << kJobSeconds << " s\n" << r.output;

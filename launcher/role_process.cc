@@ -109,10 +109,15 @@ Status RoleProcess::Spawn() {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
+    const int error = errno;
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     close(log_fd);
-    return Status::IoError(std::string("fork: ") + strerror(errno));
+    // EAGAIN: the machine or the user is out of processes, which waiting may cure (Poll).
+    if (error == EAGAIN) {
+      return Status::Unavailable(std::string("cannot start a process (fork: ") + strerror(error) + ")");
+    }
+    return Status::IoError(std::string("fork: ") + strerror(error));
   }
   if (pid == 0) {
     // A role process never outlives the supervisor that watches it.
@@ -294,7 +299,9 @@ RoleProcess::State RoleProcess::Poll() {
   }
   if (state_ == State::kBackingOff && now >= restart_at_) {
     const Status spawned = Spawn();
-    if (!spawned.ok()) {
+    if (spawned.IsUnavailable()) {
+      WaitForResources(spawned.message());
+    } else if (!spawned.ok()) {
       state_ = State::kFailed;
       failure_ = options_.name + ": cannot restart: " + spawned.message();
     }

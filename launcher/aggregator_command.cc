@@ -1,6 +1,7 @@
 // `psformer aggregator`: the summing point of one host group (pserver/aggregator/host_aggregator.h),
 // started by the supervisor of that group's host beside its workers. Serves until every worker of
-// the group has said goodbye, SIGTERM or SIGINT.
+// the group has said goodbye, SIGTERM or SIGINT, or until the servers leave a request unanswered
+// past its bounds (exit 1, restarted; kExitDoNotRestart for a shared-memory segment given up on).
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -56,7 +57,14 @@ int RunAggregatorCommand(const Args& args) {
   ReportToSupervisor(kReportReady);
   const ServeOutcome served = ServeUntilSignalled([&] { return (*aggregator)->Run(); },
                                                   [&] { (*aggregator)->Stop(); });
-  if (!served.status.ok()) return ReportError("aggregator", served.status);
+  if (!served.status.ok()) {
+    // The segment was mapped afresh once already (ShmVan), so a restarted aggregator would map
+    // what this one refused: the job ends once, with the message naming the segment. A request
+    // that went unanswered is restarted, as a worker whose wait ran out.
+    if (!(*aggregator)->gave_up_on_segment()) return ReportError("aggregator", served.status);
+    ReportToSupervisor(kReportFatal, served.status.message());
+    return ReportError("aggregator", served.status, kExitDoNotRestart);
+  }
   return 0;
 }
 

@@ -41,7 +41,10 @@ int RunAverageCommand(const Args& args) {
   const std::string run_dir = v["run-dir"].as<std::string>();
   const std::string output = v["output"].as<std::string>();
   std::error_code ec;
-  if (!fs::is_directory(run_dir, ec)) return ReportError("average", "run directory " + run_dir + " does not exist");
+  if (!fs::is_directory(run_dir, ec)) {
+    return ReportError(
+        "average", "run directory " + run_dir + (fs::exists(run_dir, ec) ? " is not a directory" : " does not exist"));
+  }
   const std::string config_path = (fs::path(run_dir) / "config.pbtxt").string();
   if (!fs::exists(config_path, ec)) {
     return ReportError("average", config_path + " not found: " + run_dir +

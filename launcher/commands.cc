@@ -35,7 +35,7 @@ const std::vector<Subcommand>& Subcommands() {
       {"average", "average the last N checkpoints into a model file", RunAverageCommand},
       {"export", "write a model for transformers (MarianMTModel) and, through it, CTranslate2", RunExportCommand},
       {"bleu", "score translations with corpus BLEU (sacreBLEU-compatible)", RunBleuCommand},
-      {"checksum", "print a digest of a model's or checkpoint's parameter bytes", RunChecksumCommand},
+      {"checksum", "print a digest of a model file's parameter bytes", RunChecksumCommand},
       {"status", "show a training run: its processes, progress, checkpoints and problems", RunStatusCommand},
       {"plot", "draw a run's losses, BLEU, learning rate, throughput and step times as a PNG", RunPlotCommand},
   };

@@ -262,10 +262,14 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   p.mine = plan.slots();
   for (int g = 0; g < groups.count(); ++g) p.mine.push_back(AggregatorSlot(g, host));
   p.log_file = (fs::path(p.job.run_dir) / "logs" / "supervisor.log").string();
+  // An emulated worker computes nothing: saying "on CPU" would pass its run for a trained one.
+  const std::string workers_on = cluster.backend() == proto::ClusterConfig::EMULATED
+                                     ? " emulated worker(s) (cluster.backend EMULATED: no arithmetic, synthetic "
+                                       "gradients)"
+                                     : std::string(" worker(s) on ") + (*gpu_workers ? "GPUs" : "CPU");
   p.summary = "single-node job: " + std::to_string(plan.servers()) + " server(s), " + std::to_string(plan.workers()) +
-              " worker(s) on " + (*gpu_workers ? "GPUs" : "CPU") +
-              (groups.summing() ? ", summed in host groups " + groups.ToString() : std::string()) + "; run directory " +
-              p.job.run_dir;
+              workers_on + (groups.summing() ? ", summed in host groups " + groups.ToString() : std::string()) +
+              "; run directory " + p.job.run_dir;
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <string_view>
 #include <system_error>
 
 #include "common/supervisor_report.h"
@@ -54,6 +55,25 @@ std::string OutOfResourcesMessage(const std::exception& e) {
            "has no room for another thread's stack (ulimit -v)";
   }
   return "";
+}
+
+std::string LibraryThreadFailureMessage(const std::string& log_tail) {
+  std::string tail = log_tail;
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  const size_t newline = tail.rfind('\n');
+  const std::string last_line = newline == std::string::npos ? tail : tail.substr(newline + 1);
+  const std::string advice = "the machine or this user is out of threads (ulimit -u, kernel.threads-max)";
+  // ZeroMQ's posix_assert: "<strerror> (<file>:<line>)", from its thread.cpp.
+  const std::string eagain = std::error_code(EAGAIN, std::generic_category()).message();
+  if (last_line.rfind(eagain + " (", 0) == 0 && last_line.find("thread.cpp:") != std::string::npos) {
+    return "cannot start a thread (ZeroMQ: " + last_line + "): " + advice;
+  }
+  static constexpr std::string_view kOpenBlas = "OpenBLAS blas_thread_init: ";
+  if (last_line.rfind(kOpenBlas, 0) != 0) return "";
+  const size_t failed = tail.rfind(std::string(kOpenBlas) + "pthread_create failed");
+  if (failed == std::string::npos) return "";
+  const std::string why = tail.substr(failed + kOpenBlas.size(), tail.find('\n', failed) - failed - kOpenBlas.size());
+  return "cannot start a thread (OpenBLAS, while loading: " + why + "): " + advice;
 }
 
 void InstallTerminateHandler(const std::string& command) {

@@ -18,6 +18,16 @@ namespace psformer {
 // start a thread: Resource temporarily unavailable; ..."), or "" for any other exception.
 std::string OutOfResourcesMessage(const std::exception& e);
 
+// The sentence for a role that died because a library could not start a thread, from the tail
+// of its log (its last line last), or "" when the tail does not say so. Two libraries end the
+// process themselves, so no exception reaches the handler below; its supervisor reads the log:
+//   ZeroMQ    asserts on pthread_create's failure: "Resource temporarily unavailable
+//             (src/thread.cpp:269)", then abort() (SIGABRT).
+//   OpenBLAS  starts its threads when it is loaded, before main: "OpenBLAS blas_thread_init:
+//             pthread_create failed for thread 1 of 2: Resource temporarily unavailable" and a
+//             line on RLIMIT_NPROC, then raise(SIGINT) (exit(1) if that fails).
+std::string LibraryThreadFailureMessage(const std::string& log_tail);
+
 // Makes std::terminate (an exception escaping a thread, a joinable std::thread destroyed)
 // say "psformer COMMAND: error: ..." with what is known, and exit with kExitOutOfResources when
 // the exception in flight is one of the above; otherwise it aborts, as before, after saying so.

@@ -15,6 +15,7 @@
 #include "common/supervisor_report.h"
 #include "common/transport/shm_segment.h"
 #include "launcher/exit_codes.h"
+#include "launcher/resource_failure.h"
 #include "launcher/role_arguments.h"
 
 extern char** environ;
@@ -33,8 +34,8 @@ std::string DescribeExit(int wait_status) {
   return "stopped (status " + std::to_string(wait_status) + ")";
 }
 
-// The last non-empty line of a role's log: mostly the error that ended it.
-std::string LastLogLine(const std::string& path) {
+// The last 4 KiB of the log at `path` ("" when it cannot be read).
+std::string LogTail(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   char buffer[4096];
@@ -42,8 +43,12 @@ std::string LastLogLine(const std::string& path) {
   const off_t start = size > static_cast<off_t>(sizeof(buffer)) ? size - static_cast<off_t>(sizeof(buffer)) : 0;
   const ssize_t n = pread(fd, buffer, sizeof(buffer), start);
   close(fd);
-  if (n <= 0) return "";
-  std::string tail(buffer, static_cast<size_t>(n));
+  return n <= 0 ? "" : std::string(buffer, static_cast<size_t>(n));
+}
+
+// The last non-empty line of a role's log: mostly the error that ended it.
+std::string LastLogLine(const std::string& path) {
+  std::string tail = LogTail(path);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   const size_t newline = tail.rfind('\n');
   return newline == std::string::npos ? tail : tail.substr(newline + 1);
@@ -104,10 +109,15 @@ Status RoleProcess::Spawn() {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
+    const int error = errno;
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     close(log_fd);
-    return Status::IoError(std::string("fork: ") + strerror(errno));
+    // EAGAIN: the machine or the user is out of processes, which waiting may cure (Poll).
+    if (error == EAGAIN) {
+      return Status::Unavailable(std::string("cannot start a process (fork: ") + strerror(error) + ")");
+    }
+    return Status::IoError(std::string("fork: ") + strerror(error));
   }
   if (pid == 0) {
     // A role process never outlives the supervisor that watches it.
@@ -211,6 +221,9 @@ void RoleProcess::HandleExit(int wait_status) {
   }
   if (stopping_) return fail(options_.name + " " + how + " while stopping " + log);
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitOutOfResources) return WaitForResources(last_words);
+  if (const std::string cause = LibraryThreadFailureMessage(LogTail(options_.log_file)); !cause.empty()) {
+    return WaitForResources(how + ": " + cause);
+  }
   resource_waits_ = 0;
   if (options_.reports_ready && !ready_) {
     const std::string signature = how + "\n" + last_words;
@@ -233,9 +246,12 @@ void RoleProcess::HandleExit(int wait_status) {
   ++incarnation_;
   state_ = State::kBackingOff;
   restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
-  PSF_LOG(Warning) << options_.name << " " << how << "; restarting in " << backoff << " ms as incarnation "
+  // A role that exits by itself has said why as its last words (a request no server answered,
+  // with its step): the console hears it, not only the role's log.
+  const std::string why = WIFEXITED(wait_status) && !last_words.empty() ? " (" + last_words + ")" : "";
+  PSF_LOG(Warning) << options_.name << " " << how << why << "; restarting in " << backoff << " ms as incarnation "
                    << incarnation_;
-  restarts_.push_back(options_.name + " " + how + "; restarting as incarnation " + std::to_string(incarnation_));
+  restarts_.push_back(options_.name + " " + how + why + "; restarting as incarnation " + std::to_string(incarnation_));
 }
 
 void RoleProcess::WaitForResources(const std::string& last_words) {
@@ -283,7 +299,9 @@ RoleProcess::State RoleProcess::Poll() {
   }
   if (state_ == State::kBackingOff && now >= restart_at_) {
     const Status spawned = Spawn();
-    if (!spawned.ok()) {
+    if (spawned.IsUnavailable()) {
+      WaitForResources(spawned.message());
+    } else if (!spawned.ok()) {
       state_ = State::kFailed;
       failure_ = options_.name + ": cannot restart: " + spawned.message();
     }

@@ -191,7 +191,14 @@ int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool
   const ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
   if (len > 0) job.executable.assign(path, len);
   const int status = StartedByMpirun() ? RunClusterRank(job) : RunSingleNode(job);
-  if (status == 0 && !StartedByMpirun()) std::cout << "trained " << config.name() << ": " << run_dir << "/model.bin\n";
+  if (status != 0 || StartedByMpirun()) return status;
+  if (config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    // Its weights are the servers' updates with pseudo-random gradients: no model to translate with.
+    std::cout << "emulated " << config.name() << " (cluster.backend EMULATED: synthetic gradients, not a trained "
+              << "model): " << run_dir << "/model.bin\n";
+  } else {
+    std::cout << "trained " << config.name() << ": " << run_dir << "/model.bin\n";
+  }
   return status;
 }
 

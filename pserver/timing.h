@@ -24,6 +24,12 @@ inline std::chrono::milliseconds RetryInterval(int retry_ms, int sends) {
   return std::chrono::milliseconds(static_cast<int64_t>(retry_ms) << std::min(sends - 1, kMaxRetryDoublings));
 }
 
+// A request to a server unanswered this long after it was first sent is given up on, with a
+// message naming it: a worker's Wait (PsClientOptions::timeout_ms) and a host group's
+// aggregator (HostAggregatorOptions::timeout_ms) end there, and their supervisors restart them.
+// Long enough for a BSP pull that waits for the slowest worker's step.
+inline constexpr int kRequestTimeoutMs = 600000;
+
 // The slowest link the client's resends allow for: a pull's answer of B bytes is waited for
 // B / this longer before the pull is sent again (Resender). On a slower link an answer may be
 // asked for twice, which costs bytes, never correctness. 1 Gbit/s.

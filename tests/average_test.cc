@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/checkpoint/checkpoint_average.h"
@@ -201,7 +203,11 @@ TEST_F(AverageTest, MistakesAreNamedErrors) {
   fs::create_directories(empty_run);
   std::ofstream(empty_run + "/config.pbtxt") << ConfigToText(config_);
   const std::vector<Case> cases = {
-      {"--run-dir " + dir_.File("missing") + " --output " + out, 1, "run directory " + dir_.File("missing")},
+      {"--run-dir " + dir_.File("missing") + " --output " + out, 1,
+       "run directory " + dir_.File("missing") + " does not exist"},
+      // A regular file is no run directory, but it exists (V-12: it was said not to).
+      {"--run-dir " + empty_run + "/config.pbtxt --output " + out, 1,
+       "run directory " + empty_run + "/config.pbtxt is not a directory"},
       {"--run-dir " + dir_.path().string() + " --output " + out, 1, "is not a run directory"},
       {"--run-dir " + empty_run + " --output " + out, 1, "no complete checkpoint in " + empty_run},
       {"--run-dir " + run_ + " --last 0 --output " + out, 2, "--last must be at least 1"},
@@ -216,6 +222,25 @@ TEST_F(AverageTest, MistakesAreNamedErrors) {
     EXPECT_NE(result.output.find(c.message), std::string::npos) << c.arguments << "\n" << result.output;
   }
   EXPECT_FALSE(fs::exists(out));
+}
+
+// checksum digests model files. A checkpoint's directory or shard file, which hold parameters
+// too, is named as what it is, with the command that writes a model file of a checkpoint (K-6,
+// K-7: both were "not a psformer model file (wrong magic number)").
+TEST_F(AverageTest, ChecksumOfACheckpointSaysWhatItIsAndHowToMakeAModelFileOfIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fs::path(CheckpointDir(run_, 30)).string(), "a checkpoint directory"},
+      {ShardPath(30, 0), "a checkpoint's shard file"},
+  };
+  for (const auto& [path, kind] : cases) {
+    const auto result = RunPsformer("checksum " + path);
+    EXPECT_EQ(result.exit_status, 1) << result.output;
+    EXPECT_NE(result.output.find("psformer checksum: error: " + path + " is " + kind + ", not a model file"),
+              std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("psformer average --run-dir RUN_DIR --last 1 --output FILE"), std::string::npos)
+        << result.output;
+  }
 }
 
 TEST_F(AverageTest, UnwritableOutputLeavesNoFile) {

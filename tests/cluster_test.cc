@@ -381,6 +381,21 @@ TEST(Launch, ASilentHostPassedOverIsNamed) {
   EXPECT_NE(r.output.find("starting on nodeB"), std::string::npos) << r.output;
 }
 
+// An mpirun that cannot be run is named, and launch exits 1, one of its documented statuses
+// (WEAK-ANSWERS L-17: it passed on the shell's 127). The agent runs the probe on this machine.
+TEST(Launch, AnMpirunThatCannotRunIsNamedWithExitStatus1) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "localhost slots=1\n");
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 1 --rsh-agent " + agent + " --mpirun " +
+                                      dir.File("no-mpirun") + " -- train " + kJob + " --run-dir " + dir.File("run"));
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot run " + dir.File("no-mpirun") + ": No such file or directory"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("the job failed before it started"), std::string::npos) << r.output;
+}
+
 TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;

@@ -17,6 +17,22 @@ const char* kEmulated =
     "--set training.max_steps=20 --set logging.every_steps=5 --set checkpoint.every_steps=0 "
     "--set cluster.workers=2";
 
+// An emulated run says so on the console where it starts and where it ends (R-em4: it said
+// "2 worker(s) on CPU" and "trained copy: RUN/model.bin", as a real run does).
+TEST(EmulatedTraining, TheConsoleSaysTheRunIsEmulated) {
+  TempDir dir;
+  const std::string run = dir.File("em");
+  const CommandResult r = RunPsformer(std::string("train ") + kEmulated + " --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(HasText(r.output, "2 emulated worker(s) (cluster.backend EMULATED: no arithmetic, synthetic gradients)"))
+      << r.output;
+  EXPECT_TRUE(HasText(r.output, "emulated copy (cluster.backend EMULATED: synthetic gradients, not a trained model): " +
+                                    run + "/model.bin"))
+      << r.output;
+  EXPECT_FALSE(HasText(r.output, "trained copy")) << r.output;
+  EXPECT_FALSE(HasText(r.output, "worker(s) on CPU")) << r.output;
+}
+
 TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
   TempDir dir;
   EXPECT_TRUE(TrainSameModel(dir, kEmulated, {{"s1", "--set cluster.servers=1"}, {"s3", "--set cluster.servers=3"}}));

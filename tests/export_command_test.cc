@@ -261,6 +261,25 @@ TEST_F(ExportCommandTest, RefusesASymbolicLinkAsOut) {
   }
 }
 
+// --out that is a mount point (a tmpfs mounted in a mount namespace of the test's own) cannot be
+// renamed onto either: refused before anything is written (A14-21: everything was written, then
+// "cannot rename .mntexp.tmp-PID to mntexp: Device or resource busy").
+TEST_F(ExportCommandTest, RefusesAMountPointAsOut) {
+  if (testing::RunShell("unshare --mount true").exit_status != 0) {
+    GTEST_SKIP() << "cannot make a mount namespace here (needs root)";
+  }
+  const std::string mount = dir_.File("mnt");
+  fs::create_directories(mount);
+  const auto r = testing::RunShell("unshare --mount sh -c \"mount -t tmpfs none '" + mount + "' && cd '" +
+                                   testing::SourceDir() + "' && '" + testing::PsformerBinary() + "' export --model '" +
+                                   model_ + "' --spm '" + spm_ + "' --out '" + mount + "'\"");
+  EXPECT_TRUE(testing::EndsSaying(r, 1, "--out " + mount + " is a mount point"));
+  EXPECT_TRUE(fs::is_empty(mount));
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
 TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   // Under a directory that does not exist yet: not even that is made.
   ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});

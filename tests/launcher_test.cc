@@ -147,6 +147,34 @@ TEST(RoleProcess, AFailureAfterStartUpIsRestartedAsBefore) {
   EXPECT_NE(role.failure().find("max_restarts = 3"), std::string::npos) << role.failure();
 }
 
+// A role that exits by itself said why last (an aggregator whose request no server answered);
+// the restart line, which reaches the console and TensorBoard, carries it. A killed role's last
+// line is not why it died and is left out.
+TEST(RoleProcess, ARestartOfARoleThatExitedSaysItsLastLine) {
+  TempDir dir;
+  auto options = ShellRole(dir,
+                           "[ $2 -ge 1 ] && exit 0; echo 'psformer aggregator: error: no answer to PULL of step "
+                           "7 (piece 3) from shard 1 (pserver-1) within 600000 ms'; exit 1");
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded) << role.failure();
+  std::vector<std::string> said = role.TakeRestarts();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("test-role exited with status 1 (psformer aggregator: error: no answer to PULL of step 7 "
+                         "(piece 3) from shard 1 (pserver-1) within 600000 ms); restarting as incarnation 1"),
+            std::string::npos)
+      << said[0];
+
+  TempDir killed_dir;
+  RoleProcess killed(ShellRole(killed_dir, "[ $2 -ge 1 ] && exit 0; echo 'an ordinary line'; kill -9 $$"));
+  ASSERT_TRUE(killed.Start().ok());
+  EXPECT_EQ(RunToEnd(&killed), RoleProcess::State::kSucceeded) << killed.failure();
+  said = killed.TakeRestarts();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("test-role killed by signal 9 (Killed); restarting as incarnation 1"), std::string::npos)
+      << said[0];
+}
+
 TEST(RoleProcess, DifferentStartUpFailuresAreRestarted) {
   TempDir dir;
   // Each incarnation fails before ready, but never twice alike (the cause is not fixed).
@@ -191,6 +219,58 @@ TEST(RoleProcess, ARoleShortOfThreadsIsWaitedForWithoutSpendingItsRestarts) {
   EXPECT_NE(said[0].find("waiting 20 ms"), std::string::npos) << said[0];
   EXPECT_NE(said[1].find("waiting 40 ms"), std::string::npos) << said[1];
   EXPECT_NE(said[1].find("not counted in cluster.max_restarts"), std::string::npos) << said[1];
+}
+
+// ZeroMQ cannot start its I/O thread: it prints the reason with its own file and line and aborts
+// (no exception reaches psformer's handler); OpenBLAS likewise raises SIGINT. Both were seen
+// beside a thread hog (thread_hog_job_test). A machine short of threads, then: waited for,
+// not counted against max_restarts (0 here), and not taken for a start-up failure repeated "the
+// same way", which once ended the job as "a configuration error". Any other abort is a crash.
+TEST(RoleProcess, ALibraryThatEndsTheRoleForWantOfAThreadIsWaitedForAsAShortMachine) {
+  TempDir dir;
+  auto options = ShellRole(dir,
+                           "[ $2 -ge 2 ] && exit 0; echo 'Resource temporarily unavailable (src/thread.cpp:269)'; "
+                           "kill -ABRT $$");
+  options.max_restarts = 0;
+  options.reports_ready = true;
+  options.resource_wait_ms = 20;
+  RoleProcess role(options);
+  ASSERT_TRUE(role.Start().ok());
+  EXPECT_EQ(RunToEnd(&role), RoleProcess::State::kSucceeded) << role.failure();
+  const std::vector<std::string> said = role.TakeRestarts();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_NE(said[0].find("test-role is short of threads or memory (killed by signal 6 (Aborted): cannot start a "
+                         "thread (ZeroMQ: Resource temporarily unavailable (src/thread.cpp:269))"),
+            std::string::npos)
+      << said[0];
+
+  // OpenBLAS, whose threads start as it is loaded, says why and raises SIGINT (exits 1 where
+  // SIGINT is ignored).
+  TempDir blas_dir;
+  auto blas =
+      ShellRole(blas_dir,
+                "[ $2 -ge 1 ] && exit 0; echo 'OpenBLAS blas_thread_init: pthread_create failed for thread 1 of "
+                "2: Resource temporarily unavailable'; echo 'OpenBLAS blas_thread_init: RLIMIT_NPROC 96365 "
+                "current, 96365 max'; kill -INT $$; exit 1");
+  blas.max_restarts = 0;
+  blas.resource_wait_ms = 20;
+  RoleProcess blas_role(blas);
+  ASSERT_TRUE(blas_role.Start().ok());
+  EXPECT_EQ(RunToEnd(&blas_role), RoleProcess::State::kSucceeded) << blas_role.failure();
+  const std::vector<std::string> blas_said = blas_role.TakeRestarts();
+  ASSERT_EQ(blas_said.size(), 1u);
+  EXPECT_NE(blas_said[0].find("cannot start a thread (OpenBLAS, while loading: pthread_create failed for thread 1 of "
+                              "2: Resource temporarily unavailable)"),
+            std::string::npos)
+      << blas_said[0];
+
+  TempDir crash_dir;
+  auto crash = ShellRole(crash_dir, "echo 'Assertion failed: a bug (src/other.cpp:1)'; kill -ABRT $$");
+  crash.max_restarts = 0;
+  RoleProcess crashed(crash);
+  ASSERT_TRUE(crashed.Start().ok());
+  EXPECT_EQ(RunToEnd(&crashed), RoleProcess::State::kFailed);
+  EXPECT_NE(crashed.failure().find("cluster.max_restarts = 0 reached"), std::string::npos) << crashed.failure();
 }
 
 // The waits are bounded: a machine that stays short ends the role with the cause named.

@@ -8,4 +8,5 @@ psformer_test(pserver_test integration
   SOURCES pserver_bsp_test.cc pserver_validation_test.cc pserver_checkpoint_test.cc pserver_command_test.cc
   LIBS psformer_pserver psformer_common)
 # Host summing: aggregators between a host group's workers and the servers.
-psformer_test(host_summing_test integration SOURCES host_summing_test.cc LIBS psformer_pserver psformer_common)
+psformer_test(host_summing_test integration SOURCES host_summing_test.cc aggregator_bounds_test.cc
+  LIBS psformer_pserver psformer_common)

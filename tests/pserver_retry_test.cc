@@ -196,26 +196,6 @@ TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
   for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
 }
 
-// A Van whose first `refuse` replies with a payload arrive as a shared-memory descriptor that
-// ShmVan could not honour (RawMessage::refused_segment), as when a server's segment is broken.
-class RefusingVan : public ForwardingVan {
- public:
-  static constexpr const char* kSegment = "/psformer-5eed-1234-00c0ffee-0";
-  explicit RefusingVan(int refuse) : ForwardingVan(std::make_unique<ZmqVan>()), left_(refuse) {}
-  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override {
-    auto r = inner_->Recv(timeout_ms);
-    if (r.ok() && r->has_value() && (*r)->frames.size() > 1 && left_ > 0) {
-      --left_;
-      (*r)->transport_error = std::string("slot 5 of ") + kSegment + " holds no payload of generation 15";
-      (*r)->refused_segment = kSegment;
-    }
-    return r;
-  }
-
- private:
-  int left_;
-};
-
 PsClientOptions RefusalOptions(const std::vector<std::string>& servers, int patience_ms) {
   PsClientOptions o;
   o.job_id = kJobId;

@@ -7,8 +7,11 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/adam.h"
@@ -16,6 +19,7 @@
 #include "common/config_loader.h"
 #include "common/host_groups.h"
 #include "common/lr_schedule.h"
+#include "common/transport/forwarding_van.h"
 #include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/client/ps_client.h"
@@ -66,6 +70,29 @@ inline std::vector<float> Gradient(int w, int64_t t, size_t n) {
   for (float& x : g) x = dist(rng);
   return g;
 }
+
+// A Van whose first `refuse` messages with a payload from a peer whose name begins with `from`
+// ("" = any peer) arrive as a shared-memory descriptor that ShmVan could not honour
+// (RawMessage::refused_segment), as when a server's segment is broken.
+class RefusingVan : public ForwardingVan {
+ public:
+  static constexpr const char* kSegment = "/psformer-5eed-1234-00c0ffee-0";
+  explicit RefusingVan(int refuse, std::string from = "")
+      : ForwardingVan(std::make_unique<ZmqVan>()), left_(refuse), from_(std::move(from)) {}
+  StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override {
+    auto r = inner_->Recv(timeout_ms);
+    if (r.ok() && r->has_value() && (*r)->frames.size() > 1 && (*r)->peer.rfind(from_, 0) == 0 && left_ > 0) {
+      --left_;
+      (*r)->transport_error = std::string("slot 5 of ") + kSegment + " holds no payload of generation 15";
+      (*r)->refused_segment = kSegment;
+    }
+    return r;
+  }
+
+ private:
+  int left_;
+  std::string from_;
+};
 inline uint64_t Tokens(int w, int64_t t) { return static_cast<uint64_t>(10 + 3 * w + t); }
 
 // Servers of one job, each Run on its own thread.

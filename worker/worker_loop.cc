@@ -15,6 +15,7 @@
 #include "common/supervisor_report.h"
 #include "common/transport/van_factory.h"
 #include "pserver/client/ps_client.h"
+#include "pserver/client/segment_refusals.h"
 #include "pserver/wire/piece_table.h"
 #include "worker/coordinator.h"
 #include "worker/datapath/worker_data_path.h"
@@ -116,10 +117,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.parameter_count = n_;
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
-  // A bound even where hang detection is off (0): the field's default.
-  const int heartbeat_timeout_ms = config_.cluster().heartbeat_timeout_ms();
-  o.shm_refusal_patience_ms =
-      heartbeat_timeout_ms > 0 ? heartbeat_timeout_ms : proto::ClusterConfig::default_instance().heartbeat_timeout_ms();
+  o.shm_refusal_patience_ms = SegmentRefusals::JobPatienceMs(config_.cluster());
   o.copy_threads = WorkerThreads(config_);
   if (role == proto::WORKER) o.stop_requested = WorkerStopRequested;
   o.gradient_dtype =

@@ -22,11 +22,13 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
       threads_(options_.threads > 0 ? options_.threads : ServerThreads(options_.config)),
       faults_(options_.config.fault(), FaultEvent::AGGREGATOR, options_.group, options_.incarnation,
               options_.shm_faults),
-      answers_(van_.get(), options_.job_id, options_.group, static_cast<size_t>(options_.config.cluster().frame_bytes()),
-               &epoch_, &stats_.rejected),
+      answers_(van_.get(), options_.job_id, options_.group,
+               static_cast<size_t>(options_.config.cluster().frame_bytes()), &epoch_, &stats_.rejected),
       upstream_(van_.get(), options_.job_id, options_.group, options_.incarnation, table_.shards(),
-                options_.config.cluster().retry_ms(), static_cast<size_t>(options_.config.cluster().frame_bytes()),
-                &stats_),
+                {.retry_ms = options_.config.cluster().retry_ms(),
+                 .timeout_ms = options_.timeout_ms,
+                 .shm_refusal_patience_ms = SegmentRefusals::JobPatienceMs(options_.config.cluster())},
+                static_cast<size_t>(options_.config.cluster().frame_bytes()), &stats_),
       copies_(table_.pieces().size(), van_.get()) {
   const int shards = table_.shards();
   for (int k = 0; k < shards; ++k) {
@@ -100,8 +102,13 @@ Status HostAggregator::Run() {
       if (!more.has_value()) break;
       Handle(std::move(*more));
     }
+    PSF_RETURN_IF_ERROR(given_up_);
     upstream_.ResendDue();
     if (all_gone_at_ && Clock::now() - *all_gone_at_ >= linger) break;
+    if (Status overdue = upstream_.Overdue(Clock::now()); !overdue.ok()) {
+      PSF_LOG(Error) << overdue.message();
+      return overdue;
+    }
   }
   PSF_LOG(Info) << "aggregator of host group " << options_.group << " stops; sums sent: " << stats_.sums_sent.load()
                 << ", pieces pulled: " << stats_.pulls_sent.load() << ", pulls served: " << stats_.pulls_served.load()
@@ -111,10 +118,17 @@ Status HostAggregator::Run() {
 
 void HostAggregator::Handle(RawMessage raw) {
   const auto server = server_peers_.find(raw.peer);
+  const std::string refused_segment = std::move(raw.refused_segment);
   WireMessage msg;
   if (Refusal v = ParseMessage(std::move(raw), &msg)) {
     if (server == server_peers_.end()) return answers_.Refuse(msg.peer, nullptr, *v);
     stats_.rejected.Count(v->reason);
+    PSF_LOG(Warning) << "aggregator of host group " << options_.group << ": ignoring a reply of shard "
+                     << server->second << ": " << v->ToString();
+    if (v->reason == RejectReason::kBadSharedMemory && !refused_segment.empty() && given_up_.ok()) {
+      given_up_ = upstream_.SegmentRefused(refused_segment, v->detail, Clock::now());
+      if (!given_up_.ok()) PSF_LOG(Error) << given_up_.message();
+    }
     return;
   }
   if (server != server_peers_.end()) return HandleReply(std::move(msg));

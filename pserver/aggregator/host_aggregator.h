@@ -23,7 +23,11 @@
 //         worker that missed a rollback learns of it.
 //   End   It stops retry_ms after every worker of its group has said goodbye (SHUTDOWN), or
 //         when Stop() is called.
-// Its own requests to the servers are sent again when unanswered (Resender, as a worker's).
+// Its own requests to the servers are sent again when unanswered (Resender, as a worker's), and
+// not for ever: a request unanswered for timeout_ms, or a server's shared-memory segment refused
+// past the job's heartbeat timeout, ends Run with a message naming the server, the message and
+// the step (UpstreamRequests). Its command exits: restarted by its supervisor for the first, as
+// a worker whose wait ran out; the job ends for the second (gave_up_on_segment), as a worker's.
 //
 // The aggregator itself only dispatches, as a server does: every message is parsed and validated
 // (a worker's as its shard would, a server's as a worker's client would) and refused with a
@@ -56,6 +60,7 @@
 #include "pserver/aggregator/parameter_copies.h"
 #include "pserver/aggregator/upstream_requests.h"
 #include "pserver/aggregator/worker_answers.h"
+#include "pserver/timing.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -72,6 +77,7 @@ struct HostAggregatorOptions {
   uint32_t incarnation = 0;          // restart count.
   int threads = 0;                   // summing threads; 0 = the servers' share of the cores.
   int poll_ms = 20;                  // how often Run looks at Stop() and resends.
+  int timeout_ms = kRequestTimeoutMs;          // a request to a server unanswered this long ends Run (timing.h).
   std::shared_ptr<ShmFaultSwitch> shm_faults;  // as ParameterServerOptions::shm_faults
 };
 
@@ -95,8 +101,13 @@ class HostAggregator {
   HostAggregator(CreateKey, HostAggregatorOptions options, std::unique_ptr<Van> van);
   ~HostAggregator();
 
-  // Serves until Stop() or the end of the job (every worker of the group said goodbye).
+  // Serves until Stop() or the end of the job (every worker of the group said goodbye): Ok; or
+  // until the servers leave a request unanswered past the bounds (UpstreamRequests): Unavailable
+  // saying what it waited for.
   Status Run();
+  // Whether Run ended because a server's shared-memory segment kept being refused: a restarted
+  // aggregator would map the same segment, so its command asks not to be restarted.
+  bool gave_up_on_segment() const { return upstream_.gave_up_on_segment(); }
   void Stop() { stop_.store(true); }
   const std::string& endpoint() const { return endpoint_; }
   const HostAggregatorStats& stats() const { return stats_; }
@@ -146,6 +157,7 @@ class HostAggregator {
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
   std::vector<bool> goodbye_;                 // by the worker's place in the group
   std::optional<Clock::time_point> all_gone_at_;
+  Status given_up_;  // set when a server's segment is given up on (UpstreamRequests::SegmentRefused)
   std::atomic<bool> stop_{false};
 };
 

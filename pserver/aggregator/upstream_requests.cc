@@ -1,19 +1,25 @@
 #include "pserver/aggregator/upstream_requests.h"
 
+#include <chrono>
+#include <optional>
+
 #include "common/logging.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
 
-UpstreamRequests::UpstreamRequests(Van* van, uint64_t job_id, int group, uint32_t incarnation, int shards, int retry_ms,
-                                   size_t frame_bytes, UpstreamCounters* counters)
+UpstreamRequests::UpstreamRequests(Van* van, uint64_t job_id, int group, uint32_t incarnation, int shards,
+                                   UpstreamBounds bounds, size_t frame_bytes, UpstreamCounters* counters)
     : van_(van),
       job_id_(job_id),
       group_(group),
       incarnation_(incarnation),
       frame_bytes_(frame_bytes),
       counters_(counters),
-      resender_(retry_ms, shards) {}
+      timeout_ms_(bounds.timeout_ms),
+      resender_(bounds.retry_ms, shards),
+      segment_refusals_(bounds.shm_refusal_patience_ms,
+                        SegmentRefusals::ForgetAfterMs(bounds.shm_refusal_patience_ms, bounds.retry_ms)) {}
 
 uint64_t UpstreamRequests::Send(Upstream up) {
   const uint64_t sequence = next_sequence_++;
@@ -22,6 +28,7 @@ uint64_t UpstreamRequests::Send(Upstream up) {
   up.header.set_sender_id(static_cast<uint32_t>(group_));
   up.header.set_incarnation(incarnation_);
   up.header.set_sequence(sequence);
+  up.first_sent = Resender::Clock::now();
   requests_.emplace(sequence, std::move(up));
   Transmit(sequence);
   return sequence;
@@ -73,6 +80,44 @@ void UpstreamRequests::ResendDue() {
     counters_->resends.fetch_add(1);
     Transmit(sequence);
   }
+}
+
+Status UpstreamRequests::Overdue(Resender::Clock::time_point now) const {
+  if (timeout_ms_ <= 0) return Status::Ok();
+  const auto limit = std::chrono::milliseconds(timeout_ms_);
+  // The oldest request is the one to name: the others were sent after it.
+  for (const auto& [sequence, up] : requests_) {
+    if (now - up.first_sent <= limit) continue;
+    return Status::Unavailable("aggregator of host group " + std::to_string(group_) + ": no answer to " + Describe(up) +
+                               " within " + std::to_string(timeout_ms_) + " ms (sent " +
+                               std::to_string(up.send.count()) + " times); " + std::to_string(requests_.size()) +
+                               " request(s) to the servers unanswered");
+  }
+  return Status::Ok();
+}
+
+Status UpstreamRequests::SegmentRefused(const std::string& segment, const std::string& why,
+                                        Resender::Clock::time_point now) {
+  const std::optional<std::string> given_up = segment_refusals_.Refused(segment, why, now);
+  if (!given_up) return Status::Ok();
+  gave_up_on_segment_ = true;
+  // The refused reply's header could not be trusted (its payload could not be read): every
+  // request still unanswered is what the aggregator waits for.
+  std::string awaited;
+  for (const auto& [sequence, up] : requests_) awaited += (awaited.empty() ? "" : "; ") + Describe(up);
+  return Status::Unavailable("aggregator of host group " + std::to_string(group_) + ": " + *given_up +
+                             (awaited.empty() ? "" : "; waiting for " + awaited));
+}
+
+std::string UpstreamRequests::Describe(const Upstream& up) {
+  const proto::Header& h = up.header;
+  const std::string shard = std::to_string(h.shard());
+  const std::string what = up.kind == Upstream::kSum    ? "PUSH (the host group's sum)"
+                           : up.kind == Upstream::kPull ? "PULL"
+                                                        : proto::MessageType_Name(h.type()) + " (a probe of epoch " +
+                                                              std::to_string(h.epoch()) + ")";
+  return what + " of step " + std::to_string(h.step()) + " (piece " + std::to_string(up.piece) + ")" +
+         (up.kind == Upstream::kSum ? " to" : " from") + " shard " + shard + " (pserver-" + shard + ")";
 }
 
 }  // namespace psformer

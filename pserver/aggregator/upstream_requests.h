@@ -4,6 +4,12 @@
 // uses (Resender: the wait counts from when the bytes left, and a pull's answer still arriving
 // holds it back).
 //
+// Resending has two ends, as a worker's (docs/failure-model.md): a request unanswered for
+// longer than timeout_ms since it was first sent (Overdue), and a server's shared-memory segment
+// whose replies keep being refused for longer than the job's heartbeat timeout (SegmentRefused,
+// counted by the worker's SegmentRefusals). Each returns a Status naming the server, the message
+// and the step waited for; the aggregator's Run ends with it.
+//
 // Thread safety: one thread (the aggregator's).
 #ifndef PSFORMER_PSERVER_AGGREGATOR_UPSTREAM_REQUESTS_H_
 #define PSFORMER_PSERVER_AGGREGATOR_UPSTREAM_REQUESTS_H_
@@ -17,9 +23,12 @@
 #include <vector>
 
 #include "common/proto/wire.pb.h"
+#include "common/status.h"
 #include "common/transport/van.h"
 #include "pserver/aggregator/worker_answers.h"
 #include "pserver/client/resender.h"
+#include "pserver/client/segment_refusals.h"
+#include "pserver/timing.h"
 
 namespace psformer {
 
@@ -34,6 +43,14 @@ struct Upstream {
   uint64_t awaited_bytes = 0;      // kPull: the answer's size, which holds a resend back
   std::vector<Requester> waiting;  // kPull, kProbe: the workers to answer
   Resender::Send send;
+  Resender::Clock::time_point first_sent{};  // set by UpstreamRequests::Send
+};
+
+// How long the aggregator waits for the servers.
+struct UpstreamBounds {
+  int retry_ms = 1000;                 // first resend of an unanswered request (cluster.retry_ms)
+  int timeout_ms = kRequestTimeoutMs;  // a request unanswered this long ends the wait (Overdue)
+  int shm_refusal_patience_ms = 5000;  // SegmentRefusals' patience; 0 = never give up
 };
 
 // Payload bytes sent to the servers, and resends.
@@ -45,8 +62,8 @@ struct UpstreamCounters {
 class UpstreamRequests {
  public:
   // To `shards` servers, peer ServerPeer(k) on `van` (borrowed; `counters` too); identity of the
-  // aggregator of `group` in job `job_id`; resends after `retry_ms`.
-  UpstreamRequests(Van* van, uint64_t job_id, int group, uint32_t incarnation, int shards, int retry_ms,
+  // aggregator of `group` in job `job_id`; resends and gives up as `bounds` says.
+  UpstreamRequests(Van* van, uint64_t job_id, int group, uint32_t incarnation, int shards, UpstreamBounds bounds,
                    size_t frame_bytes, UpstreamCounters* counters);
 
   // The name the aggregator's Van knows shard `shard` by.
@@ -66,6 +83,18 @@ class UpstreamRequests {
   void Heard(int shard) { resender_.Heard(shard, Resender::Clock::now()); }
   // Sends again every request whose wait has passed.
   void ResendDue();
+  // Unavailable when a request has gone unanswered for longer than timeout_ms since it was first
+  // sent at `now`, naming it, its server and step; Ok otherwise.
+  Status Overdue(Resender::Clock::time_point now) const;
+  // A server's reply refused because its payload's shared-memory segment `segment` could not be
+  // read (`why`), at `now`. Unavailable once that segment's refusals have gone on past the
+  // patience (SegmentRefusals), naming the segment and every request still waited for; from then
+  // on gave_up_on_segment() is true. Ok before.
+  Status SegmentRefused(const std::string& segment, const std::string& why, Resender::Clock::time_point now);
+  bool gave_up_on_segment() const { return gave_up_on_segment_; }
+
+  // "PULL of step 3 (piece 2) from shard 1 (pserver-1)": what `up` waits for.
+  static std::string Describe(const Upstream& up);
 
  private:
   void Transmit(uint64_t sequence);
@@ -76,7 +105,10 @@ class UpstreamRequests {
   uint32_t incarnation_;
   size_t frame_bytes_;
   UpstreamCounters* counters_;
+  int timeout_ms_;
   Resender resender_;
+  SegmentRefusals segment_refusals_;
+  bool gave_up_on_segment_ = false;
   std::map<uint64_t, Upstream> requests_;  // by sequence
   uint64_t next_sequence_ = 1;
 };

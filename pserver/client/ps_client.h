@@ -61,6 +61,7 @@
 #include "common/transport/van.h"
 #include "pserver/client/resender.h"
 #include "pserver/client/segment_refusals.h"
+#include "pserver/timing.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -79,7 +80,7 @@ struct PsClientOptions {
   uint64_t parameter_count = 0;                  // elements of the flat vector.
   size_t frame_bytes = 1 << 20;                  // payload frame size (cluster.frame_bytes); 0 = one frame.
   proto::DType gradient_dtype = proto::FLOAT32;  // FLOAT32 or BFLOAT16 on the wire.
-  int timeout_ms = 600000;                       // Wait gives up (Unavailable) after this long without completion.
+  int timeout_ms = kRequestTimeoutMs;            // Wait gives up (Unavailable) after this long without completion.
   int retry_ms = 1000;                           // first resend of an unanswered request (cluster.retry_ms).
   // One server's shared-memory segment refused this long (SegmentRefusals::kMinRefusals times at
   // least) ends Wait and Progress with Unavailable naming the segment and what was waited for

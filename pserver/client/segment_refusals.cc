@@ -2,7 +2,19 @@
 
 #include <cstdio>
 
+#include "pserver/timing.h"
+
 namespace psformer {
+
+int SegmentRefusals::JobPatienceMs(const proto::ClusterConfig& cluster) {
+  const int heartbeat_timeout_ms = cluster.heartbeat_timeout_ms();
+  return heartbeat_timeout_ms > 0 ? heartbeat_timeout_ms
+                                  : proto::ClusterConfig::default_instance().heartbeat_timeout_ms();
+}
+
+int SegmentRefusals::ForgetAfterMs(int patience_ms, int retry_ms) {
+  return patience_ms + 2 * static_cast<int>(LongestRetryInterval(retry_ms).count());
+}
 
 std::optional<std::string> SegmentRefusals::Refused(const std::string& segment, const std::string& why,
                                                     Clock::time_point now) {

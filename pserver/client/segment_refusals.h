@@ -7,8 +7,10 @@
 // another slot. Such refusals come in a burst (every part in flight at once) and end. The same
 // segment refused again and again, for longer than the job gives a silent process (the
 // heartbeat timeout), will not heal by resending: without a bound the client resends every 8 x
-// retry_ms for ever and the job hangs with nothing on the console. This class draws that bound;
-// PsClient then ends the wait with a message naming the segment and what it waited for.
+// retry_ms for ever and the job hangs with nothing on the console. This class draws that bound
+// for both clients of the servers: PsClient (a worker's) and a host group's aggregator
+// (pserver/aggregator/upstream_requests.h) then end their wait with a message naming the segment
+// and what they waited for.
 //
 // A refusal more than forget_after_ms after the previous refusal of its segment starts the count
 // afresh, so that rare one-off refusals of a live server's segment (hours apart) never add up.
@@ -22,6 +24,8 @@
 #include <optional>
 #include <string>
 
+#include "common/proto/config.pb.h"
+
 namespace psformer {
 
 class SegmentRefusals {
@@ -34,6 +38,13 @@ class SegmentRefusals {
   // `patience_ms` <= 0: never give up (the client's resends and timeout_ms alone decide).
   SegmentRefusals(int patience_ms, int forget_after_ms)
       : patience_ms_(patience_ms), forget_after_ms_(forget_after_ms) {}
+
+  // The patience a job's roles use: cluster.heartbeat_timeout_ms, or its default where hang
+  // detection is off (0), so that there is a bound even then.
+  static int JobPatienceMs(const proto::ClusterConfig& cluster);
+  // A run of refusals ends when two of the longest resend intervals (pserver/timing.h) pass
+  // without one, beyond the patience.
+  static int ForgetAfterMs(int patience_ms, int retry_ms);
 
   // Records that a payload in `segment` was refused at `now` because `why`. Returns, once the
   // segment's refusals have gone on past the bound, what happened, as a sentence naming the

@@ -1,6 +1,7 @@
-// A job run while another process holds most of the machine's threads (issue 39: a `translate
-// --threads 100000` beside a job made every server die of SIGABRT, "terminate called without an
-// active exception", five restarts in eight seconds, and the job fail with that line alone).
+// A job run while another process holds most of the machine's threads (docs/failure-model.md: a
+// `translate --threads 100000` beside a job once made every server die of SIGABRT, "terminate
+// called without an active exception", five restarts in eight seconds, and the job fail with
+// that line alone).
 //
 // The machine is made small instead of full: the test puts a shell into a cgroup of its own
 // whose pids controller allows kTasks tasks (threads count), starts a hog there that holds all

@@ -7,7 +7,6 @@
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/transport/zmq_van.h"
-#include "pserver/timing.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -29,10 +28,8 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
       resender_(options_.retry_ms, static_cast<int>(options_.servers.size())),
       van_(std::move(van)),
-      // A run of refusals ends when two resends' worth of time passes without one.
-      segment_refusals_(
-          options_.shm_refusal_patience_ms,
-          options_.shm_refusal_patience_ms + 2 * static_cast<int>(LongestRetryInterval(options_.retry_ms).count())),
+      segment_refusals_(options_.shm_refusal_patience_ms,
+                        SegmentRefusals::ForgetAfterMs(options_.shm_refusal_patience_ms, options_.retry_ms)),
       release_mutex_(std::make_shared<std::mutex>()),
       release_cv_(std::make_shared<std::condition_variable>()) {
   scope_.job_id = options_.job_id;

@@ -6,7 +6,8 @@
 # prepared corpus (make_bundle.sh --corpus), real training jobs of the base model through the
 # servers beside the bare GPU step over the same batches (train_on_gpu.sh).
 #
-# Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests] [--train-steps N]
+# Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests] [--train-steps N] [--keep DIR]
+#   --keep DIR: train_on_gpu.sh keeps each job's metrics.jsonl and output there.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +15,7 @@ bundle=$(cd "$here/../.." && pwd)
 steps=10
 train_steps=150
 tests=1
+keep=()
 bin="$bundle/bin"
 tests_dir="$bundle/bin"
 while [[ $# -gt 0 ]]; do
@@ -21,6 +23,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) bin=$(realpath "${2:?--build-dir wants a directory}"); tests_dir="$bin/tests"; shift 2 ;;
     --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
     --skip-tests) tests=0; shift ;;
+    --keep) keep=(--keep "${2:?--keep wants a directory}"); shift 2 ;;
     --train-steps) train_steps="${2:?--train-steps wants a number}"; shift 2 ;;
     *) echo "run_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -61,6 +64,6 @@ done < "$results"
 if [[ -f "$bundle/data/bible-37k/spm.model" ]]; then
   echo
   echo "== train_on_gpu.sh: the base model through the servers, $train_steps steps a job"
-  "$here/train_on_gpu.sh" --bin "$bin" --steps "$train_steps" || status=1
+  "$here/train_on_gpu.sh" --bin "$bin" --steps "$train_steps" ${keep[@]+"${keep[@]}"} || status=1
 fi
 exit $status

@@ -9,7 +9,11 @@
 # step over the bare GPU step: psformer_gpu_bench timing forward + backward of exactly the same
 # batches with no servers (its --config/--corpus mode), printed first.
 #
-# Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--set F=V ...]
+# Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--keep DIR]
+#                        [--job-timeout S] [--set F=V ...]
+#   --keep DIR keeps each job's metrics.jsonl and output (DIR/JOB.metrics.jsonl, DIR/JOB.out) to read
+#   after the machine is gone; --job-timeout S (default 240) ends a job that runs longer, so one
+#   stuck job cannot spend a lease's time.
 #   --backend CPU runs the same jobs on the CPU backend (fp32, no bare GPU step), to check the
 #   script and the corpus on a machine without a GPU; there, make the model and batches small
 #   with --set (e.g. --set model.layers=1 --set batching.tgt_tokens_per_step=500 ...).
@@ -21,6 +25,8 @@ bin="$bundle/bin"
 corpus="$bundle/data/bible-37k"
 steps=150
 backend=CUDA
+keep=""
+job_timeout=240
 sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,12 +34,16 @@ while [[ $# -gt 0 ]]; do
     --corpus) corpus=$(realpath "${2:?--corpus wants a directory}"); shift 2 ;;
     --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
     --backend) backend="${2:?--backend wants CUDA or CPU}"; shift 2 ;;
+    --keep) keep=$(realpath -m "${2:?--keep wants a directory}"); shift 2 ;;
+    --job-timeout) job_timeout="${2:?--job-timeout wants seconds}"; shift 2 ;;
     --set) sets+=(--set "${2:?--set wants FIELD=VALUE}"); shift 2 ;;
     *) echo "train_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 [[ $steps =~ ^[0-9]+$ && $steps -ge 10 ]] || { echo "train_on_gpu.sh: --steps wants a number >= 10" >&2; exit 2; }
 [[ $backend == CUDA || $backend == CPU ]] || { echo "train_on_gpu.sh: --backend wants CUDA or CPU" >&2; exit 2; }
+[[ $job_timeout =~ ^[0-9]+$ && $job_timeout -ge 1 ]] || { echo "train_on_gpu.sh: --job-timeout wants seconds >= 1" >&2; exit 2; }
+if [[ -n $keep ]]; then mkdir -p "$keep"; fi
 if [[ ! -f "$corpus/spm.model" ]]; then
   echo "train_on_gpu.sh: no prepared corpus in $corpus (make the bundle with make_bundle.sh --corpus DIR)" >&2
   exit 2
@@ -64,6 +74,15 @@ means() {
     END { if (n == 0) print "nan nan nan nan"; else printf "%.6f %.6f %.6f %.0f\n", step / n / every, device / n / every, cpu / n / every, tokens / n / every }'
 }
 
+# Copies a job's metrics and output into --keep's directory, when asked.
+keep_job() {
+  [[ -z $keep ]] && return 0
+  local name
+  name=$(basename "$1")
+  cp "$1.out" "$keep/$name.out" 2>/dev/null || true
+  cp "$1/metrics.jsonl" "$keep/$name.metrics.jsonl" 2>/dev/null || true
+}
+
 echo
 echo "| servers | wire | overlap | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -71,17 +90,19 @@ status=0
 for job in "1 FP32 true" "1 FP32 false" "2 FP32 true" "2 FP32 false" "1 BF16 true" "2 BF16 true"; do
   read -r servers wire overlap <<<"$job"
   run="$work/run-$servers-$wire-$overlap"
-  if ! "$bin/psformer" train --config "$config" --set data.train_dir="$corpus" --set cluster.backend="$backend" \
+  if ! timeout --kill-after=20 "$job_timeout" "$bin/psformer" train --config "$config" --set data.train_dir="$corpus" --set cluster.backend="$backend" \
     ${compute[@]+"${compute[@]}"} --set cluster.workers=1 --set cluster.servers="$servers" \
     --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" --set cluster.overlap="$overlap" \
     --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps="$every" \
     --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 ${sets[@]+"${sets[@]}"} \
     --run-dir "$run" >"$run.out" 2>&1; then
+    keep_job "$run"
     echo "| $servers | $wire | $overlap | failed: see below | | | | | |"
     tail -20 "$run.out" >&2
     status=1
     continue
   fi
+  keep_job "$run"
   read -r step device cpu tokens < <(means "$run")
   awk -v s="$servers" -v w="$wire" -v o="$overlap" -v step="$step" -v device="$device" -v cpu="$cpu" \
     -v tokens="$tokens" -v bare="${bare_ms:-}" 'BEGIN {

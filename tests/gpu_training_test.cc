@@ -88,6 +88,7 @@ TEST(GpuTranslate, GpuDecodesAsTheCpuDoes) {
   file.model = testing::SmallModelConfig(false);
   file.vocab_size = vocabulary->size();
   file.params = testing::RandomParams<float>(ParamLayout(file.model, file.vocab_size), 3, 0.3);
+  file.spm_digest = SentencePieceDigest(*spm);  // as a trained model records it: translate warns otherwise
   ASSERT_TRUE(WriteModelFile(dir.File("model.bin"), file).ok());
   const std::string input =
       dir.Write("input.txt", "the word was light\nin the beginning was the word and the word was day\nnight\n");

@@ -11,6 +11,7 @@
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "common/supervisor_report.h"
+#include "common/trace.h"
 #include "common/transport/counting_van.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
@@ -114,11 +115,13 @@ int RunPserverCommand(const Args& args) {
   const RoleArguments& role = line.arguments;
   const JobConfig& config = line.config;
   const int index = role.index;
-  if (role.threads < 0) return ReportError("pserver", "--threads must be >= 0", kExitUsage);
   if (!role.ipc_endpoint.empty() && role.ipc_endpoint.rfind("ipc://", 0) != 0) {
     return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
   }
   SetLogTag("pserver-" + std::to_string(index));
+  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "pserver-" + std::to_string(index)); !traced.ok()) {
+    return ReportError("pserver", traced, kExitUsage);
+  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
 
   ParameterServerOptions o = ServerOptions(role, config, line.vocab);
@@ -144,6 +147,7 @@ int RunPserverCommand(const Args& args) {
   const ServeOutcome served = ServeUntilSignalled([&] { return (*server)->Run(); }, [&] { (*server)->Stop(); },
                                                   [&] { SampleServerScalars(scalars, /*finish=*/false); });
   SampleServerScalars(scalars, /*finish=*/true);
+  if (Status traced = Trace::Finish(); !traced.ok()) PSF_LOG(Warning) << "trace not written: " << traced.message();
   if (!served.status.ok()) return ReportError("pserver", served.status);
   if (checkpoint_failures.give_up) {
     // Training on without checkpoints would risk every step since the last one; a restart

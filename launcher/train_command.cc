@@ -15,6 +15,7 @@
 #include "common/config_loader.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
+#include "common/trace.h"
 #include "common/write_file.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/command_line.h"
@@ -229,6 +230,8 @@ int RunTrainCommand(const Args& args) {
   if (values.count("set")) overrides = values["set"].as<std::vector<std::string>>();
   auto config = ResolveConfig(values["config"].as<std::string>(), overrides);
   if (!config.ok()) return ReportError("train", config.status());
+  // Every role reads it; a malformed value is said once, here, before any starts.
+  if (auto window = TraceWindowFromEnvironment(); !window.ok()) return ReportError("train", window.status(), kExitUsage);
   const bool local = values["local"].as<bool>();
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank

@@ -7,6 +7,7 @@
 #include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/supervisor_report.h"
+#include "common/trace.h"
 #include "launcher/role_arguments.h"
 #include "worker/worker_loop.h"
 
@@ -42,11 +43,16 @@ int RunWorkerCommand(const Args& args) {
                        kExitUsage);
   }
   SetLogTag("worker-" + std::to_string(worker.index));
+  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "worker-" + std::to_string(worker.index));
+      !traced.ok()) {
+    return ReportError("worker", traced, kExitUsage);
+  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
   // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.
   signal(SIGTERM, [](int) { RequestWorkerStop(); });
   const Status status = RunWorker(worker);
+  if (Status traced = Trace::Finish(); !traced.ok()) PSF_LOG(Warning) << "trace not written: " << traced.message();
   // A fatal report (a diverged loss) asks the supervisor to end the job, not to restart.
   if (!status.ok()) return ReportError("worker", status, FatalReportSent() ? kExitDoNotRestart : kExitFailure);
   return 0;

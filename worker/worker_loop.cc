@@ -10,6 +10,7 @@
 
 #include "common/config_loader.h"
 #include "common/fault_plan.h"
+#include "common/trace.h"
 #include "common/logging.h"
 #include "common/role_threads.h"
 #include "common/supervisor_report.h"
@@ -169,6 +170,8 @@ Status WorkerLoop::Train(int64_t first) {
   const int64_t max_steps = config_.training().max_steps();
   int64_t step = first;
   for (; step <= max_steps; ++step) {
+    Trace::AtStep(step);
+    const TraceSpan traced("step", step);
     const double cpu_start = ThreadCpuSeconds();
     PSF_RETURN_IF_ERROR(PullParameters(step - 1));
     bool stop = false;
@@ -190,6 +193,7 @@ Status WorkerLoop::Train(int64_t first) {
 }
 
 Status WorkerLoop::PullParameters(int64_t step) {
+  const TraceSpan traced("pull", step);
   const auto pull_start = Clock::now();
   double first_reply_s = 0;
   PSF_RETURN_IF_ERROR(data_path_->PullParameters(step, &first_reply_s));
@@ -216,14 +220,23 @@ StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
   // injected kill or stall strikes before the push: it must find nothing sent.
   PSF_ASSIGN_OR_RETURN(const GradientCopying on_copying, data_path_->BeginPush(step, faults_.WillKillOrStallAt(step)));
   const auto compute_start = Clock::now();
-  const StepStats stats = computer_->Compute(step, on_copying);
+  const StepStats stats = [&] {
+    const TraceSpan traced("compute", step);
+    return computer_->Compute(step, on_copying);
+  }();
   interval_.compute_s += Seconds(Clock::now() - compute_start);
   const auto push_start = Clock::now();
-  data_path_->HandOver();  // the last layers' copies land and go to the client
+  {
+    const TraceSpan traced("hand_over", step);
+    data_path_->HandOver();  // the last layers' copies land and go to the client
+  }
   interval_.device_s += computer_->last_device_s();
   PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
   faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
-  PSF_RETURN_IF_ERROR(data_path_->FinishPush(stats));
+  {
+    const TraceSpan traced("finish_push", step);
+    PSF_RETURN_IF_ERROR(data_path_->FinishPush(stats));
+  }
   interval_.push_s += Seconds(Clock::now() - push_start);
   return stats;
 }

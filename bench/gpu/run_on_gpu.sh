@@ -8,6 +8,7 @@
 #
 # Usage: run_on_gpu.sh [--build-dir DIR] [--steps N] [--skip-tests] [--train-steps N] [--keep DIR]
 #   --keep DIR: train_on_gpu.sh keeps each job's metrics.jsonl and output there.
+#   --train-steps 0 leaves the training jobs out (to run train_on_gpu.sh first, on its own).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,11 +34,12 @@ export PSFORMER_SOURCE_DIR="$bundle" PSFORMER_BINARY="$bin/psformer"
 if [[ -d "$bundle/lib" ]]; then export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+[[ $train_steps =~ ^[0-9]+$ ]] || { echo "run_on_gpu.sh: --train-steps wants a number" >&2; exit 2; }
 status=0
 if [[ $tests -eq 1 ]]; then
   for t in cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test; do
     echo "== $t"
-    "$tests_dir/$t" --gtest_brief=1 || status=1
+    timeout --kill-after=10 300 "$tests_dir/$t" --gtest_brief=1 || status=1
   done
 fi
 
@@ -61,7 +63,7 @@ while read -r line; do
     "$(field tgt_tokens_per_s)" "$(field tflops)" "$(field mfu)" "$(field peak_mem_gib)"
 done < "$results"
 
-if [[ -f "$bundle/data/bible-37k/spm.model" ]]; then
+if [[ $train_steps -gt 0 && -f "$bundle/data/bible-37k/spm.model" ]]; then
   echo
   echo "== train_on_gpu.sh: the base model through the servers, $train_steps steps a job"
   "$here/train_on_gpu.sh" --bin "$bin" --steps "$train_steps" ${keep[@]+"${keep[@]}"} || status=1

@@ -10,10 +10,12 @@
 # batches with no servers (its --config/--corpus mode), printed first.
 #
 # Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--keep DIR]
-#                        [--job-timeout S] [--set F=V ...]
-#   --keep DIR keeps each job's metrics.jsonl and output (DIR/JOB.metrics.jsonl, DIR/JOB.out) to read
-#   after the machine is gone; --job-timeout S (default 240) ends a job that runs longer, so one
-#   stuck job cannot spend a lease's time.
+#                        [--job-timeout S] [--jobs LIST] [--no-bare] [--set F=V ...]
+#   --keep DIR keeps each job's metrics.jsonl, output, role logs and trace files
+#   (PSFORMER_TRACE_STEPS, scripts/trace-summary) under DIR/JOB/ to read after the machine is gone.
+#   --job-timeout S (default 240) ends a job that runs longer: one stuck job cannot spend a lease.
+#   --jobs "S W O,..." runs only these jobs (servers, wire, overlap: e.g. "2 FP32 true,1 FP32 true");
+#   --no-bare leaves out the bare GPU step.
 #   --backend CPU runs the same jobs on the CPU backend (fp32, no bare GPU step), to check the
 #   script and the corpus on a machine without a GPU; there, make the model and batches small
 #   with --set (e.g. --set model.layers=1 --set batching.tgt_tokens_per_step=500 ...).
@@ -27,6 +29,8 @@ steps=150
 backend=CUDA
 keep=""
 job_timeout=240
+jobs="1 FP32 true,1 FP32 false,2 FP32 true,2 FP32 false,1 BF16 true,2 BF16 true"
+bare=1
 sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -35,6 +39,8 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="${2:?--steps wants a number}"; shift 2 ;;
     --backend) backend="${2:?--backend wants CUDA or CPU}"; shift 2 ;;
     --keep) keep=$(realpath -m "${2:?--keep wants a directory}"); shift 2 ;;
+    --jobs) jobs="${2:?--jobs wants a list}"; shift 2 ;;
+    --no-bare) bare=0; shift ;;
     --job-timeout) job_timeout="${2:?--job-timeout wants seconds}"; shift 2 ;;
     --set) sets+=(--set "${2:?--set wants FIELD=VALUE}"); shift 2 ;;
     *) echo "train_on_gpu.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
@@ -44,6 +50,14 @@ done
 [[ $backend == CUDA || $backend == CPU ]] || { echo "train_on_gpu.sh: --backend wants CUDA or CPU" >&2; exit 2; }
 [[ $job_timeout =~ ^[0-9]+$ && $job_timeout -ge 1 ]] || { echo "train_on_gpu.sh: --job-timeout wants seconds >= 1" >&2; exit 2; }
 if [[ -n $keep ]]; then mkdir -p "$keep"; fi
+IFS=, read -ra job_list <<<"$jobs"
+for job in "${job_list[@]}"; do
+  read -r servers wire overlap <<<"$job"
+  if ! [[ $servers =~ ^[1-9][0-9]*$ && ($wire == FP32 || $wire == BF16) && ($overlap == true || $overlap == false) ]]; then
+    echo "train_on_gpu.sh: --jobs: '$job' is not 'SERVERS FP32|BF16 true|false'" >&2
+    exit 2
+  fi
+done
 if [[ ! -f "$corpus/spm.model" ]]; then
   echo "train_on_gpu.sh: no prepared corpus in $corpus (make the bundle with make_bundle.sh --corpus DIR)" >&2
   exit 2
@@ -56,7 +70,7 @@ compute=()
 [[ $backend == CUDA ]] && compute=(--set cluster.compute_dtype=BF16)
 
 bare_ms=""
-if [[ $backend == CUDA ]]; then
+if [[ $backend == CUDA && $bare -eq 1 ]]; then
   echo "== the bare GPU step over the jobs' batches (steps 6 .. $((steps + 5)) of worker 0 of 1; bf16 matrix products)"
   if bare=$("$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps "$steps"); then
     echo "$bare"
@@ -79,15 +93,16 @@ keep_job() {
   [[ -z $keep ]] && return 0
   local name
   name=$(basename "$1")
-  cp "$1.out" "$keep/$name.out" 2>/dev/null || true
-  cp "$1/metrics.jsonl" "$keep/$name.metrics.jsonl" 2>/dev/null || true
+  mkdir -p "$keep/$name"
+  cp "$1.out" "$keep/$name/out.txt" 2>/dev/null || true
+  cp -r "$1/metrics.jsonl" "$1/logs" "$1/trace" "$keep/$name/" 2>/dev/null || true
 }
 
 echo
 echo "| servers | wire | overlap | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
 echo "|---|---|---|---|---|---|---|---|---|"
 status=0
-for job in "1 FP32 true" "1 FP32 false" "2 FP32 true" "2 FP32 false" "1 BF16 true" "2 BF16 true"; do
+for job in "${job_list[@]}"; do
   read -r servers wire overlap <<<"$job"
   run="$work/run-$servers-$wire-$overlap"
   if ! timeout --kill-after=20 "$job_timeout" "$bin/psformer" train --config "$config" --set data.train_dir="$corpus" --set cluster.backend="$backend" \

@@ -5,6 +5,7 @@
 
 #include "common/bfloat16.h"
 #include "common/logging.h"
+#include "common/trace.h"
 #include "common/parallel_for.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
@@ -221,6 +222,7 @@ Status PsClient::Progress(int timeout_ms) {
 
 Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   Part& p = r.parts[part];
+  const TraceSpan traced(r.type == proto::PUSH ? "send_push" : "send_request", r.step, static_cast<int64_t>(p.model));
   proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
   const auto now = std::chrono::steady_clock::now();

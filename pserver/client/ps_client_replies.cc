@@ -4,12 +4,14 @@
 #include <chrono>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "pserver/client/ps_client.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
 
 void PsClient::HandleReply(RawMessage raw) {
+  const TraceSpan traced("reply");
   WireMessage msg;
   const std::string refused_segment = std::move(raw.refused_segment);
   Refusal v = ParseMessage(std::move(raw), &msg);
@@ -105,6 +107,7 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
     }
     return true;
   }
+  const TraceSpan traced("params_into_place", r.step, static_cast<int64_t>(p.model));
   if (check_in_copy) {
     if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
       rejected_.Count(RejectReason::kBadChecksum);

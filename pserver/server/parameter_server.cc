@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "common/role_threads.h"
 #include "pserver/timing.h"
 #include "pserver/wire/piece_table.h"
@@ -183,6 +184,7 @@ Status ParameterServer::Run() {
 }
 
 void ParameterServer::Handle(RawMessage raw) {
+  const TraceSpan traced("handle");
   WireMessage msg;
   const std::string peer = raw.peer;
   if (Refusal v = ParseMessage(std::move(raw), &msg)) return replies_.Refuse(peer, nullptr, *v);
@@ -275,7 +277,11 @@ void ParameterServer::HandlePush(WireMessage msg) {
   stats_.pushes_accepted.fetch_add(1);
   replies_.Answer(msg.peer, h);
   const auto take_start = std::chrono::steady_clock::now();
-  TakePieces(w, first, end, std::move(msg));
+  Trace::AtStep(step);
+  {
+    const TraceSpan traced("take_push", step, static_cast<int64_t>(h.begin()));
+    TakePieces(w, first, end, std::move(msg));
+  }
   stats_.update_ns.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - take_start).count());
   ServePendingPulls();

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/trace.h"
 #include "common/transport/frame.h"
 #include "pserver/server/parameter_server.h"
 
@@ -49,6 +50,7 @@ void ParameterServer::ServePendingPulls() {
 }
 
 void ParameterServer::SendParams(const std::string& peer, const proto::Header& request) {
+  const TraceSpan traced("send_params", request.step(), static_cast<int64_t>(request.begin()));
   proto::Header h = replies_.Header(request, proto::PARAMS);
   const bool bf16 = request.dtype() == proto::BFLOAT16;
   h.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "common/trace.h"
+
 namespace psformer {
 
 ClientThread::ClientThread(std::unique_ptr<PsClient> client) : client_(std::move(client)), thread_([this] { Loop(); }) {
@@ -34,7 +36,10 @@ void ClientThread::Loop() {
       if (commands_.empty() && !stopping_ && client_->has_requests()) {
         // Replies may be coming: take them in, looking at the queue again at least every kReplyPollMs.
         lock.unlock();
-        const Status taken = client_->Progress(kReplyPollMs);
+        const Status taken = [&] {
+          const TraceSpan traced("progress");
+          return client_->Progress(kReplyPollMs);
+        }();
         if (!taken.ok() && progress_error_.ok()) {
           PSF_LOG(Warning) << "taking in the servers' replies failed: " << taken.message();
           progress_error_ = taken;
@@ -46,6 +51,7 @@ void ClientThread::Loop() {
       command = std::move(commands_.front());
       commands_.pop_front();
     }
+    const TraceSpan traced("command");
     command(*client_);
   }
   client_.reset();  // its Van's sockets close on the thread that used them

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "common/trace.h"
+
 namespace psformer {
 
 GradientOutbound::GradientOutbound(RangeDownloader* copies, ClientThread* client, Sink sink)
@@ -30,7 +32,10 @@ void GradientOutbound::Drain() {
 void GradientOutbound::Loop() {
   pthread_setname_np(pthread_self(), "psf-d2h");
   while (std::optional<Item> item = queue_.Pop()) {
-    const ElementRange copied = copies_->WaitOldest();
+    const ElementRange copied = [&] {
+      const TraceSpan traced("d2h_wait", static_cast<int64_t>(item->range.begin), static_cast<int64_t>(item->range.end));
+      return copies_->WaitOldest();
+    }();
     PSF_CHECK(copied == item->range);  // copies complete in the order they were handed over
     client_->Post([this, item = *item](PsClient& client) { sink_(client, item.range, item.stats); });
     {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "worker/model/dropout_sites.h"
 
 namespace psformer {
@@ -120,7 +121,10 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   T* correct = token_correct_.Reserve(be, nt);
   be->CrossEntropy(static_cast<int>(nt), vocab_, static_cast<T>(config_.label_smoothing()), logits, tgt_out_.data(),
                    kPadId, loss, correct, want_gradient ? logits : nullptr);
-  stats.loss_sum = be->Sum(nt, loss);
+  {
+    const TraceSpan traced("loss_to_host");  // on a GPU: waits until forward has run
+    stats.loss_sum = be->Sum(nt, loss);
+  }
   stats.nll_sum = stats.loss_sum;
   if (!want_gradient && config_.label_smoothing() > 0) {
     // Evaluation also reports the plain negative log-likelihood, which perplexity is defined from.

@@ -15,6 +15,7 @@
 #include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/model_file.h"
+#include "common/role_threads.h"
 #include "common/transport/curve_keys.h"
 #include "common/transport/host_identity.h"
 #include "common/transport/van_factory.h"
@@ -46,7 +47,8 @@ Status PrepareRunDir(const JobOptions& options) {
 // How the supervisor starts and restarts the role of `slot`.
 // `servers` are every server's addresses, `my_host` the SameHostIdentity() of the slot's host.
 RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, uint64_t job_id,
-                               const std::vector<ServerAddress>& servers, const std::string& my_host) {
+                               const std::vector<ServerAddress>& servers, const std::string& my_host,
+                               int processes_on_host) {
   const auto& cluster = options.config.cluster();
   RoleProcessOptions role;
   role.name = slot.name();
@@ -81,6 +83,9 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
     if (groups.summing()) arguments.aggregator = aggregator_endpoint(groups.GroupOf(slot.index));
   }
   arguments.resume = options.resume;
+  // An equal share of the host's cores for each role process's passes over payloads, unless the
+  // config names a count (common/role_threads.h).
+  if (cluster.threads_per_process() == 0) arguments.threads = HostShareThreads(processes_on_host);
   role.args = arguments.ToArgs();
   if (cluster.same_host_shm()) role.environment.push_back(std::string(kShmJobVariable) + "=" + std::to_string(job_id));
   auto restart_environment = RestartEnvironment(options.config.fault());
@@ -188,8 +193,9 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   LogJobSegments(job.config, placement.job_id);
   std::vector<SupervisedRole> roles;
   for (const RoleSlot& slot : placement.mine) {
-    roles.push_back({slot.kind, std::make_unique<RoleProcess>(RoleOptions(
-                                    job, slot, placement.job_id, placement.addresses, placement.host_identity))});
+    roles.push_back({slot.kind, std::make_unique<RoleProcess>(
+                                    RoleOptions(job, slot, placement.job_id, placement.addresses,
+                                                placement.host_identity, static_cast<int>(placement.mine.size())))});
   }
   SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
   std::function<void()> before_servers_stop;

@@ -1,6 +1,7 @@
 #include "launcher/role_arguments.h"
 
 #include "common/config_loader.h"
+#include "common/role_threads.h"
 
 #include <sstream>
 
@@ -57,7 +58,7 @@ std::vector<std::string> RoleArguments::ToArgs() const {
   if (worker && !aggregator.empty()) args.insert(args.end(), {Flag(kAggregator), aggregator});
   args.insert(args.end(), {Flag(kJobId), std::to_string(job_id)});
   if (worker && gpu >= 0) args.insert(args.end(), {Flag(kGpu), std::to_string(gpu)});
-  if (server && threads != 0) args.insert(args.end(), {Flag(kThreads), std::to_string(threads)});
+  if (threads != 0) args.insert(args.end(), {Flag(kThreads), std::to_string(threads)});
   if (resume && kind != Kind::kAggregator) args.push_back(Flag(kResume));
   return args;
 }
@@ -99,13 +100,14 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
   }
   options.add_options()
       (kJobId, po::value<uint64_t>()->default_value(0), "job id shared by every process of the job")
-      (kIncarnation, po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)");
+      (kIncarnation, po::value<uint32_t>()->default_value(0), "restart count (set by the supervisor)")
+      (kThreads, po::value<int>()->default_value(0),
+       "threads for the passes over payloads (copies, checksums; a server's sums and Adam); 0 = "
+       "cluster.threads_per_process, else a worker's share of the cores or (servers, aggregators) every core; "
+       "psformer train gives each role process an equal share of its host's cores");
   if (server) {
     options.add_options()
-        (kResume, po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any")
-        (kThreads, po::value<int>()->default_value(0),
-         "threads for the passes over the shard (sums, Adam, checksums); 0 = cluster.threads_per_process, "
-         "else all cores");
+        (kResume, po::bool_switch(), "start from the newest complete checkpoint in RUN_DIR, if any");
   } else if (kind == Kind::kWorker) {
     options.add_options()
         (kGpu, po::value<int>()->default_value(-1), "CUDA device ordinal; -1 = CPU backend")
@@ -122,11 +124,11 @@ RoleArguments ReadRoleArguments(Kind kind, const po::variables_map& values) {
   role.index = values[kIndex].as<int>();
   role.job_id = values[kJobId].as<uint64_t>();
   role.incarnation = values[kIncarnation].as<uint32_t>();
+  role.threads = values[kThreads].as<int>();
   if (kind != Kind::kAggregator) role.resume = values[kResume].as<bool>();
   if (kind == Kind::kServer) {
     role.endpoint = values[kEndpoint].as<std::string>();
     role.ipc_endpoint = values[kIpcEndpoint].as<std::string>();
-    role.threads = values[kThreads].as<int>();
   } else if (kind == Kind::kWorker) {
     role.servers = SplitCommas(values[kServers].as<std::string>());
     role.aggregator = values[kAggregator].as<std::string>();
@@ -149,6 +151,13 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
     return line;
   }
   line.arguments = ReadRoleArguments(kind, parsed.values);
+  if (line.arguments.threads < 0) {
+    line.exit_status =
+        ReportError(command, "--threads " + std::to_string(line.arguments.threads) + " must be >= 0", kExitUsage);
+    return line;
+  }
+  // Before any pool or transport is made (common/role_threads.h).
+  SetPayloadThreads(line.arguments.threads);
   auto config = ResolveConfig(line.arguments.config, {});
   if (!config.ok()) {
     line.exit_status = ReportError(command, config.status());

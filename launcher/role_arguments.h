@@ -32,7 +32,7 @@ struct RoleArguments {
   uint64_t job_id = 0;               // --job-id: shared by every process of the job
   uint32_t incarnation = 0;          // --incarnation: restart count, appended by the supervisor
   int gpu = -1;                      // --gpu, workers: CUDA device ordinal; -1 = CPU backend
-  int threads = 0;                   // --threads, servers: 0 = cluster.threads_per_process
+  int threads = 0;                   // --threads: for passes over payloads; 0 = cluster.threads_per_process
   bool resume = false;               // --resume
 
   // The arguments after the executable: the role's name, then its options (--incarnation left

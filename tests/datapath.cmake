@@ -4,3 +4,5 @@ psformer_test(datapath_test integration SOURCES datapath_test.cc LIBS psformer_w
 psformer_test(transformer_step_test unit SOURCES transformer_step_test.cc LIBS psformer_worker psformer_common)
 # The step timeline (common/trace.h): its window, and a traced job of every role.
 psformer_test(trace_test integration SOURCES trace_test.cc LIBS psformer_common)
+# Each role process's share of its host's cores for passes over payloads (common/role_threads.h).
+psformer_test(host_share_test integration SOURCES host_share_test.cc LIBS psformer_common)

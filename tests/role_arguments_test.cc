@@ -54,6 +54,7 @@ TEST(RoleArguments, AWorkerCommandLineReadsBackAsWritten) {
   worker.servers = {"tcp://a:7000", "tcp://b:7001"};
   worker.job_id = 42;
   worker.gpu = 1;
+  worker.threads = 5;  // the supervisor's share of the host (common/role_threads.h)
   const std::vector<std::string> args = worker.ToArgs();
   EXPECT_EQ(args[0], "worker");
   const RoleArguments read = Parse(RoleSlot::Kind::kWorker, args);
@@ -61,6 +62,7 @@ TEST(RoleArguments, AWorkerCommandLineReadsBackAsWritten) {
   EXPECT_EQ(read.servers, worker.servers);
   EXPECT_EQ(read.job_id, 42u);
   EXPECT_EQ(read.gpu, 1);
+  EXPECT_EQ(read.threads, 5);
   EXPECT_FALSE(read.resume);
 }
 

@@ -119,7 +119,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.frame_bytes = static_cast<size_t>(config_.cluster().frame_bytes());
   o.retry_ms = config_.cluster().retry_ms();
   o.shm_refusal_patience_ms = SegmentRefusals::JobPatienceMs(config_.cluster());
-  o.copy_threads = WorkerThreads(config_);
+  o.copy_threads = ClientPayloadThreads(config_);
   if (role == proto::WORKER) o.stop_requested = WorkerStopRequested;
   o.gradient_dtype =
       config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;

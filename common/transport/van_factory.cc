@@ -46,7 +46,7 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
                                      " has no payload key; cluster.encryption = AES_256_GCM needs it");
     }
     PSF_ASSIGN_OR_RETURN(zo.sealer, PayloadSealer::Create(CurveKeyBytes(keys->payload_key)));
-    zo.seal_threads = side == Side::kClient ? WorkerThreads(config) : ServerThreads(config);
+    zo.seal_threads = side == Side::kClient ? ClientPayloadThreads(config) : ServerPayloadThreads(config);
     PSF_LOG(Info) << "transport: every frame sealed with AES-256-GCM under the job's key (cluster.encryption); "
                   << "only the job's processes can read or make one";
   } else {
@@ -90,7 +90,7 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
   o.job_id = id;
   o.ipc_endpoint = ipc_endpoint;
   o.max_bytes = static_cast<uint64_t>(config.cluster().shm_mib_per_process()) << 20;
-  o.copy_threads = side == Side::kClient ? WorkerThreads(config) : ServerThreads(config);
+  o.copy_threads = side == Side::kClient ? ClientPayloadThreads(config) : ServerPayloadThreads(config);
   o.faults = std::move(shm_faults);
   return std::optional<ShmVanOptions>(o);
 }

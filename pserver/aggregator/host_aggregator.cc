@@ -19,7 +19,7 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
       van_(std::move(van)),
       groups_(HostGroups::Of(options_.config)),
       table_(JobPieceTable(options_.config, options_.parameter_count, options_.layer_starts)),
-      threads_(options_.threads > 0 ? options_.threads : ServerThreads(options_.config)),
+      threads_(options_.threads > 0 ? options_.threads : ServerPayloadThreads(options_.config)),
       faults_(options_.config.fault(), FaultEvent::AGGREGATOR, options_.group, options_.incarnation,
               options_.shm_faults),
       answers_(van_.get(), options_.job_id, options_.group,

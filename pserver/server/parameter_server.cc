@@ -12,7 +12,9 @@
 namespace psformer {
 namespace {
 
-int UpdateThreads(const ParameterServerOptions& o) { return o.threads > 0 ? o.threads : ServerThreads(o.config); }
+int UpdateThreads(const ParameterServerOptions& o) {
+  return o.threads > 0 ? o.threads : ServerPayloadThreads(o.config);
+}
 
 // Where the shard's pieces begin, as offsets in the shard.
 std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
@@ -129,7 +131,7 @@ Status ParameterServer::Start() {
   policy_->Restart(progress_.applied_step);
   PSF_ASSIGN_OR_RETURN(endpoint_, van_->Bind(options_.endpoint));
   PSF_LOG(Info) << "shard " << options_.shard << " [" << range_.begin << ", " << range_.end << ") serving at "
-                << endpoint_;
+                << endpoint_ << "; " << UpdateThreads(options_) << " thread(s) for its sums, updates and checksums";
   return Status::Ok();
 }
 

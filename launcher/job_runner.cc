@@ -83,9 +83,12 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
     if (groups.summing()) arguments.aggregator = aggregator_endpoint(groups.GroupOf(slot.index));
   }
   arguments.resume = options.resume;
-  // An equal share of the host's cores for each role process's passes over payloads, unless the
-  // config names a count (common/role_threads.h).
-  if (cluster.threads_per_process() == 0) arguments.threads = HostShareThreads(processes_on_host);
+  // With overlap the host's role processes pass over payloads at the same time: each gets an
+  // equal share of its cores, unless the config names a count (common/role_threads.h). Without,
+  // servers update while workers wait, and each takes what it took alone.
+  if (cluster.threads_per_process() == 0 && cluster.overlap()) {
+    arguments.threads = HostShareThreads(processes_on_host);
+  }
   role.args = arguments.ToArgs();
   if (cluster.same_host_shm()) role.environment.push_back(std::string(kShmJobVariable) + "=" + std::to_string(job_id));
   auto restart_environment = RestartEnvironment(options.config.fault());

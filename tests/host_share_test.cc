@@ -49,7 +49,7 @@ std::string ServerThreadsLine(const std::string& log) {
   return log.substr(from + 2, at - from - 2);
 }
 
-TEST(HostShare, TheSupervisorGivesEachRoleItsShareUnlessTheConfigSays) {
+TEST(HostShare, WithOverlapTheSupervisorGivesEachRoleItsShareUnlessTheConfigSays) {
   TempDir dir;
   auto shared = testing::RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("shared"));
   ASSERT_EQ(shared.exit_status, 0) << shared.output;
@@ -63,6 +63,11 @@ TEST(HostShare, TheSupervisorGivesEachRoleItsShareUnlessTheConfigSays) {
                                     dir.File("named"));
   ASSERT_EQ(named.exit_status, 0) << named.output;
   EXPECT_EQ(ServerThreadsLine(ReadTextFile(dir.File("named/logs/pserver-0.log"))), "3");
+  // Without overlap a server updates while the workers wait: every core.
+  auto alone = testing::RunPsformer(std::string("train ") + kJob + " --set cluster.overlap=false --run-dir " +
+                                    dir.File("alone"));
+  ASSERT_EQ(alone.exit_status, 0) << alone.output;
+  EXPECT_EQ(ServerThreadsLine(ReadTextFile(dir.File("alone/logs/pserver-0.log"))), std::to_string(Cores()));
 }
 
 TEST(HostShare, ARoleRefusesANegativeThreadCount) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "common/bfloat16.h"
 #include "common/transport/faulty_van.h"
 #include "common/transport/forwarding_van.h"
 #include "common/transport/zmq_van.h"
@@ -194,6 +195,37 @@ TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
   ASSERT_TRUE((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
   EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u);
   for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], InitValue(i)) << i;
+}
+
+// The same for bf16 pulls, whose check is now made in the copy too: landing as they came (for a
+// device to widen) and widened on the host.
+TEST_F(PserverRetry, ADamagedBf16PullReplyIsRefusedAndAskedForAgain) {
+  for (const bool as_bf16 : {true, false}) {
+    PsClientOptions o;
+    o.job_id = kJobId;
+    o.servers = group_.endpoints();
+    o.parameter_count = kTotal;
+    o.frame_bytes = 1024;
+    o.timeout_ms = 20000;
+    o.retry_ms = 50;
+    auto client = PsClient::Create(std::move(o), std::make_unique<DamagingVan>(1));
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    std::vector<uint16_t> raw(kTotal, 0xFFFF);
+    std::vector<float> widened(kTotal, -1.0f);
+    const auto pull = as_bf16 ? (*client)->PullBf16(0, raw.data())
+                              : (*client)->Pull(0, widened.data(), proto::BFLOAT16);
+    ASSERT_TRUE(pull.ok()) << pull.status().ToString();
+    ASSERT_TRUE((*client)->Wait(*pull).ok());
+    EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u) << as_bf16;
+    for (uint64_t i = 0; i < kTotal; ++i) {
+      const uint16_t want = FloatToBf16(InitValue(i));
+      if (as_bf16) {
+        ASSERT_EQ(raw[i], want) << i;
+      } else {
+        ASSERT_EQ(widened[i], Bf16ToFloat(want)) << i;
+      }
+    }
+  }
 }
 
 PsClientOptions RefusalOptions(const std::vector<std::string>& servers, int patience_ms) {

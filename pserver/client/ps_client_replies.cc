@@ -15,8 +15,10 @@ void PsClient::HandleReply(RawMessage raw) {
   WireMessage msg;
   const std::string refused_segment = std::move(raw.refused_segment);
   Refusal v = ParseMessage(std::move(raw), &msg);
-  // fp32 parameters are checksummed in the pass that copies them into place (HandleParams).
-  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS && msg.header.dtype() == proto::FLOAT32;
+  // Parameters are checksummed in the pass that copies them into place (HandleParams), fp32 or
+  // bf16 landing as it came; bf16 widened here is checked first, then widened.
+  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS &&
+                             (msg.header.dtype() == proto::FLOAT32 || msg.header.dtype() == proto::BFLOAT16);
   if (!v) v = ValidateAtClient(msg, scope_, check_in_copy);
   if (v) {
     rejected_.Count(v->reason);
@@ -109,7 +111,16 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
   }
   const TraceSpan traced("params_into_place", r.step, static_cast<int64_t>(p.model));
   if (check_in_copy) {
-    if (!CopyCheckedFloats(msg, r.params + p.model, options_.copy_threads)) {
+    const int threads = options_.copy_threads;
+    bool intact = false;
+    if (h.dtype() == proto::FLOAT32) {
+      intact = CopyCheckedFloats(msg, r.params + p.model, threads);
+    } else if (r.params_bf16 != nullptr) {
+      intact = CopyCheckedBytes(msg, r.params_bf16 + p.model, threads);  // as it came: its caller widens it
+    } else if ((intact = PayloadCrc32c(msg.payload, threads) == h.payload_crc32c())) {
+      CopyPayloadAsFloats(msg, r.params + p.model, threads);  // bf16 widened, split over threads
+    }
+    if (!intact) {
       rejected_.Count(RejectReason::kBadChecksum);
       PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
                        << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";

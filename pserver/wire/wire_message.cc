@@ -158,8 +158,12 @@ void CopyPayloadBytes(const WireMessage& msg, void* out) {
 
 bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads) {
   PSF_CHECK(msg.header.dtype() == proto::FLOAT32 && msg.PayloadBytes() == PayloadElements(msg) * sizeof(float));
+  return CopyCheckedBytes(msg, out, threads);
+}
+
+bool CopyCheckedBytes(const WireMessage& msg, void* out, int threads) {
   std::vector<CrcSpan> spans;
-  auto* at = reinterpret_cast<uint8_t*>(out);
+  auto* at = static_cast<uint8_t*>(out);
   for (const Frame& f : msg.payload) {
     spans.push_back({f.data(), at, f.size()});
     at += f.size();

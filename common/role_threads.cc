@@ -4,6 +4,8 @@
 #include <atomic>
 #include <thread>
 
+#include "common/host_groups.h"
+
 namespace psformer {
 namespace {
 
@@ -23,7 +25,20 @@ int ServerThreads(const proto::JobConfig& config) {
   return Cores();
 }
 
-int HostShareThreads(int processes_on_host) { return std::max(1, Cores() / std::max(1, processes_on_host)); }
+int HostShareThreads(int weight, int total_weight) {
+  return std::max(1, Cores() * std::max(1, weight) / std::max(1, total_weight));
+}
+
+int PayloadWeight(const proto::JobConfig& config, bool server, bool aggregator, int aggregator_group) {
+  const HostGroups groups = HostGroups::Of(config);
+  if (aggregator) {
+    const bool known = groups.summing() && aggregator_group >= 0 && aggregator_group < groups.count();
+    return known ? std::max(1, groups.size(aggregator_group)) : 1;
+  }
+  if (!server) return 1;
+  const int pushers = groups.summing() ? groups.count() : config.cluster().workers();
+  return std::max(1, pushers / std::max(1, config.cluster().servers()));
+}
 
 void SetPayloadThreads(int threads) { payload_threads.store(threads); }
 

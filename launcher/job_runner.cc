@@ -44,11 +44,15 @@ Status PrepareRunDir(const JobOptions& options) {
   return WriteFileAtomically((fs::path(options.run_dir) / "config.pbtxt").string(), ConfigToText(options.config));
 }
 
+int SlotWeight(const proto::JobConfig& config, const RoleSlot& slot) {
+  return PayloadWeight(config, slot.kind == RoleSlot::Kind::kServer, slot.kind == RoleSlot::Kind::kAggregator,
+                       slot.index);
+}
+
 // How the supervisor starts and restarts the role of `slot`.
 // `servers` are every server's addresses, `my_host` the SameHostIdentity() of the slot's host.
 RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, uint64_t job_id,
-                               const std::vector<ServerAddress>& servers, const std::string& my_host,
-                               int processes_on_host) {
+                               const std::vector<ServerAddress>& servers, const std::string& my_host, int host_weight) {
   const auto& cluster = options.config.cluster();
   RoleProcessOptions role;
   role.name = slot.name();
@@ -83,11 +87,11 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
     if (groups.summing()) arguments.aggregator = aggregator_endpoint(groups.GroupOf(slot.index));
   }
   arguments.resume = options.resume;
-  // With overlap the host's role processes pass over payloads at the same time: each gets an
-  // equal share of its cores, unless the config names a count (common/role_threads.h). Without,
+  // With overlap the host's role processes pass over payloads at the same time: each gets its
+  // share of the cores, unless the config names a count (common/role_threads.h). Without,
   // servers update while workers wait, and each takes what it took alone.
   if (cluster.threads_per_process() == 0 && cluster.overlap()) {
-    arguments.threads = HostShareThreads(processes_on_host);
+    arguments.threads = HostShareThreads(SlotWeight(options.config, slot), host_weight);
   }
   role.args = arguments.ToArgs();
   if (cluster.same_host_shm()) role.environment.push_back(std::string(kShmJobVariable) + "=" + std::to_string(job_id));
@@ -195,10 +199,12 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   SweepOrphanSegments();
   LogJobSegments(job.config, placement.job_id);
   std::vector<SupervisedRole> roles;
+  int host_weight = 0;  // of the role processes on this host (common/role_threads.h)
+  for (const RoleSlot& slot : placement.mine) host_weight += SlotWeight(job.config, slot);
   for (const RoleSlot& slot : placement.mine) {
-    roles.push_back({slot.kind, std::make_unique<RoleProcess>(
-                                    RoleOptions(job, slot, placement.job_id, placement.addresses,
-                                                placement.host_identity, static_cast<int>(placement.mine.size())))});
+    roles.push_back(
+        {slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, placement.job_id, placement.addresses,
+                                                              placement.host_identity, host_weight))});
   }
   SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
   std::function<void()> before_servers_stop;

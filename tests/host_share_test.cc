@@ -18,11 +18,29 @@ using testing::TempDir;
 
 int Cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-TEST(HostShare, TheCoresOverTheProcessesAtLeastOne) {
-  EXPECT_EQ(HostShareThreads(1), Cores());
-  EXPECT_EQ(HostShareThreads(3), std::max(1, Cores() / 3));
-  EXPECT_EQ(HostShareThreads(Cores() * 4), 1);
-  EXPECT_EQ(HostShareThreads(0), Cores());  // nothing to share with
+TEST(HostShare, TheCoresByWeightAtLeastOne) {
+  EXPECT_EQ(HostShareThreads(1, 1), Cores());
+  EXPECT_EQ(HostShareThreads(1, 3), std::max(1, Cores() / 3));
+  EXPECT_EQ(HostShareThreads(2, 3), std::max(1, 2 * Cores() / 3));
+  EXPECT_EQ(HostShareThreads(1, Cores() * 4), 1);
+  EXPECT_EQ(HostShareThreads(0, 0), Cores());  // nothing to share with
+}
+
+TEST(HostShare, AServerWeighsThePushesItSumsAnAggregatorItsGroup) {
+  proto::JobConfig config;
+  config.mutable_cluster()->set_workers(8);
+  config.mutable_cluster()->set_servers(2);
+  EXPECT_EQ(PayloadWeight(config, /*server=*/false, /*aggregator=*/false, 0), 1);
+  EXPECT_EQ(PayloadWeight(config, true, false, 0), 4);  // 8 workers' pushes over 2 servers
+  config.mutable_cluster()->set_workers(1);
+  EXPECT_EQ(PayloadWeight(config, true, false, 0), 1);  // the measured case: 1 worker, 2 servers
+  config.mutable_cluster()->set_workers(6);
+  config.mutable_cluster()->set_servers(1);
+  config.mutable_cluster()->set_host_summing(true);
+  for (int size : {4, 2}) config.mutable_cluster()->add_host_groups(size);
+  EXPECT_EQ(PayloadWeight(config, true, false, 0), 2);  // two aggregators push to it
+  EXPECT_EQ(PayloadWeight(config, false, true, 0), 4);  // group 0 sums 4 workers
+  EXPECT_EQ(PayloadWeight(config, false, true, 1), 2);
 }
 
 TEST(HostShare, SetForThisProcessItWinsOverTheConfig) {
@@ -53,10 +71,11 @@ TEST(HostShare, WithOverlapTheSupervisorGivesEachRoleItsShareUnlessTheConfigSays
   TempDir dir;
   auto shared = testing::RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("shared"));
   ASSERT_EQ(shared.exit_status, 0) << shared.output;
-  // Two workers and two servers on this machine: a quarter of its cores each.
+  // Two workers and two servers on this machine, each server summing one worker's share of the
+  // pushes: a quarter of its cores each.
   for (const char* server : {"pserver-0", "pserver-1"}) {
     EXPECT_EQ(ServerThreadsLine(ReadTextFile(dir.File(std::string("shared/logs/") + server + ".log"))),
-              std::to_string(HostShareThreads(4)))
+              std::to_string(HostShareThreads(1, 4)))
         << server;
   }
   auto named = testing::RunPsformer(std::string("train ") + kJob + " --set cluster.threads_per_process=3 --run-dir " +

@@ -71,18 +71,18 @@ std::string TraceJson(const State& s) {
   for (const SpanRecord& r : s.spans) {
     std::string e = "{\"name\": " + JsonQuote(r.name) + ", \"ph\": \"X\", \"pid\": " + std::to_string(pid) +
                     ", \"tid\": " + std::to_string(r.tid) + ", \"ts\": " + std::to_string(r.begin_us) +
-                    ", \"dur\": " + std::to_string(r.end_us - r.begin_us) + ", \"args\": {\"a\": " + std::to_string(r.a) +
-                    ", \"b\": " + std::to_string(r.b) + "}}";
+                    ", \"dur\": " + std::to_string(r.end_us - r.begin_us) +
+                    ", \"args\": {\"a\": " + std::to_string(r.a) + ", \"b\": " + std::to_string(r.b) + "}}";
     add(e);
   }
-  add("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) + ", \"args\": {\"name\": " +
-      JsonQuote(s.process) + "}}");
+  add("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) +
+      ", \"args\": {\"name\": " + JsonQuote(s.process) + "}}");
   for (const auto& [tid, name] : s.thread_names) {
-    add("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) + ", \"tid\": " +
-        std::to_string(tid) + ", \"args\": {\"name\": " + JsonQuote(name) + "}}");
+    add("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) +
+        ", \"tid\": " + std::to_string(tid) + ", \"args\": {\"name\": " + JsonQuote(name) + "}}");
   }
-  out += "\n], \"otherData\": {\"process\": " + JsonQuote(s.process) + ", \"first_step\": " +
-         std::to_string(s.window.first_step) + ", \"steps\": " + std::to_string(s.window.steps) +
+  out += "\n], \"otherData\": {\"process\": " + JsonQuote(s.process) +
+         ", \"first_step\": " + std::to_string(s.window.first_step) + ", \"steps\": " + std::to_string(s.window.steps) +
          ", \"dropped_spans\": " + std::to_string(s.dropped) + "}}\n";
   return out;
 }

@@ -1,9 +1,9 @@
 #include "launcher/role_arguments.h"
 
+#include <sstream>
+
 #include "common/config_loader.h"
 #include "common/role_threads.h"
-
-#include <sstream>
 
 namespace psformer {
 namespace {

@@ -231,7 +231,8 @@ int RunTrainCommand(const Args& args) {
   auto config = ResolveConfig(values["config"].as<std::string>(), overrides);
   if (!config.ok()) return ReportError("train", config.status());
   // Every role reads it; a malformed value is said once, here, before any starts.
-  if (auto window = TraceWindowFromEnvironment(); !window.ok()) return ReportError("train", window.status(), kExitUsage);
+  if (auto window = TraceWindowFromEnvironment(); !window.ok())
+    return ReportError("train", window.status(), kExitUsage);
   const bool local = values["local"].as<bool>();
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank

@@ -212,8 +212,8 @@ TEST_F(PserverRetry, ADamagedBf16PullReplyIsRefusedAndAskedForAgain) {
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     std::vector<uint16_t> raw(kTotal, 0xFFFF);
     std::vector<float> widened(kTotal, -1.0f);
-    const auto pull = as_bf16 ? (*client)->PullBf16(0, raw.data())
-                              : (*client)->Pull(0, widened.data(), proto::BFLOAT16);
+    const auto pull =
+        as_bf16 ? (*client)->PullBf16(0, raw.data()) : (*client)->Pull(0, widened.data(), proto::BFLOAT16);
     ASSERT_TRUE(pull.ok()) << pull.status().ToString();
     ASSERT_TRUE((*client)->Wait(*pull).ok());
     EXPECT_EQ((*client)->rejected_replies().Get(RejectReason::kBadChecksum), 1u) << as_bf16;

@@ -1,14 +1,14 @@
 // The step timeline (common/trace.h, docs/tracing.md): the window it is asked for, what a process
 // records inside it and nowhere else, and a traced job: every role writes its file, and the job
 // trains the same model as without a trace.
-#include <gtest/gtest.h>
+#include "common/trace.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <string>
 
-#include "common/trace.h"
 #include "tests/test_util.h"
 
 namespace psformer {

@@ -10,10 +10,10 @@
 
 #include "common/config_loader.h"
 #include "common/fault_plan.h"
-#include "common/trace.h"
 #include "common/logging.h"
 #include "common/role_threads.h"
 #include "common/supervisor_report.h"
+#include "common/trace.h"
 #include "common/transport/van_factory.h"
 #include "pserver/client/ps_client.h"
 #include "pserver/client/segment_refusals.h"

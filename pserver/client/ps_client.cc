@@ -5,8 +5,8 @@
 
 #include "common/bfloat16.h"
 #include "common/logging.h"
-#include "common/trace.h"
 #include "common/parallel_for.h"
+#include "common/trace.h"
 #include "common/transport/zmq_van.h"
 #include "pserver/wire/wire_message.h"
 

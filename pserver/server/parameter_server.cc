@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "common/logging.h"
-#include "common/trace.h"
 #include "common/role_threads.h"
+#include "common/trace.h"
 #include "pserver/timing.h"
 #include "pserver/wire/piece_table.h"
 

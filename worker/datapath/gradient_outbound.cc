@@ -33,7 +33,8 @@ void GradientOutbound::Loop() {
   pthread_setname_np(pthread_self(), "psf-d2h");
   while (std::optional<Item> item = queue_.Pop()) {
     const ElementRange copied = [&] {
-      const TraceSpan traced("d2h_wait", static_cast<int64_t>(item->range.begin), static_cast<int64_t>(item->range.end));
+      const TraceSpan traced("d2h_wait", static_cast<int64_t>(item->range.begin),
+                             static_cast<int64_t>(item->range.end));
       return copies_->WaitOldest();
     }();
     PSF_CHECK(copied == item->range);  // copies complete in the order they were handed over

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/param_layout.h"
 #include "common/supervisor_report.h"
+#include "common/trace.h"
 #include "common/transport/van_factory.h"
 #include "launcher/role_arguments.h"
 #include "launcher/serve_until_signalled.h"
@@ -24,6 +25,10 @@ int RunAggregatorCommand(const Args& args) {
   const RoleArguments& role = line.arguments;
   const JobConfig& config = line.config;
   SetLogTag("aggregator-" + std::to_string(role.index));
+  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "aggregator-" + std::to_string(role.index));
+      !traced.ok()) {
+    return ReportError("aggregator", traced, kExitUsage);
+  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   const ParamLayout layout(config.model(), line.vocab);
   HostAggregatorOptions o;
@@ -57,6 +62,7 @@ int RunAggregatorCommand(const Args& args) {
   ReportToSupervisor(kReportReady);
   const ServeOutcome served = ServeUntilSignalled([&] { return (*aggregator)->Run(); },
                                                   [&] { (*aggregator)->Stop(); });
+  if (Status traced = Trace::Finish(); !traced.ok()) PSF_LOG(Warning) << "trace not written: " << traced.message();
   if (!served.status.ok()) {
     // The segment was mapped afresh once already (ShmVan), so a restarted aggregator would map
     // what this one refused: the job ends once, with the message naming the segment. A request

@@ -130,6 +130,21 @@ TEST(TracedJob, EveryRoleWritesItsTimelineAndTheModelIsTheSame) {
   EXPECT_NE(summary.output.find("== worker-1, step 7"), std::string::npos) << summary.output;
 }
 
+// Summing on hosts: each host group's aggregator writes its timeline too.
+TEST(TracedJob, AggregatorsWriteTheirsWhenSummingOnHosts) {
+  TempDir dir;
+  {
+    const TraceVariable v("5:3");
+    const std::string grouped = std::string(kJob) + " --set cluster.workers=4 --set cluster.host_groups=2,2";
+    ASSERT_FALSE(testing::TrainedModelDigest(dir, grouped, {"grouped", ""}).empty());
+  }
+  for (const char* role : {"aggregator-0", "aggregator-1"}) {
+    const std::string text = ReadTextFile(dir.File(std::string("grouped/trace/") + role + ".json"));
+    EXPECT_NE(text.find("\"send_sum\""), std::string::npos) << role << ": " << text.substr(0, 2000);
+    EXPECT_NE(text.find(std::string("\"name\": \"") + role + "\""), std::string::npos) << role;
+  }
+}
+
 TEST(TracedJob, AMalformedWindowIsRefusedBeforeAnythingStarts) {
   TempDir dir;
   auto r = testing::RunShell("cd " + testing::SourceDir() + " && PSFORMER_TRACE_STEPS=five " +

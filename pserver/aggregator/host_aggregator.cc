@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "common/role_threads.h"
+#include "common/trace.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -117,6 +118,7 @@ Status HostAggregator::Run() {
 }
 
 void HostAggregator::Handle(RawMessage raw) {
+  const TraceSpan traced("handle");
   const auto server = server_peers_.find(raw.peer);
   const std::string refused_segment = std::move(raw.refused_segment);
   WireMessage msg;

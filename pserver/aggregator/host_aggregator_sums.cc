@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "pserver/aggregator/host_aggregator.h"
 
 // HostAggregator: the group's shares of each piece, and the sums sent to the servers.
@@ -26,6 +27,7 @@ void HostAggregator::TakeShare(int local, int piece, WireMessage msg) {
     s.Begin(h.epoch(), h.step());
   }
   stats_.shares.fetch_add(1);
+  Trace::AtStep(h.step());
   s.waiting[local] = from;  // a resend (or a restarted worker's) is answered instead of the first
   if (s.shares.Has(local) || s.sequence != 0) {
     stats_.duplicate_shares.fetch_add(1);
@@ -37,6 +39,7 @@ void HostAggregator::TakeShare(int local, int piece, WireMessage msg) {
 
 void HostAggregator::SendSum(int piece) {
   GroupSum& s = sums_[piece];
+  const TraceSpan traced("send_sum", s.shares.step(), static_cast<int64_t>(table_.pieces()[piece].begin));
   const Piece& p = table_.pieces()[piece];
   const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
   SummedShares sum = SumShares(s.shares.gradient(), p.size(), bf16, threads_);

@@ -8,7 +8,8 @@
 #
 # Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs] [--corpus DIR]
 # Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, configs/,
-# bench/gpu/, and OUT.tar.gz holding the same; run OUT/bench/gpu/run_on_gpu.sh there.
+# bench/gpu/, scripts/trace-summary, and OUT.tar.gz holding the same; run
+# OUT/bench/gpu/run_on_gpu.sh there.
 # --corpus DIR: a corpus prepared for the base model (psformer prepare --vocab-size 37000 --out
 # DIR, e.g. from scripts/get-bible-corpus), carried as data/bible-37k for train_on_gpu.sh, which
 # run_on_gpu.sh then runs too (the GPU machine has no package registry to fetch one).
@@ -54,6 +55,8 @@ fi
 strip --strip-debug "$tmp"/bin/*  # debug info is most of their size
 cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/train_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" \
   "$tmp/bench/gpu/"
+mkdir -p "$tmp/scripts"
+cp "$root/scripts/trace-summary" "$tmp/scripts/"  # for the traces train_on_gpu.sh --keep keeps
 
 # Libraries the target provides itself: glibc's, the driver's, and (unless asked) the toolkit's.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libcuda\.so)'

@@ -4,7 +4,7 @@
 // which every role inherits: each writes RUN_DIR/trace/ROLE.json, Chrome's trace-event format,
 // once it is past the window (or when it ends). Timestamps are CLOCK_MONOTONIC microseconds,
 // which every process of one machine shares, so the files of one host merge into one timeline
-// (scripts/merge-traces) in which a worker's pieces line up with the servers' updates.
+// (scripts/trace-summary --merge) in which a worker's pieces line up with the servers' updates.
 //
 // A process records while its current step (AtStep: a worker's step, a server's newest pushed
 // step) is inside [FROM, FROM + COUNT). Off, a trace point costs one relaxed atomic load.

@@ -25,10 +25,6 @@ int RunAggregatorCommand(const Args& args) {
   const RoleArguments& role = line.arguments;
   const JobConfig& config = line.config;
   SetLogTag("aggregator-" + std::to_string(role.index));
-  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "aggregator-" + std::to_string(role.index));
-      !traced.ok()) {
-    return ReportError("aggregator", traced, kExitUsage);
-  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   const ParamLayout layout(config.model(), line.vocab);
   HostAggregatorOptions o;

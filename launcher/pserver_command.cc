@@ -119,9 +119,6 @@ int RunPserverCommand(const Args& args) {
     return ReportError("pserver", "--ipc-endpoint " + role.ipc_endpoint + " is not ipc://PATH", kExitUsage);
   }
   SetLogTag("pserver-" + std::to_string(index));
-  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "pserver-" + std::to_string(index)); !traced.ok()) {
-    return ReportError("pserver", traced, kExitUsage);
-  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
 
   ParameterServerOptions o = ServerOptions(role, config, line.vocab);

@@ -4,6 +4,7 @@
 
 #include "common/config_loader.h"
 #include "common/role_threads.h"
+#include "common/trace.h"
 
 namespace psformer {
 namespace {
@@ -185,6 +186,13 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
     line.exit_status = ReportError(
         command, "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) + field,
         kExitUsage);
+    return line;
+  }
+  RoleSlot slot;
+  slot.kind = kind;
+  slot.index = line.arguments.index;
+  if (Status traced = Trace::ConfigureFromEnvironment(line.arguments.run_dir, slot.name()); !traced.ok()) {
+    line.exit_status = ReportError(command, traced, kExitUsage);
     return line;
   }
   if (kind == Kind::kWorker) return line;

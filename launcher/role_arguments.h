@@ -51,7 +51,10 @@ RoleArguments ReadRoleArguments(RoleSlot::Kind kind, const po::variables_map& va
 // What a role command starts from: its arguments and the job's config, or the exit status to
 // return at once (after --help, or after saying what was wrong: a usage error, a config that
 // cannot be read, an --index outside the config's cluster.servers or cluster.workers, a server or
-// aggregator given a config whose vocabulary size is not resolved).
+// aggregator given a config whose vocabulary size is not resolved, a malformed
+// PSFORMER_TRACE_STEPS). On the way it sets up what is the process's own: the threads of its
+// passes over payloads (SetPayloadThreads, from --threads) and its trace (Trace::Configure; the
+// command calls Trace::Finish when it ends).
 struct RoleCommandLine {
   RoleArguments arguments;
   JobConfig config;

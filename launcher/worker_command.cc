@@ -43,10 +43,6 @@ int RunWorkerCommand(const Args& args) {
                        kExitUsage);
   }
   SetLogTag("worker-" + std::to_string(worker.index));
-  if (Status traced = Trace::ConfigureFromEnvironment(role.run_dir, "worker-" + std::to_string(worker.index));
-      !traced.ok()) {
-    return ReportError("worker", traced, kExitUsage);
-  }
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
   // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.

@@ -69,12 +69,12 @@ std::string ServerThreadsLine(const std::string& log) {
 
 TEST(HostShare, WithOverlapTheSupervisorGivesEachRoleItsShareUnlessTheConfigSays) {
   TempDir dir;
-  auto shared = testing::RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("shared"));
-  ASSERT_EQ(shared.exit_status, 0) << shared.output;
+  auto with_share = testing::RunPsformer(std::string("train ") + kJob + " --run-dir " + dir.File("with_share"));
+  ASSERT_EQ(with_share.exit_status, 0) << with_share.output;
   // Two workers and two servers on this machine, each server summing one worker's share of the
   // pushes: a quarter of its cores each.
   for (const char* server : {"pserver-0", "pserver-1"}) {
-    EXPECT_EQ(ServerThreadsLine(ReadTextFile(dir.File(std::string("shared/logs/") + server + ".log"))),
+    EXPECT_EQ(ServerThreadsLine(ReadTextFile(dir.File(std::string("with_share/logs/") + server + ".log"))),
               std::to_string(HostShareThreads(1, 4)))
         << server;
   }

@@ -152,6 +152,18 @@ TEST_F(PserverRetry, PullAheadOfItsPushWaitsForItAndALatePullIsStale) {
   EXPECT_EQ(group_.server(0).stats().updates.load(), 3u);
 }
 
+// A client of `servers` that resends after 50 ms and gives up after `timeout_ms`.
+PsClientOptions RetryOptions(const std::vector<std::string>& servers, int timeout_ms) {
+  PsClientOptions o;
+  o.job_id = kJobId;
+  o.servers = servers;
+  o.parameter_count = kTotal;
+  o.frame_bytes = 1024;
+  o.timeout_ms = timeout_ms;
+  o.retry_ms = 50;
+  return o;
+}
+
 // A Van that damages one byte of the first `damage` payloads it receives (the client checks a
 // pull's payload in the pass that copies it into place).
 class DamagingVan : public Van {
@@ -182,14 +194,7 @@ class DamagingVan : public Van {
 // A pull whose reply arrives damaged is not taken: the client counts it as a bad checksum, asks
 // again, and ends with the server's parameters, not the damaged bytes it had copied.
 TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
-  PsClientOptions o;
-  o.job_id = kJobId;
-  o.servers = group_.endpoints();
-  o.parameter_count = kTotal;
-  o.frame_bytes = 1024;
-  o.timeout_ms = 20000;
-  o.retry_ms = 50;
-  auto client = PsClient::Create(std::move(o), std::make_unique<DamagingVan>(1));
+  auto client = PsClient::Create(RetryOptions(group_.endpoints(), 20000), std::make_unique<DamagingVan>(1));
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   std::vector<float> params(kTotal, -1.0f);
   ASSERT_TRUE((*client)->Wait(*(*client)->Pull(0, params.data())).ok());
@@ -201,14 +206,7 @@ TEST_F(PserverRetry, ADamagedPullReplyIsRefusedAndAskedForAgain) {
 // device to widen) and widened on the host.
 TEST_F(PserverRetry, ADamagedBf16PullReplyIsRefusedAndAskedForAgain) {
   for (const bool as_bf16 : {true, false}) {
-    PsClientOptions o;
-    o.job_id = kJobId;
-    o.servers = group_.endpoints();
-    o.parameter_count = kTotal;
-    o.frame_bytes = 1024;
-    o.timeout_ms = 20000;
-    o.retry_ms = 50;
-    auto client = PsClient::Create(std::move(o), std::make_unique<DamagingVan>(1));
+    auto client = PsClient::Create(RetryOptions(group_.endpoints(), 20000), std::make_unique<DamagingVan>(1));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     std::vector<uint16_t> raw(kTotal, 0xFFFF);
     std::vector<float> widened(kTotal, -1.0f);
@@ -229,13 +227,7 @@ TEST_F(PserverRetry, ADamagedBf16PullReplyIsRefusedAndAskedForAgain) {
 }
 
 PsClientOptions RefusalOptions(const std::vector<std::string>& servers, int patience_ms) {
-  PsClientOptions o;
-  o.job_id = kJobId;
-  o.servers = servers;
-  o.parameter_count = kTotal;
-  o.frame_bytes = 1024;
-  o.timeout_ms = 60000;
-  o.retry_ms = 50;
+  PsClientOptions o = RetryOptions(servers, 60000);
   o.shm_refusal_patience_ms = patience_ms;
   return o;
 }

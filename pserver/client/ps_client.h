@@ -258,7 +258,7 @@ class PsClient {
   // handlers below, each of which returns whether the part is now answered.
   void HandleReply(RawMessage raw);
   bool HandleRefusal(const proto::Header& h, Request& r);
-  bool HandleParams(const WireMessage& msg, bool check_in_copy, Request& r, const Part& p);
+  bool HandleParams(const WireMessage& msg, Request& r, const Part& p);
   bool HandleAck(const proto::Header& h, Request& r);
   // Sends again the parts of `r` that the Resender finds due at `now`.
   Status ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock::time_point now);

@@ -15,10 +15,8 @@ void PsClient::HandleReply(RawMessage raw) {
   WireMessage msg;
   const std::string refused_segment = std::move(raw.refused_segment);
   Refusal v = ParseMessage(std::move(raw), &msg);
-  // Parameters are checksummed in the pass that copies them into place (HandleParams), fp32 or
-  // bf16 landing as it came; bf16 widened here is checked first, then widened.
-  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS &&
-                             (msg.header.dtype() == proto::FLOAT32 || msg.header.dtype() == proto::BFLOAT16);
+  // Parameters are checksummed in the pass that copies them into place (HandleParams).
+  const bool check_in_copy = !v && msg.header.type() == proto::PARAMS;
   if (!v) v = ValidateAtClient(msg, scope_, check_in_copy);
   if (v) {
     rejected_.Count(v->reason);
@@ -48,7 +46,7 @@ void PsClient::HandleReply(RawMessage raw) {
       answered = HandleRefusal(h, r);
       break;
     case proto::PARAMS:
-      answered = r.type == proto::PULL && HandleParams(msg, check_in_copy, r, p);
+      answered = r.type == proto::PULL && HandleParams(msg, r, p);
       break;
     case proto::ACK:
       answered = HandleAck(h, r);
@@ -91,10 +89,10 @@ bool PsClient::HandleRefusal(const proto::Header& h, Request& r) {
   return true;
 }
 
-// PARAMS answering a pull: copied into the caller's params (checked on the way where
-// `check_in_copy`). A wrong range or a damaged payload leaves the part unanswered, to be asked
-// for again.
-bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request& r, const Part& p) {
+// PARAMS answering a pull: copied into the caller's params with its CRC-32C checked in the copy
+// (fp32, or bf16 landing as it came), or checked, then widened (bf16 into fp32). A wrong range or
+// a damaged payload leaves the part unanswered, to be asked for again.
+bool PsClient::HandleParams(const WireMessage& msg, Request& r, const Part& p) {
   const proto::Header& h = msg.header;
   if (h.begin() != p.begin || h.end() != p.end) {
     rejected_.Count(RejectReason::kBadRange);
@@ -110,28 +108,23 @@ bool PsClient::HandleParams(const WireMessage& msg, bool check_in_copy, Request&
     return true;
   }
   const TraceSpan traced("params_into_place", r.step, static_cast<int64_t>(p.model));
-  if (check_in_copy) {
-    const int threads = options_.copy_threads;
-    bool intact = false;
-    if (h.dtype() == proto::FLOAT32) {
-      intact = CopyCheckedFloats(msg, r.params + p.model, threads);
-    } else if (r.params_bf16 != nullptr) {
-      intact = CopyCheckedBytes(msg, r.params_bf16 + p.model, threads);  // as it came: its caller widens it
-    } else if ((intact = PayloadCrc32c(msg.payload, threads) == h.payload_crc32c())) {
-      CopyPayloadAsFloats(msg, r.params + p.model, threads);  // bf16 widened, split over threads
-    }
-    if (!intact) {
-      rejected_.Count(RejectReason::kBadChecksum);
-      PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
-                       << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";
-      return false;  // the resend brings them again and overwrites what was copied
-    }
+  // The dtype is the pull's (checked above): FLOAT32 or BFLOAT16 (HandleReply deferred the check).
+  const int threads = options_.copy_threads;
+  bool intact = false;
+  if (h.dtype() == proto::FLOAT32) {
+    intact = CopyCheckedFloats(msg, r.params + p.model, threads);
   } else if (r.params_bf16 != nullptr) {
-    CopyPayloadBytes(msg, r.params_bf16 + p.model);  // as it came: its caller widens it
-  } else {
-    CopyPayloadAsFloats(msg, r.params + p.model, options_.copy_threads);  // bf16 widened, split over threads
+    intact = CopyCheckedBytes(msg, r.params_bf16 + p.model, threads);  // as it came: its caller widens it
+  } else if ((intact = PayloadCrc32c(msg.payload, threads) == h.payload_crc32c())) {
+    CopyPayloadAsFloats(msg, r.params + p.model, threads);  // bf16 widened, split over threads
   }
-  // Checked above or in the copy; the pull's digest is made of these (PsClient::last_pull_digest).
+  if (!intact) {
+    rejected_.Count(RejectReason::kBadChecksum);
+    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
+                     << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";
+    return false;  // the resend brings them again and overwrites what was copied
+  }
+  // Checked in or before the copy; the pull's digest is made of these (PsClient::last_pull_digest).
   r.part_crcs[&p - r.parts.data()] = h.payload_crc32c();
   if (h.target_tokens() > 0) {  // every piece of a whole step says the same
     r.pulled_loss_sum = h.loss_sum();

@@ -148,14 +148,6 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads) {
   });
 }
 
-void CopyPayloadBytes(const WireMessage& msg, void* out) {
-  auto* at = static_cast<uint8_t*>(out);
-  for (const Frame& f : msg.payload) {
-    std::memcpy(at, f.data(), f.size());
-    at += f.size();
-  }
-}
-
 bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads) {
   PSF_CHECK(msg.header.dtype() == proto::FLOAT32 && msg.PayloadBytes() == PayloadElements(msg) * sizeof(float));
   return CopyCheckedBytes(msg, out, threads);

@@ -78,10 +78,9 @@ void CopyPayloadAsFloats(const WireMessage& msg, float* out, int threads = 1);
 // over `threads` threads): whether it matches the header's. On a mismatch out[] holds the damaged
 // bytes, which the caller must not use (a pull's part stays unanswered and is asked for again).
 bool CopyCheckedFloats(const WireMessage& msg, float* out, int threads = 1);
-// Copies the payload's bytes, frame after frame, into out (PayloadBytes()).
-void CopyPayloadBytes(const WireMessage& msg, void* out);
-// The same with the CRC-32C computed in the copy, as CopyCheckedFloats does (a bf16 pull that
-// lands as it came, for its device to widen).
+// Copies the payload's bytes, frame after frame, into out (PayloadBytes()), with the CRC-32C
+// computed in the copy, as CopyCheckedFloats does (a bf16 pull that lands as it came, for its
+// device to widen).
 bool CopyCheckedBytes(const WireMessage& msg, void* out, int threads = 1);
 // Elements [begin, end) of the payload (relative to its start) as fp32, widening bf16:
 // acc[i - begin] += payload[i], one addition per element (so the order of the additions is the

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "common/fault_plan.h"
+#include "common/host_groups.h"
 #include "common/memory_estimate.h"
 
 namespace psformer {
@@ -448,6 +449,17 @@ void CheckCluster(const JobConfig& config, Checker* check) {
   check->Require(cluster.streams() >= 1 && cluster.streams() <= 64, "cluster.streams", Str(cluster.streams()),
                  "must be in [1, 64]");
   CheckHostGroups(cluster, check);
+  if (cluster.split_embedding()) {
+    // Only pieces (overlap under BSP) leave before backward ends: elsewhere the split buys nothing.
+    check->Require(cluster.overlap() && cluster.consistency() == proto::ClusterConfig::BSP, "cluster.split_embedding",
+                   "true",
+                   "needs cluster.overlap = true and consistency BSP (only then does a piece leave before backward "
+                   "ends)");
+    check->Require(!HostGroups::Of(config).summing(), "cluster.split_embedding", "true",
+                   "host summing does not sum the embedding's two parts yet: set cluster.host_summing = false");
+    check->Require(cluster.backend() != proto::ClusterConfig::CUDA, "cluster.split_embedding", "true",
+                   "the CUDA backend does not split the embedding's gradient yet: set it on CPU or EMULATED workers");
+  }
   check->Require(
       !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),
       "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");

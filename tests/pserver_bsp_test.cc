@@ -241,7 +241,9 @@ TEST(PserverBsp, PushesLentInPlaceFromPushMemoryGiveTheWeightsOfCopiedOnes) {
       const Status s = clients[w]->Wait(*push);
       ASSERT_TRUE(s.ok()) << s.ToString();
       // Worker 0's step is not summed until worker 1's push is in: its servers still read it.
-      if (w == 0) EXPECT_GT(vans[0]->frames_on_loan(), 0u) << "step " << t;
+      if (w == 0) {
+        EXPECT_GT(vans[0]->frames_on_loan(), 0u) << "step " << t;
+      }
     }
     for (int w = 0; w < kWorkers; ++w) {
       auto pull = clients[w]->Pull(t, params.data());

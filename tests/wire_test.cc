@@ -64,7 +64,8 @@ TEST(Bfloat16, RoundsToNearestEvenAndWidensExactly) {
 // A valid PUSH for shard 1 of [100, 200) from worker 0 of 2, in 4 frames.
 struct PushFixture {
   std::vector<float> grad = std::vector<float>(100);
-  ServerScope scope{.job_id = 42, .workers = 2, .shard = 1, .begin = 100, .end = 200, .piece_bounds = {}};
+  ServerScope scope{
+      .job_id = 42, .workers = 2, .shard = 1, .begin = 100, .end = 200, .piece_bounds = {}, .split_pieces = {}};
   PushFixture() {
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.25f * static_cast<float>(i) - 3.0f;
   }

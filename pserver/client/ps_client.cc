@@ -19,11 +19,13 @@ constexpr size_t kBf16Grain = 1 << 16;
 constexpr char kAggregatorPeer[] = "aggregator";
 
 // Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
-struct PushPayload {
-  std::vector<uint16_t> bf16;  // (parameter_count) when gradient_dtype is BFLOAT16
-};
-
 }  // namespace
+
+struct PsClient::PushPayload {
+  std::vector<uint16_t> bf16;                   // (parameter_count) when gradient_dtype is BFLOAT16
+  std::vector<std::vector<ElementRun>> tables;  // the ROWS parts' run tables
+  std::vector<uint16_t> rows_bf16;              // the rows' values rounded, when gradients are bf16
+};
 
 PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
     : options_(std::move(options)),
@@ -107,6 +109,55 @@ std::vector<PsClient::Part> PsClient::PieceParts() const {
   return parts;
 }
 
+std::vector<PsClient::Part> PsClient::PushParts() const {
+  std::vector<Part> parts = PieceParts();
+  for (size_t i = 0, n = parts.size(); i < n; ++i) {
+    if (!pieces_->pieces()[i].split) continue;
+    parts[i].push_part = proto::DENSE;
+    Part rows = parts[i];
+    rows.push_part = proto::ROWS;
+    rows.piece = static_cast<int>(i);
+    parts.push_back(rows);
+  }
+  return parts;
+}
+
+Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width) {
+  auto it = requests_.find(ticket);
+  if (it == requests_.end() || it->second.type != proto::PUSH) {
+    return Status::InvalidArgument("ps client: PushRows for " + std::to_string(ticket) + ", not a push in flight");
+  }
+  if (!pieces_->has_split()) return Status::InvalidArgument("ps client: PushRows in a job that pushes no rows");
+  Request& r = it->second;
+  if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
+  if (r.rows_values != nullptr) return Status::InvalidArgument("ps client: the rows of a push reported twice");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || (i > 0 && rows[i] <= rows[i - 1]) ||
+        (static_cast<uint64_t>(rows[i]) + 1) * width > options_.parameter_count) {
+      return Status::InvalidArgument(
+          "ps client: rows to push must be ascending, distinct and inside the embedding; row " + std::to_string(i) +
+          " is " + std::to_string(rows[i]));
+    }
+  }
+  r.rows_values = values;
+  if (options_.gradient_dtype == proto::BFLOAT16) {
+    r.payload->rows_bf16.resize(rows.size() * width);
+    ParallelFor(options_.copy_threads, r.payload->rows_bf16.size(), kBf16Grain,
+                [&](int, size_t b, size_t e) { FloatsToBf16(values + b, e - b, r.payload->rows_bf16.data() + b); });
+    r.rows_values = r.payload->rows_bf16.data();
+  }
+  r.payload->tables.reserve(r.parts.size());  // the parts point into them: no reallocation
+  for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
+    Part& p = r.parts[part];
+    if (p.push_part != proto::ROWS) continue;
+    r.payload->tables.push_back(RunsOfRows(rows, width, p.model, p.end - p.begin, &p.first_value));
+    p.runs = r.payload->tables.back().data();
+    p.run_count = static_cast<uint32_t>(r.payload->tables.back().size());
+    PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
+  }
+  return Status::Ok();
+}
+
 std::vector<PsClient::Part> PsClient::ShardParts() const {
   std::vector<Part> parts;
   for (int k = 0; k < shards(); ++k) parts.push_back(MakePart(k, range(k).begin, range(k).end, range(k).begin));
@@ -153,7 +204,7 @@ StatusOr<PsClient::Ticket> PsClient::BeginPushBf16(int64_t step, const uint16_t*
 StatusOr<PsClient::Ticket> PsClient::BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded,
                                                  uint64_t target_tokens, double loss_sum) {
   const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, proto::PUSH, step, PieceParts());
+  Request& r = NewRequest(ticket, proto::PUSH, step, PushParts());
   r.grad = grad;
   r.rounded = rounded;
   r.target_tokens = target_tokens;
@@ -163,6 +214,7 @@ StatusOr<PsClient::Ticket> PsClient::BeginPushOf(int64_t step, const float* grad
     holder->bf16.resize(options_.parameter_count);
     r.bf16 = holder->bf16.data();
   }
+  r.payload = holder.get();
   // The deleter runs when the last frame referring to the payload is released (on a ZeroMQ
   // thread); it tells Wait that `grad` may be reused.
   r.payload_released = std::make_shared<bool>(false);
@@ -226,10 +278,24 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
   const auto now = std::chrono::steady_clock::now();
-  if (r.type == proto::PUSH) {
+  if (r.type == proto::PUSH && p.push_part == proto::ROWS) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
+    h.set_part(proto::ROWS);
+    h.set_runs(p.run_count);
+    const size_t elem = DTypeBytes(options_.gradient_dtype);
+    std::shared_ptr<const void> token = resender_.Sent(&p.send, now, r.payload_owner);
+    uint64_t values = 0;
+    for (uint32_t i = 0; i < p.run_count; ++i) values += p.runs[i].length;
+    if (p.run_count > 0) payload.push_back(Frame::View(p.runs, p.run_count * kRunBytes, token));
+    AppendViewFrames(static_cast<const char*>(r.rows_values) + p.first_value * elem, values * elem,
+                     options_.frame_bytes, elem, token, &payload);
+  } else if (r.type == proto::PUSH) {
+    h.set_dtype(options_.gradient_dtype);
+    h.set_target_tokens(r.target_tokens);
+    h.set_loss_sum(r.loss_sum);
+    h.set_part(p.push_part);
     const void* base = nullptr;
     size_t elem = sizeof(uint16_t);
     if (r.rounded != nullptr) {  // rounded already, on the device that computed it

@@ -53,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@
 #include "pserver/client/resender.h"
 #include "pserver/client/segment_refusals.h"
 #include "pserver/timing.h"
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/piece_table.h"
 
@@ -121,6 +123,13 @@ class PsClient {
   // InvalidArgument unless gradient_dtype is BFLOAT16.   grad: (parameter_count)
   StatusOr<Ticket> PushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
   StatusOr<Ticket> BeginPushBf16(int64_t step, const uint16_t* grad, uint64_t target_tokens, double loss_sum);
+  // With pieces pushed in two parts (PieceTable::has_split: the shared embedding's, with
+  // cluster.split_embedding), PushReady of the embedding's range sends their DENSE parts (the
+  // output projection's gradient, in grad), and PushRows their ROWS parts: the lookups' gradient,
+  // rows `rows` (ascending distinct row indices of the embedding, of `width` elements each) with
+  // values (rows.size() x width). `values` stays the caller's until Wait, as grad does (with bf16
+  // on the wire a rounded copy travels). Once per push; InvalidArgument without split pieces.
+  Status PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width);
   // Memory of `bytes` to compute gradients into and push from (64-byte aligned), which the Van
   // lends to same-host servers in place rather than copying each push (Van::AllocatePayload; the
   // heap where it cannot). A push from it stays lent after its Wait until the servers are done
@@ -209,11 +218,17 @@ class PsClient {
     uint64_t begin = 0, end = 0;  // wire range (PieceTable)
     uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;        // PUSH: elements PushReady has reported final
+    proto::PushPart push_part = proto::WHOLE;  // PUSH: DENSE and ROWS for a split piece
+    int piece = 0;                             // ROWS: the piece (PieceTable index)...
+    const ElementRun* runs = nullptr;          // ...its run table (in the push's payload)...
+    uint32_t run_count = 0;
+    uint64_t first_value = 0;     // ...and where its values begin in the rows'.
     Resender::Send send;          // PUSH parts go out when their gradient is ready; the others at once
     bool via_aggregator = false;  // sent to the host group's aggregator, not to the shard
     bool answered = false;
     bool sent() const { return send.count() > 0; }
   };
+  struct PushPayload;  // what a push's frames keep alive (ps_client.cc)
   struct Request {
     proto::MessageType type = proto::MESSAGE_TYPE_UNSPECIFIED;
     int64_t step = 0;
@@ -235,6 +250,8 @@ class PsClient {
     const float* grad = nullptr;
     const uint16_t* rounded = nullptr;  // the caller's bf16 gradient (BeginPushBf16), sent as it is
     uint16_t* bf16 = nullptr;           // the bf16 copy of grad, filled part by part as they are sent
+    PushPayload* payload = nullptr;     // payload_owner's, for the ROWS parts' tables and values
+    const void* rows_values = nullptr;  // PushRows' values, fp32 or (rounded copy) bf16
     uint64_t target_tokens = 0;
     double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
@@ -243,6 +260,8 @@ class PsClient {
   static Part MakePart(int shard, uint64_t begin, uint64_t end, uint64_t model);
   // A request's parts per piece run: every piece (PUSH, PULL) or one per shard (the rest).
   std::vector<Part> PieceParts() const;
+  // A push's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
+  std::vector<Part> PushParts() const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
   // Pull into fp32 `params` or, as they came, into bf16 `params_bf16` (the other null).

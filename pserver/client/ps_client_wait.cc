@@ -18,6 +18,17 @@ Status PsClient::Wait(Ticket ticket) {
 Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   auto it = requests_.find(ticket);
   if (it == requests_.end()) return Status::InvalidArgument("ps client: unknown ticket " + std::to_string(ticket));
+  if (it->second.type == proto::PUSH && it->second.error.ok()) {
+    for (const Part& p : it->second.parts) {
+      if (p.sent()) continue;  // a part never sent would never be answered: say so now
+      return Status::InvalidArgument(
+          "ps client: waiting for the push of step " + std::to_string(it->second.step) + ", whose " +
+          (p.push_part == proto::ROWS ? std::string("rows (PushRows)")
+                                      : "gradient of [" + std::to_string(p.model) + ", " +
+                                            std::to_string(p.model + p.end - p.begin) + ") (PushReady)") +
+          " were never reported");
+    }
+  }
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const int limit_ms = grace_ms > 0 ? grace_ms : options_.timeout_ms;

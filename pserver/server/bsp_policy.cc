@@ -6,11 +6,14 @@
 
 namespace psformer {
 
-BspPolicy::BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts)
+BspPolicy::BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts,
+                     const std::vector<uint8_t>& split_pieces)
     : range_(range), starts_(piece_starts), heard_(workers, 0), tokens_(workers, 0), loss_(workers, 0) {
   if (starts_.empty()) starts_.push_back(0);
   starts_.push_back(range.size());
-  for (size_t p = 0; p + 1 < starts_.size(); ++p) pieces_.emplace_back(workers, starts_[p + 1] - starts_[p]);
+  for (size_t p = 0; p + 1 < starts_.size(); ++p) {
+    pieces_.emplace_back(workers, starts_[p + 1] - starts_[p], p < split_pieces.size() && split_pieces[p] != 0);
+  }
   Restart(0);
 }
 
@@ -39,7 +42,8 @@ std::string BspPolicy::Inconsistent(int worker, const proto::Header& push) const
 
 std::optional<AppliedUpdate> BspPolicy::Accept(int worker, WireMessage push, ShardOptimizer* optimizer) {
   const int p = PieceAt(push.header.begin() - range_.begin);
-  PSF_CHECK(p >= 0 && push.header.end() - range_.begin == starts_[p + 1] && !pieces_[p].Has(worker));
+  PSF_CHECK(p >= 0 && push.header.end() - range_.begin == starts_[p + 1] &&
+            !pieces_[p].Has(worker, push.header.part()));
   if (heard_[worker]++ == 0) {
     tokens_[worker] = push.header.target_tokens();
     loss_[worker] = push.header.loss_sum();

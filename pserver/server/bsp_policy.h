@@ -20,8 +20,10 @@ namespace psformer {
 class BspPolicy : public ConsistencyPolicy {
  public:
   // `piece_starts`: where the shard's pieces begin, relative to range.begin (one entry: whole
-  // shard). The sums are the update's (ShardOptimizer::ApplyPiece), on the optimizer's threads.
-  BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts);
+  // shard); `split_pieces`: 1 for each piece every worker pushes in two parts (DENSE and ROWS).
+  // The sums are the update's (ShardOptimizer::ApplyPiece), on the optimizer's threads.
+  BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>& piece_starts,
+            const std::vector<uint8_t>& split_pieces = {});
 
   void Restart(int64_t step) override;
   // Only the step being collected: later ones need this step's update first.

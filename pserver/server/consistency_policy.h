@@ -77,11 +77,13 @@ class ConsistencyPolicy {
 };
 
 // The policy for config.cluster().consistency(), for the shard `range` cut into pieces at
-// `piece_starts` (offsets in the shard; empty = one piece, the only choice outside BSP); its
-// passes over pushes fan out to `threads` threads.
+// `piece_starts` (offsets in the shard; empty = one piece, the only choice outside BSP), with
+// `split_pieces` 1 for each piece pushed in two parts (PieceTable's split); its passes over
+// pushes fan out to `threads` threads.
 std::unique_ptr<ConsistencyPolicy> MakeConsistencyPolicy(const proto::JobConfig& config, ShardRange range,
                                                          int threads = 1,
-                                                         const std::vector<uint64_t>& piece_starts = {});
+                                                         const std::vector<uint64_t>& piece_starts = {},
+                                                         const std::vector<uint8_t>& split_pieces = {});
 
 }  // namespace psformer
 

@@ -14,15 +14,19 @@
 #include <optional>
 #include <vector>
 
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
 
 // A piece's gradient as the update reads it: sum[i] (when not null), then each part's element i
 // added in order; without a sum the first part's element is the start.
+// With `rows` (a piece of the shared embedding pushed in two parts, gradient_rows.h), the parts
+// are the DENSE ones, and the ROWS parts' sum is added after theirs.
 struct PieceGradient {
   const float* sum = nullptr;
   std::vector<const WireMessage*> parts;  // validated, the piece's range, FLOAT32 or BFLOAT16
+  std::vector<const RowsGradient*> rows;  // validated ROWS parts, in worker order
 };
 
 // Elements a pass over a piece's gradient takes at a time: a block of the sum and what the pass
@@ -34,22 +38,29 @@ constexpr size_t kSumBlock = 8192;
 // [begin, end) of g, sum[i] (when there is one) + part 0 + part 1 + ... in that order, or part 0
 // itself, then + part 1, ... without a sum. Both the servers' update (ShardOptimizer) and a host
 // group's sum (HostAggregator) add with it, which is why a host group of all workers gives the
-// flat job's sum bit for bit. REQUIRES: g.sum or g.parts; [begin, end) within the piece.
+// flat job's sum bit for bit. Then the ROWS parts, if any: out += their sum (AddRowsInOrder).
+// REQUIRES: g.sum or g.parts; [begin, end) within the piece.
 void SumInWorkerOrder(const PieceGradient& g, size_t begin, size_t end, float* out);
 
 class GradientAggregator {
  public:
-  // Pushes of `n` elements from `workers` workers.
-  GradientAggregator(int workers, size_t n);
+  // Pushes of `n` elements from `workers` workers; `split`: each worker's in two parts, DENSE
+  // and ROWS (a piece of the shared embedding with cluster.split_embedding).
+  GradientAggregator(int workers, size_t n, bool split = false);
+  bool split() const { return split_; }
 
   // Forgets everything (releasing held frames) and starts collecting `step`.
   void Begin(int64_t step);
   int64_t step() const { return step_; }
 
-  // Whether worker `w`'s push of this step is already in (held, or read by the update).
-  bool Has(int w) const { return complete_ || waiting_[w].has_value(); }
+  // Whether worker `w`'s push (of that part) of this step is already in (held, or read by the
+  // update).
+  bool Has(int w, proto::PushPart part = proto::WHOLE) const {
+    return complete_ || (part == proto::ROWS ? rows_[w].has_value() : waiting_[w].has_value());
+  }
 
-  // Takes worker `w`'s push. REQUIRES: the message passed validation, !Has(w).
+  // Takes worker `w`'s push: WHOLE, or with split() DENSE or ROWS. REQUIRES: the message passed
+  // validation, !Has(w, its part).
   void Add(int w, WireMessage push);
 
   // Every worker's push is in (or was, before Consumed).
@@ -68,8 +79,14 @@ class GradientAggregator {
  private:
   int64_t step_ = 0;
   size_t n_;
-  std::vector<std::optional<WireMessage>> waiting_;  // (workers)
-  int held_ = 0;
+  bool split_;
+  std::vector<std::optional<WireMessage>> waiting_;  // (workers) WHOLE or DENSE
+  struct HeldRows {
+    WireMessage message;  // owns the frames
+    RowsGradient rows;    // views of them
+  };
+  std::vector<std::optional<HeldRows>> rows_;  // (workers) ROWS, when split_
+  int held_ = 0;                               // messages held; complete at workers x (split_ ? 2 : 1)
   bool complete_ = false;
   uint64_t tokens_ = 0;
   double loss_ = 0;

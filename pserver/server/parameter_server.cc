@@ -25,6 +25,14 @@ std::vector<uint64_t> ShardPieceStarts(const ParameterServerOptions& o) {
   return starts;
 }
 
+// Per piece of the shard: 1 where it is pushed in two parts (PieceTable's split).
+std::vector<uint8_t> ShardSplitPieces(const ParameterServerOptions& o) {
+  const PieceTable table = JobPieceTable(o.config, o.parameter_count, o.layer_starts);
+  std::vector<uint8_t> split;
+  for (int p = table.FirstOf(o.shard); p < table.EndOf(o.shard); ++p) split.push_back(table.pieces()[p].split ? 1 : 0);
+  return split;
+}
+
 CheckpointIdentity IdentityOf(const ParameterServerOptions& o) {
   return CheckpointIdentity{o.config.cluster().servers(), o.parameter_count, o.config_digest,
                             JobPieceTable(o.config, o.parameter_count, o.layer_starts).spread(),
@@ -38,10 +46,11 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
       van_(std::move(van)),
       range_(ShardOf(options_.parameter_count, options_.config.cluster().servers(), options_.shard)),
       piece_starts_(ShardPieceStarts(options_)),
+      split_pieces_(ShardSplitPieces(options_)),
       // Snapshots in the Van's memory: shared memory on the same-host path, lent to replies in place.
       optimizer_(options_.config, range_.begin, range_.end, UpdateThreads(options_), piece_starts_,
                  [van = van_.get()](size_t bytes) { return van->AllocatePayload(bytes); }),
-      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_), piece_starts_)),
+      policy_(MakeConsistencyPolicy(options_.config, range_, UpdateThreads(options_), piece_starts_, split_pieces_)),
       checkpointer_(options_.run_dir, IdentityOf(options_), options_.shard, options_.config.checkpoint().keep_last()),
       shutdown_(options_.config.cluster().workers(), options_.config.cluster().retry_ms(),
                 (range_.end - range_.begin) * sizeof(float)),
@@ -59,8 +68,11 @@ ParameterServer::ParameterServer(CreateKey, ParameterServerOptions options, std:
   scope_.end = range_.end;
   for (uint64_t start : piece_starts_) scope_.piece_bounds.push_back(range_.begin + start);
   scope_.piece_bounds.push_back(range_.end);
+  scope_.split_pieces = split_pieces_;
   progress_.worker_steps.assign(options_.config.cluster().workers(), 0);
-  heard_.assign(pushers(), std::vector<bool>(piece_starts_.size(), false));
+  int slots = static_cast<int>(piece_starts_.size());
+  for (uint8_t split : split_pieces_) rows_slot_.push_back(split != 0 ? slots++ : -1);
+  heard_.assign(pushers(), std::vector<bool>(slots, false));
   heard_count_.assign(pushers(), 0);
 }
 
@@ -253,8 +265,8 @@ void ParameterServer::HandlePush(WireMessage msg) {
                             scope_.piece_bounds.begin());
   };
   const int first = piece_at(h.begin()), end = piece_at(h.end());
-  const bool all_heard = step == last + 1 && std::all_of(heard_[w].begin() + first, heard_[w].begin() + end,
-                                                         [](bool heard) { return heard; });
+  bool all_heard = step == last + 1;
+  for (int p = first; p < end && all_heard; ++p) all_heard = heard_[w][HeardSlot(p, h.part())];
   if (step <= last || all_heard) {
     // Exactly once: a retry or replay of a push already applied or held.
     stats_.duplicates.fetch_add(1);
@@ -294,8 +306,9 @@ int ParameterServer::TakePieces(int w, int first, int last, WireMessage msg) {
   int taken = 0;
   const int64_t step = msg.header.step();
   for (int p = first; p < last; ++p) {
-    if (heard_[w][p]) continue;  // a retry covering pieces held already
-    heard_[w][p] = true;
+    const int slot = HeardSlot(p, msg.header.part());
+    if (heard_[w][slot]) continue;  // a retry covering pieces held already
+    heard_[w][slot] = true;
     ++taken;
     const uint64_t begin = scope_.piece_bounds[p], end = scope_.piece_bounds[p + 1];
     WireMessage piece = first + 1 == last ? std::move(msg) : SliceMessage(msg, begin, end);

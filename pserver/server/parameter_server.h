@@ -148,6 +148,7 @@ class ParameterServer {
   std::string endpoint_;
   ShardRange range_;
   std::vector<uint64_t> piece_starts_;  // the shard's pieces, offsets in the shard
+  std::vector<uint8_t> split_pieces_;   // per piece: 1 where it is pushed in two parts
   ServerScope scope_;
   ShardOptimizer optimizer_;
   std::unique_ptr<ConsistencyPolicy> policy_;
@@ -160,7 +161,10 @@ class ParameterServer {
   std::vector<uint32_t> incarnations_;  // highest incarnation seen per worker...
   std::vector<uint32_t> aggregator_incarnations_;  // ...and per host group's aggregator.
   // Per pusher, the pieces of its next step (LastPushed + 1) already taken; once all are in,
-  // that step counts as pushed.
+  // that step counts as pushed. A split piece's ROWS part has a slot of its own after the
+  // pieces' (HeardSlot).
+  int HeardSlot(int piece, proto::PushPart part) const { return part == proto::ROWS ? rows_slot_[piece] : piece; }
+  std::vector<int> rows_slot_;  // per piece: the slot of its ROWS part, -1 when not split
   std::vector<std::vector<bool>> heard_;
   std::vector<int> heard_count_;
   double applied_loss_sum_ = 0;  // summed loss and target tokens of every worker's batch of

@@ -76,7 +76,7 @@ std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
 
 void ShardOptimizer::Apply(int64_t step, const float* grad, uint64_t target_tokens) {
   for (int p = 0; p < piece_count(); ++p) {
-    ApplyPiece(step, p, PieceGradient{grad + piece_starts_[p], {}}, target_tokens);
+    ApplyPiece(step, p, PieceGradient{grad + piece_starts_[p], {}, {}}, target_tokens);
   }
   FinishStep();
 }

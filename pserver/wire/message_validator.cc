@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/param_layout.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 namespace {
@@ -26,6 +27,13 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
   }
   const size_t elem = DTypeBytes(h.dtype());
   if (elem == 0) return Reject(RejectReason::kBadPayload, "unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
+  if (h.type() == proto::PUSH && h.part() == proto::ROWS) {  // a run table, then values: checked after the CRC
+    if (check_crc && PayloadCrc32c(msg.payload, threads) != h.payload_crc32c()) {
+      return Reject(RejectReason::kBadChecksum, "payload CRC-32C differs from the header's");
+    }
+    RowsGradient rows;
+    return ParseRows(msg, &rows);
+  }
   const uint64_t want = (h.end() - h.begin()) * elem;
   if (got != want) {
     return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes for " + Str(h.end() - h.begin()) +
@@ -42,6 +50,37 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
   if (crc != h.payload_crc32c()) {
     return Reject(RejectReason::kBadChecksum,
                   "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
+  }
+  return std::nullopt;
+}
+
+// A push of a piece of the shared embedding in a job that splits its gradient is one of its two
+// parts, and every other push is whole (proto::PushPart).
+Refusal CheckPart(const proto::Header& h, const ServerScope& scope) {
+  if (h.part() != proto::WHOLE && h.part() != proto::DENSE && h.part() != proto::ROWS) {
+    return Reject(RejectReason::kBadPayload, "unknown push part " + Str(static_cast<uint64_t>(h.part())));
+  }
+  const std::vector<uint64_t>& bounds = scope.piece_bounds;
+  const auto piece = [&](uint64_t x) { return std::lower_bound(bounds.begin(), bounds.end(), x) - bounds.begin(); };
+  const auto first = bounds.empty() ? 0 : piece(h.begin()), last = bounds.empty() ? 1 : piece(h.end());
+  const auto split = [&](std::ptrdiff_t p) {
+    return static_cast<size_t>(p) < scope.split_pieces.size() && scope.split_pieces[p] != 0;
+  };
+  std::string range = "[";  // (one append at a time: GCC 12 warns falsely on "[" + string)
+  range += Str(h.begin());
+  range += ", " + Str(h.end()) + ")";
+  if (h.part() == proto::WHOLE) {
+    for (auto p = first; p < last; ++p) {
+      if (split(p)) {
+        return Reject(RejectReason::kBadPayload, "whole push of " + range + ", which holds a piece of the shared " +
+                                                     "embedding: this job pushes its gradient in two parts " +
+                                                     "(cluster.split_embedding)");
+      }
+    }
+  } else if (last != first + 1 || !split(first)) {
+    return Reject(RejectReason::kBadPayload, proto::PushPart_Name(h.part()) + " push of " + range +
+                                                 ", which is not one piece of the shared embedding in a job that " +
+                                                 "splits its gradient (cluster.split_embedding)");
   }
   return std::nullopt;
 }
@@ -111,6 +150,9 @@ Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
     }
     if (h.step() < (type == proto::PUSH ? 1 : 0)) {
       return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
+    }
+    if (type == proto::PUSH) {
+      if (Refusal wrong = CheckPart(h, scope)) return wrong;
     }
     // A PULL's dtype is the element type it wants back (unspecified: FLOAT32).
     if (type == proto::PULL && h.dtype() != proto::DTYPE_UNSPECIFIED && DTypeBytes(h.dtype()) == 0) {

@@ -25,6 +25,9 @@ struct ServerScope {
   // Where the shard's pieces begin (absolute), then `end` (PieceTable): a PUSH or PULL names a
   // run of whole pieces. Empty: the whole shard only.
   std::vector<uint64_t> piece_bounds;
+  // Per piece (of piece_bounds): 1 where the job pushes it in two parts, DENSE and ROWS (the
+  // shared embedding's pieces with cluster.split_embedding); every other push is WHOLE.
+  std::vector<uint8_t> split_pieces;
 };
 
 // For a message arriving at a server. Accepted types: PUSH and PULL (from workers, or with host

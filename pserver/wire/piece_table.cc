@@ -127,7 +127,15 @@ PieceTable JobPieceTable(const proto::JobConfig& config, uint64_t total, const s
   const auto& c = config.cluster();
   if (!c.overlap() || c.consistency() != proto::ClusterConfig::BSP) return PieceTable(total, c.servers());
   const uint64_t max = c.piece_elements() > 0 ? static_cast<uint64_t>(c.piece_elements()) : kDefaultPieceElements;
-  return PieceTable(total, c.servers(), layer_starts, max, c.spread_layers());
+  PieceTable table(total, c.servers(), layer_starts, max, c.spread_layers());
+  if (c.split_embedding() && layer_starts.size() > 1) table.SplitBelow(layer_starts[1]);
+  return table;
+}
+
+void PieceTable::SplitBelow(uint64_t model_end) {
+  for (Piece& p : pieces_) {
+    if (p.model_begin < model_end) p.split = has_split_ = true;
+  }
 }
 
 }  // namespace psformer

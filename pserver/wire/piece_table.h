@@ -32,6 +32,9 @@ struct Piece {
   uint64_t end = 0;
   int shard = 0;
   uint64_t model_begin = 0;  // where the elements lie in the model's flat vector
+  // Pushed in two parts, DENSE and ROWS (a piece of the shared embedding with
+  // cluster.split_embedding; gradient_rows.h).
+  bool split = false;
   uint64_t size() const { return end - begin; }
 };
 
@@ -48,6 +51,9 @@ class PieceTable {
   const std::vector<Piece>& pieces() const { return pieces_; }
   // Whether the model and wire orders differ (a spread table).
   bool spread() const { return spread_; }
+  // Marks every piece whose elements lie in model range [0, model_end) as split.
+  void SplitBelow(uint64_t model_end);
+  bool has_split() const { return has_split_; }
   // Piece indices in model order.
   const std::vector<int>& model_order() const { return model_order_; }
   // A vector in wire order (a whole checkpoint's shards, one after the other) in model order.
@@ -74,6 +80,7 @@ class PieceTable {
   uint64_t total_;
   int shards_;
   bool spread_ = false;
+  bool has_split_ = false;
   std::vector<Piece> pieces_;
   std::vector<int> first_;  // (shards + 1)
   std::vector<int> model_order_;
@@ -88,8 +95,9 @@ void PieceTable::ForEachModelRun(uint64_t begin, uint64_t end, F&& f) const {
 }
 
 // The job's table: with cluster.overlap under BSP, cut at `layer_starts` (ParamLayout::LayerStarts)
-// and at cluster.piece_elements, and spread over the shards with cluster.spread_layers;
-// otherwise one piece per shard.
+// and at cluster.piece_elements, spread over the shards with cluster.spread_layers, and the
+// first layer's (the shared embedding's) pieces split with cluster.split_embedding; otherwise one
+// piece per shard.
 PieceTable JobPieceTable(const proto::JobConfig& config, uint64_t total, const std::vector<uint64_t>& layer_starts);
 // The elements of a piece when cluster.piece_elements is 0.
 constexpr uint64_t kDefaultPieceElements = uint64_t{1} << 22;

@@ -1,0 +1,65 @@
+// The lookups' part of a shared-embedding piece's gradient (proto::ROWS, docs/wire-protocol.md,
+// "The embedding in two parts"): only the elements of the rows a step's tokens looked up, as
+// element runs of the piece. The payload's first frame is the run table, `runs` pairs of
+// little-endian uint32 (offset from the message's begin, length), ascending and disjoint; the
+// frames after it hold the runs' values one after the other, in the message's dtype.
+//
+// A piece's gradient is then dense + rows: the workers' DENSE parts summed in worker order (as
+// every piece's), the workers' ROWS parts summed in worker order where any has the element, and
+// the two added. An element no ROWS part names keeps the dense sum, exactly what a zero lookup
+// gradient would leave. Summing every ROWS part of a host group first (a group's aggregator)
+// and then the groups' sums is the flat sum's arithmetic when one group holds every worker.
+#ifndef PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_
+#define PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pserver/wire/wire_message.h"
+
+namespace psformer {
+
+struct ElementRun {
+  uint32_t offset = 0;  // from the message's (the piece's) begin
+  uint32_t length = 0;
+};
+constexpr size_t kRunBytes = 2 * sizeof(uint32_t);
+
+// A ROWS push as a sum reads it.
+struct RowsGradient {
+  std::vector<ElementRun> runs;
+  std::vector<uint64_t> value_at;  // (runs) the index of each run's first value
+  WireMessage values;              // the payload's frames after the table; the header's dtype
+  uint64_t elements() const { return value_at.empty() ? 0 : value_at.back() + runs.back().length; }
+};
+
+// Checks what a ROWS payload says of itself: a table frame of exactly header.runs() runs, each
+// non-empty, ascending, disjoint and inside [begin, end), value frames of whole elements, and as
+// many values as the runs hold. On success fills `out` (a view: `msg`'s frames stay its owner's).
+// REQUIRES: payload size and CRC checked (message_validator.h).
+Refusal ParseRows(const WireMessage& msg, RowsGradient* out);
+
+// Adds the ROWS parts to out[0, end - begin), elements [begin, end) of the piece (offsets from
+// its begin): for each element some part names, r = the first such part's value + the next's ...
+// in the parts' order, then out += r. Elements no part names are left as they are.
+void AddRowsInOrder(std::span<const RowsGradient* const> rows, uint64_t begin, uint64_t end, float* out);
+
+// A sum of ROWS parts as one: the union of their runs (touching runs merged) and, in fp32, the
+// sum AddRowsInOrder makes of each element. For a host group's aggregator.
+struct SummedRows {
+  std::vector<ElementRun> runs;
+  std::vector<float> values;
+};
+SummedRows SumRows(std::span<const RowsGradient* const> rows);
+
+// The runs of `rows` (ascending, distinct row indices of `width` elements, in the model's flat
+// vector) inside the model range [model_begin, model_begin + size), offsets from model_begin; and
+// in `*first_value` the index, in the rows' values (rows.size() x width), of the first element
+// they cover: the runs' values lie there one after the other.
+std::vector<ElementRun> RunsOfRows(std::span<const int32_t> rows, uint64_t width, uint64_t model_begin, uint64_t size,
+                                   uint64_t* first_value);
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_

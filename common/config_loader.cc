@@ -470,6 +470,8 @@ void CheckCluster(const JobConfig& config, Checker* check) {
     check->Require(cluster.emulated_copy_gb_per_s() >= 0.01f && cluster.emulated_copy_gb_per_s() <= 100000.0f,
                    "cluster.emulated_copy_gb_per_s", Str(cluster.emulated_copy_gb_per_s()),
                    "must be in [0.01, 100000] (GB/s)");
+    check->Require(cluster.emulated_lookup_rows() >= 0, "cluster.emulated_lookup_rows",
+                   Str(cluster.emulated_lookup_rows()), "must be >= 0 (0 = a quarter of the vocabulary)");
     check->Require(vocab > 0, "model.vocab_size", Str(model.vocab_size()),
                    "emulated workers read no data: set the vocabulary size (cluster.backend = EMULATED)");
   }

@@ -142,6 +142,18 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   const std::vector<uint64_t> starts = layout.LayerStarts();
   for (size_t l = 0; l < starts.size(); ++l) ranges_.push_back({starts[l], l + 1 < starts.size() ? starts[l + 1] : n_});
   std::reverse(ranges_.begin(), ranges_.end());
+  if (config.cluster().split_embedding() && ranges_.size() > 1) {
+    std::rotate(ranges_.begin(), ranges_.end() - 1, ranges_.end());  // the embedding's, first
+    const uint64_t width = static_cast<uint64_t>(config.model().d_model());
+    const int rows = config.cluster().emulated_lookup_rows() > 0
+                         ? std::min(config.cluster().emulated_lookup_rows(), vocab)
+                         : std::max(1, vocab / 4);
+    for (int r = 0; r < rows; ++r) {
+      lookup_rows_.push_back(static_cast<int32_t>(static_cast<int64_t>(r) * vocab / rows));
+    }
+    lookup_values_.resize(lookup_rows_.size() * width);
+    FillEmulatedGradient({seed_, 0, static_cast<uint32_t>(worker), 0}, 0, lookup_values_.size(), lookup_values_.data());
+  }
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);
@@ -174,6 +186,7 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
     if (ready) ready(range.first, range.second, stats_);
   }
   device_free_ = forward_end + backward;
+  lookups_ready_ = device_free_ + CopyTime(lookup_values_.size());
   if (!ready) {
     for (size_t i = 0; i < ranges_.size(); ++i) engine_->WaitOldest();
   }

@@ -83,6 +83,13 @@ class EmulatedGpu {
                  const GradientReady& ready = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
+  // With cluster.split_embedding the embedding's range comes first in ranges() (the output
+  // projection's part, which backward computes first), and each step also looks up these rows:
+  // cluster.emulated_lookup_rows of them, spread evenly over the vocabulary, with values made
+  // once. Their copy off the device follows backward: it ends at lookups_ready() of the last Step.
+  const std::vector<int32_t>& lookup_rows() const { return lookup_rows_; }
+  const std::vector<float>& lookup_values() const { return lookup_values_; }
+  Clock::time_point lookups_ready() const { return lookups_ready_; }
 
  private:
   class CopyEngine;
@@ -101,6 +108,9 @@ class EmulatedGpu {
   std::vector<Range> ranges_;
   StepStats stats_;                  // every step reports the same
   Clock::time_point device_free_{};  // when the device's work launched so far ends
+  std::vector<int32_t> lookup_rows_;  // with split_embedding
+  std::vector<float> lookup_values_;
+  Clock::time_point lookups_ready_{};
   std::unique_ptr<CopyEngine> engine_;
 };
 

@@ -1,5 +1,6 @@
 #include "worker/emulated_step.h"
 
+#include <thread>
 #include <utility>
 
 #include "common/config_loader.h"
@@ -20,7 +21,15 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
   // The emulated GPU launches each range's download itself, as it launches backward.
   gpu_->set_upload_bf16(pulled_bf16());
-  return gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
+  const StepStats stats =
+      gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
+  if (!gpu_->lookup_rows().empty()) {
+    // The lookups' part is copied off the device after backward, as a GPU worker's is.
+    std::this_thread::sleep_until(gpu_->lookups_ready());
+    lookups_ = Lookups{gpu_->lookup_rows(), gpu_->lookup_values().data(),
+                       static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size())};
+  }
+  return stats;
 }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {

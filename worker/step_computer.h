@@ -104,6 +104,18 @@ class StepComputer {
   // bytes and widens them on the device. Null otherwise: the client widens them into params().
   uint16_t* params_bf16() { return params_bf16_.empty() ? nullptr : params_bf16_.data(); }
 
+  // With cluster.split_embedding (a job whose pieces include split ones): the lookups' part of
+  // the last Compute's embedding gradient, which grad()'s embedding range then leaves out (it
+  // holds the output projection's part, handed over first): the embedding's rows the batch looked
+  // up, ascending, and their gradient (rows.size() x width), in host memory, complete once
+  // Compute returns and unchanged until the next. Without the split, no rows.
+  struct Lookups {
+    std::span<const int32_t> rows;
+    const float* values = nullptr;
+    uint64_t width = 0;
+  };
+  const Lookups& lookups() const { return lookups_; }
+
   // The bytes of the array the gradient leaves the device into: grad_bf16() when there is one,
   // else grad().
   size_t leaving_gradient_bytes() const {
@@ -132,6 +144,7 @@ class StepComputer {
   HostArray<uint16_t> grad_bf16_;      // host, (n) or empty
   std::vector<uint16_t> params_bf16_;  // host, (n) or empty
   proto::DType pulled_dtype_ = proto::FLOAT32;
+  Lookups lookups_;
 };
 
 // The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,

@@ -13,7 +13,8 @@ TransformerStep::TransformerStep(const proto::JobConfig& config, int worker, std
       worker_(worker),
       source_(std::move(source)),
       backend_(std::move(backend)),
-      model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())) {
+      model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())),
+      split_embedding_(config.cluster().split_embedding()) {
   PSF_CHECK(model_->parameter_count() == parameter_count());
 }
 
@@ -73,9 +74,11 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const ParamsNeeded need = StartParamUploads();
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
   const bool bf16 = !grad_bf16_.empty();
+  LookupRows<float>* lookups = split_embedding_ ? &device_lookups_ : nullptr;
   if (!on_copying) {
     const StepStats stats =
-        model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need);
+        model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need, lookups);
+    LookupsToHost();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
     if (bf16) {
@@ -92,9 +95,21 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     grad_download_->Start(begin, end);
     on_copying(begin, end, s);
   };
-  const StepStats stats = model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need);
+  const StepStats stats =
+      model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need, lookups);
   backend_->MarkSpanEnd();
+  LookupsToHost();
   return stats;
+}
+
+void TransformerStep::LookupsToHost() {
+  if (!split_embedding_) return;
+  const uint64_t width = static_cast<uint64_t>(config_.model().d_model());
+  lookup_values_.resize(device_lookups_.rows.size() * width);
+  if (!lookup_values_.empty()) {
+    backend_->CopyToHost(lookup_values_.data(), device_lookups_.values, lookup_values_.size() * sizeof(float));
+  }
+  lookups_ = Lookups{device_lookups_.rows, lookup_values_.data(), width};
 }
 
 ParamsNeeded TransformerStep::StartParamUploads() {

@@ -50,6 +50,8 @@ class TransformerStep final : public StepComputer {
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
+  // With split_embedding_: the last step's lookups' part from the device into lookups_.
+  void LookupsToHost();
 
   TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
                   std::unique_ptr<Backend<float>> backend);
@@ -69,6 +71,9 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order
+  bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
+  LookupRows<float> device_lookups_;                 // the model's, on the device
+  std::vector<float> lookup_values_;                 // their values, on the host (lookups_)
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };
 

@@ -84,6 +84,10 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
       PSF_ASSIGN_OR_RETURN(push_.ticket, StartPush(c, stats));
       PSF_RETURN_IF_ERROR(c.PushReady(*push_.ticket, 0, n_));
     }
+    if (c.pieces().has_split()) {  // the lookups' part of the embedding's gradient: final last
+      const StepComputer::Lookups& lookups = computer_->lookups();
+      PSF_RETURN_IF_ERROR(c.PushRows(*push_.ticket, lookups.rows, lookups.values, lookups.width).WithContext(what));
+    }
     if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
       PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
     return c.Wait(*push_.ticket).WithContext(what);

@@ -75,7 +75,8 @@ class WorkerDataPath {
   StatusOr<GradientCopying> BeginPush(int64_t step, bool whole);
   // After Compute: sleeps until every range's copy has landed and been handed to the client.
   void HandOver();
-  // Pushes what is left (the whole gradient, without overlap), sends the early pull of the
+  // Pushes what is left (the whole gradient, without overlap; the lookups' rows of the embedding's
+  // gradient, with cluster.split_embedding), sends the early pull of the
   // parameters after the step, and waits until every shard holds the push.
   Status FinishPush(const StepStats& stats);
   // After Wait said Aborted: every shard into the newest recovery epoch (PsClient::Rollback);

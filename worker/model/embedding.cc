@@ -26,6 +26,11 @@ void Embedding<T>::Backward(const T* dout, T* grad) {
   be_->EmbeddingBackward(n_, d_, dropout_.Backward(dout), tokens_, scale_, grad + table_);
 }
 
+template <typename T>
+void Embedding<T>::BackwardInto(const T* dout, const int32_t* ids, T* rows) {
+  be_->EmbeddingBackward(n_, d_, dropout_.Backward(dout), ids, scale_, rows);
+}
+
 template class Embedding<float>;
 template class Embedding<double>;
 

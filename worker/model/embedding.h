@@ -18,6 +18,9 @@ class Embedding {
   const T* Forward(const T* params, const int32_t* tokens, int batch, int len, const DropoutKey* key);
   // Adds the gradient w.r.t. E to grad.
   void Backward(const T* dout, T* grad);
+  // Adds it to `rows` instead, a table of the rows `ids` name in place of the tokens (per token of
+  // the last Forward, its row there): the lookups' part of E's gradient kept apart.
+  void BackwardInto(const T* dout, const int32_t* ids, T* rows);
 
  private:
   Backend<T>* be_;

@@ -144,9 +144,11 @@ StepStats Transformer<T>::Evaluate(const T* params, const Batch& batch) {
 
 template <typename T>
 StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
-                                          const GradientReady& ready, const ParamsNeeded& need) {
+                                          const GradientReady& ready, const ParamsNeeded& need,
+                                          LookupRows<T>* lookups) {
   Backend<T>* be = be_;
   be->Fill(layout_.total_size(), T(0), grad);
+  if (lookups != nullptr) *lookups = LookupRows<T>{};  // an empty batch looks nothing up
   const StepStats stats = Forward(params, batch, &key, true, &need);
   auto report = [&](const Range& range) {
     if (ready && range.second > range.first) ready(range.first, range.second, stats);
@@ -161,6 +163,19 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   // Pre-softmax projection: dE += dlogits^T y; dy = dlogits E.
   be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
            T(1), grad + embedding_, d_);
+  T* lookup_grad = nullptr;  // with `lookups`: where the lookups add, in place of grad's E
+  const int32_t *src_ids = nullptr, *tgt_ids = nullptr;
+  if (lookups != nullptr) {
+    report(embedding_range_);  // the output projection's part is all E's range will hold
+    lookups->rows = BatchRows(batch);
+    lookup_grad = rows_grad_.Reserve(be, lookups->rows.size() * d_);
+    be->Fill(lookups->rows.size() * d_, T(0), lookup_grad);
+    src_ids = src_rows_.Reserve(be, ns);
+    tgt_ids = tgt_rows_.Reserve(be, nt);
+    UploadRowIds(batch.src, &src_rows_);
+    UploadRowIds(batch.tgt_in, &tgt_rows_);
+    lookups->values = lookup_grad;
+  }
   T* dy = ddecoder_out_.Reserve(be, nt * d_);
   be->Gemm(Transpose::kNo, Transpose::kNo, static_cast<int>(nt), d_, vocab_, T(1), dlogits, vocab_, params + embedding_,
            d_, T(0), dy, d_);
@@ -177,7 +192,11 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
     d = decoder_[l]->Backward(params, d, dmemory, grad);
     report(decoder_ranges_[l]);
   }
-  tgt_embedding_.Backward(d, grad);  // the embedding's gradient is complete only after the source side
+  if (lookups != nullptr) {
+    tgt_embedding_.BackwardInto(d, tgt_ids, lookup_grad);
+  } else {
+    tgt_embedding_.Backward(d, grad);  // the embedding's gradient is complete only after the source side
+  }
 
   d = dmemory;
   if (pre_ln_) {
@@ -190,9 +209,34 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
     d = encoder_[l]->Backward(params, d, grad);
     report(encoder_ranges_[l]);
   }
-  src_embedding_.Backward(d, grad);
-  report(embedding_range_);
+  if (lookups != nullptr) {
+    src_embedding_.BackwardInto(d, src_ids, lookup_grad);
+  } else {
+    src_embedding_.Backward(d, grad);
+    report(embedding_range_);
+  }
   return stats;
+}
+
+template <typename T>
+std::vector<int32_t> Transformer<T>::BatchRows(const Batch& batch) {
+  row_of_.assign(vocab_, -1);
+  for (int32_t id : batch.src) row_of_[id] = 0;
+  for (int32_t id : batch.tgt_in) row_of_[id] = 0;
+  std::vector<int32_t> rows;
+  for (int32_t id = 0; id < vocab_; ++id) {
+    if (row_of_[id] < 0) continue;
+    row_of_[id] = static_cast<int32_t>(rows.size());
+    rows.push_back(id);
+  }
+  return rows;
+}
+
+template <typename T>
+void Transformer<T>::UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out) {
+  std::vector<int32_t> ids(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) ids[i] = row_of_[tokens[i]];
+  out->Upload(ids.data(), ids.size());
 }
 
 template class Transformer<float>;

@@ -47,6 +47,15 @@ using GradientReady = std::function<void(uint64_t begin, uint64_t end, const Ste
 // while the others are still being copied. Like GradientReady, it may enqueue work, never do it.
 using ParamsNeeded = std::function<void(uint64_t begin, uint64_t end)>;
 
+// The lookups' part of the embedding's gradient, kept apart from the output projection's
+// (cluster.split_embedding): the rows of E the batch's tokens (source and target input) looked
+// up, ascending and distinct, and their gradient, on the device.
+template <typename T>
+struct LookupRows {
+  std::vector<int32_t> rows;
+  const T* values = nullptr;  // (rows.size(), d_model), valid until the next ForwardBackward
+};
+
 template <typename T>
 class Transformer {
  public:
@@ -62,8 +71,12 @@ class Transformer {
   // REQUIRES: src_len and tgt_len <= max_positions (callers validate batches first).
   // `ready`, if set, hears of each layer's gradient as it is finished (GradientReady); `need`, if
   // set, of each layer's parameters before they are first read (ParamsNeeded).
+  // With `lookups`, the embedding's range of grad holds only the output projection's part, which
+  // `ready` hears of as soon as it is final, first; the lookups' part is in *lookups at the end.
+  // Their sum is the gradient without `lookups` (in another order of additions).
   StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
-                            const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr);
+                            const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr,
+                            LookupRows<T>* lookups = nullptr);
   // The layers' ranges of the flat vector in the order forward first reads them (the embedding,
   // the encoder's layers, its final norm, the decoder's, its final norm): disjoint, covering it.
   std::vector<std::pair<uint64_t, uint64_t>> forward_ranges() const;
@@ -75,6 +88,10 @@ class Transformer {
  private:
   StepStats Forward(const T* params, const Batch& batch, const DropoutKey* key, bool want_gradient,
                     const ParamsNeeded* need = nullptr);
+  // The batch's distinct source and target-input ids, ascending; row_of_ maps each to its index.
+  std::vector<int32_t> BatchRows(const Batch& batch);
+  // Each token's row index (row_of_) into `out`, on the device.
+  void UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out);
 
   Backend<T>* be_;
   proto::ModelConfig config_;
@@ -102,6 +119,10 @@ class Transformer {
   DeviceBuffer<T> token_loss_, token_correct_;    // (B*T)
   DeviceBuffer<T> ddecoder_out_, dmemory_;        // (B*T, d), (B*S, d)
   DeviceBuffer<T> dfinal_;                        // (max(B*S, B*T), d)
+  // With LookupRows: per token, its row in LookupRows::rows; the rows' gradient.
+  DeviceBuffer<int32_t> src_rows_, tgt_rows_;  // (B, S), (B, T)
+  DeviceBuffer<T> rows_grad_;                  // (rows, d)
+  std::vector<int32_t> row_of_;                // (vocab) host scratch
 };
 
 }  // namespace psformer

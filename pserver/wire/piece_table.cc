@@ -128,7 +128,14 @@ PieceTable JobPieceTable(const proto::JobConfig& config, uint64_t total, const s
   if (!c.overlap() || c.consistency() != proto::ClusterConfig::BSP) return PieceTable(total, c.servers());
   const uint64_t max = c.piece_elements() > 0 ? static_cast<uint64_t>(c.piece_elements()) : kDefaultPieceElements;
   PieceTable table(total, c.servers(), layer_starts, max, c.spread_layers());
-  if (c.split_embedding() && layer_starts.size() > 1) table.SplitBelow(layer_starts[1]);
+  if (c.split_embedding()) {
+    // The embedding is the first layer: it ends where the first layer after it begins.
+    uint64_t embedding_end = 0;
+    for (uint64_t start : layer_starts) {
+      if (start > 0 && (embedding_end == 0 || start < embedding_end)) embedding_end = start;
+    }
+    if (embedding_end > 0) table.SplitBelow(embedding_end);
+  }
   return table;
 }
 

@@ -1,0 +1,280 @@
+// The shared embedding's gradient in two parts (cluster.split_embedding): servers with their
+// clients on loopback, workers pushing each embedding piece as a DENSE part (reported first, as
+// backward finishes the output projection first) and a ROWS part (the rows their batch looked
+// up, after the rest). The weights equal a reference that sums in the documented order
+// (docs/determinism.md): the DENSE parts in worker order, then the ROWS parts in worker order
+// where any names the element, the two added; whatever the server count, and with ROWS
+// pushes lost and duplicated on the way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "common/adam.h"
+#include "common/lr_schedule.h"
+#include "common/transport/forwarding_van.h"
+#include "common/transport/zmq_van.h"
+#include "pserver/wire/piece_table.h"
+#include "tests/pserver_test_util.h"
+
+namespace psformer::testing {
+namespace {
+
+constexpr uint64_t kTotal = 20011;
+constexpr uint64_t kWidth = 20;                // the embedding's row width (d_model)
+constexpr uint64_t kEmbedding = 300 * kWidth;  // its elements: [0, 6000)
+const std::vector<uint64_t> kLayers = {kEmbedding, 9000, 15000};
+
+proto::JobConfig SplitConfig(int workers, int servers) {
+  proto::JobConfig config = PsConfig(workers, servers, proto::ClusterConfig::BSP);
+  config.mutable_cluster()->set_piece_elements(1700);  // the embedding in 4 pieces, cut inside rows
+  config.mutable_cluster()->set_split_embedding(true);
+  return config;
+}
+
+// The rows worker w's batch of step t looks up (ascending), and their gradient.
+std::vector<int32_t> Rows(int w, int64_t t) {
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; r < static_cast<int32_t>(kEmbedding / kWidth); ++r) {
+    if ((r * 7 + w * 3 + t) % 5 == 0 || r == 0) rows.push_back(r);  // row 0: the pad, in every batch
+  }
+  return rows;
+}
+std::vector<float> RowValues(int w, int64_t t, size_t count) {
+  std::vector<float> v(count * kWidth);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * std::cos(0.013f * static_cast<float>(i) + 1.7f * w + 0.3f * t);
+  return v;
+}
+
+// The update of step t computed directly on the whole vector, in the documented order.
+class SplitReference {
+ public:
+  // `rows_one_by_one`: another order, each worker's rows added to the dense sum in turn.
+  SplitReference(const proto::JobConfig& config, bool with_rows, bool rows_one_by_one = false)
+      : config_(config), with_rows_(with_rows), one_by_one_(rows_one_by_one), params_(kTotal), m_(kTotal), v_(kTotal) {
+    for (size_t i = 0; i < kTotal; ++i) params_[i] = InitValue(i);
+  }
+  void Step(int64_t t) {
+    std::vector<float> g = Gradient(0, t, kTotal);
+    uint64_t tokens = Tokens(0, t);
+    for (int w = 1; w < config_.cluster().workers(); ++w) {
+      const std::vector<float> gw = Gradient(w, t, kTotal);
+      for (size_t i = 0; i < kTotal; ++i) g[i] += gw[i];
+      tokens += Tokens(w, t);
+    }
+    if (with_rows_) {
+      std::map<uint64_t, float> rows;  // element -> the workers' lookups summed in worker order
+      for (int w = 0; w < config_.cluster().workers(); ++w) {
+        const std::vector<int32_t> ids = Rows(w, t);
+        const std::vector<float> values = RowValues(w, t, ids.size());
+        for (size_t r = 0; r < ids.size(); ++r) {
+          for (uint64_t c = 0; c < kWidth; ++c) {
+            const uint64_t i = static_cast<uint64_t>(ids[r]) * kWidth + c;
+            if (one_by_one_) {
+              g[i] += values[r * kWidth + c];
+              continue;
+            }
+            auto [it, first] = rows.emplace(i, values[r * kWidth + c]);
+            if (!first) it->second += values[r * kWidth + c];
+          }
+        }
+      }
+      for (const auto& [i, r] : rows) g[i] += r;
+    }
+    NormalizeGradient(g.size(), tokens, g.data());
+    AdamHyper hyper{config_.optimizer().beta1(), config_.optimizer().beta2(), config_.optimizer().epsilon()};
+    AdamUpdate(hyper, t, LearningRate(config_, t), g.size(), g.data(), params_.data(), m_.data(), v_.data());
+  }
+  const std::vector<float>& params() const { return params_; }
+
+ private:
+  proto::JobConfig config_;
+  bool with_rows_;
+  bool one_by_one_;
+  std::vector<float> params_, m_, v_;
+};
+
+// Loses the first ROWS push it is handed and sends the second twice.
+class RowsFaultVan : public ForwardingVan {
+ public:
+  RowsFaultVan() : ForwardingVan(std::make_unique<ZmqVan>()) {}
+  Status Send(RawMessage message) override {
+    proto::Header h;
+    if (!message.frames.empty() &&
+        h.ParseFromArray(message.frames[0].data(), static_cast<int>(message.frames[0].size())) &&
+        h.type() == proto::PUSH && h.part() == proto::ROWS) {
+      const int k = rows_seen_++;
+      if (k == 0) return Status::Ok();                         // lost
+      if (k == 1) PSF_RETURN_IF_ERROR(inner_->Send(message));  // and again below
+    }
+    return inner_->Send(std::move(message));
+  }
+  int rows_seen() const { return rows_seen_; }
+
+ private:
+  int rows_seen_ = 0;
+};
+
+// Runs `steps` steps of a split job; each worker reports the embedding's range first, then the
+// other layers last to first, then its rows (none when !with_rows). Returns the pulled weights.
+// `faulty`: worker 0 sends through a RowsFaultVan (and resends after 100 ms).
+std::vector<float> RunSplit(int workers, int servers, int steps, bool with_rows, bool faulty = false) {
+  const proto::JobConfig config = SplitConfig(workers, servers);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  EXPECT_TRUE(pieces->has_split());
+  ServerGroup group(config, kTotal, "", false, 2, kLayers);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  RowsFaultVan* fault_van = nullptr;
+  for (int w = 0; w < workers; ++w) {
+    if (faulty && w == 0) {
+      PsClientOptions o;
+      o.pieces = pieces;
+      o.job_id = kJobId;
+      o.id = 0;
+      o.servers = group.endpoints();
+      o.parameter_count = kTotal;
+      o.frame_bytes = 4096;
+      o.timeout_ms = 20000;
+      o.retry_ms = 100;
+      auto van = std::make_unique<RowsFaultVan>();
+      fault_van = van.get();
+      auto client = PsClient::Create(std::move(o), std::move(van));
+      EXPECT_TRUE(client.ok()) << client.status().ToString();
+      clients.push_back(std::move(client).value());
+    } else {
+      clients.push_back(MakeClient(group, kTotal, w, proto::FLOAT32, 0, proto::WORKER, pieces));
+    }
+  }
+  std::vector<std::vector<float>> params(workers, std::vector<float>(kTotal));
+  std::vector<PsClient::Ticket> pulls(workers);
+  for (int w = 0; w < workers; ++w) pulls[w] = *clients[w]->Pull(0, params[w].data());
+  std::vector<uint64_t> bounds = kLayers;
+  bounds.insert(bounds.begin(), 0);
+  bounds.push_back(kTotal);
+  for (int64_t t = 1; t <= steps; ++t) {
+    std::vector<std::vector<float>> grads(workers), values(workers);
+    std::vector<std::vector<int32_t>> rows(workers);
+    std::vector<PsClient::Ticket> pushes(workers);
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_TRUE(clients[w]->Wait(pulls[w]).ok());
+      grads[w] = Gradient(w, t, kTotal);
+      if (with_rows) rows[w] = Rows(w, t);
+      values[w] = RowValues(w, t, rows[w].size());
+      pushes[w] = *clients[w]->BeginPush(t, grads[w].data(), Tokens(w, t), 1.0);
+    }
+    for (int w = 0; w < workers; ++w) EXPECT_TRUE(clients[w]->PushReady(pushes[w], 0, kEmbedding).ok());
+    for (size_t layer = bounds.size() - 1; layer > 1; --layer) {
+      for (int w = 0; w < workers; ++w) {
+        EXPECT_TRUE(clients[w]->PushReady(pushes[w], bounds[layer - 1], bounds[layer]).ok());
+      }
+    }
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_TRUE(clients[w]->PushRows(pushes[w], rows[w], values[w].data(), kWidth).ok());
+      pulls[w] = *clients[w]->Pull(t, params[w].data());
+    }
+    for (int w = 0; w < workers; ++w) {
+      Status s = clients[w]->Wait(pushes[w]);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  for (int w = 0; w < workers; ++w) {
+    Status s = clients[w]->Wait(pulls[w]);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
+  if (fault_van != nullptr) {
+    EXPECT_GT(fault_van->rows_seen(), 2);  // the lost one was sent again
+    uint64_t duplicates = 0;
+    for (int k = 0; k < servers; ++k) duplicates += group.server(k).stats().duplicates.load();
+    EXPECT_GE(duplicates, 1u);  // the doubled one was recognised
+  }
+  // Every piece applied once a step, a split one with both its parts.
+  for (int k = 0; k < servers; ++k) {
+    EXPECT_EQ(group.server(k).stats().updates.load(), static_cast<uint64_t>(steps));
+  }
+  return params[0];
+}
+
+std::vector<float> Reference(int workers, int steps, bool with_rows, bool rows_one_by_one = false) {
+  SplitReference ref(SplitConfig(workers, 1), with_rows, rows_one_by_one);
+  for (int64_t t = 1; t <= steps; ++t) ref.Step(t);
+  return ref.params();
+}
+
+TEST(SplitEmbedding, TwoPartPushesGiveTheReferenceSumsWeightsForAnyServerCount) {
+  const std::vector<float> expected = Reference(3, 3, true);
+  for (int servers : {1, 3}) {
+    SCOPED_TRACE("servers = " + std::to_string(servers));
+    EXPECT_TRUE(BitwiseEqual(RunSplit(3, servers, 3, true), expected));
+  }
+  // The test can fail: adding each worker's rows to the dense sum as it goes, (D + r0) + r1,
+  // is another sum than D + (r0 + r1), and the weights differ.
+  EXPECT_FALSE(BitwiseEqual(expected, Reference(3, 3, true, /*rows_one_by_one=*/true)));
+}
+
+// Rows no batch looked up get exactly the update of the dense part alone: what a lookup
+// gradient of zeros would leave. With no rows at all the job is the unsplit one's.
+TEST(SplitEmbedding, RowsNoBatchLookedUpGetTheDensePartsUpdate) {
+  EXPECT_TRUE(BitwiseEqual(RunSplit(2, 2, 2, false), Reference(2, 2, false)));
+  const std::vector<float> with_rows = Reference(2, 2, true), dense_only = Reference(2, 2, false);
+  // Rows 1..4 of step 1-2 are looked up by some worker; a row no worker of any step looked up is
+  // the dense-only job's, bit for bit, in the job with rows.
+  std::vector<bool> looked_up(kEmbedding / kWidth, false);
+  for (int64_t t = 1; t <= 2; ++t) {
+    for (int w = 0; w < 2; ++w) {
+      for (int32_t r : Rows(w, t)) looked_up[r] = true;
+    }
+  }
+  const std::vector<float> job = RunSplit(2, 2, 2, true);
+  EXPECT_TRUE(BitwiseEqual(job, with_rows));
+  int untouched = 0;
+  for (size_t r = 0; r < looked_up.size(); ++r) {
+    if (looked_up[r]) continue;
+    ++untouched;
+    EXPECT_EQ(std::memcmp(job.data() + r * kWidth, dense_only.data() + r * kWidth, kWidth * sizeof(float)), 0)
+        << "row " << r;
+  }
+  EXPECT_GT(untouched, 10);
+}
+
+TEST(SplitEmbedding, ALostAndADuplicatedRowsPushAreHealedExactlyOnce) {
+  EXPECT_TRUE(BitwiseEqual(RunSplit(2, 2, 3, true, /*faulty=*/true), Reference(2, 3, true)));
+}
+
+TEST(SplitEmbedding, AWaitForAPushWhoseRowsWereNeverReportedSaysSo) {
+  const proto::JobConfig config = SplitConfig(1, 1);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  const std::vector<float> g = Gradient(0, 1, kTotal);  // outlives the client: its frames may be in flight
+  ServerGroup group(config, kTotal, "", false, 2, kLayers);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, pieces);
+  auto push = client->Push(1, g.data(), Tokens(0, 1), 1.0);
+  ASSERT_TRUE(push.ok());
+  const Status s = client->Wait(*push);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("rows (PushRows)"), std::string::npos) << s.ToString();
+  // Rows out of order, or outside the embedding, are refused before anything is sent.
+  auto next = client->BeginPush(1, g.data(), Tokens(0, 1), 1.0);
+  const std::vector<float> values(2 * kWidth, 0.f);
+  EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{3, 2}, values.data(), kWidth).IsInvalidArgument());
+  EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{2, 1000000}, values.data(), kWidth).IsInvalidArgument());
+}
+
+// A server of a split job refuses a whole push of an embedding piece, and a DENSE or ROWS push
+// of any other piece: a worker configured otherwise than its servers is told so.
+TEST(SplitEmbedding, ServersRefuseAPushOfTheWrongPart) {
+  proto::JobConfig unsplit = SplitConfig(1, 1);
+  unsplit.mutable_cluster()->set_split_embedding(false);
+  const auto whole_pieces = std::make_shared<const PieceTable>(JobPieceTable(unsplit, kTotal, kLayers));
+  const std::vector<float> g = Gradient(0, 1, kTotal);
+  ServerGroup group(SplitConfig(1, 1), kTotal, "", false, 2, kLayers);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, whole_pieces);
+  auto push = client->Push(1, g.data(), Tokens(0, 1), 1.0);
+  ASSERT_TRUE(push.ok());
+  const Status s = client->Wait(*push);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("split_embedding"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace psformer::testing

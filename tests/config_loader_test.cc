@@ -209,5 +209,26 @@ TEST(ConfigLoader, MalformedKillListIsRejected) {
   }
 }
 
+TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
+  const std::string copy = ConfigPath("copy.pbtxt");
+  ASSERT_TRUE(ResolveConfig(copy, {"cluster.split_embedding=true", "cluster.workers=2"}).ok());
+  const std::vector<std::vector<std::string>> refused = {
+      {"cluster.split_embedding=true", "cluster.overlap=false"},
+      {"cluster.split_embedding=true", "cluster.consistency=SSP"},
+      {"cluster.split_embedding=true", "cluster.backend=CUDA"},
+  };
+  for (const auto& sets : refused) {
+    auto config = ResolveConfig(copy, sets);
+    ASSERT_FALSE(config.ok()) << sets[1];
+    EXPECT_NE(config.status().message().find("cluster.split_embedding"), std::string::npos)
+        << config.status().message();
+  }
+  auto negative =
+      ResolveConfig(copy, {"cluster.backend=EMULATED", "model.vocab_size=100", "cluster.emulated_lookup_rows=-1"});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("cluster.emulated_lookup_rows"), std::string::npos)
+      << negative.status().message();
+}
+
 }  // namespace
 }  // namespace psformer

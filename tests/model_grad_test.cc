@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "tests/model_test_util.h"
@@ -283,6 +284,47 @@ TEST_P(GradTransformer, GradientReadyReportsEachLayerOnceItsGradientIsFinal) {
   Vec plain(params.size(), 0.0);
   model.ForwardBackward(params.data(), b, kKey, plain.data());
   EXPECT_EQ(plain, grad);
+}
+
+// With LookupRows (cluster.split_embedding) the embedding's range holds the output projection's
+// part, reported first (before any layer), and the lookups' part comes apart as the batch's
+// rows: dense + rows is the gradient without the split (in double, to rounding), and a row no
+// token looked up holds the dense part alone.
+TEST_P(GradTransformer, LookupRowsKeepTheLookupsPartApart) {
+  std::mt19937_64 rng(GetParam() ? 51 : 50);
+  auto config = SmallModel(2, 8, 12, 2, GetParam(), 0.1f);
+  const int vocab = 23;  // more rows than a 3 x 5 + 3 x 7 batch of ids below 12 looks up
+  Transformer<double> model(config, vocab, &be_);
+  const Vec params = RandomParams(model.layout(), rng);
+  const Batch b = RandomBatch(rng, 3, 5, 7, 12);
+  Vec whole(params.size(), 0.0), dense(params.size(), 0.0);
+  model.ForwardBackward(params.data(), b, kKey, whole.data());
+  LookupRows<double> lookups;
+  std::vector<std::pair<uint64_t, uint64_t>> order;
+  model.ForwardBackward(
+      params.data(), b, kKey, dense.data(),
+      [&](uint64_t begin, uint64_t end, const StepStats&) { order.emplace_back(begin, end); }, nullptr, &lookups);
+  const uint64_t width = 8, table = model.layout().Get("embedding").size();
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.front(), std::make_pair(uint64_t{0}, table));  // the embedding's range first
+  // The rows: the batch's source and target-input ids, ascending, distinct.
+  std::set<int32_t> ids(b.src.begin(), b.src.end());
+  ids.insert(b.tgt_in.begin(), b.tgt_in.end());
+  EXPECT_EQ(lookups.rows, std::vector<int32_t>(ids.begin(), ids.end()));
+  EXPECT_LT(lookups.rows.size(), static_cast<size_t>(vocab));
+  Vec sum = dense;
+  for (size_t r = 0; r < lookups.rows.size(); ++r) {
+    for (uint64_t c = 0; c < width; ++c) sum[lookups.rows[r] * width + c] += lookups.values[r * width + c];
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_NEAR(sum[i], whole[i], 1e-12 * (1 + std::fabs(whole[i]))) << "element " << i;
+  }
+  for (int32_t row = 0; row < vocab; ++row) {
+    if (ids.count(row)) continue;
+    for (uint64_t c = 0; c < width; ++c) EXPECT_EQ(dense[row * width + c], whole[row * width + c]) << row;
+  }
+  // Outside the embedding, the split changes nothing at all.
+  for (size_t i = table; i < params.size(); ++i) ASSERT_EQ(dense[i], whole[i]) << "element " << i;
 }
 
 TEST_P(GradTransformer, RandomShapesMatchFiniteDifferences) {

@@ -79,6 +79,23 @@ TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {
   EXPECT_NE(r.output.find("2 processes were started but the config needs"), std::string::npos) << r.output;
 }
 
+// The embedding's gradient in two parts (cluster.split_embedding): its own bits (another order of
+// additions), the same with any server count, with the layers spread or not, and through a
+// killed worker and a killed server.
+TEST(Training, SplitEmbeddingWeightsDoNotDependOnServersSpreadOrFaults) {
+  TempDir dir;
+  const std::string split = " --set cluster.split_embedding=true --set cluster.workers=2";
+  EXPECT_TRUE(
+      TrainSameModel(dir, kShort,
+                     {{"s1", split + " --set cluster.servers=1"},
+                      {"s3", split + " --set cluster.servers=3"},
+                      {"packed", split + " --set cluster.servers=2 --set cluster.spread_layers=false"},
+                      {"killed", split + " --set cluster.servers=2 --set fault.kill=worker:1@10,server:0@17"}}));
+  const std::string unsplit =
+      TrainedModelDigest(dir, kShort, {"unsplit", "--set cluster.workers=2 --set cluster.servers=1"});
+  EXPECT_NE(unsplit, ModelDigest(dir.File("s1") + "/model.bin")) << "the split changes the order of additions";
+}
+
 TEST(Training, AKilledWorkerIsRestartedAndTheWeightsDoNotChange) {
   TempDir dir;
   EXPECT_TRUE(

@@ -4,7 +4,10 @@
 # EMULATED workers (emulated steps of 1000 ms) of each model shape (by default the scaled pair
 # below), launched with `psformer launch`; host summing on (and off with SUMMING="true false"),
 # traffic protected by CURVE, by AES-256-GCM (cluster.encryption) or not at all, links at each
-# RATE's equivalent. For each
+# RATE's equivalent, the embedding's gradient whole and in two parts (cluster.split_embedding;
+# SPLIT="false" or "true" runs one; the emulated workers look up LOOKUP_ROWS rows a step, default
+# 3000: the distinct source and target pieces of 6,250 target tokens of the Bible corpus with the
+# 37,000-piece BPE, a quarter of the base batch, were 3,028-3,090 in five random draws). For each
 # job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
 # efficiency against the emulated 1000 ms, the bytes each host sent and received on its link
 # (interface counters, over the whole run, divided by STEPS: the initial and final pulls are
@@ -12,7 +15,8 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: [SUMMING="true false"] [CEILING=0] [MODELS="shape;shape"] bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
+# Usage: [SUMMING="true false"] [SPLIT="false true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"]
+#        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
 #   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
 #   "base" is the base model itself. Default: the scaled pair "model.d_model=256 model.d_ff=1024
@@ -91,8 +95,8 @@ shape() {
 read -r base_parameters _ _ <<<"$(shape)"
 
 echo
-echo "| model | hosts | link (base equivalent) | host summing | encryption | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | hosts | link (base equivalent) | host summing | encryption | embedding | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 IFS=';' read -r -a model_list <<<"$models"
 for model in "${model_list[@]}"; do
 model_sets=()
@@ -116,12 +120,15 @@ for hosts in $host_counts; do
     IFS=, read -r -a names <<<"$(field hosts)"
     for summing in ${SUMMING:-true}; do
       for security in $securities; do
+      for split in ${SPLIT:-false true}; do
+        embedding=whole
+        [[ $split == true ]] && embedding=split
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-$hosts-$rate-$summing-$security"
+        run="$work/run-$hosts-$rate-$summing-$security-$embedding"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*
@@ -131,10 +138,11 @@ for hosts in $host_counts; do
           --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
           --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
           --set cluster.host_summing="$summing" "${secure[@]}" ${model_sets[@]+"${model_sets[@]}"} \
+          --set cluster.split_embedding="$split" --set cluster.emulated_lookup_rows="${LOOKUP_ROWS:-3000}" \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
           --run-dir "$run" >"$run.out" 2>&1; then
-          echo "| $label | $hosts | $shown | $summing | $security | failed: see below | | | | | |"
+          echo "| $label | $hosts | $shown | $summing | $security | $embedding | failed: see below | | | | | |"
           tail -20 "$run.out" >&2
           kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
           continue
@@ -160,15 +168,16 @@ for hosts in $host_counts; do
             printf "step %.6f\n", t }')
         phase() { awk -v k="$1" '$1 == k { print $2 }' <<<"$phases" | median; }
         step=$(phase step)
-        split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
+        phase_split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
           'BEGIN { printf "%.0f / %.0f / %.0f / %.0f", c * 1000, p * 1000, w * 1000, l * 1000 }')
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v step="$step" -v phases="$split" \
+        awk -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v emb="$embedding" -v step="$step" -v phases="$phase_split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
-            printf "| %s | %d | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
-              curve, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
+            printf "| %s | %d | %s | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
+              curve, emb, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
         rm -rf "$run"  # model.bin alone is 252 MB
+      done
       done
     done
   done

@@ -457,8 +457,6 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                    "ends)");
     check->Require(!HostGroups::Of(config).summing(), "cluster.split_embedding", "true",
                    "host summing does not sum the embedding's two parts yet: set cluster.host_summing = false");
-    check->Require(cluster.backend() != proto::ClusterConfig::CUDA, "cluster.split_embedding", "true",
-                   "the CUDA backend does not split the embedding's gradient yet: set it on CPU or EMULATED workers");
   }
   check->Require(
       !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),

@@ -215,7 +215,6 @@ TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
   const std::vector<std::vector<std::string>> refused = {
       {"cluster.split_embedding=true", "cluster.overlap=false"},
       {"cluster.split_embedding=true", "cluster.consistency=SSP"},
-      {"cluster.split_embedding=true", "cluster.backend=CUDA"},
   };
   for (const auto& sets : refused) {
     auto config = ResolveConfig(copy, sets);

@@ -86,6 +86,20 @@ TEST(EmulatedTraining, Bf16RoundedAndWidenedOnTheDeviceKeepsTheWeightsWhateverSe
             TrainedModelDigest(dir, kEmulated, {"fp32", "--set cluster.servers=1"}));
 }
 
+// The embedding's gradient in two parts: the emulated device releases the embedding's range
+// first and its lookup rows after backward; the weights are the same whatever the servers and
+// faults, and another function than the whole embedding's.
+TEST(EmulatedTraining, SplitEmbeddingKeepsTheWeightsWhateverServersAndFaults) {
+  TempDir dir;
+  const std::string split = " --set cluster.split_embedding=true --set cluster.emulated_lookup_rows=7";
+  EXPECT_TRUE(TrainSameModel(dir, kEmulated,
+                             {{"s1", "--set cluster.servers=1" + split},
+                              {"s3", "--set cluster.servers=3" + split},
+                              {"killed", "--set cluster.servers=2 --set fault.kill=worker:0@7,server:1@13" + split}}));
+  EXPECT_NE(ModelDigest(dir.File("s1") + "/model.bin"),
+            TrainedModelDigest(dir, kEmulated, {"whole", "--set cluster.servers=1"}));
+}
+
 // metrics.jsonl counts every target token trained whatever the servers and host groups: each
 // line of 5 steps holds 5 x batching.tgt_tokens_per_step (1024). (Steps whose pull was taken in
 // before it was waited for used to count 0 tokens; when that happens depends on timing, seen

@@ -35,10 +35,9 @@ const char kTwentySteps[] =
 
 // fp32 on the GPU and on the CPU: the same batches, the same dropout masks (Philox), the same Adam
 // on the servers; only the order of floating-point sums differs, so the losses agree closely.
-TEST(GpuTraining, Fp32WorkerTracksTheCpuWorkerLossForLoss) {
-  PSF_SKIP_WITHOUT_GPU();
+void ExpectGpuWorkerTracksCpuWorker(const std::string& flags) {
   TempDir dir;
-  const std::string fp32 = std::string(kTwentySteps) + " --set cluster.compute_dtype=FP32";
+  const std::string fp32 = std::string(kTwentySteps) + " --set cluster.compute_dtype=FP32" + flags;
   auto cpu = RunPsformer("train" + fp32 + " --set cluster.backend=CPU --run-dir " + dir.File("cpu"));
   ASSERT_EQ(cpu.exit_status, 0) << cpu.output;
   auto gpu = RunPsformer("train" + fp32 + " --set cluster.backend=CUDA --run-dir " + dir.File("gpu"));
@@ -58,6 +57,18 @@ TEST(GpuTraining, Fp32WorkerTracksTheCpuWorkerLossForLoss) {
   ASSERT_EQ(cpu_valid.size(), 2u);
   ASSERT_EQ(gpu_valid.size(), 2u);
   for (size_t i = 0; i < cpu_valid.size(); ++i) EXPECT_NEAR(gpu_valid[i], cpu_valid[i], 1e-4 * cpu_valid[i]);
+}
+
+TEST(GpuTraining, Fp32WorkerTracksTheCpuWorkerLossForLoss) {
+  PSF_SKIP_WITHOUT_GPU();
+  ExpectGpuWorkerTracksCpuWorker("");
+}
+
+// The embedding's gradient in two parts: the lookups' rows kept apart on the device, the dense
+// part pushed first (cluster.split_embedding), as on the CPU.
+TEST(GpuTraining, SplitEmbeddingWorkerTracksTheCpuWorkerLossForLoss) {
+  PSF_SKIP_WITHOUT_GPU();
+  ExpectGpuWorkerTracksCpuWorker(" --set cluster.split_embedding=true --set cluster.servers=2");
 }
 
 // The recipe's mixed precision (bf16 products, fp32 masters on the servers) learns the task.

@@ -2,7 +2,8 @@
 # The GPU worker's data path on a real GPU: the base model (configs/base.pbtxt) trained end to end
 # through the parameter servers on a prepared corpus (the bundle's data/bible-37k: the Bible corpus
 # with a 37,000-piece BPE, made by make_bundle.sh --corpus), one worker, BSP, for STEPS steps, with
-# 1 and 2 servers, fp32 and bf16 on the wire, overlap on (and off for 2 servers, fp32). For each
+# 1 and 2 servers, fp32 and bf16 on the wire, overlap on (and off), and with 2 servers the
+# embedding's gradient in two parts (cluster.split_embedding, fp32 and bf16). For each
 # job, over its steps after the first fifth: the mean step (compute + push + wait + pull from
 # metrics.jsonl), the device's span of each step (device_s: CUDA events from the upload to the
 # end of backward), the launching thread's CPU (launch_cpu_s), the target tokens a step, and the
@@ -14,7 +15,8 @@
 #   --keep DIR keeps each job's metrics.jsonl, output, role logs and trace files
 #   (PSFORMER_TRACE_STEPS, scripts/trace-summary) under DIR/JOB/ to read after the machine is gone.
 #   --job-timeout S (default 240) ends a job that runs longer: one stuck job cannot spend a lease.
-#   --jobs "S W O,..." runs only these jobs (servers, wire, overlap: e.g. "2 FP32 true,1 FP32 true");
+#   --jobs "S W O[ split],..." runs only these jobs (servers, wire, overlap, and "split" for
+#   cluster.split_embedding: e.g. "2 FP32 true,2 FP32 true split");
 #   --no-bare leaves out the bare GPU step.
 #   --backend CPU runs the same jobs on the CPU backend (fp32, no bare GPU step), to check the
 #   script and the corpus on a machine without a GPU; there, make the model and batches small
@@ -29,7 +31,7 @@ steps=150
 backend=CUDA
 keep=""
 job_timeout=240
-jobs="1 FP32 true,1 FP32 false,2 FP32 true,2 FP32 false,1 BF16 true,2 BF16 true"
+jobs="1 FP32 true,1 FP32 false,2 FP32 true,2 FP32 false,1 BF16 true,2 BF16 true,2 FP32 true split,2 BF16 true split"
 bare=1
 sets=()
 while [[ $# -gt 0 ]]; do
@@ -52,9 +54,10 @@ done
 if [[ -n $keep ]]; then mkdir -p "$keep"; fi
 IFS=, read -ra job_list <<<"$jobs"
 for job in "${job_list[@]}"; do
-  read -r servers wire overlap <<<"$job"
-  if ! [[ $servers =~ ^[1-9][0-9]*$ && ($wire == FP32 || $wire == BF16) && ($overlap == true || $overlap == false) ]]; then
-    echo "train_on_gpu.sh: --jobs: '$job' is not 'SERVERS FP32|BF16 true|false'" >&2
+  read -r servers wire overlap split <<<"$job"
+  if ! [[ $servers =~ ^[1-9][0-9]*$ && ($wire == FP32 || $wire == BF16) && ($overlap == true || $overlap == false) &&
+    ($split == "" || ($split == split && $overlap == true)) ]]; then
+    echo "train_on_gpu.sh: --jobs: '$job' is not 'SERVERS FP32|BF16 true|false' (then 'split' with overlap true)" >&2
     exit 2
   fi
 done
@@ -99,29 +102,32 @@ keep_job() {
 }
 
 echo
-echo "| servers | wire | overlap | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| servers | wire | overlap | embedding | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 status=0
 for job in "${job_list[@]}"; do
-  read -r servers wire overlap <<<"$job"
-  run="$work/run-$servers-$wire-$overlap"
+  read -r servers wire overlap split <<<"$job"
+  embedding=whole
+  [[ $split == split ]] && embedding=split
+  run="$work/run-$servers-$wire-$overlap-$embedding"
   if ! timeout --kill-after=20 "$job_timeout" "$bin/psformer" train --config "$config" --set data.train_dir="$corpus" --set cluster.backend="$backend" \
     ${compute[@]+"${compute[@]}"} --set cluster.workers=1 --set cluster.servers="$servers" \
     --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" --set cluster.overlap="$overlap" \
+    --set cluster.split_embedding="$([[ $embedding == split ]] && echo true || echo false)" \
     --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps="$every" \
     --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 ${sets[@]+"${sets[@]}"} \
     --run-dir "$run" >"$run.out" 2>&1; then
     keep_job "$run"
-    echo "| $servers | $wire | $overlap | failed: see below | | | | | |"
+    echo "| $servers | $wire | $overlap | $embedding | failed: see below | | | | | |"
     tail -20 "$run.out" >&2
     status=1
     continue
   fi
   keep_job "$run"
   read -r step device cpu tokens < <(means "$run")
-  awk -v s="$servers" -v w="$wire" -v o="$overlap" -v step="$step" -v device="$device" -v cpu="$cpu" \
+  awk -v s="$servers" -v w="$wire" -v o="$overlap" -v e="$embedding" -v step="$step" -v device="$device" -v cpu="$cpu" \
     -v tokens="$tokens" -v bare="${bare_ms:-}" 'BEGIN {
-      printf "| %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", s, w, o, step * 1000, device * 1000,
+      printf "| %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", s, w, o, e, step * 1000, device * 1000,
         (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens }'
 done
 exit $status

@@ -148,7 +148,14 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
                                           LookupRows<T>* lookups) {
   Backend<T>* be = be_;
   be->Fill(layout_.total_size(), T(0), grad);
-  if (lookups != nullptr) *lookups = LookupRows<T>{};  // an empty batch looks nothing up
+  const int32_t *src_ids = nullptr, *tgt_ids = nullptr;
+  if (lookups != nullptr) {
+    // Each token's row, uploaded before forward: a copy to a device waits for its stream.
+    lookups->rows = BatchRows(batch);
+    lookups->values = nullptr;
+    src_ids = UploadRowIds(batch.src, &src_rows_);
+    tgt_ids = UploadRowIds(batch.tgt_in, &tgt_rows_);
+  }
   const StepStats stats = Forward(params, batch, &key, true, &need);
   auto report = [&](const Range& range) {
     if (ready && range.second > range.first) ready(range.first, range.second, stats);
@@ -164,16 +171,10 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
            T(1), grad + embedding_, d_);
   T* lookup_grad = nullptr;  // with `lookups`: where the lookups add, in place of grad's E
-  const int32_t *src_ids = nullptr, *tgt_ids = nullptr;
   if (lookups != nullptr) {
     report(embedding_range_);  // the output projection's part is all E's range will hold
-    lookups->rows = BatchRows(batch);
     lookup_grad = rows_grad_.Reserve(be, lookups->rows.size() * d_);
     be->Fill(lookups->rows.size() * d_, T(0), lookup_grad);
-    src_ids = src_rows_.Reserve(be, ns);
-    tgt_ids = tgt_rows_.Reserve(be, nt);
-    UploadRowIds(batch.src, &src_rows_);
-    UploadRowIds(batch.tgt_in, &tgt_rows_);
     lookups->values = lookup_grad;
   }
   T* dy = ddecoder_out_.Reserve(be, nt * d_);
@@ -221,8 +222,12 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
 template <typename T>
 std::vector<int32_t> Transformer<T>::BatchRows(const Batch& batch) {
   row_of_.assign(vocab_, -1);
-  for (int32_t id : batch.src) row_of_[id] = 0;
-  for (int32_t id : batch.tgt_in) row_of_[id] = 0;
+  const auto mark = [this](int32_t id) {
+    PSF_CHECK(id >= 0 && id < vocab_);  // as Forward checks: outside, it would read outside E
+    row_of_[id] = 0;
+  };
+  for (int32_t id : batch.src) mark(id);
+  for (int32_t id : batch.tgt_in) mark(id);
   std::vector<int32_t> rows;
   for (int32_t id = 0; id < vocab_; ++id) {
     if (row_of_[id] < 0) continue;
@@ -233,10 +238,12 @@ std::vector<int32_t> Transformer<T>::BatchRows(const Batch& batch) {
 }
 
 template <typename T>
-void Transformer<T>::UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out) {
+const int32_t* Transformer<T>::UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out) {
   std::vector<int32_t> ids(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) ids[i] = row_of_[tokens[i]];
+  out->Reserve(be_, ids.size());
   out->Upload(ids.data(), ids.size());
+  return out->data();
 }
 
 template class Transformer<float>;

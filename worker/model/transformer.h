@@ -90,8 +90,8 @@ class Transformer {
                     const ParamsNeeded* need = nullptr);
   // The batch's distinct source and target-input ids, ascending; row_of_ maps each to its index.
   std::vector<int32_t> BatchRows(const Batch& batch);
-  // Each token's row index (row_of_) into `out`, on the device.
-  void UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out);
+  // Each token's row index (row_of_) into `out`, on the device; returns out's data.
+  const int32_t* UploadRowIds(const std::vector<int32_t>& tokens, DeviceBuffer<int32_t>* out);
 
   Backend<T>* be_;
   proto::ModelConfig config_;

@@ -15,7 +15,6 @@
 #include <string_view>
 
 #include "common/fault_plan.h"
-#include "common/host_groups.h"
 #include "common/memory_estimate.h"
 
 namespace psformer {
@@ -455,8 +454,6 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                    "true",
                    "needs cluster.overlap = true and consistency BSP (only then does a piece leave before backward "
                    "ends)");
-    check->Require(!HostGroups::Of(config).summing(), "cluster.split_embedding", "true",
-                   "host summing does not sum the embedding's two parts yet: set cluster.host_summing = false");
   }
   check->Require(
       !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),

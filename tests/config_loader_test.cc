@@ -121,6 +121,20 @@ TEST(ConfigLoader, LaterOverrideWins) {
   EXPECT_EQ(config->model().layers(), 4);
 }
 
+TEST(ConfigLoader, SplitEmbeddingRunsFlatOrHostSummingUnderBspWithOverlap) {
+  for (const char* groups : {"cluster.host_summing=false", "cluster.host_groups=2,2"}) {
+    auto config =
+        ResolveConfig(ConfigPath("copy.pbtxt"), {"cluster.workers=4", groups, "cluster.split_embedding=true"});
+    ASSERT_TRUE(config.ok()) << groups << ": " << config.status().ToString();
+    EXPECT_TRUE(config->cluster().split_embedding());
+  }
+  auto no_overlap = ResolveConfig(ConfigPath("copy.pbtxt"), {"cluster.workers=4", "cluster.host_groups=2,2",
+                                                             "cluster.split_embedding=true", "cluster.overlap=false"});
+  ASSERT_FALSE(no_overlap.ok());
+  EXPECT_NE(no_overlap.status().message().find("needs cluster.overlap = true and consistency BSP"), std::string::npos)
+      << no_overlap.status().message();
+}
+
 struct BadOverride {
   std::string assignment;
   std::string expected_fragment;

@@ -1,6 +1,7 @@
 #include "pserver/aggregator/group_sum.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/bfloat16.h"
 #include "common/crc32c.h"
@@ -8,6 +9,15 @@
 #include "common/transport/van.h"
 
 namespace psformer {
+
+GroupSum::GroupSum(int workers, int piece, size_t n, proto::PushPart part)
+    : piece(piece),
+      part(part),
+      shares(workers, n,
+             part == proto::DENSE  ? PartsTaken::kDense
+             : part == proto::ROWS ? PartsTaken::kRows
+                                   : PartsTaken::kWhole),
+      waiting(workers) {}
 
 void GroupSum::Begin(uint64_t new_epoch, int64_t new_step) {
   epoch = new_epoch;
@@ -42,6 +52,26 @@ SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int thr
     crcs.bytes[part] = (end - begin) * elem;
   });
   sum.crc32c = crcs.Combined();
+  return sum;
+}
+
+SummedShares SumRowShares(std::span<const RowsGradient* const> rows, bool bf16) {
+  const SummedRows summed = SumRows(rows);
+  const size_t table = summed.runs.size() * kRunBytes;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  // One buffer: the table (the payload's first frame), then the values.
+  SummedShares sum;
+  sum.runs = static_cast<uint32_t>(summed.runs.size());
+  sum.size = table + summed.values.size() * elem;
+  sum.bytes = Van::HeapPayload(sum.size);
+  auto* out = static_cast<uint8_t*>(sum.bytes.get());
+  if (table > 0) std::memcpy(out, summed.runs.data(), table);
+  if (bf16) {
+    FloatsToBf16(summed.values.data(), summed.values.size(), reinterpret_cast<uint16_t*>(out + table));
+  } else if (!summed.values.empty()) {
+    std::memcpy(out + table, summed.values.data(), summed.values.size() * sizeof(float));
+  }
+  sum.crc32c = Crc32c(0, out, sum.size);
   return sum;
 }
 

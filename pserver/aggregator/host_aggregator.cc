@@ -40,7 +40,10 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
     scope.begin = table_.shard_range(k).begin;
     scope.end = table_.shard_range(k).end;
     scope.threads = threads_;
-    for (int p = table_.FirstOf(k); p < table_.EndOf(k); ++p) scope.piece_bounds.push_back(table_.pieces()[p].begin);
+    for (int p = table_.FirstOf(k); p < table_.EndOf(k); ++p) {
+      scope.piece_bounds.push_back(table_.pieces()[p].begin);
+      scope.split_pieces.push_back(table_.pieces()[p].split ? 1 : 0);
+    }
     scope.piece_bounds.push_back(scope.end);
     scopes_.push_back(std::move(scope));
     server_peers_[UpstreamRequests::ServerPeer(k)] = k;
@@ -49,8 +52,16 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
   client_scope_.shards = shards;
   client_scope_.total = options_.parameter_count;
   goodbye_.assign(groups_.size(options_.group), false);
-  for (const Piece& p : table_.pieces()) sums_.emplace_back(static_cast<int>(goodbye_.size()), p.size());
-  answered_step_.assign(table_.pieces().size(), 0);
+  const int workers = static_cast<int>(goodbye_.size());
+  const std::vector<Piece>& pieces = table_.pieces();
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    sums_.emplace_back(workers, static_cast<int>(p), pieces[p].size(), pieces[p].split ? proto::DENSE : proto::WHOLE);
+  }
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    rows_slot_.push_back(pieces[p].split ? static_cast<int>(sums_.size()) : -1);
+    if (pieces[p].split) sums_.emplace_back(workers, static_cast<int>(p), pieces[p].size(), proto::ROWS);
+  }
+  answered_step_.assign(sums_.size(), 0);
 }
 
 HostAggregator::~HostAggregator() = default;
@@ -170,7 +181,10 @@ void HostAggregator::HandleRequest(WireMessage msg) {
   }
   if (h.epoch() > epoch_) EnterEpoch(h.epoch());
   if (h.epoch() < epoch_) return ProbeOldEpoch(msg);
-  if (type == proto::PUSH) return TakeShare(local, piece, std::move(msg));
+  if (type == proto::PUSH) {
+    const int slot = SlotOf(piece, h.part());  // before msg (h's owner) moves
+    return TakeShare(local, slot, std::move(msg));
+  }
   TakePull(piece, msg);
 }
 
@@ -249,7 +263,7 @@ void HostAggregator::PassOnRefusal(uint64_t sequence, const proto::Header& refus
   if (up.kind == Upstream::kProbe && !other_epoch) return;  // not what a probe is for; the worker asks again
   std::vector<Requester> to = std::move(up.waiting);
   if (up.kind == Upstream::kSum) {
-    GroupSum& s = sums_[up.piece];
+    GroupSum& s = sums_[SlotOf(up.piece, up.header.part())];
     for (const auto& r : s.waiting) {
       if (r) to.push_back(*r);
     }

@@ -7,12 +7,16 @@
 //         worker of the group has sent its own, adds them in worker order (g0 + g1) + g2 ...
 //         (elementwise, as a server adds a flat job's pushes: a group of all workers gives the
 //         flat sum bit for bit) and sends the sum, with the group's summed target tokens and
-//         loss, as a PUSH from AGGREGATOR `group`. A worker's push is answered only when the
-//         server has answered the sum: until then the worker keeps its gradient and sends it again
-//         if need be, so an aggregator that dies loses nothing (its successor collects again, and
-//         the server recognises a sum it already holds). One exception: once the server answers
-//         a pull of the piece's step, the sum was applied, and shares still waiting for a sum
-//         are answered at once (a successor's, whose predecessor died between two answers).
+//         loss, as a PUSH from AGGREGATOR `group`. A piece pushed in two parts
+//         (cluster.split_embedding) is two such sums, each collected, sent and answered on its
+//         own: the DENSE parts' sum, and the ROWS parts' (SumRows: the union of their runs),
+//         which the server adds as it adds a flat job's ROWS parts. A worker's push (part) is
+//         answered only when the server has answered the sum (of that part): until then the
+//         worker keeps its gradient and sends it again if need be, so an aggregator that dies
+//         loses nothing (its successor collects again, and the server recognises a sum it
+//         already holds). One exception: once the server answers a pull of the piece's step,
+//         the sum (of each part) was applied, and shares still waiting for a sum are answered at
+//         once (a successor's, whose predecessor died between two answers).
 //   PULL  A piece of a step is asked for once, by the first worker that wants it; the answer is
 //         copied (its CRC-32C checked in the copy) into memory from the Van, shared memory on
 //         the same-host path, and every worker of the group reads that one copy in place. The
@@ -120,12 +124,12 @@ class HostAggregator {
   void HandleRequest(WireMessage msg);
   void HandleReply(WireMessage msg);
   // Workers' requests, by type.
-  void TakeShare(int local, int piece, WireMessage msg);
+  void TakeShare(int local, int slot, WireMessage msg);
   void TakePull(int piece, const WireMessage& msg);
   void TakeGoodbye(int local, const WireMessage& msg);
   void ProbeOldEpoch(const WireMessage& msg);
-  // Adds the held shares of `piece` in worker order and sends the sum.
-  void SendSum(int piece);
+  // Adds the held shares of sums_[slot] in worker order and sends the sum.
+  void SendSum(int slot);
   // Servers' replies to this aggregator's requests.
   void SumAnswered(const Upstream& up, const WireMessage& reply);
   // False when the copy arrived damaged (the pull stays, to be sent again).
@@ -136,6 +140,9 @@ class HostAggregator {
   void EnterEpoch(uint64_t epoch);
   // The piece whose wire range is exactly [begin, end), or -1.
   int PieceOf(uint64_t begin, uint64_t end) const;
+  // Where the shares of `part` of `piece` are summed (sums_): a piece's WHOLE or DENSE part at
+  // its index, a split piece's ROWS part after every piece's.
+  int SlotOf(int piece, proto::PushPart part) const { return part == proto::ROWS ? rows_slot_[piece] : piece; }
 
   HostAggregatorOptions options_;
   std::unique_ptr<Van> van_;
@@ -152,8 +159,9 @@ class HostAggregator {
   WorkerAnswers answers_;
   UpstreamRequests upstream_;
   ParameterCopies copies_;
-  std::vector<GroupSum> sums_;               // by piece
-  std::vector<int64_t> answered_step_;       // by piece: the last step whose sum the server answered
+  std::vector<GroupSum> sums_;                // by slot (SlotOf)
+  std::vector<int> rows_slot_;                // by piece: the slot of its ROWS part, -1 when not split
+  std::vector<int64_t> answered_step_;        // by slot: the last step whose sum the server answered
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
   std::vector<bool> goodbye_;                 // by the worker's place in the group
   std::optional<Clock::time_point> all_gone_at_;

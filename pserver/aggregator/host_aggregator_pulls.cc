@@ -75,15 +75,17 @@ bool HostAggregator::PullAnswered(const Upstream& up, const WireMessage& reply) 
     for (const Requester& r : up.waiting) answers_.AnswerFromCopy(r, *copy);
     return true;
   }
-  // The step's sum of this piece was applied: shares still waiting for it (a successor's, whose
-  // predecessor died between answers) are answered.
-  GroupSum& s = sums_[up.piece];
-  if (s.shares.step() == h.step() && s.sequence == 0) {
+  // The step's sum of this piece (of each of its parts) was applied: shares still waiting for it
+  // (a successor's, whose predecessor died between answers) are answered.
+  for (const int slot : {up.piece, rows_slot_[up.piece]}) {
+    if (slot < 0) continue;
+    GroupSum& s = sums_[slot];
+    if (s.shares.step() != h.step() || s.sequence != 0) continue;
     for (const auto& r : s.waiting) {
       if (r) answers_.Ack(*r, /*duplicate=*/true);
     }
     s.Begin(s.epoch, s.shares.step());
-    answered_step_[up.piece] = std::max(answered_step_[up.piece], h.step());
+    answered_step_[slot] = std::max(answered_step_[slot], h.step());
   }
   for (const Requester& r : up.waiting) answers_.AnswerFromCopy(r, *copy);
   stats_.pulls_served.fetch_add(up.waiting.size());

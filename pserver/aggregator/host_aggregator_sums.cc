@@ -8,12 +8,12 @@
 
 namespace psformer {
 
-void HostAggregator::TakeShare(int local, int piece, WireMessage msg) {
+void HostAggregator::TakeShare(int local, int slot, WireMessage msg) {
   const proto::Header& h = msg.header;
-  GroupSum& s = sums_[piece];
+  GroupSum& s = sums_[slot];
   const Requester from{msg.peer, h};
   // The group's sum of this step is known to be applied, or held by its server: nothing to add.
-  if (h.step() <= answered_step_[piece] || h.step() < s.shares.step()) {
+  if (h.step() <= answered_step_[slot] || h.step() < s.shares.step()) {
     stats_.duplicate_shares.fetch_add(1);
     return answers_.Ack(from, /*duplicate=*/true);
   }
@@ -29,25 +29,29 @@ void HostAggregator::TakeShare(int local, int piece, WireMessage msg) {
   stats_.shares.fetch_add(1);
   Trace::AtStep(h.step());
   s.waiting[local] = from;  // a resend (or a restarted worker's) is answered instead of the first
-  if (s.shares.Has(local) || s.sequence != 0) {
+  if (s.shares.Has(local, h.part()) || s.sequence != 0) {
     stats_.duplicate_shares.fetch_add(1);
     return;
   }
   s.shares.Add(local, std::move(msg));
-  if (s.shares.Complete()) SendSum(piece);
+  if (s.shares.Complete()) SendSum(slot);
 }
 
-void HostAggregator::SendSum(int piece) {
-  GroupSum& s = sums_[piece];
-  const TraceSpan traced("send_sum", s.shares.step(), static_cast<int64_t>(table_.pieces()[piece].begin));
-  const Piece& p = table_.pieces()[piece];
+void HostAggregator::SendSum(int slot) {
+  GroupSum& s = sums_[slot];
+  const Piece& p = table_.pieces()[s.piece];
+  const TraceSpan traced("send_sum", s.shares.step(), static_cast<int64_t>(p.begin));
   const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
-  SummedShares sum = SumShares(s.shares.gradient(), p.size(), bf16, threads_);
+  // A ROWS part's sum is its own (the server adds it to the DENSE parts' sum, as a flat job's).
+  SummedShares sum = s.part == proto::ROWS ? SumRowShares(s.shares.gradient().rows, bf16)
+                                           : SumShares(s.shares.gradient(), p.size(), bf16, threads_);
   s.shares.Consumed();  // the workers' slots go back
   Upstream up;
   up.kind = Upstream::kSum;
-  up.piece = piece;
+  up.piece = s.piece;
   up.header.set_type(proto::PUSH);
+  up.header.set_part(s.part);
+  if (s.part == proto::ROWS) up.header.set_runs(sum.runs);
   up.header.set_shard(static_cast<uint32_t>(p.shard));
   up.header.set_step(s.shares.step());
   up.header.set_epoch(s.epoch);
@@ -58,6 +62,7 @@ void HostAggregator::SendSum(int piece) {
   up.header.set_loss_sum(s.shares.loss_sum());
   up.elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   up.payload_bytes = sum.size;
+  up.table_bytes = sum.runs * kRunBytes;
   up.payload_crc = sum.crc32c;
   up.payload = std::move(sum.bytes);
   stats_.sums_sent.fetch_add(1);
@@ -66,13 +71,14 @@ void HostAggregator::SendSum(int piece) {
   const int64_t step = s.shares.step();
   const int sent = ++sums_sent_of_step_[step];
   sums_sent_of_step_.erase(sums_sent_of_step_.begin(), sums_sent_of_step_.lower_bound(step));
-  if (sent == std::max<int>(1, static_cast<int>(table_.pieces().size()) / 2)) faults_.KillOrStallAt(step);
+  if (sent == std::max<int>(1, static_cast<int>(sums_.size()) / 2)) faults_.KillOrStallAt(step);
 }
 
 void HostAggregator::SumAnswered(const Upstream& up, const WireMessage& reply) {
-  GroupSum& s = sums_[up.piece];
+  const int slot = SlotOf(up.piece, up.header.part());
+  GroupSum& s = sums_[slot];
   stats_.sums_answered.fetch_add(1);
-  answered_step_[up.piece] = std::max(answered_step_[up.piece], up.header.step());
+  answered_step_[slot] = std::max(answered_step_[slot], up.header.step());
   for (const auto& r : s.waiting) {
     if (r) answers_.Answer(*r, reply.header);
   }

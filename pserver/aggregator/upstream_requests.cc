@@ -54,8 +54,10 @@ void UpstreamRequests::Transmit(uint64_t sequence) {
   std::vector<Frame> payload;
   const auto now = Resender::Clock::now();
   if (up.payload) {
-    AppendViewFrames(up.payload.get(), up.payload_bytes, frame_bytes_, up.elem,
-                     resender_.Sent(&up.send, now, up.payload), &payload);
+    const std::shared_ptr<const void> token = resender_.Sent(&up.send, now, up.payload);
+    const auto* bytes = static_cast<const uint8_t*>(up.payload.get());
+    if (up.table_bytes > 0) payload.push_back(Frame::View(bytes, up.table_bytes, token));
+    AppendViewFrames(bytes + up.table_bytes, up.payload_bytes - up.table_bytes, frame_bytes_, up.elem, token, &payload);
     counters_->bytes_up.fetch_add(up.payload_bytes);
   } else {
     resender_.Sent(&up.send, now, nullptr);
@@ -112,7 +114,8 @@ Status UpstreamRequests::SegmentRefused(const std::string& segment, const std::s
 std::string UpstreamRequests::Describe(const Upstream& up) {
   const proto::Header& h = up.header;
   const std::string shard = std::to_string(h.shard());
-  const std::string what = up.kind == Upstream::kSum    ? "PUSH (the host group's sum)"
+  const std::string part = h.part() == proto::WHOLE ? "" : ", " + proto::PushPart_Name(h.part()) + " part";
+  const std::string what = up.kind == Upstream::kSum    ? "PUSH (the host group's sum" + part + ")"
                            : up.kind == Upstream::kPull ? "PULL"
                                                         : proto::MessageType_Name(h.type()) + " (a probe of epoch " +
                                                               std::to_string(h.epoch()) + ")";

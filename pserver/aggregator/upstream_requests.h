@@ -39,6 +39,7 @@ struct Upstream {
   proto::Header header;                 // as sent (resends send it again)
   std::shared_ptr<const void> payload;  // kSum: the sum's bytes...
   size_t payload_bytes = 0, elem = 4;
+  size_t table_bytes = 0;          // ...(a ROWS sum's: its run table first, a frame of its own)...
   uint32_t payload_crc = 0;        // ...and their CRC-32C, computed in the summing pass
   uint64_t awaited_bytes = 0;      // kPull: the answer's size, which holds a resend back
   std::vector<Requester> waiting;  // kPull, kProbe: the workers to answer

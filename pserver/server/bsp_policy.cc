@@ -12,7 +12,8 @@ BspPolicy::BspPolicy(int workers, ShardRange range, const std::vector<uint64_t>&
   if (starts_.empty()) starts_.push_back(0);
   starts_.push_back(range.size());
   for (size_t p = 0; p + 1 < starts_.size(); ++p) {
-    pieces_.emplace_back(workers, starts_[p + 1] - starts_[p], p < split_pieces.size() && split_pieces[p] != 0);
+    const bool split = p < split_pieces.size() && split_pieces[p] != 0;
+    pieces_.emplace_back(workers, starts_[p + 1] - starts_[p], split ? PartsTaken::kDenseAndRows : PartsTaken::kWhole);
   }
   Restart(0);
 }

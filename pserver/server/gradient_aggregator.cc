@@ -1,5 +1,6 @@
 #include "pserver/server/gradient_aggregator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
@@ -15,8 +16,25 @@ void SumInWorkerOrder(const PieceGradient& g, size_t begin, size_t end, float* o
   AddRowsInOrder(g.rows, begin, end, out);
 }
 
-GradientAggregator::GradientAggregator(int workers, size_t n, bool split)
-    : n_(n), split_(split), waiting_(workers), rows_(split ? workers : 0) {}
+GradientAggregator::GradientAggregator(int workers, size_t n, PartsTaken parts)
+    : n_(n),
+      parts_(parts),
+      waiting_(parts == PartsTaken::kRows ? 0 : workers),
+      rows_(parts == PartsTaken::kDenseAndRows || parts == PartsTaken::kRows ? workers : 0) {}
+
+bool GradientAggregator::Takes(proto::PushPart part) const {
+  switch (parts_) {
+    case PartsTaken::kWhole:
+      return part == proto::WHOLE;
+    case PartsTaken::kDenseAndRows:
+      return part == proto::DENSE || part == proto::ROWS;
+    case PartsTaken::kDense:
+      return part == proto::DENSE;
+    case PartsTaken::kRows:
+      return part == proto::ROWS;
+  }
+  return false;
+}
 
 void GradientAggregator::Begin(int64_t step) {
   step_ = step;
@@ -30,8 +48,8 @@ void GradientAggregator::Begin(int64_t step) {
 
 void GradientAggregator::Add(int w, WireMessage push) {
   const proto::PushPart part = push.header.part();
-  PSF_CHECK(w >= 0 && w < static_cast<int>(waiting_.size()) && !Has(w, part));
-  PSF_CHECK(push.header.end() - push.header.begin() == n_ && (part == proto::WHOLE) != split_);
+  PSF_CHECK(Takes(part) && w >= 0 && w < static_cast<int>(std::max(waiting_.size(), rows_.size())) && !Has(w, part));
+  PSF_CHECK(push.header.end() - push.header.begin() == n_);
   if (part == proto::ROWS) {
     HeldRows held{std::move(push), {}};
     PSF_CHECK(!ParseRows(held.message, &held.rows));  // the validator's check, passed
@@ -41,9 +59,15 @@ void GradientAggregator::Add(int w, WireMessage push) {
   }
   if (++held_ < static_cast<int>(waiting_.size() + rows_.size())) return;
   complete_ = true;
-  for (const auto& p : waiting_) {  // in worker order, as the gradient is summed (a ROWS part carries the same)
-    tokens_ += p->header.target_tokens();
-    loss_ += p->header.loss_sum();
+  // In worker order, as the gradient is summed; every part of a worker's push carries the same.
+  const auto add = [this](const proto::Header& h) {
+    tokens_ += h.target_tokens();
+    loss_ += h.loss_sum();
+  };
+  if (!waiting_.empty()) {
+    for (const auto& p : waiting_) add(p->header);
+  } else {
+    for (const auto& r : rows_) add(r->message.header);
   }
 }
 

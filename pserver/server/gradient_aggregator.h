@@ -42,25 +42,30 @@ constexpr size_t kSumBlock = 8192;
 // REQUIRES: g.sum or g.parts; [begin, end) within the piece.
 void SumInWorkerOrder(const PieceGradient& g, size_t begin, size_t end, float* out);
 
+// What each worker pushes of a piece (proto::PushPart): one WHOLE push; a DENSE and a ROWS push
+// (a piece of the shared embedding with cluster.split_embedding, at its server); or one of those
+// parts alone (a host group's aggregator collects and sums each part of such a piece on its own).
+enum class PartsTaken { kWhole, kDenseAndRows, kDense, kRows };
+
 class GradientAggregator {
  public:
-  // Pushes of `n` elements from `workers` workers; `split`: each worker's in two parts, DENSE
-  // and ROWS (a piece of the shared embedding with cluster.split_embedding).
-  GradientAggregator(int workers, size_t n, bool split = false);
-  bool split() const { return split_; }
+  // Pushes of `n` elements from `workers` workers, each worker's in the parts `parts` says.
+  GradientAggregator(int workers, size_t n, PartsTaken parts = PartsTaken::kWhole);
+  // Whether a push of `part` belongs here.
+  bool Takes(proto::PushPart part) const;
 
   // Forgets everything (releasing held frames) and starts collecting `step`.
   void Begin(int64_t step);
   int64_t step() const { return step_; }
 
   // Whether worker `w`'s push (of that part) of this step is already in (held, or read by the
-  // update).
+  // update). REQUIRES: Takes(part).
   bool Has(int w, proto::PushPart part = proto::WHOLE) const {
     return complete_ || (part == proto::ROWS ? rows_[w].has_value() : waiting_[w].has_value());
   }
 
-  // Takes worker `w`'s push: WHOLE, or with split() DENSE or ROWS. REQUIRES: the message passed
-  // validation, !Has(w, its part).
+  // Takes worker `w`'s push. REQUIRES: the message passed validation, Takes(its part), !Has(w,
+  // its part).
   void Add(int w, WireMessage push);
 
   // Every worker's push is in (or was, before Consumed).
@@ -72,21 +77,22 @@ class GradientAggregator {
   // shared-memory slots). Complete() stays true.
   void Consumed();
 
-  // Sums over the workers' pushes, in worker order. REQUIRES: Complete().
+  // Sums over the workers' pushes (of one part: every part carries the same), in worker order.
+  // REQUIRES: Complete().
   uint64_t total_tokens() const { return tokens_; }
   double loss_sum() const { return loss_; }
 
  private:
   int64_t step_ = 0;
   size_t n_;
-  bool split_;
-  std::vector<std::optional<WireMessage>> waiting_;  // (workers) WHOLE or DENSE
+  PartsTaken parts_;
+  std::vector<std::optional<WireMessage>> waiting_;  // (workers) WHOLE or DENSE, when taken
   struct HeldRows {
     WireMessage message;  // owns the frames
     RowsGradient rows;    // views of them
   };
-  std::vector<std::optional<HeldRows>> rows_;  // (workers) ROWS, when split_
-  int held_ = 0;                               // messages held; complete at workers x (split_ ? 2 : 1)
+  std::vector<std::optional<HeldRows>> rows_;  // (workers) ROWS, when taken
+  int held_ = 0;                               // messages held; complete at waiting_ + rows_'s sizes
   bool complete_ = false;
   uint64_t tokens_ = 0;
   double loss_ = 0;

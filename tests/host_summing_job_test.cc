@@ -71,6 +71,25 @@ TEST_F(HostSummingJob, PiecesAndTransportsChangeNoBit) {
   }
 }
 
+// The embedding's gradient in two parts (cluster.split_embedding) through the aggregators: a
+// grouped job keeps its bits through a killed aggregator and a killed server (a rollback into a
+// new recovery epoch), and groups of one worker each reproduce the flat split job.
+TEST_F(HostSummingJob, SplitEmbeddingGroupedJobsKeepTheirBitsThroughFaults) {
+  const std::string split = " --set cluster.split_embedding=true";
+  const FaultJobOutcome calm = TrainFaultJob(dir_, "split", kGroups + split);
+  ASSERT_FALSE(calm.digest.empty());
+  const FaultJobOutcome faults =
+      TrainFaultJob(dir_, "split-faults", kGroups + split + " --set fault.kill=aggregator:0@15,server:1@25");
+  EXPECT_TRUE(Has(faults.logs, "aggregator-0 killed by signal 9")) << faults.logs;
+  EXPECT_TRUE(Has(faults.logs, "the job rolls back to step 20")) << faults.logs;
+  EXPECT_EQ(faults.digest, calm.digest);
+  const FaultJobOutcome flat = TrainFaultJob(dir_, "split-flat", kFourWorkers + split);
+  const FaultJobOutcome ones =
+      TrainFaultJob(dir_, "split-ones", kFourWorkers + split + " --set cluster.host_groups=1,1,1,1");
+  EXPECT_EQ(ones.digest, flat.digest);
+  EXPECT_NE(flat.digest, calm.digest);
+}
+
 struct SummingFault {
   const char* name;
   const char* flags;

@@ -128,7 +128,7 @@ for hosts in $host_counts; do
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-$hosts-$rate-$summing-$security-$embedding"
+        run="$work/run-$vocab-$d_model-$hosts-$rate-$summing-$security-$embedding"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*

@@ -66,7 +66,12 @@ StatusOr<ModelFile> ReadModelFile(const std::string& path) {
 std::string SentencePieceDigest(std::string_view spm_bytes) { return Sha256Hex(spm_bytes.data(), spm_bytes.size()); }
 
 StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config) {
-  if (config.data().task() != proto::DataConfig::CORPUS) return std::string();
+  // The copy task has no SentencePiece model, and emulated workers read no corpus (the config's
+  // train_dir need not exist): their models record none.
+  if (config.data().task() != proto::DataConfig::CORPUS ||
+      config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    return std::string();
+  }
   const std::string path = (std::filesystem::path(config.data().train_dir()) / "spm.model").string();
   PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "SentencePiece model"));
   return SentencePieceDigest(bytes);

@@ -4,6 +4,7 @@
 // `psformer checksum` as real runs are (tests/training_test.cc). Not timed.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "tests/test_util.h"
@@ -135,6 +136,17 @@ TEST(EmulatedTraining, NeedsAVocabularySizeButNoCorpus) {
   const CommandResult dry = RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --dry-run");
   EXPECT_EQ(dry.exit_status, 0) << dry.output;
   EXPECT_EQ(dry.output.find("warning"), std::string::npos) << dry.output;
+  // ...to the end: model.bin records no SentencePiece model (the run once failed writing it,
+  // looking for the absent corpus's spm.model). A small model: 3 steps of 20 ms.
+  TempDir dir;
+  const CommandResult whole = RunPsformer(
+      "train --config configs/base.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_step_ms=20 "
+      "--set model.d_model=32 --set model.d_ff=64 --set model.heads=2 --set model.layers=1 "
+      "--set model.vocab_size=500 --set training.max_steps=3 --set training.valid_every=0 "
+      "--set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir " +
+      dir.File("base"));
+  EXPECT_EQ(whole.exit_status, 0) << whole.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.File("base") + "/model.bin")) << whole.output;
   const CommandResult no_vocab =
       RunPsformer("train --config configs/base.pbtxt --set cluster.backend=EMULATED --set model.vocab_size=0");
   EXPECT_NE(no_vocab.exit_status, 0);

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/logging.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/wire_message.h"
 
@@ -24,6 +26,18 @@ void ReadPayload(const WireMessage& msg) {
   CopyPayloadAsFloats(msg, out.data());
   AddPayloadRange(msg, 0, n, acc.data());
   if (n > 2) AddPayloadRange(msg, 1, n - 1, acc.data(), /*assign=*/true);
+}
+
+// An accepted ROWS push read as a server (and a host group's aggregator) reads it.
+void ReadRows(const WireMessage& msg) {
+  RowsGradient rows;
+  PSF_CHECK(!ParseRows(msg, &rows));  // the validator parsed it already
+  const uint64_t n = msg.header.end() - msg.header.begin();
+  std::vector<float> acc(n, 1.0f);
+  const std::vector<const RowsGradient*> parts = {&rows, &rows};
+  AddRowsInOrder(parts, 0, n, acc.data());
+  if (n > 2) AddRowsInOrder(parts, 1, n - 1, acc.data() + 1);
+  (void)SumRows(parts);
 }
 
 // One side's verdict: a refusal is counted and described; an accepted message of the type that
@@ -41,6 +55,14 @@ void JudgeAt(const Refusal& verdict, const WireMessage& msg, proto::MessageType 
 void Judge(const WireMessage& msg) {
   RejectCounters counters;
   JudgeAt(ValidateAtServer(msg, FuzzServerScope()), msg, proto::PUSH, &counters);
+  // A job that splits the embedding: DENSE pushes read as any, ROWS pushes by their run table.
+  if (const Refusal split = ValidateAtServer(msg, FuzzSplitServerScope())) {
+    counters.Count(split->reason);
+  } else if (msg.header.type() == proto::PUSH && msg.header.part() == proto::ROWS) {
+    ReadRows(msg);
+  } else if (msg.header.type() == proto::PUSH) {
+    ReadPayload(msg);
+  }
   JudgeAt(ValidateAtClient(msg, FuzzClientScope()), msg, proto::PARAMS, &counters);
   (void)counters.ToString();
 }

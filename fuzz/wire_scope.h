@@ -24,6 +24,15 @@ inline ServerScope FuzzServerScope() {
   return s;
 }
 
+// The same shard in two pieces, [20, 30) and [30, 40), the first a piece of the shared embedding
+// pushed in two parts (cluster.split_embedding): where DENSE and ROWS pushes are accepted.
+inline ServerScope FuzzSplitServerScope() {
+  ServerScope s = FuzzServerScope();
+  s.piece_bounds = {s.begin, s.begin + 10, s.end};
+  s.split_pieces = {1, 0};
+  return s;
+}
+
 inline ClientScope FuzzClientScope() {
   ClientScope c;
   c.job_id = kJobId;

@@ -258,6 +258,9 @@ TEST(SplitEmbedding, AWaitForAPushWhoseRowsWereNeverReportedSaysSo) {
   const std::vector<float> values(2 * kWidth, 0.f);
   EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{3, 2}, values.data(), kWidth).IsInvalidArgument());
   EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{2, 1000000}, values.data(), kWidth).IsInvalidArgument());
+  // Row 300 is the first past the embedding (inside the vector: it would be dropped unsaid).
+  EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{2, 300}, values.data(), kWidth).IsInvalidArgument());
+  EXPECT_TRUE(client->PushRows(*next, std::vector<int32_t>{2, 299}, values.data(), kWidth).ok());
 }
 
 // A server of a split job refuses a whole push of an embedding piece, and a DENSE or ROWS push

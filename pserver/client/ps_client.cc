@@ -18,9 +18,10 @@ std::string PeerName(int shard) { return "server-" + std::to_string(shard); }
 constexpr size_t kBf16Grain = 1 << 16;
 constexpr char kAggregatorPeer[] = "aggregator";
 
-// Keeps a push's converted payload (bf16) alive; empty for fp32, which is sent from the caller's buffer.
 }  // namespace
 
+// Keeps a push's converted payload (bf16) and its rows' run tables alive; empty for an fp32
+// push without rows, which is sent from the caller's buffer.
 struct PsClient::PushPayload {
   std::vector<uint16_t> bf16;                   // (parameter_count) when gradient_dtype is BFLOAT16
   std::vector<std::vector<ElementRun>> tables;  // the ROWS parts' run tables
@@ -130,15 +131,20 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
   if (!pieces_->has_split()) return Status::InvalidArgument("ps client: PushRows in a job that pushes no rows");
   Request& r = it->second;
   if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
-  if (r.rows_values != nullptr) return Status::InvalidArgument("ps client: the rows of a push reported twice");
+  if (r.rows_reported) return Status::InvalidArgument("ps client: the rows of a push reported twice");
+  uint64_t embedding_end = 0;  // the split pieces' model ranges cover the embedding
+  for (const Part& p : r.parts) {
+    if (p.push_part == proto::ROWS) embedding_end = std::max(embedding_end, p.model + (p.end - p.begin));
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || (i > 0 && rows[i] <= rows[i - 1]) ||
-        (static_cast<uint64_t>(rows[i]) + 1) * width > options_.parameter_count) {
+        (static_cast<uint64_t>(rows[i]) + 1) * width > embedding_end) {
       return Status::InvalidArgument(
           "ps client: rows to push must be ascending, distinct and inside the embedding; row " + std::to_string(i) +
           " is " + std::to_string(rows[i]));
     }
   }
+  r.rows_reported = true;
   r.rows_values = values;
   if (options_.gradient_dtype == proto::BFLOAT16) {
     r.payload->rows_bf16.resize(rows.size() * width);

@@ -252,6 +252,7 @@ class PsClient {
     uint16_t* bf16 = nullptr;           // the bf16 copy of grad, filled part by part as they are sent
     PushPayload* payload = nullptr;     // payload_owner's, for the ROWS parts' tables and values
     const void* rows_values = nullptr;  // PushRows' values, fp32 or (rounded copy) bf16
+    bool rows_reported = false;
     uint64_t target_tokens = 0;
     double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.

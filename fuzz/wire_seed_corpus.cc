@@ -9,6 +9,7 @@
 
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/wire_message.h"
 
@@ -72,13 +73,31 @@ int Main(int argc, char** argv) {
   error.set_error("bad checksum: seed");
   error.set_reject_reason(8);
   seeds.emplace_back("error", EncodeMessage("s", error, {}));
-  for (const auto& [name, raw] : seeds) {
+  // The two parts of a split piece's push (FuzzSplitServerScope: [20, 30) is split).
+  std::vector<std::pair<std::string, RawMessage>> split_seeds;
+  proto::Header dense = push;
+  dense.set_dtype(proto::FLOAT32);
+  dense.set_end(r.begin + 10);
+  dense.set_part(proto::DENSE);
+  split_seeds.emplace_back("push_dense", EncodeMessage("s", dense, Payload(10, 4, 16)));
+  proto::Header rows = dense;
+  rows.set_part(proto::ROWS);
+  rows.set_runs(2);
+  const std::vector<ElementRun> runs = {{1, 3}, {6, 2}};
+  std::vector<Frame> rows_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
+  for (Frame& f : Payload(5, 4, 12)) rows_payload.push_back(std::move(f));
+  split_seeds.emplace_back("push_rows", EncodeMessage("s", rows, std::move(rows_payload)));
+  const size_t plain = seeds.size();
+  for (auto& seed : split_seeds) seeds.push_back(std::move(seed));
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const auto& [name, raw] = seeds[i];
     // Each seed must be what it claims: accepted by its receiver.
     WireMessage msg;
     const RawMessage copy = raw;
     if (ParseMessage(copy, &msg)) return std::cerr << name << ": does not parse\n", 1;
     const bool to_client = msg.header.sender_role() == proto::SERVER;
-    const Refusal v = to_client ? ValidateAtClient(msg, FuzzClientScope()) : ValidateAtServer(msg, FuzzServerScope());
+    const Refusal v = to_client ? ValidateAtClient(msg, FuzzClientScope())
+                                : ValidateAtServer(msg, i < plain ? FuzzServerScope() : FuzzSplitServerScope());
     if (v) return std::cerr << name << ": refused: " << v->ToString() << "\n", 1;
     std::ofstream(dir / name, std::ios::binary) << JoinFrames(raw);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 namespace psformer {
@@ -66,8 +67,7 @@ namespace {
 
 // sum[i - begin] = the ROWS parts' values of element i summed in the parts' order, and
 // named[i - begin] = 1, for every element of [begin, end) some part names.
-bool SumRowsBlock(std::span<const RowsGradient* const> rows, uint64_t begin, uint64_t end, float* sum, uint8_t* named) {
-  bool any = false;
+void SumRowsBlock(std::span<const RowsGradient* const> rows, uint64_t begin, uint64_t end, float* sum, uint8_t* named) {
   for (const RowsGradient* part : rows) {
     for (size_t r = FirstRunEndingAfter(part->runs, begin); r < part->runs.size(); ++r) {
       const ElementRun& run = part->runs[r];
@@ -84,20 +84,24 @@ bool SumRowsBlock(std::span<const RowsGradient* const> rows, uint64_t begin, uin
         if (!add) std::fill(named + (i - begin), named + (j - begin), uint8_t{1});
         i = j;
       }
-      any = true;
     }
   }
-  return any;
 }
 
 }  // namespace
 
 void AddRowsInOrder(std::span<const RowsGradient* const> rows, uint64_t begin, uint64_t end, float* out) {
-  if (rows.empty() || begin >= end) return;
+  // Called for every block of a split piece's update: most blocks of a large vocabulary hold no
+  // looked-up row, and those cost a search per part, no scratch.
+  const auto reaches = [&](const RowsGradient* part) {
+    const size_t r = FirstRunEndingAfter(part->runs, begin);
+    return r < part->runs.size() && part->runs[r].offset < end;
+  };
+  if (begin >= end || std::none_of(rows.begin(), rows.end(), reaches)) return;
   const size_t n = end - begin;
-  std::vector<float> sum(n);
+  const std::unique_ptr<float[]> sum(new float[n]);  // written where named
   std::vector<uint8_t> named(n, 0);
-  if (!SumRowsBlock(rows, begin, end, sum.data(), named.data())) return;
+  SumRowsBlock(rows, begin, end, sum.get(), named.data());
   for (size_t i = 0; i < n; ++i) {
     if (named[i] != 0) out[i] += sum[i];
   }

@@ -13,7 +13,8 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 Refusal Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
 
 // Payload size against dtype and range, element-aligned frames, then the checksum (unless the
-// caller checks it in its copy).
+// caller checks it in its copy). A ROWS push's size depends on its run table, which is read once
+// its bytes are known good: after the checksum.
 Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
@@ -27,31 +28,28 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
   }
   const size_t elem = DTypeBytes(h.dtype());
   if (elem == 0) return Reject(RejectReason::kBadPayload, "unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
-  if (h.type() == proto::PUSH && h.part() == proto::ROWS) {  // a run table, then values: checked after the CRC
-    if (check_crc && PayloadCrc32c(msg.payload, threads) != h.payload_crc32c()) {
-      return Reject(RejectReason::kBadChecksum, "payload CRC-32C differs from the header's");
-    }
-    RowsGradient rows;
-    return ParseRows(msg, &rows);
-  }
+  const bool rows = h.type() == proto::PUSH && h.part() == proto::ROWS;
   const uint64_t want = (h.end() - h.begin()) * elem;
-  if (got != want) {
+  if (!rows && got != want) {
     return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes for " + Str(h.end() - h.begin()) +
                                                  " elements of " + Str(elem) + " bytes (want " + Str(want) + ")");
   }
-  for (size_t i = 0; i < msg.payload.size(); ++i) {
+  for (size_t i = 0; i < msg.payload.size() && !rows; ++i) {
     if (msg.payload[i].size() % elem != 0) {
       return Reject(RejectReason::kBadPayload,
                     "payload frame " + Str(i) + " of " + Str(msg.payload[i].size()) + " bytes splits an element");
     }
   }
-  if (!check_crc) return std::nullopt;
-  const uint32_t crc = PayloadCrc32c(msg.payload, threads);
-  if (crc != h.payload_crc32c()) {
-    return Reject(RejectReason::kBadChecksum,
-                  "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
+  if (check_crc) {
+    const uint32_t crc = PayloadCrc32c(msg.payload, threads);
+    if (crc != h.payload_crc32c()) {
+      return Reject(RejectReason::kBadChecksum,
+                    "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
+    }
   }
-  return std::nullopt;
+  if (!rows) return std::nullopt;
+  RowsGradient parsed;
+  return ParseRows(msg, &parsed);
 }
 
 // A push of a piece of the shared embedding in a job that splits its gradient is one of its two

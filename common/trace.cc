@@ -53,6 +53,24 @@ int ThreadId() {
   return tid;
 }
 
+// Keeps `span`; a lane's spans are shown under `lane_name`, a thread's (lane_name null) under its
+// name.
+void Record(const SpanRecord& span, const char* lane_name) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.written) return;
+  if (s.spans.size() >= kMaxSpans) {
+    ++s.dropped;
+    return;
+  }
+  s.spans.push_back(span);
+  if (!s.thread_names.contains(span.tid)) {
+    char thread_name[32] = "";
+    if (lane_name == nullptr) pthread_getname_np(pthread_self(), thread_name, sizeof(thread_name));
+    s.thread_names[span.tid] = lane_name != nullptr ? lane_name : thread_name;
+  }
+}
+
 bool ParseCount(std::string_view text, int64_t* value) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
   return ec == std::errc() && end == text.data() + text.size() && *value >= 1;
@@ -161,20 +179,14 @@ int64_t Trace::NowMicros() {
 }
 
 void Trace::Span(const char* name, int64_t begin_us, int64_t end_us, int64_t a, int64_t b) {
-  State& s = state();
   const int tid = ThreadId();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.written) return;
-  if (s.spans.size() >= kMaxSpans) {
-    ++s.dropped;
-    return;
-  }
-  s.spans.push_back({name, begin_us, end_us, a, b, tid});
-  if (!s.thread_names.contains(tid)) {
-    char thread_name[32] = "";
-    pthread_getname_np(pthread_self(), thread_name, sizeof(thread_name));
-    s.thread_names[tid] = thread_name;
-  }
+  Record({name, begin_us, end_us, a, b, tid}, nullptr);
+}
+
+void Trace::LaneSpan(int lane, const char* lane_name, const char* name, int64_t begin_us, int64_t end_us, int64_t a,
+                     int64_t b) {
+  const int tid = -1 - lane;  // thread ids are positive: a lane takes one no thread has
+  Record({name, begin_us, end_us, a, b, tid}, lane_name);
 }
 
 }  // namespace psformer

@@ -52,6 +52,11 @@ class Trace {
   static int64_t NowMicros();
   // One span of `name` (a string literal) on the calling thread, with two numbers to show.
   static void Span(const char* name, int64_t begin_us, int64_t end_us, int64_t a, int64_t b);
+  // The same on a lane of its own, shown as `lane_name` (a string literal) beside the threads: for
+  // a device's work, whose times the caller places on the host's clock. Lanes are numbered from 0
+  // by the caller.
+  static void LaneSpan(int lane, const char* lane_name, const char* name, int64_t begin_us, int64_t end_us, int64_t a,
+                       int64_t b);
 
  private:
   static std::atomic<bool> on_;

@@ -7,11 +7,16 @@
 // Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
 //                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X] [--profile 1]
 //                           [--fused-epilogues 0|1] [--config FILE --corpus DIR]
+//                           [--step-times FILE] [--upload 1]
 // --config FILE --corpus DIR: instead of one synthetic batch, the batches a job of that config
 // trains on a prepared corpus (worker 0 of 1, steps 1 .. warmup + steps, the model and vocabulary
 // of the config and corpus): the bare GPU step of exactly what `psformer train` computes, with
 // no servers, for bench/gpu/train_on_gpu.sh to set beside a real job's step. The line then also
 // gives the batches' mean shape.
+// --step-times FILE writes each step's time there, one line a step ("STEP MS SENTENCES SRC_LEN
+// TGT_LEN TGT_TOKENS", warmup steps included, numbered as the job numbers them), to set beside a
+// traced step of a job. --upload 1 times, inside each step, the upload of every parameter from
+// pinned host memory before forward, as a job's step has it (there overlapped with forward).
 // --profile 1 times every backend operation of the last step (timed_backend.h) and prints the
 // split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
@@ -48,6 +53,8 @@ struct BenchOptions {
   bool fused_epilogues = true;  // CudaBackendOptions::fused_epilogues
   std::string config;           // with corpus: the job's config file
   std::string corpus;           // a prepared corpus (psformer prepare --out): its batches, not a synthetic one
+  std::string step_times;       // a file for each step's time, or empty
+  bool upload = false;          // each step uploads the parameters first
 };
 
 StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
@@ -100,6 +107,11 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
       o.config = value;
     } else if (flag == "--corpus") {
       o.corpus = value;
+    } else if (flag == "--step-times") {
+      o.step_times = value;
+    } else if (flag == "--upload") {
+      PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
+      o.upload = on != 0;
     } else {
       return Status::InvalidArgument("unknown flag '" + flag + "'");
     }
@@ -212,7 +224,13 @@ int Run(const BenchOptions& o) {
     if (t.init == ParamInit::kOnes) std::fill(host.begin() + t.offset, host.begin() + t.offset + t.size(), 1.0f);
   }
   DeviceBuffer<float> params = be.Allocate<float>(n), grad = be.Allocate<float>(n);
+  const std::shared_ptr<void> pinned = o.upload ? be.PinHostMemory(host.data(), n * sizeof(float)) : nullptr;
   params.Upload(host.data(), n);
+  std::FILE* step_times = nullptr;
+  if (!o.step_times.empty() && (step_times = std::fopen(o.step_times.c_str(), "w")) == nullptr) {
+    std::fprintf(stderr, "psformer_gpu_bench: cannot write %s\n", o.step_times.c_str());
+    return 1;
+  }
   if (batches.empty()) batches.push_back(FullBatch(o.sentences, o.len, vocab));
 
   std::vector<double> times;
@@ -232,12 +250,21 @@ int Run(const BenchOptions& o) {
     be.Synchronize();
     timed.Reset();
     const auto start = std::chrono::steady_clock::now();
+    if (o.upload) params.Upload(host.data(), n);
     const StepStats stats =
         model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0}, grad.data());
     be.Synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step > o.warmup) times.push_back(seconds);
+    if (step_times != nullptr) {
+      std::fprintf(step_times, "%d %.3f %d %d %d %lld\n", step, seconds * 1e3, batch.sentences, batch.src_len,
+                   batch.tgt_len, static_cast<long long>(batch.tgt_tokens));
+    }
     loss = stats.loss_sum / std::max<int64_t>(1, stats.target_tokens);
+  }
+  if (step_times != nullptr && std::fclose(step_times) != 0) {
+    std::fprintf(stderr, "psformer_gpu_bench: writing %s failed\n", o.step_times.c_str());
+    return 1;
   }
   const double mean_s = std::accumulate(times.begin(), times.end(), 0.0) / times.size();
   const double steps = static_cast<double>(times.size());

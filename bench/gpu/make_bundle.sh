@@ -37,9 +37,9 @@ fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
 gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
-cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench "${gpu_tests[@]}"
+cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench psformer_host_passes "${gpu_tests[@]}"
 
-binaries=("$build/psformer" "$build/psformer_gpu_bench")
+binaries=("$build/psformer" "$build/psformer_gpu_bench" "$build/psformer_host_passes")
 for t in "${gpu_tests[@]}"; do binaries+=("$build/tests/$t"); done
 
 # Build into a temporary directory and move it into place at the end: no half-made bundle on failure.

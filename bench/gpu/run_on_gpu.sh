@@ -2,7 +2,8 @@
 # Runs on a GPU machine, from a bundle made by make_bundle.sh (or from a build tree with
 # --build-dir): the gpu-labelled tests, then the GPU benchmark of psformer's CUDA backend in each
 # math mode and the PyTorch reference (bf16 autocast) on the same model and batch, then a short
-# table of tokens per second, step time, MFU and peak memory; then, when the bundle carries a
+# table of tokens per second, step time, MFU and peak memory; then the cost of one pass over host
+# memory of each kind the data path makes (psformer_host_passes); then, when the bundle carries a
 # prepared corpus (make_bundle.sh --corpus), real training jobs of the base model through the
 # servers beside the bare GPU step over the same batches (train_on_gpu.sh).
 #
@@ -42,6 +43,11 @@ if [[ $tests -eq 1 ]]; then
     timeout --kill-after=10 300 "$tests_dir/$t" --gtest_brief=1 || status=1
   done
 fi
+
+# What one pass over host memory costs here (the data path's CRC, copies and the servers' Adam),
+# at 1, 2, 4 ... threads: whether this machine's cores or its memory bandwidth set the pace.
+echo "== psformer_host_passes"
+"$bin/psformer_host_passes" --mib 128 --reps 3 || status=1
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT

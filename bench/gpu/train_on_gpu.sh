@@ -75,10 +75,17 @@ compute=()
 bare_ms=""
 if [[ $backend == CUDA && $bare -eq 1 ]]; then
   echo "== the bare GPU step over the jobs' batches (steps 6 .. $((steps + 5)) of worker 0 of 1; bf16 matrix products)"
-  if bare=$("$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps "$steps"); then
+  step_times=()
+  [[ -n $keep ]] && step_times=(--step-times "$keep/bare-steps.txt")  # each step's time, beside a traced job step
+  if bare=$("$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps "$steps" \
+    ${step_times[@]+"${step_times[@]}"}); then
     echo "$bare"
     bare_ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$bare")
   fi
+  # The same with every parameter uploaded (pinned, synchronously) before each forward: what the
+  # job's uploads would add were none of them hidden behind forward.
+  echo "== the same, 30 steps, each uploading every parameter first"
+  "$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps 30 --upload 1 || true
 fi
 
 # Means over the metrics lines after the first fifth of the steps, per step: "STEP DEVICE CPU TOKENS".

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "worker/backend/cuda/column_sum.cuh"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/cuda_check.h"
@@ -131,21 +132,21 @@ void CudaBackend::Synchronize() { PSF_CUDA_CHECK(cudaStreamSynchronize(stream_))
 StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(const float* device, float* host,
                                                                             size_t n) {
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
-                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(float)));
+                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(float), &timeline_));
   return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
 }
 
 StatusOr<std::unique_ptr<RangeUploader>> CudaBackend::MakeRangeUploader(const void* host, void* device, size_t n,
                                                                         size_t element_bytes) {
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeUploader> uploader,
-                       CudaRangeUploader::Create(stream_, host, device, n, element_bytes));
+                       CudaRangeUploader::Create(stream_, host, device, n, element_bytes, &timeline_));
   return StatusOr<std::unique_ptr<RangeUploader>>(std::unique_ptr<RangeUploader>(std::move(uploader)));
 }
 
 StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeBf16RangeDownloader(const uint16_t* device, uint16_t* host,
                                                                                 size_t n) {
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<CudaRangeDownloader> downloader,
-                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(uint16_t)));
+                       CudaRangeDownloader::Create(stream_, device, host, n, sizeof(uint16_t), &timeline_));
   return StatusOr<std::unique_ptr<RangeDownloader>>(std::unique_ptr<RangeDownloader>(std::move(downloader)));
 }
 
@@ -178,6 +179,7 @@ void CudaBackend::MarkSpanStart() {
     PSF_CUDA_CHECK(cudaEventCreateWithFlags(&span_end_, cudaEventBlockingSync));
   }
   PSF_CUDA_CHECK(cudaEventRecord(span_start_, stream_));
+  timeline_.Mark(stream_);
 }
 
 void CudaBackend::MarkSpanEnd() { PSF_CUDA_CHECK(cudaEventRecord(span_end_, stream_)); }
@@ -187,6 +189,7 @@ double CudaBackend::SpanSeconds() {
   PSF_CUDA_CHECK(cudaEventSynchronize(span_end_));
   float ms = 0;
   PSF_CUDA_CHECK(cudaEventElapsedTime(&ms, span_start_, span_end_));
+  if (Trace::on()) timeline_.Emit(timeline_.current(), DeviceLane::kCompute, "step_span", nullptr, span_end_, -1, -1);
   return ms / 1000.0;
 }
 

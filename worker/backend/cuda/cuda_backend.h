@@ -26,6 +26,7 @@
 #include "worker/backend/backend.h"
 #include "worker/backend/cuda/caching_allocator.h"
 #include "worker/backend/cuda/cuda_device.h"
+#include "worker/backend/cuda/device_timeline.h"
 
 struct CUstream_st;
 struct CUevent_st;
@@ -147,6 +148,7 @@ class CudaBackend final : public Backend<float> {
   cublasContext* cublas_;
   CUevent_st* span_start_ = nullptr;  // timing events of MarkSpanStart / MarkSpanEnd, made on first use
   CUevent_st* span_end_ = nullptr;
+  DeviceTimeline timeline_;              // each MarkSpanStart's anchor, for the trace's device lanes
   std::unique_ptr<LtAffine> lt_affine_;  // null without fused epilogues
   // Declared before every buffer: buffers are freed into it when the backend goes.
   CachingAllocator allocator_;

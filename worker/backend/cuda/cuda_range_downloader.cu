@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_range_downloader.h"
 
@@ -22,9 +23,10 @@ void WarnIfFailed(cudaError_t err, const char* call) {
 
 StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaStream_t compute_stream,
                                                                            const void* device, void* host, size_t n,
-                                                                           size_t element_bytes) {
-  auto downloader =
-      std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n, element_bytes);
+                                                                           size_t element_bytes,
+                                                                           const DeviceTimeline* timeline) {
+  auto downloader = std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n,
+                                                          element_bytes, timeline);
   // On failure the destructor releases whatever was created before it.
   cudaError_t err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&downloader->computed_, cudaEventDisableTiming);
@@ -39,8 +41,9 @@ StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaS
 }
 
 CudaRangeDownloader::CudaRangeDownloader(ConstructionKey, cudaStream_t compute_stream, const void* device, void* host,
-                                         size_t n, size_t element_bytes)
+                                         size_t n, size_t element_bytes, const DeviceTimeline* timeline)
     : compute_stream_(compute_stream),
+      timeline_(timeline),
       device_(static_cast<const char*>(device)),
       host_(static_cast<char*>(host)),
       n_(n),
@@ -50,7 +53,11 @@ CudaRangeDownloader::~CudaRangeDownloader() {
   // The copies in flight write into host_ and wait on the compute stream: let them finish before
   // anything they use goes.
   if (copy_stream_ != nullptr) PSF_CUDA_WARN(cudaStreamSynchronize(copy_stream_));
-  for (const InFlight& f : in_flight_) PSF_CUDA_WARN(cudaEventDestroy(f.done));
+  for (const InFlight& f : in_flight_) {
+    PSF_CUDA_WARN(cudaEventDestroy(f.done));
+    DeviceTimeline::DestroyEvent(f.traced_final);
+    DeviceTimeline::DestroyEvent(f.traced_copied);
+  }
   for (cudaEvent_t e : free_events_) PSF_CUDA_WARN(cudaEventDestroy(e));
   if (computed_ != nullptr) PSF_CUDA_WARN(cudaEventDestroy(computed_));
   if (copy_stream_ != nullptr) PSF_CUDA_WARN(cudaStreamDestroy(copy_stream_));
@@ -92,15 +99,25 @@ void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
   // The wait takes the event as recorded now, so one `computed_` serves every Start.
   PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
   PSF_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, computed_, 0));
+  InFlight started{{begin, end}, nullptr};
+  if (timeline_ != nullptr && Trace::on()) {
+    started.traced_slot = timeline_->current();
+    started.traced_final = DeviceTimeline::NewEvent();
+    PSF_CUDA_CHECK(cudaEventRecord(started.traced_final, compute_stream_));
+  }
   if (end > begin) {
     const size_t at = begin * element_bytes_;
     PSF_CUDA_CHECK(cudaMemcpyAsync(host_ + at, device_ + at, (end - begin) * element_bytes_, cudaMemcpyDeviceToHost,
                                    copy_stream_));
   }
-  const cudaEvent_t done = TakeEvent();
-  PSF_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+  started.done = TakeEvent();
+  PSF_CUDA_CHECK(cudaEventRecord(started.done, copy_stream_));
+  if (started.traced_final != nullptr) {
+    started.traced_copied = DeviceTimeline::NewEvent();
+    PSF_CUDA_CHECK(cudaEventRecord(started.traced_copied, copy_stream_));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_.push_back({{begin, end}, done});
+  in_flight_.push_back(started);
 }
 
 ElementRange CudaRangeDownloader::WaitOldest() {
@@ -112,6 +129,14 @@ ElementRange CudaRangeDownloader::WaitOldest() {
   }
   // Outside the lock: Start goes on while this thread sleeps. Only this thread pops.
   PSF_CUDA_CHECK(cudaEventSynchronize(oldest.done));
+  if (oldest.traced_final != nullptr) {
+    PSF_CUDA_CHECK(cudaEventSynchronize(oldest.traced_copied));
+    timeline_->Emit(oldest.traced_slot, DeviceLane::kToHost, "final_to_copied", oldest.traced_final,
+                    oldest.traced_copied, static_cast<int64_t>(oldest.range.begin),
+                    static_cast<int64_t>(oldest.range.end));
+    DeviceTimeline::DestroyEvent(oldest.traced_final);
+    DeviceTimeline::DestroyEvent(oldest.traced_copied);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   in_flight_.pop_front();
   free_events_.push_back(oldest.done);

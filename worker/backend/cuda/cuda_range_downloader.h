@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/backend/cuda/device_timeline.h"
 #include "worker/backend/range_downloader.h"
 
 struct CUstream_st;
@@ -36,10 +37,13 @@ class CudaRangeDownloader final : public RangeDownloader {
  public:
   // A downloader of device[0, n) into host[0, n), elements of `element_bytes` (fp32 or bf16), after
   // the work of `compute_stream`. Unavailable when the copy stream or its events cannot be created.
+  // While a trace records, each range's span from final on the compute stream to copied is added
+  // to it on `timeline` (null: none).
   // REQUIRES: the calling thread's current device is the one `device` and the stream belong to;
-  // the stream, device[0, n) and host[0, n) outlive the downloader.
+  // the stream, device[0, n), host[0, n) and the timeline outlive the downloader.
   static StatusOr<std::unique_ptr<CudaRangeDownloader>> Create(CUstream_st* compute_stream, const void* device,
-                                                               void* host, size_t n, size_t element_bytes);
+                                                               void* host, size_t n, size_t element_bytes,
+                                                               const DeviceTimeline* timeline = nullptr);
 
   // Only Create can make the key: it is the way to a downloader.
   class ConstructionKey {
@@ -47,7 +51,7 @@ class CudaRangeDownloader final : public RangeDownloader {
     ConstructionKey() = default;
   };
   CudaRangeDownloader(ConstructionKey, CUstream_st* compute_stream, const void* device, void* host, size_t n,
-                      size_t element_bytes);
+                      size_t element_bytes, const DeviceTimeline* timeline);
   // Waits for every copy still in flight, then destroys the events and the copy stream and
   // unregisters the host array.
   ~CudaRangeDownloader() override;
@@ -69,9 +73,15 @@ class CudaRangeDownloader final : public RangeDownloader {
   struct InFlight {
     ElementRange range;
     CUevent_st* done;  // recorded on copy_stream_ after the range's copy
+    // While a trace records: timing events on the compute stream at Start and after the copy,
+    // and the timeline's slot they are placed by.
+    CUevent_st* traced_final = nullptr;
+    CUevent_st* traced_copied = nullptr;
+    int traced_slot = -1;
   };
 
   CUstream_st* compute_stream_;  // the backend's
+  const DeviceTimeline* timeline_;  // the backend's, or null
   CUstream_st* copy_stream_ = nullptr;
   CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
   const char* device_;              // (n * element_bytes_)

@@ -2,15 +2,17 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "worker/backend/cuda/cuda_check.h"
 #include "worker/backend/cuda/cuda_range_uploader.h"
 
 namespace psformer {
 
 StatusOr<std::unique_ptr<CudaRangeUploader>> CudaRangeUploader::Create(cudaStream_t compute_stream, const void* host,
-                                                                       void* device, size_t n, size_t element_bytes) {
+                                                                       void* device, size_t n, size_t element_bytes,
+                                                                       const DeviceTimeline* timeline) {
   auto uploader =
-      std::make_unique<CudaRangeUploader>(ConstructionKey(), compute_stream, host, device, n, element_bytes);
+      std::make_unique<CudaRangeUploader>(ConstructionKey(), compute_stream, host, device, n, element_bytes, timeline);
   cudaError_t err = cudaStreamCreateWithFlags(&uploader->upload_stream_, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&uploader->computed_, cudaEventDisableTiming);
   if (err != cudaSuccess) {
@@ -22,8 +24,9 @@ StatusOr<std::unique_ptr<CudaRangeUploader>> CudaRangeUploader::Create(cudaStrea
 }
 
 CudaRangeUploader::CudaRangeUploader(ConstructionKey, cudaStream_t compute_stream, const void* host, void* device,
-                                     size_t n, size_t element_bytes)
+                                     size_t n, size_t element_bytes, const DeviceTimeline* timeline)
     : compute_stream_(compute_stream),
+      timeline_(timeline),
       host_(static_cast<const char*>(host)),
       device_(static_cast<char*>(device)),
       n_(n),
@@ -37,12 +40,26 @@ CudaRangeUploader::~CudaRangeUploader() {
     PSF_LOG(Warning) << "CudaRangeUploader teardown: " << call << " failed: " << cudaGetErrorString(err);
   };
   if (upload_stream_ != nullptr) warn(cudaStreamSynchronize(upload_stream_), "cudaStreamSynchronize");
+  EmitTraced();
   for (cudaEvent_t e : events_) warn(cudaEventDestroy(e), "cudaEventDestroy");
   if (computed_ != nullptr) warn(cudaEventDestroy(computed_), "cudaEventDestroy");
   if (upload_stream_ != nullptr) warn(cudaStreamDestroy(upload_stream_), "cudaStreamDestroy");
 }
 
+void CudaRangeUploader::EmitTraced() {
+  for (Started& s : started_) {
+    if (s.traced_end == nullptr) continue;
+    timeline_->Emit(s.traced_slot, DeviceLane::kToDevice, "upload", s.traced_begin, s.traced_end,
+                    static_cast<int64_t>(s.range.begin), static_cast<int64_t>(s.range.end));
+    DeviceTimeline::DestroyEvent(s.traced_begin);
+    DeviceTimeline::DestroyEvent(s.traced_end);
+    s.traced_begin = s.traced_end = nullptr;
+  }
+}
+
 void CudaRangeUploader::Start(const std::vector<ElementRange>& ranges) {
+  EmitTraced();
+  const bool traced = timeline_ != nullptr && Trace::on();
   // The old values may still be read by kernels issued before: the copies wait for them.
   PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
   PSF_CUDA_CHECK(cudaStreamWaitEvent(upload_stream_, computed_, 0));
@@ -55,13 +72,23 @@ void CudaRangeUploader::Start(const std::vector<ElementRange>& ranges) {
       PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
     }
+    Started started{r, events_[i]};
+    if (traced) {
+      started.traced_slot = timeline_->current();
+      started.traced_begin = DeviceTimeline::NewEvent();
+      PSF_CUDA_CHECK(cudaEventRecord(started.traced_begin, upload_stream_));
+    }
     const size_t at = r.begin * element_bytes_;
     if (r.end > r.begin) {
       PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_,
                                      cudaMemcpyHostToDevice, upload_stream_));
     }
     PSF_CUDA_CHECK(cudaEventRecord(events_[i], upload_stream_));
-    started_.push_back({r, events_[i]});
+    if (traced) {
+      started.traced_end = DeviceTimeline::NewEvent();
+      PSF_CUDA_CHECK(cudaEventRecord(started.traced_end, upload_stream_));
+    }
+    started_.push_back(started);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/backend/cuda/device_timeline.h"
 #include "worker/backend/range_uploader.h"
 
 struct CUstream_st;
@@ -32,15 +33,18 @@ class CudaRangeUploader final : public RangeUploader {
   // `compute_stream`. Unavailable when its stream or events cannot be created.
   // REQUIRES: the calling thread's current device is the stream's; the stream and both arrays
   // outlive the uploader.
+  // While a trace records, each range's copy is added to it on `timeline` (null: none), at the
+  // next Start or at the end.
   static StatusOr<std::unique_ptr<CudaRangeUploader>> Create(CUstream_st* compute_stream, const void* host,
-                                                             void* device, size_t n, size_t element_bytes);
+                                                             void* device, size_t n, size_t element_bytes,
+                                                             const DeviceTimeline* timeline = nullptr);
 
   class ConstructionKey {
     friend class CudaRangeUploader;
     ConstructionKey() = default;
   };
   CudaRangeUploader(ConstructionKey, CUstream_st* compute_stream, const void* host, void* device, size_t n,
-                    size_t element_bytes);
+                    size_t element_bytes, const DeviceTimeline* timeline);
   // Waits for the copies in flight, then destroys the events and the stream.
   ~CudaRangeUploader() override;
   CudaRangeUploader(const CudaRangeUploader&) = delete;
@@ -53,9 +57,16 @@ class CudaRangeUploader final : public RangeUploader {
   struct Started {
     ElementRange range;
     CUevent_st* done;  // recorded on upload_stream_ after the range's copy
+    // While a trace records: timing events around the copy, and the timeline's slot.
+    CUevent_st* traced_begin = nullptr;
+    CUevent_st* traced_end = nullptr;
+    int traced_slot = -1;
   };
+  // Adds the last Start's traced copies to the trace, and lets go of their events.
+  void EmitTraced();
 
   CUstream_st* compute_stream_;  // the backend's
+  const DeviceTimeline* timeline_;  // the backend's, or null
   CUstream_st* upload_stream_ = nullptr;
   CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
   const char* host_;                // (n * element_bytes_)

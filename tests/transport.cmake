@@ -38,3 +38,6 @@ psformer_test(resend_test integration SOURCES resend_test.cc LIBS psformer_pserv
 # CURVE on each, and a BSP job over four streams bitwise equal to one.
 psformer_test(streams_test integration SOURCES streams_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(payload_sealer_test unit SOURCES payload_sealer_test.cc LIBS psformer_common)
+# The pull's last stage on its own thread (pserver/client/pull_landing.h): pieces checked in their
+# copy into place, outcomes in order, a damaged piece told, bf16 widened or kept.
+psformer_test(pull_landing_test unit SOURCES pull_landing_test.cc LIBS psformer_pserver psformer_common)

@@ -41,6 +41,7 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
   scope_.total = options_.parameter_count;
   pieces_ =
       options_.pieces ? options_.pieces : std::make_shared<const PieceTable>(options_.parameter_count, scope_.shards);
+  landing_ = std::make_unique<PullLanding>(options_.copy_threads);
 }
 
 PsClient::~PsClient() = default;
@@ -270,8 +271,12 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
 
 Status PsClient::Progress(int timeout_ms) {
   while (true) {
+    TakeLandings();
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(timeout_ms));
-    if (!raw.has_value()) return Status::Ok();
+    if (!raw.has_value()) {
+      TakeLandings();
+      return Status::Ok();
+    }
     HandleReply(std::move(*raw));
     PSF_RETURN_IF_ERROR(unusable_segment_);
     timeout_ms = 0;  // the rest only as far as they have come

@@ -60,6 +60,7 @@
 #include "common/param_layout.h"
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
+#include "pserver/client/pull_landing.h"
 #include "pserver/client/resender.h"
 #include "pserver/client/segment_refusals.h"
 #include "pserver/timing.h"
@@ -89,7 +90,9 @@ struct PsClientOptions {
   // (segment_refusals.h); the worker passes cluster.heartbeat_timeout_ms. 0 = never.
   int shm_refusal_patience_ms = 0;
   int io_threads = 2;                            // ZeroMQ I/O threads (when the client makes its own Van).
-  int copy_threads = 1;                          // threads copying a pulled part into place (and checking it).
+  // Threads copying a pulled part into place and checking it, on the client's landing thread
+  // (pull_landing.h) while the client's own thread goes on.
+  int copy_threads = 1;
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
   std::shared_ptr<const PieceTable> pieces;
   // Asked while Hello waits: true gives the wait up (Aborted), so that a process asked to stop
@@ -225,6 +228,7 @@ class PsClient {
     uint64_t first_value = 0;     // ...and where its values begin in the rows'.
     Resender::Send send;          // PUSH parts go out when their gradient is ready; the others at once
     bool via_aggregator = false;  // sent to the host group's aggregator, not to the shard
+    bool landing = false;         // PULL: its reply handed to the landing thread, outcome not yet taken
     bool answered = false;
     bool sent() const { return send.count() > 0; }
   };
@@ -278,7 +282,14 @@ class PsClient {
   // handlers below, each of which returns whether the part is now answered.
   void HandleReply(RawMessage raw);
   bool HandleRefusal(const proto::Header& h, Request& r);
-  bool HandleParams(const WireMessage& msg, Request& r, const Part& p);
+  // PARAMS: handed to the landing thread (answered once landed: TakeLandings).
+  bool HandleParams(WireMessage msg, Request& r, Part& p);
+  // The landing thread's outcomes: an intact part is answered, a damaged one asked for again.
+  void TakeLandings();
+  // What a landed part says (its CRC, the step's loss and tokens); false when it was damaged.
+  bool TookLanded(Request& r, const Part& p, const PullLanding::Landed& landed);
+  // Waits for the landings of r's parts still in flight, before r is dropped or handed back.
+  void SettleLandings(const Request& r);
   bool HandleAck(const proto::Header& h, Request& r);
   // Sends again the parts of `r` that the Resender finds due at `now`.
   Status ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock::time_point now);
@@ -333,6 +344,8 @@ class PsClient {
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;
   std::shared_ptr<std::condition_variable> release_cv_;
+  // Last: it lands what it was handed (into the callers' params) before the Van goes.
+  std::unique_ptr<PullLanding> landing_;
 };
 
 }  // namespace psformer

@@ -23,6 +23,9 @@ StatusOr<int64_t> PsClient::Rollback() {
   // Requests of the old epoch are over; their replies will be ignored. A push's frames may still
   // sit in the transport, so they are released only once every shard has answered the ROLLBACK
   // (sent after them on the same connections).
+  // What is landing writes into params the next pull will write: let it land, and drop it.
+  landing_->Quiesce();
+  landing_->TakeLanded();
   std::vector<Request> abandoned = std::move(retired_);
   retired_.clear();
   for (auto& [ticket, r] : requests_) abandoned.push_back(std::move(r));

@@ -34,7 +34,7 @@ void PsClient::HandleReply(RawMessage raw) {
   if (it == requests_.end() || part >= it->second.parts.size()) return;  // late or unknown answer.
   Request& r = it->second;
   Part& p = r.parts[part];
-  if (p.answered) return;  // a repeated answer
+  if (p.answered || p.landing) return;  // a repeated answer
   if (p.shard != shard) {
     rejected_.Count(RejectReason::kUnknownSender);
     PSF_LOG(Warning) << "ps client: ignoring a reply from shard " << shard << " to a request sent to shard " << p.shard;
@@ -46,7 +46,7 @@ void PsClient::HandleReply(RawMessage raw) {
       answered = HandleRefusal(h, r);
       break;
     case proto::PARAMS:
-      answered = r.type == proto::PULL && HandleParams(msg, r, p);
+      answered = r.type == proto::PULL && HandleParams(std::move(msg), r, p);
       break;
     case proto::ACK:
       answered = HandleAck(h, r);
@@ -89,10 +89,11 @@ bool PsClient::HandleRefusal(const proto::Header& h, Request& r) {
   return true;
 }
 
-// PARAMS answering a pull: copied into the caller's params with its CRC-32C checked in the copy
-// (fp32, or bf16 landing as it came), or checked, then widened (bf16 into fp32). A wrong range or
-// a damaged payload leaves the part unanswered, to be asked for again.
-bool PsClient::HandleParams(const WireMessage& msg, Request& r, const Part& p) {
+// PARAMS answering a pull: handed to the landing thread, which copies it into the caller's params
+// with its CRC-32C checked in the copy (fp32, or bf16 landing as it came), or checks, then widens
+// it (bf16 into fp32); TakeLandings answers the part. A wrong range, or a damaged payload once
+// landed, leaves the part unanswered, to be asked for again.
+bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   const proto::Header& h = msg.header;
   if (h.begin() != p.begin || h.end() != p.end) {
     rejected_.Count(RejectReason::kBadRange);
@@ -107,30 +108,52 @@ bool PsClient::HandleParams(const WireMessage& msg, Request& r, const Part& p) {
     }
     return true;
   }
-  const TraceSpan traced("params_into_place", r.step, static_cast<int64_t>(p.model));
-  // The dtype is the pull's (checked above): FLOAT32 or BFLOAT16 (HandleReply deferred the check).
-  const int threads = options_.copy_threads;
-  bool intact = false;
-  if (h.dtype() == proto::FLOAT32) {
-    intact = CopyCheckedFloats(msg, r.params + p.model, threads);
-  } else if (r.params_bf16 != nullptr) {
-    intact = CopyCheckedBytes(msg, r.params_bf16 + p.model, threads);  // as it came: its caller widens it
-  } else if ((intact = PayloadCrc32c(msg.payload, threads) == h.payload_crc32c())) {
-    CopyPayloadAsFloats(msg, r.params + p.model, threads);  // bf16 widened, split over threads
-  }
-  if (!intact) {
+  // The dtype is the pull's (checked above): FLOAT32 or BFLOAT16. Where the piece lies in the
+  // caller's parameters (the other destination stays null):
+  float* params = r.params != nullptr ? r.params + p.model : nullptr;
+  uint16_t* params_bf16 = r.params_bf16 != nullptr ? r.params_bf16 + p.model : nullptr;
+  const uint64_t sequence = h.sequence();
+  landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16});
+  p.landing = true;
+  return false;  // answered once it has landed (TakeLandings)
+}
+
+bool PsClient::TookLanded(Request& r, const Part& p, const PullLanding::Landed& landed) {
+  if (!landed.intact) {
     rejected_.Count(RejectReason::kBadChecksum);
-    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
-                     << h.shard() << ": payload CRC-32C differs from the header's (asked for again)";
+    PSF_LOG(Warning) << "ps client: ignoring parameters of [" << p.begin << ", " << p.end << ") from shard " << p.shard
+                     << ": payload CRC-32C differs from the header's (asked for again)";
     return false;  // the resend brings them again and overwrites what was copied
   }
-  // Checked in or before the copy; the pull's digest is made of these (PsClient::last_pull_digest).
-  r.part_crcs[&p - r.parts.data()] = h.payload_crc32c();
-  if (h.target_tokens() > 0) {  // every piece of a whole step says the same
-    r.pulled_loss_sum = h.loss_sum();
-    r.pulled_tokens = h.target_tokens();
+  // Checked in the copy; the pull's digest is made of these (PsClient::last_pull_digest).
+  r.part_crcs[&p - r.parts.data()] = landed.crc32c;
+  if (landed.target_tokens > 0) {  // every piece of a whole step says the same
+    r.pulled_loss_sum = landed.loss_sum;
+    r.pulled_tokens = landed.target_tokens;
   }
   return true;
+}
+
+void PsClient::TakeLandings() {
+  for (const PullLanding::Landed& l : landing_->TakeLanded()) {
+    auto it = requests_.find(l.sequence / kMaxParts);
+    const uint64_t part = l.sequence % kMaxParts;
+    // A request is dropped only once its landings are settled (SettleLandings): found.
+    if (it == requests_.end() || part >= it->second.parts.size()) continue;
+    Request& r = it->second;
+    Part& p = r.parts[part];
+    if (!p.landing) continue;
+    p.landing = false;
+    if (!TookLanded(r, p, l) || p.answered) continue;
+    p.answered = true;
+    if (r.remaining > 0) --r.remaining;  // 0 already when the request was ended early (a rollback)
+  }
+}
+
+void PsClient::SettleLandings(const Request& r) {
+  if (std::none_of(r.parts.begin(), r.parts.end(), [](const Part& p) { return p.landing; })) return;
+  landing_->Quiesce();
+  TakeLandings();
 }
 
 bool PsClient::HandleAck(const proto::Header& h, Request& r) {

@@ -37,7 +37,9 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   last_first_reply_s_ = 0;
   last_pull_loss_sum_ = 0;
   last_pull_tokens_ = 0;
-  while (it->second.remaining > 0) {
+  while (true) {
+    TakeLandings();
+    if (it->second.remaining == 0) break;
     PSF_RETURN_IF_ERROR(unusable_segment_);  // its replies cannot be read: resending is no use
     Request& r = it->second;
     if (r.type == proto::HELLO && options_.stop_requested && options_.stop_requested()) {
@@ -51,9 +53,14 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       break;  // within a grace: taken as done
     }
     PSF_RETURN_IF_ERROR(ResendDue(ticket, r, now));
+    // While pieces are landing, their outcomes are looked for as often as replies.
+    const bool landing = landing_->busy();
     const auto wait =
-        std::min<int64_t>({std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
+        landing ? 0
+                : std::min<int64_t>(
+                      {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
+    if (!raw.has_value() && landing) landing_->WaitForLanded(std::chrono::microseconds(200));
     if (raw.has_value()) {
       HandleReply(std::move(*raw));
       if (!first_reply) {
@@ -62,6 +69,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       }
     }
   }
+  SettleLandings(it->second);  // a request ended early (refused, rolled back) may have some in flight
   last_wait_s_ = std::chrono::duration<double>(Clock::now() - start).count();
   Request& r = *done;
   r = std::move(it->second);
@@ -106,7 +114,8 @@ Status PsClient::ResendDue(Ticket ticket, Request& r, std::chrono::steady_clock:
   std::vector<int> due;  // a push's piece is sent once its gradient is ready
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
     const Part& p = r.parts[part];
-    if (!p.answered && p.sent() && resender_.Due(p.send, p.shard, awaited[p.shard], now)) due.push_back(part);
+    if (!p.answered && !p.landing && p.sent() && resender_.Due(p.send, p.shard, awaited[p.shard], now))
+      due.push_back(part);
   }
   if (due.empty()) return Status::Ok();
   // Said before sending: a send to a peer that never connected blocks.

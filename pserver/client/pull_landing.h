@@ -1,0 +1,89 @@
+// PullLanding: the last stage of a pull on a thread of its own. A pulled piece is copied into the
+// caller's parameters with its CRC-32C checked in the same pass (bf16 landing as it came, or
+// checked and then widened into fp32), on the landing thread (split over `copy_threads` with
+// ParallelFor), while the client's thread goes on: it sends the pushes of the layers backward
+// finishes next and takes in the next replies instead of copying. On a GPU worker the client
+// thread is the one serial hub between the device and the servers, and copying pieces into place
+// was half of its work (bench/RESULTS.md, "On an H100").
+//
+// The client hands a reply over (Land) and later takes the outcome (TakeLanded): intact, the
+// piece is answered; damaged, it is asked for again, as when the copy ran on the client's thread.
+// Pieces land in the order given; the destination is written only by the landing thread until
+// its outcome has been taken.
+//
+// Thread safety: Land, TakeLanded, WaitForLanded, Quiesce and busy on the client's thread; the
+// landing thread is internal.
+#ifndef PSFORMER_PSERVER_CLIENT_PULL_LANDING_H_
+#define PSFORMER_PSERVER_CLIENT_PULL_LANDING_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pserver/wire/wire_message.h"
+
+namespace psformer {
+
+class PullLanding {
+ public:
+  // Where a piece lands (its first element): fp32 parameters (bf16 on the wire widened on the
+  // way) or, for a pull that keeps bf16 as it came, bf16 ones. One of the two is set.
+  struct Job {
+    uint64_t sequence = 0;  // the reply's: names its request and part
+    int64_t step = 0;       // the pull's, and where the piece lies in the model (for the trace)
+    uint64_t model = 0;
+    WireMessage msg;  // its frames stay alive until the job has landed
+    float* params = nullptr;
+    uint16_t* params_bf16 = nullptr;
+  };
+  struct Landed {
+    uint64_t sequence = 0;
+    bool intact = false;  // the payload's CRC-32C matched its header's
+    uint32_t crc32c = 0;  // the header's
+    double loss_sum = 0;  // what the header said of the step
+    uint64_t target_tokens = 0;
+  };
+
+  explicit PullLanding(int copy_threads);
+  // Lands what was handed over, then ends the thread.
+  ~PullLanding();
+  PullLanding(const PullLanding&) = delete;
+  PullLanding& operator=(const PullLanding&) = delete;
+
+  void Land(Job job);
+  // The outcomes of the jobs landed since the last call, in landing order.
+  std::vector<Landed> TakeLanded();
+  // Whether a job handed over has an outcome not yet taken (landed or not).
+  bool busy() const { return handed_ > taken_; }
+  // Sleeps until an outcome is ready to take, or `limit` has passed.
+  void WaitForLanded(std::chrono::microseconds limit);
+  // Waits until every job handed over has landed (its outcome still to take): before the memory
+  // they write is given to anything else.
+  void Quiesce();
+
+  // Copies and checks one piece on the calling thread: what the landing thread does with each
+  // job.
+  static Landed LandNow(const Job& job, int copy_threads);
+
+ private:
+  void Loop();
+
+  const int copy_threads_;
+  uint64_t handed_ = 0;  // client thread only
+  uint64_t taken_ = 0;   // client thread only
+  std::mutex mutex_;
+  std::condition_variable work_cv_, landed_cv_;
+  std::deque<Job> jobs_;        // GUARDED_BY(mutex_)
+  std::vector<Landed> landed_;  // GUARDED_BY(mutex_)
+  uint64_t landed_count_ = 0;   // GUARDED_BY(mutex_): jobs landed since creation
+  bool closing_ = false;        // GUARDED_BY(mutex_)
+  std::thread thread_;
+};
+
+}  // namespace psformer
+
+#endif  // PSFORMER_PSERVER_CLIENT_PULL_LANDING_H_

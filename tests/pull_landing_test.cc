@@ -1,0 +1,116 @@
+// PullLanding (pserver/client/pull_landing.h): pulled pieces copied into place and checked on a
+// thread of their own, their outcomes taken in the order given.
+#include "pserver/client/pull_landing.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "common/bfloat16.h"
+#include "common/crc32c.h"
+
+namespace psformer {
+namespace {
+
+// A PARAMS reply of `values` (fp32, or rounded to bf16), in frames of `frame` elements, with
+// its CRC-32C set (or set wrong, for a damaged one).
+WireMessage Reply(const std::vector<float>& values, bool bf16, size_t frame, bool damaged = false) {
+  WireMessage msg;
+  msg.header.set_type(proto::PARAMS);
+  msg.header.set_dtype(bf16 ? proto::BFLOAT16 : proto::FLOAT32);
+  msg.header.set_step(7);
+  msg.header.set_begin(0);
+  msg.header.set_end(values.size());
+  msg.header.set_loss_sum(2.5);
+  msg.header.set_target_tokens(40);
+  std::vector<uint8_t> bytes;
+  for (float v : values) {
+    if (bf16) {
+      const uint16_t h = FloatToBf16(v);
+      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + 2);
+    } else {
+      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+    }
+  }
+  const size_t step = frame * (bf16 ? 2 : 4);
+  for (size_t at = 0; at < bytes.size(); at += step) {
+    const size_t n = std::min(step, bytes.size() - at);
+    msg.payload.push_back(Frame::Copy(bytes.data() + at, n));
+  }
+  msg.header.set_payload_bytes(bytes.size());
+  msg.header.set_payload_crc32c(Crc32c(0, bytes.data(), bytes.size()) ^ (damaged ? 1u : 0u));
+  return msg;
+}
+
+std::vector<float> Values(size_t n, float base) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + 0.25f * static_cast<float>(i);
+  return v;
+}
+
+// Takes every outcome, waiting for them as the client does.
+std::vector<PullLanding::Landed> TakeAll(PullLanding& landing) {
+  std::vector<PullLanding::Landed> all;
+  for (int i = 0; i < 10000 && landing.busy(); ++i) {
+    landing.WaitForLanded(std::chrono::microseconds(1000));
+    for (const auto& l : landing.TakeLanded()) all.push_back(l);
+  }
+  return all;
+}
+
+TEST(PullLanding, PiecesLandInPlaceCheckedAndInTheOrderGiven) {
+  PullLanding landing(3);
+  std::vector<float> params(3000, -1.0f);
+  const std::vector<float> a = Values(1000, 1.0f), b = Values(2000, 5000.0f);
+  landing.Land({11, 7, 0, Reply(a, false, 333), params.data(), nullptr});
+  landing.Land({12, 7, 1000, Reply(b, false, 1 << 20), params.data() + 1000, nullptr});
+  EXPECT_TRUE(landing.busy());
+  const std::vector<PullLanding::Landed> landed = TakeAll(landing);
+  ASSERT_EQ(landed.size(), 2u);
+  EXPECT_FALSE(landing.busy());
+  EXPECT_EQ(landed[0].sequence, 11u);
+  EXPECT_EQ(landed[1].sequence, 12u);
+  for (const auto& l : landed) {
+    EXPECT_TRUE(l.intact);
+    EXPECT_EQ(l.loss_sum, 2.5);
+    EXPECT_EQ(l.target_tokens, 40u);
+  }
+  EXPECT_EQ(std::memcmp(params.data(), a.data(), a.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(params.data() + 1000, b.data(), b.size() * 4), 0);
+}
+
+TEST(PullLanding, ADamagedPieceIsToldAndBf16LandsWidenedOrAsItCame) {
+  PullLanding landing(2);
+  std::vector<float> params(600, 0.0f);
+  std::vector<uint16_t> as_bf16(600, 0);
+  std::vector<float> v(600);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + 0.5f * static_cast<float>(i % 64);  // exact in bf16
+  landing.Land({1, 7, 0, Reply(v, false, 100, /*damaged=*/true), params.data(), nullptr});
+  landing.Land({2, 7, 0, Reply(v, true, 128), params.data(), nullptr});
+  landing.Land({3, 7, 0, Reply(v, true, 128), nullptr, as_bf16.data()});
+  landing.Quiesce();  // every job landed: outcomes waiting to be taken
+  const std::vector<PullLanding::Landed> landed = landing.TakeLanded();
+  ASSERT_EQ(landed.size(), 3u);
+  EXPECT_FALSE(landed[0].intact);
+  EXPECT_TRUE(landed[1].intact);
+  EXPECT_TRUE(landed[2].intact);
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(params[i], v[i]) << i;  // the widened bf16, written over the damaged fp32 copy
+    ASSERT_EQ(as_bf16[i], FloatToBf16(v[i])) << i;
+  }
+}
+
+TEST(PullLanding, EndingLandsWhatWasHandedOver) {
+  std::vector<float> params(5000, 0.0f);
+  const std::vector<float> v = Values(5000, -7.0f);
+  {
+    PullLanding landing(1);
+    landing.Land({5, 7, 0, Reply(v, false, 1000), params.data(), nullptr});
+  }
+  EXPECT_EQ(std::memcmp(params.data(), v.data(), v.size() * 4), 0);
+}
+
+}  // namespace
+}  // namespace psformer

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -102,14 +103,22 @@ TEST(PullLanding, ADamagedPieceIsToldAndBf16LandsWidenedOrAsItCame) {
   }
 }
 
-TEST(PullLanding, EndingLandsWhatWasHandedOver) {
-  std::vector<float> params(5000, 0.0f);
-  const std::vector<float> v = Values(5000, -7.0f);
+TEST(PullLanding, EndingWritesNothingOnceItReturns) {
+  // Jobs still queued at the end are dropped, the one being landed finishes first: after the
+  // destructor, nothing writes into the destinations any more (each is intact or untouched).
+  const std::vector<float> v = Values(1 << 20, -7.0f);
+  std::vector<std::vector<float>> params(8, std::vector<float>(v.size(), 0.0f));
   {
     PullLanding landing(1);
-    landing.Land({5, 7, 0, Reply(v, false, 1000), params.data(), nullptr});
+    for (size_t i = 0; i < params.size(); ++i) {
+      landing.Land({i, 7, 0, Reply(v, false, 1 << 16), params[i].data(), nullptr});
+    }
   }
-  EXPECT_EQ(std::memcmp(params.data(), v.data(), v.size() * 4), 0);
+  for (const std::vector<float>& p : params) {
+    const bool landed = std::memcmp(p.data(), v.data(), v.size() * 4) == 0;
+    const bool untouched = std::all_of(p.begin(), p.end(), [](float x) { return x == 0.0f; });
+    EXPECT_TRUE(landed || untouched);
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ PullLanding::~PullLanding() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
+    jobs_.clear();  // their frames go back to their senders now
   }
   work_cv_.notify_all();
   thread_.join();
@@ -55,7 +56,7 @@ void PullLanding::Loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       work_cv_.wait(lock, [&] { return !jobs_.empty() || closing_; });
-      if (jobs_.empty()) return;  // closing, and everything handed over has landed
+      if (jobs_.empty()) return;  // closing
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }

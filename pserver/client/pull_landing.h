@@ -49,7 +49,8 @@ class PullLanding {
   };
 
   explicit PullLanding(int copy_threads);
-  // Lands what was handed over, then ends the thread.
+  // Lets the job being landed finish, drops the ones not begun (nobody waits for them any more,
+  // and their destinations may be going too), and ends the thread.
   ~PullLanding();
   PullLanding(const PullLanding&) = delete;
   PullLanding& operator=(const PullLanding&) = delete;

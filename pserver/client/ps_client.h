@@ -344,7 +344,8 @@ class PsClient {
   // Payload owners are released on a ZeroMQ I/O thread; this pair hands that back to Wait.
   std::shared_ptr<std::mutex> release_mutex_;
   std::shared_ptr<std::condition_variable> release_cv_;
-  // Last: it lands what it was handed (into the callers' params) before the Van goes.
+  // Last, so destroyed first: the piece it is landing finishes (the rest are dropped) while the
+  // Van whose frames it reads is still there.
   std::unique_ptr<PullLanding> landing_;
 };
 

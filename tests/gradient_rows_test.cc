@@ -175,5 +175,44 @@ TEST(GradientRows, RowsMakeRunsOfAPieceAndWhereTheirValuesLie) {
   EXPECT_TRUE(RunsOfRows(rows, 4, 32, 4, &first).empty());
 }
 
+// Run tables the named rows make: merged, complemented, compared.
+TEST(GradientRows, RunsMergeComplementAndNest) {
+  EXPECT_EQ(MergedRuns({{10, 2}, {0, 4}, {4, 2}, {11, 3}, {20, 1}}),
+            (std::vector<ElementRun>{{0, 6}, {10, 4}, {20, 1}}));
+  EXPECT_TRUE(MergedRuns({}).empty());
+  const std::vector<ElementRun> runs = {{0, 6}, {10, 4}, {20, 1}};
+  EXPECT_EQ(ComplementRuns(runs, 25), (std::vector<ElementRun>{{6, 4}, {14, 6}, {21, 4}}));
+  EXPECT_EQ(ComplementRuns(runs, 21), (std::vector<ElementRun>{{6, 4}, {14, 6}}));
+  EXPECT_EQ(ComplementRuns({}, 7), (std::vector<ElementRun>{{0, 7}}));
+  EXPECT_TRUE(ComplementRuns(std::vector<ElementRun>{{0, 7}}, 7).empty());
+  EXPECT_TRUE(RunsWithin(std::vector<ElementRun>{{1, 2}, {10, 1}, {12, 2}, {20, 1}}, runs));
+  EXPECT_TRUE(RunsWithin({}, runs));
+  EXPECT_FALSE(RunsWithin(std::vector<ElementRun>{{5, 2}}, runs)) << "past a run's end";
+  EXPECT_FALSE(RunsWithin(std::vector<ElementRun>{{8, 1}}, runs)) << "between runs";
+  EXPECT_FALSE(RunsWithin(std::vector<ElementRun>{{19, 2}}, runs)) << "before a run's begin";
+  EXPECT_FALSE(RunsWithin(std::vector<ElementRun>{{0, 1}}, {})) << "nothing named";
+}
+
+// PARAMS of a part and a named DENSE push carry a table too: how many values follow it.
+TEST(GradientRows, TablesOfEveryKindAnnounceTheirValues) {
+  WireMessage m = RowsMessage(100, 20, {{2, 3}, {10, 4}}, std::vector<float>(13, 1.f));
+  m.header.set_type(proto::PARAMS);
+  m.header.set_part(proto::DENSE);
+  ASSERT_TRUE(HasRunTable(m.header));
+  RunTable table;
+  ASSERT_FALSE(ParseRunTable(m, &table));
+  EXPECT_EQ(table.named, 7u);
+  EXPECT_EQ(table.value_count(), 13u);
+  EXPECT_EQ(TabledValues(m.header, table.named), 13u) << "PARAMS DENSE: the rest of the piece";
+  m.header.set_part(proto::ROWS);
+  EXPECT_EQ(TabledValues(m.header, table.named), 7u) << "PARAMS ROWS: the named runs";
+  m.header.set_type(proto::PUSH);
+  m.header.set_part(proto::DENSE);
+  EXPECT_FALSE(HasRunTable(m.header)) << "a DENSE push names nothing unless it says so";
+  m.header.set_named(true);
+  EXPECT_TRUE(HasRunTable(m.header));
+  EXPECT_EQ(TabledValues(m.header, table.named), 20u) << "a named DENSE push: the whole piece";
+}
+
 }  // namespace
 }  // namespace psformer

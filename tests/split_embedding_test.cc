@@ -15,6 +15,9 @@
 #include "common/lr_schedule.h"
 #include "common/transport/forwarding_van.h"
 #include "common/transport/zmq_van.h"
+#include "common/crc32c.h"
+#include "pserver/server/bsp_policy.h"
+#include "pserver/server/shard_optimizer.h"
 #include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
 
@@ -118,8 +121,11 @@ class RowsFaultVan : public ForwardingVan {
 
 // Runs `steps` steps of a split job; each worker reports the embedding's range first, then the
 // other layers last to first, then its rows (none when !with_rows). Returns the pulled weights.
-// `faulty`: worker 0 sends through a RowsFaultVan (and resends after 100 ms).
-std::vector<float> RunSplit(int workers, int servers, int steps, bool with_rows, bool faulty = false) {
+// `faulty`: worker 0 sends through a RowsFaultVan (and resends after 100 ms). `named`: each
+// worker names its rows before it reports anything (PsClient::NameRows), so its servers update
+// the rest of each embedding piece before the rows arrive.
+std::vector<float> RunSplit(int workers, int servers, int steps, bool with_rows, bool faulty = false,
+                            bool named = false) {
   const proto::JobConfig config = SplitConfig(workers, servers);
   const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
   EXPECT_TRUE(pieces->has_split());
@@ -162,6 +168,9 @@ std::vector<float> RunSplit(int workers, int servers, int steps, bool with_rows,
       if (with_rows) rows[w] = Rows(w, t);
       values[w] = RowValues(w, t, rows[w].size());
       pushes[w] = *clients[w]->BeginPush(t, grads[w].data(), Tokens(w, t), 1.0);
+      if (named) {
+        EXPECT_TRUE(clients[w]->NameRows(pushes[w], rows[w], kWidth).ok());
+      }
     }
     for (int w = 0; w < workers; ++w) EXPECT_TRUE(clients[w]->PushReady(pushes[w], 0, kEmbedding).ok());
     for (size_t layer = bounds.size() - 1; layer > 1; --layer) {
@@ -240,6 +249,141 @@ TEST(SplitEmbedding, RowsNoBatchLookedUpGetTheDensePartsUpdate) {
 
 TEST(SplitEmbedding, ALostAndADuplicatedRowsPushAreHealedExactlyOnce) {
   EXPECT_TRUE(BitwiseEqual(RunSplit(2, 2, 3, true, /*faulty=*/true), Reference(2, 3, true)));
+  EXPECT_TRUE(BitwiseEqual(RunSplit(2, 2, 3, true, /*faulty=*/true, /*named=*/true), Reference(2, 3, true)));
+}
+
+// Rows named up front change when elements are updated, never how: the same sum, the same bits,
+// for any server count; and rows no batch looked up still get the dense part's update.
+TEST(SplitEmbedding, RowsNamedUpFrontGiveTheSameWeights) {
+  const std::vector<float> expected = Reference(3, 3, true);
+  for (int servers : {1, 3}) {
+    SCOPED_TRACE("servers = " + std::to_string(servers));
+    EXPECT_TRUE(BitwiseEqual(RunSplit(3, servers, 3, true, false, /*named=*/true), expected));
+  }
+  EXPECT_TRUE(BitwiseEqual(RunSplit(2, 2, 2, false, false, /*named=*/true), Reference(2, 2, false)));
+}
+
+// The point of naming: once every worker's DENSE part is in, its server updates and answers
+// every element outside the named rows, while the rows themselves are still to come.
+TEST(SplitEmbedding, NamedRowsLetServersAnswerTheRestOfAPieceBeforeTheRowsArrive) {
+  const int workers = 2;
+  const proto::JobConfig config = SplitConfig(workers, 2);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  ServerGroup group(config, kTotal, "", false, 2, kLayers);
+  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<std::vector<float>> params(workers, std::vector<float>(kTotal)), grads(workers), values(workers);
+  std::vector<std::vector<int32_t>> rows(workers);
+  std::vector<PsClient::Ticket> pushes(workers), pulls(workers);
+  for (int w = 0; w < workers; ++w) {
+    clients.push_back(MakeClient(group, kTotal, w, proto::FLOAT32, 0, proto::WORKER, pieces));
+    ASSERT_TRUE(clients[w]->Wait(*clients[w]->Pull(0, params[w].data())).ok());
+  }
+  const std::vector<float> initial = params[0];
+  SplitReference reference(SplitConfig(workers, 1), true);
+  reference.Step(1);
+  const std::vector<float>& expected = reference.params();
+  std::vector<bool> named(kEmbedding / kWidth, false);
+  for (int w = 0; w < workers; ++w) {
+    grads[w] = Gradient(w, 1, kTotal);
+    rows[w] = Rows(w, 1);
+    values[w] = RowValues(w, 1, rows[w].size());
+    for (int32_t r : rows[w]) named[r] = true;
+    pushes[w] = *clients[w]->BeginPush(1, grads[w].data(), Tokens(w, 1), 1.0);
+    ASSERT_TRUE(clients[w]->NameRows(pushes[w], rows[w], kWidth).ok());
+    ASSERT_TRUE(clients[w]->PushReady(pushes[w], 0, kTotal).ok());
+    pulls[w] = *clients[w]->Pull(1, params[w].data());
+  }
+  // Every part but the embedding pieces' ROWS parts (one per split piece) can be answered now.
+  int split = 0;
+  for (const Piece& p : pieces->pieces()) split += p.split ? 1 : 0;
+  ASSERT_GT(split, 1);
+  const auto all_but_rows = [&](int w) {
+    const auto [answered, parts] = clients[w]->PartsAnswered(pulls[w]);
+    return answered == parts - split;
+  };
+  for (int i = 0; i < 500 && !(all_but_rows(0) && all_but_rows(1)); ++i) {
+    for (int w = 0; w < workers; ++w) ASSERT_TRUE(clients[w]->Progress(10).ok());
+  }
+  ASSERT_TRUE(all_but_rows(0) && all_but_rows(1));
+  int differs = 0;
+  for (size_t r = 0; r < named.size(); ++r) {
+    const size_t at = r * kWidth, bytes = kWidth * sizeof(float);
+    for (int w = 0; w < workers; ++w) {
+      // Rows outside the named ones hold their update already; the named ones the old values.
+      EXPECT_EQ(std::memcmp(params[w].data() + at, (named[r] ? initial : expected).data() + at, bytes), 0)
+          << "worker " << w << " row " << r << (named[r] ? " (named)" : "");
+    }
+    differs += named[r] && std::memcmp(initial.data() + at, expected.data() + at, bytes) != 0 ? 1 : 0;
+  }
+  EXPECT_GT(differs, 10) << "the named rows' update changes them: the check above could fail";
+  for (int w = 0; w < workers; ++w) {
+    ASSERT_TRUE(clients[w]->PushRows(pushes[w], rows[w], values[w].data(), kWidth).ok());
+  }
+  for (int w = 0; w < workers; ++w) {
+    ASSERT_TRUE(clients[w]->Wait(pushes[w]).ok());
+    ASSERT_TRUE(clients[w]->Wait(pulls[w]).ok());
+    EXPECT_TRUE(BitwiseEqual(params[w], expected)) << "worker " << w;
+    // The pull's digest is the whole vector's CRC, however its pieces travelled.
+    EXPECT_EQ(clients[w]->last_pull_digest(), Crc32c(0, params[w].data(), kTotal * sizeof(float)));
+  }
+}
+
+// The rows a push brings must be among those it named: the client says so before sending, and
+// a server refuses a ROWS part outside what its DENSE part named.
+TEST(SplitEmbedding, RowsOutsideTheNamedOnesAreRefused) {
+  const proto::JobConfig config = SplitConfig(1, 1);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  const std::vector<float> g = Gradient(0, 1, kTotal);
+  const std::vector<float> values(3 * kWidth, 0.25f);
+  ServerGroup group(config, kTotal, "", false, 2, kLayers);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, pieces);
+  auto push = *client->BeginPush(1, g.data(), Tokens(0, 1), 1.0);
+  EXPECT_TRUE(client->NameRows(push, std::vector<int32_t>{3, 2}, kWidth).IsInvalidArgument()) << "out of order";
+  ASSERT_TRUE(client->NameRows(push, std::vector<int32_t>{2, 5, 9}, kWidth).ok());
+  EXPECT_TRUE(client->NameRows(push, std::vector<int32_t>{2}, kWidth).IsInvalidArgument()) << "twice";
+  EXPECT_TRUE(client->PushRows(push, std::vector<int32_t>{2, 6}, values.data(), kWidth).IsInvalidArgument());
+  ASSERT_TRUE(client->PushReady(push, 0, kTotal).ok());
+  ASSERT_TRUE(client->PushRows(push, std::vector<int32_t>{2, 9}, values.data(), kWidth).ok());
+  ASSERT_TRUE(client->Wait(push).ok());
+  auto late = *client->BeginPush(2, g.data(), Tokens(0, 2), 1.0);
+  ASSERT_TRUE(client->PushReady(late, 0, kEmbedding).ok());
+  EXPECT_TRUE(client->NameRows(late, std::vector<int32_t>{1}, kWidth).IsInvalidArgument())
+      << "after the DENSE parts left";
+}
+
+// The server's own check, below the client's: a ROWS part naming a row its worker's DENSE part did
+// not name, or one the piece's first pass has updated already, is inconsistent.
+TEST(SplitEmbedding, ServersFindRowsOutsideTheNamedOnesInconsistent) {
+  const proto::JobConfig config = SplitConfig(1, 1);
+  const uint64_t n = 40;
+  BspPolicy policy(1, ShardRange{0, n}, {0}, {1});
+  ShardOptimizer optimizer(config, 0, n, 1);
+  optimizer.Initialize([](uint64_t, uint64_t e, float* out) { std::fill(out, out + e, 0.5f); });
+  const auto message = [&](proto::PushPart part, const std::vector<ElementRun>& runs, uint64_t values) {
+    WireMessage m;
+    m.header.set_type(proto::PUSH);
+    m.header.set_step(1);
+    m.header.set_part(part);
+    m.header.set_named(part == proto::DENSE);
+    m.header.set_dtype(proto::FLOAT32);
+    m.header.set_begin(0);
+    m.header.set_end(n);
+    m.header.set_target_tokens(4);
+    m.header.set_runs(static_cast<uint32_t>(runs.size()));
+    if (!runs.empty()) m.payload.push_back(Frame::Copy(runs.data(), runs.size() * kRunBytes));
+    const std::vector<float> v(values, 0.125f);
+    m.payload.push_back(Frame::Copy(v.data(), v.size() * sizeof(float)));
+    return m;
+  };
+  ASSERT_FALSE(policy.Accept(0, message(proto::DENSE, {{8, 4}, {20, 4}}, n), &optimizer) == std::nullopt)
+      << "every DENSE part in, naming its rows: the first pass";
+  EXPECT_EQ(policy.Inconsistent(0, message(proto::ROWS, {{8, 4}}, 4)), "");
+  EXPECT_NE(policy.Inconsistent(0, message(proto::ROWS, {{8, 4}, {12, 4}}, 8)), "");
+  EXPECT_NE(policy.Inconsistent(0, message(proto::ROWS, {{0, 4}}, 4)), "");
+  EXPECT_FALSE(policy.CheckpointReady(0, ShardProgress{})) << "a first pass makes the step in progress";
+  const std::optional<AppliedUpdate> done = policy.Accept(0, message(proto::ROWS, {{20, 4}}, 4), &optimizer);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->whole_step);
 }
 
 TEST(SplitEmbedding, AWaitForAPushWhoseRowsWereNeverReportedSaysSo) {

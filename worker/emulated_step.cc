@@ -21,6 +21,10 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
   // The emulated GPU launches each range's download itself, as it launches backward.
   gpu_->set_upload_bf16(pulled_bf16());
+  if (!gpu_->lookup_rows().empty()) {
+    named_rows_ = Lookups{gpu_->lookup_rows(), nullptr,
+                          static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size())};
+  }
   const StepStats stats =
       gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
   if (!gpu_->lookup_rows().empty()) {

@@ -115,6 +115,11 @@ class StepComputer {
     uint64_t width = 0;
   };
   const Lookups& lookups() const { return lookups_; }
+  // The rows the step being computed looks up (values null), known once its first gradient range
+  // is handed over (GradientCopying), or once Compute returns, and unchanged until the next
+  // Compute: the data path names them with the embedding's dense part (PsClient::NameRows) so
+  // that servers update every other row before the lookups' part arrives. Without the split, none.
+  const Lookups& named_rows() const { return named_rows_; }
 
   // The bytes of the array the gradient leaves the device into: grad_bf16() when there is one,
   // else grad().
@@ -145,6 +150,7 @@ class StepComputer {
   std::vector<uint16_t> params_bf16_;  // host, (n) or empty
   proto::DType pulled_dtype_ = proto::FLOAT32;
   Lookups lookups_;
+  Lookups named_rows_;
 };
 
 // The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,

@@ -78,6 +78,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   if (!on_copying) {
     const StepStats stats =
         model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need, lookups);
+    NameLookedUpRows();
     LookupsToHost();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
@@ -90,7 +91,12 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   }
   // Per layer: (a rounding kernel,) a copy enqueued on the copy stream and a queue push; nothing
   // waits here.
+  bool named = false;
   const GradientReady ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
+    if (!named) {  // before the first range is handed over: the client thread reads them after
+      NameLookedUpRows();
+      named = true;
+    }
     if (bf16) backend_->RoundToBf16(end - begin, device_grad_.data() + begin, device_grad_bf16_.data() + begin);
     grad_download_->Start(begin, end);
     on_copying(begin, end, s);
@@ -100,6 +106,11 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   backend_->MarkSpanEnd();
   LookupsToHost();
   return stats;
+}
+
+void TransformerStep::NameLookedUpRows() {
+  if (!split_embedding_) return;
+  named_rows_ = Lookups{device_lookups_.rows, nullptr, static_cast<uint64_t>(config_.model().d_model())};
 }
 
 void TransformerStep::LookupsToHost() {

@@ -52,6 +52,8 @@ class TransformerStep final : public StepComputer {
   Status GradientMoved() override { return AimGradientCopies(); }
   // With split_embedding_: the last step's lookups' part from the device into lookups_.
   void LookupsToHost();
+  // With split_embedding_: the rows this step's ForwardBackward looks up into named_rows_.
+  void NameLookedUpRows();
 
   TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,
                   std::unique_ptr<Backend<float>> backend);

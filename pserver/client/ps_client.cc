@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "common/bfloat16.h"
 #include "common/logging.h"
@@ -24,7 +25,7 @@ constexpr char kAggregatorPeer[] = "aggregator";
 // push without rows, which is sent from the caller's buffer.
 struct PsClient::PushPayload {
   std::vector<uint16_t> bf16;                   // (parameter_count) when gradient_dtype is BFLOAT16
-  std::vector<std::vector<ElementRun>> tables;  // the ROWS parts' run tables
+  std::deque<std::vector<ElementRun>> tables;  // run tables (ROWS parts', named DENSE parts'): stay put
   std::vector<uint16_t> rows_bf16;              // the rows' values rounded, when gradients are bf16
 };
 
@@ -115,9 +116,9 @@ std::vector<PsClient::Part> PsClient::PushParts() const {
   std::vector<Part> parts = PieceParts();
   for (size_t i = 0, n = parts.size(); i < n; ++i) {
     if (!pieces_->pieces()[i].split) continue;
-    parts[i].push_part = proto::DENSE;
+    parts[i].piece_part = proto::DENSE;
     Part rows = parts[i];
-    rows.push_part = proto::ROWS;
+    rows.piece_part = proto::ROWS;
     rows.piece = static_cast<int>(i);
     parts.push_back(rows);
   }
@@ -135,7 +136,7 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
   if (r.rows_reported) return Status::InvalidArgument("ps client: the rows of a push reported twice");
   uint64_t embedding_end = 0;  // the split pieces' model ranges cover the embedding
   for (const Part& p : r.parts) {
-    if (p.push_part == proto::ROWS) embedding_end = std::max(embedding_end, p.model + (p.end - p.begin));
+    if (p.piece_part == proto::ROWS) embedding_end = std::max(embedding_end, p.model + (p.end - p.begin));
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || (i > 0 && rows[i] <= rows[i - 1]) ||
@@ -145,6 +146,9 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
           " is " + std::to_string(rows[i]));
     }
   }
+  if (r.rows_named && !std::includes(r.named_rows.begin(), r.named_rows.end(), rows.begin(), rows.end())) {
+    return Status::InvalidArgument("ps client: PushRows brings rows that NameRows did not name");
+  }
   r.rows_reported = true;
   r.rows_values = values;
   if (options_.gradient_dtype == proto::BFLOAT16) {
@@ -153,16 +157,64 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
                 [&](int, size_t b, size_t e) { FloatsToBf16(values + b, e - b, r.payload->rows_bf16.data() + b); });
     r.rows_values = r.payload->rows_bf16.data();
   }
-  r.payload->tables.reserve(r.parts.size());  // the parts point into them: no reallocation
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
     Part& p = r.parts[part];
-    if (p.push_part != proto::ROWS) continue;
+    if (p.piece_part != proto::ROWS) continue;
     r.payload->tables.push_back(RunsOfRows(rows, width, p.model, p.end - p.begin, &p.first_value));
     p.runs = r.payload->tables.back().data();
     p.run_count = static_cast<uint32_t>(r.payload->tables.back().size());
     PSF_RETURN_IF_ERROR(SendPart(ticket, r, part));
   }
   return Status::Ok();
+}
+
+Status PsClient::NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t width) {
+  auto it = requests_.find(ticket);
+  if (it == requests_.end() || it->second.type != proto::PUSH) {
+    return Status::InvalidArgument("ps client: NameRows for " + std::to_string(ticket) + ", not a push in flight");
+  }
+  if (!pieces_->has_split()) return Status::InvalidArgument("ps client: NameRows in a job that pushes no rows");
+  Request& r = it->second;
+  if (r.rows_named || r.rows_reported) {
+    return Status::InvalidArgument("ps client: NameRows after the rows of the push were named or pushed");
+  }
+  if (!std::is_sorted(rows.begin(), rows.end()) || std::adjacent_find(rows.begin(), rows.end()) != rows.end() ||
+      (!rows.empty() && rows.front() < 0)) {
+    return Status::InvalidArgument("ps client: rows to name must be ascending, distinct and not negative");
+  }
+  if (!options_.aggregator.empty()) return Status::Ok();  // a host group's sum names nothing
+  for (const Part& p : r.parts) {
+    if (p.piece_part == proto::DENSE && p.sent()) {
+      return Status::InvalidArgument("ps client: NameRows after the embedding's gradient was reported (PushReady)");
+    }
+  }
+  r.rows_named = true;
+  r.named_rows.assign(rows.begin(), rows.end());
+  for (Part& p : r.parts) {
+    if (p.piece_part != proto::DENSE) continue;
+    uint64_t first = 0;
+    r.payload->tables.push_back(MergedRuns(RunsOfRows(rows, width, p.model, p.end - p.begin, &first)));
+    p.named = true;
+    p.runs = r.payload->tables.back().data();
+    p.run_count = static_cast<uint32_t>(r.payload->tables.back().size());
+  }
+  return Status::Ok();
+}
+
+std::vector<PsClient::Part> PsClient::PullParts() const {
+  std::vector<Part> parts = PieceParts();
+  if (!options_.aggregator.empty()) return parts;
+  for (size_t i = 0, n = parts.size(); i < n; ++i) {
+    if (!pieces_->pieces()[i].split) continue;
+    parts[i].piece_part = proto::DENSE;
+    parts[i].sibling = static_cast<int>(parts.size());
+    Part rows = parts[i];
+    rows.piece_part = proto::ROWS;
+    rows.piece = static_cast<int>(i);
+    rows.sibling = static_cast<int>(i);
+    parts.push_back(rows);
+  }
+  return parts;
 }
 
 std::vector<PsClient::Part> PsClient::ShardParts() const {
@@ -289,7 +341,7 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
   const auto now = std::chrono::steady_clock::now();
-  if (r.type == proto::PUSH && p.push_part == proto::ROWS) {
+  if (r.type == proto::PUSH && p.piece_part == proto::ROWS) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
@@ -306,7 +358,7 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
     h.set_dtype(options_.gradient_dtype);
     h.set_target_tokens(r.target_tokens);
     h.set_loss_sum(r.loss_sum);
-    h.set_part(p.push_part);
+    h.set_part(p.piece_part);
     const void* base = nullptr;
     size_t elem = sizeof(uint16_t);
     if (r.rounded != nullptr) {  // rounded already, on the device that computed it
@@ -323,12 +375,20 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
       elem = sizeof(float);
     }
     // The frames hold the Resender's token: it tells when this part's bytes have left.
-    AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem,
-                     resender_.Sent(&p.send, now, r.payload_owner), &payload);
+    std::shared_ptr<const void> token = resender_.Sent(&p.send, now, r.payload_owner);
+    if (p.named) {  // the rows it named first, in a table frame
+      h.set_named(true);
+      h.set_runs(p.run_count);
+      if (p.run_count > 0) payload.push_back(Frame::View(p.runs, p.run_count * kRunBytes, token));
+    }
+    AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, token, &payload);
   } else {
     resender_.Sent(&p.send, now, nullptr);
   }
-  if (r.type == proto::PULL) h.set_dtype(r.dtype);  // no payload: the type wanted in the answer
+  if (r.type == proto::PULL) {
+    h.set_dtype(r.dtype);  // no payload: the type wanted in the answer
+    h.set_part(p.piece_part);
+  }
   if (r.type == proto::PUSH || r.type == proto::PULL) {
     h.set_begin(p.begin);
     h.set_end(p.end);
@@ -355,7 +415,7 @@ StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params) {
 
 StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, proto::PULL, step, PieceParts());
+  Request& r = NewRequest(ticket, proto::PULL, step, PullParts());
   r.dtype = dtype;
   r.params = params;
   r.params_bf16 = params_bf16;

@@ -133,6 +133,12 @@ class PsClient {
   // values (rows.size() x width). `values` stays the caller's until Wait, as grad does (with bf16
   // on the wire a rounded copy travels). Once per push; InvalidArgument without split pieces.
   Status PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width);
+  // Names, before the embedding's range is reported (PushReady), the rows PushRows will bring:
+  // the DENSE parts carry them, and each server updates every other row of its embedding pieces
+  // as soon as every worker's DENSE part is in (docs/wire-protocol.md, "Rows named up front").
+  // PushRows must then bring no row outside them. Once per push, and optional: without it a piece
+  // is updated once all of its parts are in. Nothing is named through a host group's aggregator.
+  Status NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t width);
   // Memory of `bytes` to compute gradients into and push from (64-byte aligned), which the Van
   // lends to same-host servers in place rather than copying each push (Van::AllocatePayload; the
   // heap where it cannot). A push from it stays lent after its Wait until the servers are done
@@ -151,6 +157,14 @@ class PsClient {
   bool Answered(Ticket ticket) const {
     auto it = requests_.find(ticket);
     return it != requests_.end() && it->second.remaining == 0;
+  }
+  // How many parts of the ticket's request are answered (a pull's: landed), of how many; {0, 0}
+  // for a ticket not in flight. A pull of a split piece has two (PullParts).
+  std::pair<int, int> PartsAnswered(Ticket ticket) const {
+    auto it = requests_.find(ticket);
+    if (it == requests_.end()) return {0, 0};
+    const int parts = static_cast<int>(it->second.parts.size());
+    return {parts - it->second.remaining, parts};
   }
   // Asks every shard for the parameters after `step` (0 = initial), written to params during Wait.
   // params: (parameter_count)
@@ -221,10 +235,12 @@ class PsClient {
     uint64_t begin = 0, end = 0;  // wire range (PieceTable)
     uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
     uint64_t reported = 0;        // PUSH: elements PushReady has reported final
-    proto::PushPart push_part = proto::WHOLE;  // PUSH: DENSE and ROWS for a split piece
+    proto::PushPart piece_part = proto::WHOLE;  // PUSH, PULL: DENSE and ROWS for a split piece
     int piece = 0;                             // ROWS: the piece (PieceTable index)...
+    int sibling = -1;                          // PULL of a split piece: the other part's index
     const ElementRun* runs = nullptr;          // ...its run table (in the push's payload)...
     uint32_t run_count = 0;
+    bool named = false;           // DENSE PUSH: runs/run_count name the rows (NameRows)
     uint64_t first_value = 0;     // ...and where its values begin in the rows'.
     Resender::Send send;          // PUSH parts go out when their gradient is ready; the others at once
     bool via_aggregator = false;  // sent to the host group's aggregator, not to the shard
@@ -257,6 +273,8 @@ class PsClient {
     PushPayload* payload = nullptr;     // payload_owner's, for the ROWS parts' tables and values
     const void* rows_values = nullptr;  // PushRows' values, fp32 or (rounded copy) bf16
     bool rows_reported = false;
+    std::vector<int32_t> named_rows;    // NameRows'
+    bool rows_named = false;
     uint64_t target_tokens = 0;
     double loss_sum = 0;
     std::shared_ptr<const void> payload_owner;  // PUSH: released when the transport is done.
@@ -267,6 +285,8 @@ class PsClient {
   std::vector<Part> PieceParts() const;
   // A push's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
   std::vector<Part> PushParts() const;
+  // A pull's: the same parts, on the flat path (not through an aggregator); else PieceParts.
+  std::vector<Part> PullParts() const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
   // Pull into fp32 `params` or, as they came, into bf16 `params_bf16` (the other null).

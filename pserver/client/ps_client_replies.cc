@@ -95,7 +95,7 @@ bool PsClient::HandleRefusal(const proto::Header& h, Request& r) {
 // landed, leaves the part unanswered, to be asked for again.
 bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   const proto::Header& h = msg.header;
-  if (h.begin() != p.begin || h.end() != p.end) {
+  if (h.begin() != p.begin || h.end() != p.end || h.part() != p.piece_part) {
     rejected_.Count(RejectReason::kBadRange);
     PSF_LOG(Warning) << "ps client: ignoring parameters of [" << h.begin() << ", " << h.end() << ") from shard "
                      << h.shard() << ", asked for [" << p.begin << ", " << p.end << ")";
@@ -113,7 +113,9 @@ bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   float* params = r.params != nullptr ? r.params + p.model : nullptr;
   uint16_t* params_bf16 = r.params_bf16 != nullptr ? r.params_bf16 + p.model : nullptr;
   const uint64_t sequence = h.sequence();
-  landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16});
+  // The second part of a split piece to land makes the piece's CRC (the other lands first).
+  const bool piece_crc = p.sibling >= 0 && (r.parts[p.sibling].answered || r.parts[p.sibling].landing);
+  landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16, piece_crc});
   p.landing = true;
   return false;  // answered once it has landed (TakeLandings)
 }
@@ -125,8 +127,13 @@ bool PsClient::TookLanded(Request& r, const Part& p, const PullLanding::Landed& 
                      << ": payload CRC-32C differs from the header's (asked for again)";
     return false;  // the resend brings them again and overwrites what was copied
   }
-  // Checked in the copy; the pull's digest is made of these (PsClient::last_pull_digest).
-  r.part_crcs[&p - r.parts.data()] = landed.crc32c;
+  // Checked in the copy; the pull's digest is made of these (PsClient::last_pull_digest): a
+  // split piece's, made by the part that landed second, at its first part's index.
+  if (p.sibling < 0) {
+    r.part_crcs[&p - r.parts.data()] = landed.crc32c;
+  } else if (landed.piece_crc && r.parts[p.sibling].answered) {
+    r.part_crcs[std::min<size_t>(&p - r.parts.data(), p.sibling)] = landed.crc32c;
+  }
   if (landed.target_tokens > 0) {  // every piece of a whole step says the same
     r.pulled_loss_sum = landed.loss_sum;
     r.pulled_tokens = landed.target_tokens;

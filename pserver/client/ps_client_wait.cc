@@ -23,7 +23,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       if (p.sent()) continue;  // a part never sent would never be answered: say so now
       return Status::InvalidArgument(
           "ps client: waiting for the push of step " + std::to_string(it->second.step) + ", whose " +
-          (p.push_part == proto::ROWS ? std::string("rows (PushRows)")
+          (p.piece_part == proto::ROWS ? std::string("rows (PushRows)")
                                       : "gradient of [" + std::to_string(p.model) + ", " +
                                             std::to_string(p.model + p.end - p.begin) + ") (PushReady)") +
           " were never reported");

@@ -2,9 +2,15 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "common/bfloat16.h"
+#include "common/crc32c.h"
+#include "common/parallel_for.h"
 #include "common/trace.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 
@@ -71,10 +77,69 @@ void PullLanding::Loop() {
   }
 }
 
+namespace {
+
+constexpr size_t kCrcGrain = 1 << 15;  // elements per thread at least
+
+// A part of a split piece: checked (CRC, then its table against its values), then each of its
+// runs written into place; with piece_crc, the whole piece's CRC as it travels after it.
+bool LandPart(const PullLanding::Job& job, int copy_threads, uint32_t* piece_crc) {
+  const proto::Header& h = job.msg.header;
+  if (PayloadCrc32c(job.msg.payload, copy_threads) != h.payload_crc32c()) return false;
+  RunTable table;
+  if (ParseRunTable(job.msg, &table) || table.value_count() != TabledValues(h, table.named)) return false;
+  const uint64_t n = h.end() - h.begin();
+  const std::vector<ElementRun> runs = h.part() == proto::ROWS ? table.runs : ComplementRuns(table.runs, n);
+  const bool bf16 = h.dtype() == proto::BFLOAT16;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  uint64_t value = 0;
+  for (const ElementRun& r : runs) {
+    ForEachPayloadSpan(table.values.payload, elem, value, value + r.length,
+                       [&](const uint8_t* bytes, uint64_t first, uint64_t count) {
+                         const uint64_t at = r.offset + (first - value);
+                         if (!bf16) {
+                           std::memcpy(job.params + at, bytes, count * elem);
+                         } else if (job.params_bf16 != nullptr) {
+                           std::memcpy(job.params_bf16 + at, bytes, count * elem);
+                         } else {
+                           Bf16ToFloats(bytes, count, job.params + at);
+                         }
+                       });
+    value += r.length;
+  }
+  if (!job.piece_crc) return true;
+  PartCrcs crc(ParallelPieces(copy_threads, n, kCrcGrain));
+  ParallelFor(copy_threads, n, kCrcGrain, [&](int part, size_t b, size_t e) {
+    if (!bf16) {
+      crc.crc[part] = Crc32c(0, job.params + b, (e - b) * elem);
+    } else if (job.params_bf16 != nullptr) {
+      crc.crc[part] = Crc32c(0, job.params_bf16 + b, (e - b) * elem);
+    } else {
+      // Widened exactly: rounding again gives the bytes that travelled.
+      uint16_t block[4096];
+      for (size_t i = b; i < e; i += 4096) {
+        const size_t k = std::min<size_t>(4096, e - i);
+        FloatsToBf16(job.params + i, k, block);
+        crc.crc[part] = Crc32c(crc.crc[part], block, k * elem);
+      }
+    }
+    crc.bytes[part] = (e - b) * elem;
+  });
+  *piece_crc = crc.Combined();
+  return true;
+}
+
+}  // namespace
+
 PullLanding::Landed PullLanding::LandNow(const Job& job, int copy_threads) {
   const proto::Header& h = job.msg.header;
   const TraceSpan traced("params_into_place", job.step, static_cast<int64_t>(job.model));
   Landed out{job.sequence, false, h.payload_crc32c(), h.loss_sum(), h.target_tokens()};
+  if (h.part() != proto::WHOLE) {
+    out.intact = LandPart(job, copy_threads, &out.crc32c);
+    out.piece_crc = out.intact && job.piece_crc;
+    return out;
+  }
   // The dtype is the pull's (the client checked it): FLOAT32 or BFLOAT16.
   if (h.dtype() == proto::FLOAT32) {
     out.intact = CopyCheckedFloats(job.msg, job.params, copy_threads);

@@ -39,13 +39,18 @@ class PullLanding {
     WireMessage msg;  // its frames stay alive until the job has landed
     float* params = nullptr;
     uint16_t* params_bf16 = nullptr;
+    // A part of a split piece (msg's header says which; gradient_rows.h) is written element run by
+    // element run. `piece_crc`: the other part has landed before it, so once this one is in place
+    // the CRC-32C of the whole piece, as it travels, is made (Landed::crc32c).
+    bool piece_crc = false;
   };
   struct Landed {
     uint64_t sequence = 0;
     bool intact = false;  // the payload's CRC-32C matched its header's
-    uint32_t crc32c = 0;  // the header's
+    uint32_t crc32c = 0;  // the header's; with Job::piece_crc (and piece_crc), the piece's
     double loss_sum = 0;  // what the header said of the step
     uint64_t target_tokens = 0;
+    bool piece_crc = false;
   };
 
   explicit PullLanding(int copy_threads);

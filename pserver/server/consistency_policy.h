@@ -42,6 +42,9 @@ struct AppliedUpdate {
   // with the step's summed loss and target tokens.
   bool whole_step = false;
   bool partial = false;  // one piece of `step` applied, not yet all (the shard is between steps)
+  // Only the elements of a split piece outside its named rows (GradientAggregator::EarlyMask):
+  // the piece counts as applied at its second pass.
+  bool outside_pass = false;
   double loss_sum = 0;
   uint64_t target_tokens = 0;
 };
@@ -55,9 +58,9 @@ class ConsistencyPolicy {
   // Whether a push of `step` (the sender's next) comes before the parameters it was computed
   // from can exist here: a worker that skipped its pull. Such a push is refused.
   virtual bool PushTooEarly(int64_t step, const ShardProgress& progress) const = 0;
-  // Why worker `worker`'s push (of a piece) contradicts what it pushed before in the same step;
-  // empty when it does not. Such a push is refused.
-  virtual std::string Inconsistent(int /*worker*/, const proto::Header& /*push*/) const { return ""; }
+  // Why worker `worker`'s push (of a piece, validated) contradicts what it pushed before in the
+  // same step; empty when it does not. Such a push is refused.
+  virtual std::string Inconsistent(int /*worker*/, const WireMessage& /*push*/) const { return ""; }
   // Takes worker `worker`'s accepted push and applies what it completes to `optimizer`.
   virtual std::optional<AppliedUpdate> Accept(int worker, WireMessage push, ShardOptimizer* optimizer) = 0;
   // Whether a pull or checkpoint of `step` asks for a state this shard has moved past for good.

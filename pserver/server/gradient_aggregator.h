@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "pserver/wire/gradient_rows.h"
@@ -70,6 +71,16 @@ class GradientAggregator {
 
   // Every worker's push is in (or was, before Consumed).
   bool Complete() const { return complete_; }
+  // A split piece whose every worker's DENSE part is in, each naming its rows (proto::Header
+  // named): every element outside the named runs, and outside the ROWS parts already held, has its
+  // whole gradient in the DENSE parts, and may be updated now (BspPolicy). The mask is those runs,
+  // merged; nullopt while some DENSE part is missing or names nothing.
+  std::optional<std::vector<ElementRun>> EarlyMask() const;
+  // Whether worker `w`'s ROWS part, `rows`, lies inside what its DENSE part named (true when that
+  // part named nothing or is not in).
+  bool RowsInsideNamed(int w, std::span<const ElementRun> rows) const;
+  // REQUIRES: EarlyMask(). The DENSE parts in worker order, and their totals.
+  PieceGradient dense_gradient() const;
   // REQUIRES: Complete() and not yet Consumed. The pushes in worker order; valid until Consumed,
   // the next Add or Begin.
   PieceGradient gradient() const;
@@ -87,6 +98,8 @@ class GradientAggregator {
   size_t n_;
   PartsTaken parts_;
   std::vector<std::optional<WireMessage>> waiting_;  // (workers) WHOLE or DENSE, when taken
+  std::vector<std::optional<std::vector<ElementRun>>> named_;  // (workers) what a DENSE part named
+  int waiting_held_ = 0;                                       // of waiting_
   struct HeldRows {
     WireMessage message;  // owns the frames
     RowsGradient rows;    // views of them

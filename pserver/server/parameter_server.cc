@@ -285,7 +285,7 @@ void ParameterServer::HandlePush(WireMessage msg) {
                                                            " before the parameters it needs exist (last applied step " +
                                                            std::to_string(progress_.applied_step) + ")"});
   }
-  if (const std::string why = policy_->Inconsistent(w, h); !why.empty()) {
+  if (const std::string why = policy_->Inconsistent(w, msg); !why.empty()) {
     return replies_.Refuse(msg.peer, &h, {RejectReason::kBadPayload, why});
   }
   stats_.pushes_accepted.fetch_add(1);
@@ -324,7 +324,7 @@ int ParameterServer::TakePieces(int w, int first, int last, WireMessage msg) {
 }
 
 void ParameterServer::Applied(const AppliedUpdate& update) {
-  stats_.pieces_applied.fetch_add(1);
+  if (!update.outside_pass) stats_.pieces_applied.fetch_add(1);
   if (update.partial) {
     next_loss_sum_ = update.loss_sum;
     next_tokens_ = update.target_tokens;

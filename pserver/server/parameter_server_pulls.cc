@@ -6,6 +6,7 @@
 #include "common/trace.h"
 #include "common/transport/frame.h"
 #include "pserver/server/parameter_server.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 
@@ -66,14 +67,28 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
   h.set_begin(request.begin());
   h.set_end(request.end());
   const size_t frame_bytes = static_cast<size_t>(options_.config.cluster().frame_bytes());
-  // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
-  const SnapshotSlice slice = optimizer_.Slice(in_progress ? ShardOptimizer::Version::kInProgress
-                                               : previous  ? ShardOptimizer::Version::kPrevious
-                                                           : ShardOptimizer::Version::kCurrent,
-                                               bf16, request.begin() - range_.begin, request.end() - range_.begin);
+  const ShardOptimizer::Version version = in_progress ? ShardOptimizer::Version::kInProgress
+                                          : previous  ? ShardOptimizer::Version::kPrevious
+                                                      : ShardOptimizer::Version::kCurrent;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   std::vector<Frame> payload;
-  AppendViewFrames(slice.data, slice.bytes, frame_bytes, bf16 ? sizeof(uint16_t) : sizeof(float), slice.owner,
-                   &payload);
+  SnapshotSlice slice;
+  if (request.part() != proto::WHOLE) {
+    // One part of a split piece (the validator checked it is one): its table, then its values.
+    uint32_t runs = 0;
+    slice = optimizer_.PartSlice(version, bf16, optimizer_.PieceStartingAt(request.begin() - range_.begin),
+                                 request.part(), &runs);
+    h.set_part(request.part());
+    h.set_runs(runs);
+    const size_t table = runs * kRunBytes;
+    if (table > 0) payload.push_back(Frame::View(slice.data, table, slice.owner));
+    AppendViewFrames(static_cast<const char*>(slice.data) + table, slice.bytes - table, frame_bytes, elem,
+                     slice.owner, &payload);
+  } else {
+    // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
+    slice = optimizer_.Slice(version, bf16, request.begin() - range_.begin, request.end() - range_.begin);
+    AppendViewFrames(slice.data, slice.bytes, frame_bytes, elem, slice.owner, &payload);
+  }
   replies_.Send(peer, std::move(h), std::move(payload), slice.crc32c);
   stats_.pulls_answered.fetch_add(1);
   if (bf16) stats_.bf16_pulls_answered.fetch_add(1);

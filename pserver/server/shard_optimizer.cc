@@ -71,6 +71,9 @@ std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::FreshSnapshot() {
   if (bf16_pulls_ && !fresh->rounded.memory) fresh->rounded = Allocate<uint16_t>();
   fresh->crc.assign(piece_count(), 0);
   fresh->crc16.assign(piece_count(), 0);
+  fresh->named.assign(piece_count(), {});
+  fresh->crc_stale.assign(piece_count(), 0);
+  fresh->parts.assign(piece_count(), {});
   return fresh;
 }
 
@@ -90,26 +93,15 @@ void ShardOptimizer::ApplyPiece(int64_t step, int piece, const PieceGradient& gr
   const int parts = ParallelPieces(threads_, n, kBlock);
   PartCrcs exact_crc(parts), rounded_crc(parts);
   const float tokens = static_cast<float>(target_tokens);
-  float* param = params_.data() + offset;
-  float* m = m_.data() + offset;
-  float* v = v_.data() + offset;
-  float* out = snap.values.data() + offset;
-  uint16_t* out16 = bf16_pulls_ ? snap.rounded.data() + offset : nullptr;
+  const float* out = snap.values.data() + offset;
+  const uint16_t* out16 = bf16_pulls_ ? snap.rounded.data() + offset : nullptr;
   ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
     std::vector<float> block(grad.parts.empty() ? 0 : kBlock);
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t e = std::min(end, b + kBlock);
-      const size_t count = e - b;
-      const float* g = grad.sum != nullptr ? grad.sum + b : nullptr;
-      if (!grad.parts.empty()) {
-        // The workers' shares added in worker order into a block that stays in cache.
-        SumInWorkerOrder(grad, b, e, block.data());
-        g = block.data();
-      }
-      AdamFused(k, count, g, tokens, param + b, m + b, v + b, out + b);
+      UpdateRange(k, grad, tokens, offset, b, e, block.data());
       exact_crc.crc[part] = Crc32c(exact_crc.crc[part], out + b, (e - b) * sizeof(float));
       if (out16 != nullptr) {
-        FloatsToBf16(out + b, e - b, out16 + b);
         rounded_crc.crc[part] = Crc32c(rounded_crc.crc[part], out16 + b, (e - b) * sizeof(uint16_t));
       }
     }
@@ -119,6 +111,104 @@ void ShardOptimizer::ApplyPiece(int64_t step, int piece, const PieceGradient& gr
   snap.crc[piece] = exact_crc.Combined();
   snap.crc16[piece] = rounded_crc.Combined();
   ++pieces_applied_;
+}
+
+void ShardOptimizer::UpdateRange(const AdamStepConstants& k, const PieceGradient& grad, float tokens, size_t offset,
+                                 size_t b, size_t e, float* block) {
+  const float* g = grad.sum != nullptr ? grad.sum + b : nullptr;
+  if (!grad.parts.empty()) {
+    // The workers' shares added in worker order into a block that stays in cache.
+    SumInWorkerOrder(grad, b, e, block);
+    g = block;
+  }
+  const size_t at = offset + b;
+  float* out = next_->values.data() + at;
+  AdamFused(k, e - b, g, tokens, params_.data() + at, m_.data() + at, v_.data() + at, out);
+  if (bf16_pulls_) FloatsToBf16(out, e - b, next_->rounded.data() + at);
+}
+
+void ShardOptimizer::ApplyPieceRuns(int64_t step, int piece, const PieceGradient& grad, uint64_t target_tokens,
+                                    const std::vector<ElementRun>& named, bool inside) {
+  const AdamStepConstants k = AdamConstants(hyper_, static_cast<int64_t>(updates_ + 1), LearningRate(config_, step));
+  if (!next_) next_ = FreshSnapshot();
+  const size_t offset = piece_starts_[piece];
+  const size_t n = PieceEnd(piece) - offset;
+  const std::vector<ElementRun> runs = inside ? named : ComplementRuns(named, n);
+  // The pass runs over the runs' elements laid end to end: starts[i] is where run i begins there.
+  std::vector<uint64_t> starts(runs.size() + 1, 0);
+  for (size_t i = 0; i < runs.size(); ++i) starts[i + 1] = starts[i] + runs[i].length;
+  const float tokens = static_cast<float>(target_tokens);
+  ParallelFor(threads_, starts.back(), kBlock, [&](int, size_t begin, size_t end) {
+    std::vector<float> block(grad.parts.empty() ? 0 : kBlock);
+    size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    for (size_t at = begin; at < end; ++r) {
+      const size_t stop = std::min<size_t>(end, starts[r + 1]);
+      for (size_t b = at; b < stop; b += kBlock) {
+        const size_t e = std::min(stop, b + kBlock);
+        const size_t from = runs[r].offset + (b - starts[r]);
+        UpdateRange(k, grad, tokens, offset, from, from + (e - b), block.data());
+      }
+      at = stop;
+    }
+  });
+  next_->named[piece] = named;
+  next_->crc_stale[piece] = 1;
+  if (inside) ++pieces_applied_;
+}
+
+void ShardOptimizer::MakeCrcs(Snapshot* s, int piece) {
+  const size_t offset = piece_starts_[piece], n = PieceEnd(piece) - offset;
+  PartCrcs exact(ParallelPieces(threads_, n, kBlock)), rounded(ParallelPieces(threads_, n, kBlock));
+  ParallelFor(threads_, n, kBlock, [&](int part, size_t begin, size_t end) {
+    exact.crc[part] = Crc32c(0, s->values.data() + offset + begin, (end - begin) * sizeof(float));
+    exact.bytes[part] = (end - begin) * sizeof(float);
+    if (s->has_rounded) {
+      rounded.crc[part] = Crc32c(0, s->rounded.data() + offset + begin, (end - begin) * sizeof(uint16_t));
+      rounded.bytes[part] = (end - begin) * sizeof(uint16_t);
+    }
+  });
+  s->crc[piece] = exact.Combined();
+  if (s->has_rounded) s->crc16[piece] = rounded.Combined();
+  s->crc_stale[piece] = 0;
+}
+
+SnapshotSlice ShardOptimizer::PartSlice(Version version, bool bf16, int piece, proto::PushPart part, uint32_t* runs) {
+  PSF_CHECK(part == proto::DENSE || part == proto::ROWS);
+  const bool in_progress = version == Version::kInProgress;
+  std::shared_ptr<Snapshot> snap = in_progress ? next_ : version == Version::kPrevious ? previous_ : Current();
+  PSF_CHECK(snap != nullptr);
+  const size_t offset = piece_starts_[piece], n = PieceEnd(piece) - offset;
+  const std::vector<ElementRun>& named = snap->named[piece];
+  *runs = static_cast<uint32_t>(named.size());
+  if (named.empty()) {
+    if (part == proto::DENSE) return Slice(version, bf16, offset, offset + n);
+    return SnapshotSlice{};
+  }
+  std::shared_ptr<const SnapshotSlice>& made = snap->parts[piece][(part - 1) * 2 + (bf16 ? 1 : 0)];
+  if (made) return *made;
+  // Made once per update and part: the table, then the part's values gathered after it.
+  const std::vector<ElementRun> gaps = part == proto::ROWS ? named : ComplementRuns(named, n);
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  uint64_t count = 0;
+  for (const ElementRun& r : gaps) count += r.length;
+  const size_t table = named.size() * kRunBytes;
+  auto bytes = std::make_shared<std::vector<char>>(table + count * elem);
+  std::memcpy(bytes->data(), named.data(), table);
+  char* out = bytes->data() + table;
+  const float* values = snap->values.data() + offset;
+  for (const ElementRun& r : gaps) {
+    if (!bf16) {
+      std::memcpy(out, values + r.offset, r.length * elem);
+    } else if (snap->has_rounded) {
+      std::memcpy(out, snap->rounded.data() + offset + r.offset, r.length * elem);
+    } else {
+      FloatsToBf16(values + r.offset, r.length, reinterpret_cast<uint16_t*>(out));
+    }
+    out += r.length * elem;
+  }
+  const uint32_t crc = Crc32c(0, bytes->data(), bytes->size());
+  made = std::make_shared<const SnapshotSlice>(SnapshotSlice{bytes, bytes->data(), bytes->size(), crc});
+  return *made;
 }
 
 void ShardOptimizer::FinishStep() {
@@ -192,6 +282,7 @@ SnapshotSlice ShardOptimizer::Slice(Version version, bool bf16, uint64_t begin, 
   if (whole_pieces) {
     const std::vector<uint32_t>& crcs = bf16 ? snap->crc16 : snap->crc;
     for (auto p = first - piece_starts_.begin(); p < last - piece_starts_.begin(); ++p) {
+      if (snap->crc_stale[p] != 0) MakeCrcs(snap.get(), static_cast<int>(p));
       crc = Crc32cCombine(crc, crcs[p], (PieceEnd(static_cast<int>(p)) - piece_starts_[p]) * elem);
     }
   } else {

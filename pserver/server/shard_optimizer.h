@@ -23,6 +23,8 @@
 #ifndef PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_
 #define PSFORMER_PSERVER_SERVER_SHARD_OPTIMIZER_H_
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,6 +70,14 @@ class ShardOptimizer {
   // (the piece's elements: the workers' pushes, summed in the same pass). REQUIRES: each piece
   // at most once between FinishSteps.
   void ApplyPiece(int64_t step, int piece, const PieceGradient& grad, uint64_t target_tokens);
+  // The same update of piece `piece` in two passes (a split piece whose rows were named up front,
+  // BspPolicy): first every element outside `named` (ascending, disjoint runs of piece offsets)
+  // with `grad` the DENSE parts alone, then (inside = true) the elements of `named` with the whole
+  // gradient. Each element is computed as ApplyPiece computes it, so the two passes give its bits.
+  // The piece's snapshot CRC is made when a pull first needs it; PartSlice serves each part.
+  // REQUIRES: the outside pass first, the same `named` for both, each once between FinishSteps.
+  void ApplyPieceRuns(int64_t step, int piece, const PieceGradient& grad, uint64_t target_tokens,
+                      const std::vector<ElementRun>& named, bool inside);
   // Every piece has been applied: counts the update and makes its snapshot the complete one.
   void FinishStep();
   // Pieces applied since the last FinishStep (checkpoints wait for 0: the moments are live).
@@ -75,6 +85,11 @@ class ShardOptimizer {
 
   uint64_t size() const { return params_.size(); }
   int piece_count() const { return static_cast<int>(piece_starts_.size()); }
+  // The piece that starts at shard offset `offset`, or -1.
+  int PieceStartingAt(uint64_t offset) const {
+    const auto it = std::lower_bound(piece_starts_.begin(), piece_starts_.end(), offset);
+    return it != piece_starts_.end() && *it == offset ? static_cast<int>(it - piece_starts_.begin()) : -1;
+  }
   uint64_t updates() const { return updates_; }
   const float* params() const { return params_.data(); }  // (size())
   const float* m() const { return m_.data(); }            // (size())
@@ -90,6 +105,12 @@ class ShardOptimizer {
   // bf16. A run of whole pieces is served without a copy and with its CRC known (bf16: rounded
   // once per update, in the update's pass when the job pulls bf16); any other range is copied.
   SnapshotSlice Slice(Version version, bool bf16, uint64_t begin, uint64_t end);
+  // One part of piece `piece` of `version` (proto::DENSE: the elements outside the runs its update
+  // named, proto::ROWS: those), as PARAMS of a part carry it (gradient_rows.h): a table frame of
+  // the named runs, then the part's values. `runs` gets the table's length. A piece updated in one
+  // pass named nothing: its DENSE part is the whole piece (Slice's, no copy), its ROWS part empty.
+  // REQUIRES: that part of the piece applied (the ROWS part: the whole piece).
+  SnapshotSlice PartSlice(Version version, bool bf16, int piece, proto::PushPart part, uint32_t* runs);
   // Whether the state before the last finished update is still kept: until the next update
   // starts, for a restarted worker that must recompute that update's step (BSP servers may stand
   // one step apart while a dead worker's push had reached only some of them).
@@ -106,7 +127,17 @@ class ShardOptimizer {
     Array<uint16_t> rounded;  // (size()) when bf16 was made
     bool has_rounded = false;
     std::vector<uint32_t> crc, crc16;  // per piece
+    // Per piece: the runs updated in a second pass (ApplyPieceRuns; empty: one pass), whether its
+    // CRCs are still to be made (Slice makes them), and its parts' payloads once made.
+    std::vector<std::vector<ElementRun>> named;
+    std::vector<uint8_t> crc_stale;
+    std::vector<std::array<std::shared_ptr<const SnapshotSlice>, 4>> parts;  // [part - 1][bf16]
   };
+  // Makes the CRCs of piece `piece` of `s` (after a two-pass update).
+  void MakeCrcs(Snapshot* s, int piece);
+  // The fused pass over elements [b, e) of piece offset `offset`: sum, Adam, snapshot (and bf16).
+  void UpdateRange(const AdamStepConstants& k, const PieceGradient& grad, float tokens, size_t offset, size_t b,
+                   size_t e, float* block);
   std::shared_ptr<Snapshot> FreshSnapshot();
   // The complete snapshot, made from the parameters if there is none yet (after Initialize or
   // Restore).

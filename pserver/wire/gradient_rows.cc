@@ -22,45 +22,118 @@ size_t FirstRunEndingAfter(const std::vector<ElementRun>& runs, uint64_t begin) 
 
 }  // namespace
 
-Refusal ParseRows(const WireMessage& msg, RowsGradient* out) {
+bool HasRunTable(const proto::Header& h) {
+  if (h.part() == proto::WHOLE) return false;
+  if (h.type() == proto::PARAMS) return true;
+  return h.type() == proto::PUSH && (h.part() == proto::ROWS || h.named());
+}
+
+uint64_t TabledValues(const proto::Header& h, uint64_t named) {
+  const uint64_t size = h.end() - h.begin();
+  if (h.part() == proto::ROWS) return named;
+  return h.type() == proto::PARAMS ? size - named : size;
+}
+
+uint64_t RunTable::value_count() const {
+  const size_t elem = DTypeBytes(values.header.dtype());
+  uint64_t bytes = 0;
+  for (const Frame& f : values.payload) bytes += f.size();
+  return elem == 0 ? 0 : bytes / elem;
+}
+
+Refusal ParseRunTable(const WireMessage& msg, RunTable* out) {
   const proto::Header& h = msg.header;
   const size_t elem = DTypeBytes(h.dtype());
   if (elem == 0) return Bad("unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
   const uint64_t count = h.runs();
   const uint64_t size = h.end() - h.begin();
   if (count > size) return Bad(Str(count) + " runs in a range of " + Str(size) + " elements");
-  if (count == 0 ? !msg.payload.empty() : msg.payload.empty() || msg.payload[0].size() != count * kRunBytes) {
+  if (count > 0 && (msg.payload.empty() || msg.payload[0].size() != count * kRunBytes)) {
     return Bad("the table frame must hold the " + Str(count) + " runs the header announces (" + Str(count * kRunBytes) +
                " bytes)" + (msg.payload.empty() ? "; there is no frame" : ", not " + Str(msg.payload[0].size())));
   }
-  RowsGradient rows;
-  rows.runs.resize(count);
-  rows.value_at.resize(count);
-  if (count > 0) std::memcpy(rows.runs.data(), msg.payload[0].data(), count * kRunBytes);
-  uint64_t values = 0, end_of_last = 0;
+  RunTable table;
+  table.runs.resize(count);
+  if (count > 0) std::memcpy(table.runs.data(), msg.payload[0].data(), count * kRunBytes);
+  uint64_t end_of_last = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    const ElementRun& r = rows.runs[i];
+    const ElementRun& r = table.runs[i];
     const uint64_t end = uint64_t{r.offset} + r.length;
     if (r.length == 0 || end > size || (i > 0 && r.offset < end_of_last)) {
       return Bad("run " + Str(i) + " [" + Str(r.offset) + ", " + Str(end) + ") is empty, outside the range's " +
                  Str(size) + " elements, or not after the run before it");
     }
-    rows.value_at[i] = values;
-    values += r.length;
+    table.named += r.length;
     end_of_last = end;
   }
-  uint64_t value_bytes = 0;
-  for (size_t f = 1; f < msg.payload.size(); ++f) {
+  for (size_t f = count > 0 ? 1 : 0; f < msg.payload.size(); ++f) {
     if (msg.payload[f].size() % elem != 0) return Bad("value frame " + Str(f) + " splits an element");
-    value_bytes += msg.payload[f].size();
   }
-  if (value_bytes != values * elem) {
-    return Bad(Str(value_bytes) + " value bytes for runs of " + Str(values) + " elements of " + Str(elem) + " bytes");
+  table.values.header = h;
+  table.values.payload.assign(msg.payload.begin() + (count > 0 ? 1 : 0), msg.payload.end());
+  *out = std::move(table);
+  return std::nullopt;
+}
+
+Refusal ParseRows(const WireMessage& msg, RowsGradient* out) {
+  RunTable table;
+  if (Refusal bad = ParseRunTable(msg, &table)) return bad;
+  const size_t elem = DTypeBytes(msg.header.dtype());
+  if (table.value_count() != table.named || table.values.PayloadBytes() != table.named * elem) {
+    return Bad(Str(table.values.PayloadBytes()) + " value bytes for runs of " + Str(table.named) + " elements of " +
+               Str(elem) + " bytes");
   }
-  rows.values.header = h;
-  rows.values.payload.assign(msg.payload.begin() + (count > 0 ? 1 : 0), msg.payload.end());
+  RowsGradient rows;
+  rows.runs = std::move(table.runs);
+  rows.value_at.resize(rows.runs.size());
+  uint64_t values = 0;
+  for (size_t i = 0; i < rows.runs.size(); ++i) {
+    rows.value_at[i] = values;
+    values += rows.runs[i].length;
+  }
+  rows.values = std::move(table.values);
   *out = std::move(rows);
   return std::nullopt;
+}
+
+std::vector<ElementRun> MergedRuns(std::vector<ElementRun> all) {
+  std::sort(all.begin(), all.end(), [](const ElementRun& a, const ElementRun& b) { return a.offset < b.offset; });
+  std::vector<ElementRun> merged;
+  for (const ElementRun& r : all) {
+    if (!merged.empty()) {
+      ElementRun& last = merged.back();
+      const uint64_t last_end = uint64_t{last.offset} + last.length;
+      if (r.offset <= last_end) {
+        last.length = static_cast<uint32_t>(std::max<uint64_t>(last_end, uint64_t{r.offset} + r.length) - last.offset);
+        continue;
+      }
+    }
+    merged.push_back(r);
+  }
+  return merged;
+}
+
+std::vector<ElementRun> ComplementRuns(std::span<const ElementRun> runs, uint64_t size) {
+  std::vector<ElementRun> gaps;
+  uint64_t at = 0;
+  for (const ElementRun& r : runs) {
+    if (r.offset > at) gaps.push_back(ElementRun{static_cast<uint32_t>(at), static_cast<uint32_t>(r.offset - at)});
+    at = uint64_t{r.offset} + r.length;
+  }
+  if (at < size) gaps.push_back(ElementRun{static_cast<uint32_t>(at), static_cast<uint32_t>(size - at)});
+  return gaps;
+}
+
+bool RunsWithin(std::span<const ElementRun> inner, std::span<const ElementRun> outer) {
+  size_t o = 0;
+  for (const ElementRun& r : inner) {
+    while (o < outer.size() && uint64_t{outer[o].offset} + outer[o].length <= r.offset) ++o;
+    if (o == outer.size() || outer[o].offset > r.offset ||
+        uint64_t{outer[o].offset} + outer[o].length < uint64_t{r.offset} + r.length) {
+      return false;
+    }
+  }
+  return true;
 }
 
 namespace {
@@ -108,22 +181,10 @@ void AddRowsInOrder(std::span<const RowsGradient* const> rows, uint64_t begin, u
 }
 
 SummedRows SumRows(std::span<const RowsGradient* const> rows) {
-  // The union of the runs, touching ones merged.
   std::vector<ElementRun> all;
   for (const RowsGradient* part : rows) all.insert(all.end(), part->runs.begin(), part->runs.end());
-  std::sort(all.begin(), all.end(), [](const ElementRun& a, const ElementRun& b) { return a.offset < b.offset; });
   SummedRows summed;
-  for (const ElementRun& r : all) {
-    if (!summed.runs.empty()) {
-      ElementRun& last = summed.runs.back();
-      const uint64_t last_end = uint64_t{last.offset} + last.length;
-      if (r.offset <= last_end) {
-        last.length = static_cast<uint32_t>(std::max<uint64_t>(last_end, uint64_t{r.offset} + r.length) - last.offset);
-        continue;
-      }
-    }
-    summed.runs.push_back(r);
-  }
+  summed.runs = MergedRuns(std::move(all));  // the union of the runs
   uint64_t total = 0;
   for (const ElementRun& r : summed.runs) total += r.length;
   summed.values.resize(total);

@@ -23,6 +23,7 @@ namespace psformer {
 struct ElementRun {
   uint32_t offset = 0;  // from the message's (the piece's) begin
   uint32_t length = 0;
+  friend bool operator==(const ElementRun&, const ElementRun&) = default;
 };
 constexpr size_t kRunBytes = 2 * sizeof(uint32_t);
 
@@ -33,6 +34,32 @@ struct RowsGradient {
   WireMessage values;              // the payload's frames after the table; the header's dtype
   uint64_t elements() const { return value_at.empty() ? 0 : value_at.back() + runs.back().length; }
 };
+
+// A payload that begins with a run table (header.runs() runs; none: no table frame): a ROWS push,
+// a named DENSE push, PARAMS of a part. Checks the table (each run non-empty, ascending,
+// disjoint, inside the message's range) and that the frames after it hold whole elements; fills
+// `runs`, `named` (the elements the runs cover) and `values` (a view of the frames after the
+// table, with msg's header). The caller checks the value count, which depends on the kind.
+struct RunTable {
+  std::vector<ElementRun> runs;
+  uint64_t named = 0;
+  WireMessage values;
+  uint64_t value_count() const;
+};
+Refusal ParseRunTable(const WireMessage& msg, RunTable* out);
+// How many values a message with a run table of `named` elements carries: a ROWS push's and a
+// ROWS PARAMS' the named ones, a DENSE push's the whole range, a DENSE PARAMS' the rest.
+uint64_t TabledValues(const proto::Header& h, uint64_t named);
+// Whether a message's payload begins with a run table.
+bool HasRunTable(const proto::Header& h);
+
+// Runs ascending, the touching and overlapping ones merged.
+std::vector<ElementRun> MergedRuns(std::vector<ElementRun> runs);
+// The elements of [0, size) no run of `runs` (ascending, disjoint) covers, as runs.
+std::vector<ElementRun> ComplementRuns(std::span<const ElementRun> runs, uint64_t size);
+// Whether every run of `inner` lies within the union of `outer` (both ascending, disjoint; outer
+// merged).
+bool RunsWithin(std::span<const ElementRun> inner, std::span<const ElementRun> outer);
 
 // Checks what a ROWS payload says of itself: a table frame of exactly header.runs() runs, each
 // non-empty, ascending, disjoint and inside [begin, end), value frames of whole elements, and as

@@ -13,8 +13,9 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 Refusal Reject(RejectReason reason, std::string detail) { return Rejection{reason, std::move(detail)}; }
 
 // Payload size against dtype and range, element-aligned frames, then the checksum (unless the
-// caller checks it in its copy). A ROWS push's size depends on its run table, which is read once
-// its bytes are known good: after the checksum.
+// caller checks it in its copy). The size of a payload with a run table (a ROWS push, a named
+// DENSE push, PARAMS of a part: gradient_rows.h) depends on the table, which is read once its
+// bytes are known good: after the checksum (so a client that checks in its copy reads it there).
 Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
@@ -28,7 +29,7 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
   }
   const size_t elem = DTypeBytes(h.dtype());
   if (elem == 0) return Reject(RejectReason::kBadPayload, "unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
-  const bool rows = h.type() == proto::PUSH && h.part() == proto::ROWS;
+  const bool rows = HasRunTable(h);
   const uint64_t want = (h.end() - h.begin()) * elem;
   if (!rows && got != want) {
     return Reject(RejectReason::kBadPayload, Str(got) + " payload bytes for " + Str(h.end() - h.begin()) +
@@ -47,9 +48,17 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
                     "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
     }
   }
-  if (!rows) return std::nullopt;
-  RowsGradient parsed;
-  return ParseRows(msg, &parsed);
+  if (!rows || !check_crc) return std::nullopt;
+  RunTable table;
+  if (Refusal bad = ParseRunTable(msg, &table)) return bad;
+  const uint64_t want_values = TabledValues(h, table.named);
+  if (table.values.PayloadBytes() != want_values * elem) {
+    return Reject(RejectReason::kBadPayload, Str(table.values.PayloadBytes()) + " value bytes after a table of " +
+                                                 Str(table.runs.size()) + " runs (" + Str(table.named) +
+                                                 " elements); want " + Str(want_values) + " elements of " + Str(elem) +
+                                                 " bytes");
+  }
+  return std::nullopt;
 }
 
 // A push of a piece of the shared embedding in a job that splits its gradient is one of its two
@@ -67,7 +76,7 @@ Refusal CheckPart(const proto::Header& h, const ServerScope& scope) {
   std::string range = "[";  // (one append at a time: GCC 12 warns falsely on "[" + string)
   range += Str(h.begin());
   range += ", " + Str(h.end()) + ")";
-  if (h.part() == proto::WHOLE) {
+  if (h.part() == proto::WHOLE && h.type() == proto::PUSH) {
     for (auto p = first; p < last; ++p) {
       if (split(p)) {
         return Reject(RejectReason::kBadPayload, "whole push of " + range + ", which holds a piece of the shared " +
@@ -76,7 +85,8 @@ Refusal CheckPart(const proto::Header& h, const ServerScope& scope) {
       }
     }
   } else if (last != first + 1 || !split(first)) {
-    return Reject(RejectReason::kBadPayload, proto::PushPart_Name(h.part()) + " push of " + range +
+    return Reject(RejectReason::kBadPayload, proto::PushPart_Name(h.part()) + " " +
+                                                 proto::MessageType_Name(h.type()) + " of " + range +
                                                  ", which is not one piece of the shared embedding in a job that " +
                                                  "splits its gradient (cluster.split_embedding)");
   }
@@ -149,8 +159,11 @@ Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
     if (h.step() < (type == proto::PUSH ? 1 : 0)) {
       return Reject(RejectReason::kStaleStep, "step " + std::to_string(h.step()) + " is below the first step");
     }
-    if (type == proto::PUSH) {
+    if (type == proto::PUSH || h.part() != proto::WHOLE) {
       if (Refusal wrong = CheckPart(h, scope)) return wrong;
+    }
+    if (h.named() && (type != proto::PUSH || h.part() != proto::DENSE)) {
+      return Reject(RejectReason::kBadPayload, "only a DENSE push names rows");
     }
     // A PULL's dtype is the element type it wants back (unspecified: FLOAT32).
     if (type == proto::PULL && h.dtype() != proto::DTYPE_UNSPECIFIED && DTypeBytes(h.dtype()) == 0) {

@@ -119,10 +119,15 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
 StatusOr<PsClient::Ticket> WorkerDataPath::StartPush(PsClient& client, const StepStats& stats) {
   const auto tokens = static_cast<uint64_t>(stats.target_tokens);
   // Rounded to bf16 on the device already, or the fp32 gradient (rounded by the client if bf16).
-  if (const uint16_t* rounded = computer_->grad_bf16()) {
-    return client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum);
+  const uint16_t* rounded = computer_->grad_bf16();
+  PSF_ASSIGN_OR_RETURN(const PsClient::Ticket ticket,
+                       rounded != nullptr ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
+                                          : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
+  if (client.pieces().has_split()) {  // the rows the lookups' part will bring, named up front
+    const StepComputer::Lookups& named = computer_->named_rows();
+    PSF_RETURN_IF_ERROR(client.NameRows(ticket, named.rows, named.width));
   }
-  return client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum);
+  return ticket;
 }
 
 Status WorkerDataPath::PullEarly(PsClient& client, int64_t step) {

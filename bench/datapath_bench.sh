@@ -11,12 +11,13 @@
 # the difference over the steps between. With a binary that reports them, also metrics.jsonl's
 # launch_cpu_s (the thread's own clock, per step) and device_s.
 #
-# SPLIT="false true" also runs each job with the embedding's gradient in two parts
-# (cluster.split_embedding; the emulated worker then looks up LOOKUP_ROWS rows a step, default
+# SPLIT="false late true" also runs each job with the embedding's gradient in two parts
+# (cluster.split_embedding), "late" with each piece waiting for its rows (cluster.name_rows=false),
+# "true" with the rows named up front (the emulated worker then looks up LOOKUP_ROWS rows a step, default
 # 7500: the distinct source and target pieces of a base batch of 25,000 target tokens of the
 # Bible corpus with the 37,000-piece BPE were 7,433-7,652 in five random draws).
 #
-# Usage: [STEP_MS=1000] [STEPS=18] [SPLIT="false true"] bench/datapath_bench.sh BINARY [BINARY ...]
+# Usage: [STEP_MS=1000] [STEPS=18] [SPLIT="false late true"] bench/datapath_bench.sh BINARY [BINARY ...]
 # Results go to bench/RESULTS.md ("The worker's data path").
 set -euo pipefail
 
@@ -71,8 +72,9 @@ for binary in "$@"; do
   for servers in 1 2; do
     for wire in FP32 BF16; do
     for split in ${SPLIT:-false}; do
-      embedding=whole
-      [[ $split == true ]] && embedding=split
+      embedding=whole name_rows=true
+      [[ $split == true ]] && embedding=named
+      [[ $split == late ]] && embedding=split name_rows=false split=true
       name="$work/run-$(basename "$(dirname "$(dirname "$(realpath "$binary")")")")-$servers-$wire-$embedding"
       declare -A main=() proc=()
       failed=""
@@ -84,7 +86,7 @@ for binary in "$@"; do
         if ! "$binary" train --config configs/base.pbtxt --set cluster.backend=EMULATED \
           --set cluster.emulated_step_ms="$step_ms" --set cluster.workers=1 --set cluster.servers="$servers" \
           --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" \
-          $([[ $split == true ]] && echo "--set cluster.split_embedding=true --set cluster.emulated_lookup_rows=${LOOKUP_ROWS:-7500}") \
+          $([[ $split == true ]] && echo "--set cluster.split_embedding=true --set cluster.name_rows=$name_rows --set cluster.emulated_lookup_rows=${LOOKUP_ROWS:-7500}") \
           --set training.max_steps="$n" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
           failed="$run.out"

@@ -4,8 +4,10 @@
 # EMULATED workers (emulated steps of 1000 ms) of each model shape (by default the scaled pair
 # below), launched with `psformer launch`; host summing on (and off with SUMMING="true false"),
 # traffic protected by CURVE, by AES-256-GCM (cluster.encryption) or not at all, links at each
-# RATE's equivalent, the embedding's gradient whole and in two parts (cluster.split_embedding;
-# SPLIT="false" or "true" runs one; the emulated workers look up LOOKUP_ROWS rows a step, default
+# RATE's equivalent, the embedding's gradient whole, in two parts with each piece waiting for its
+# rows ("late", cluster.name_rows=false) and in two parts with the rows named up front ("true",
+# the default of cluster.split_embedding's two parts) (SPLIT="false late true" by default; name
+# the ones to run; the emulated workers look up LOOKUP_ROWS rows a step, default
 # 3000: the distinct source and target pieces of 6,250 target tokens of the Bible corpus with the
 # 37,000-piece BPE, a quarter of the base batch, were 3,028-3,090 in five random draws). For each
 # job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
@@ -15,7 +17,7 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: [SUMMING="true false"] [SPLIT="false true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"]
+# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"]
 #        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
 #   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
@@ -120,9 +122,10 @@ for hosts in $host_counts; do
     IFS=, read -r -a names <<<"$(field hosts)"
     for summing in ${SUMMING:-true}; do
       for security in $securities; do
-      for split in ${SPLIT:-false true}; do
-        embedding=whole
-        [[ $split == true ]] && embedding=split
+      for split in ${SPLIT:-false late true}; do
+        embedding=whole name_rows=true
+        [[ $split == true ]] && embedding=named
+        [[ $split == late ]] && embedding=split name_rows=false split=true
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
@@ -138,7 +141,8 @@ for hosts in $host_counts; do
           --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
           --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
           --set cluster.host_summing="$summing" "${secure[@]}" ${model_sets[@]+"${model_sets[@]}"} \
-          --set cluster.split_embedding="$split" --set cluster.emulated_lookup_rows="${LOOKUP_ROWS:-3000}" \
+          --set cluster.split_embedding="$split" --set cluster.name_rows="$name_rows" \
+          --set cluster.emulated_lookup_rows="${LOOKUP_ROWS:-3000}" \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
           --run-dir "$run" >"$run.out" 2>&1; then

@@ -144,6 +144,7 @@ struct RunOptions {
   int restart_rows_at = 0;
   std::vector<uint64_t> cuts = kCuts;  // the pieces' layer starts
   bool lookups = false;                // the job splits the embedding: PushRows(LookupsOf) too
+  bool named = false;                  // ...and names those rows first (NameRows)
   VanWrapper worker_van, aggregator_van;
 };
 
@@ -197,6 +198,9 @@ GroupedRun RunJob(const proto::JobConfig& config, int steps, const RunOptions& o
       EXPECT_TRUE(s.ok()) << s.ToString();
       grads[w] = Gradient(w, t, kTotal);
       pushes[w] = *clients[w]->BeginPush(t, grads[w].data(), Tokens(w, t), 1.0);
+      if (options.lookups && options.named) {
+        EXPECT_TRUE(clients[w]->NameRows(pushes[w], LookupsOf(w, t).rows, kWidth).ok());
+      }
     }
     for (size_t layer = bounds.size() - 1; layer > 0; --layer) {
       // Some sums of this step are on their way, some shares held: all of it is lost.
@@ -517,7 +521,7 @@ VanWrapper Tapping(std::map<int, std::shared_ptr<PushTap>> taps) {
 // The values of a sum as sent (a ROWS sum's after its run table), as floats.
 std::vector<float> SentValues(const PushTap::Sent& sent) {
   std::string bytes;
-  const size_t first = sent.header.part() == proto::ROWS && sent.header.runs() > 0 ? 1 : 0;
+  const size_t first = (sent.header.part() == proto::ROWS || sent.header.named()) && sent.header.runs() > 0 ? 1 : 0;
   for (size_t f = first; f < sent.payload.size(); ++f) bytes += sent.payload[f];
   std::vector<float> values;
   if (sent.header.dtype() == proto::BFLOAT16) {
@@ -538,7 +542,7 @@ std::vector<float> SentValues(const PushTap::Sent& sent) {
 // element is, bitwise, the fp32 sum of the group's pushes in worker order (rounded to bf16 where
 // the job pushes bf16), and within that order's rounding of their fp64 sum; a ROWS sum names
 // exactly the elements some worker of the group looked up, and carries the group's tokens.
-void ExpectGroupSums(const proto::JobConfig& config, int g, int steps, const PushTap& tap) {
+void ExpectGroupSums(const proto::JobConfig& config, int g, int steps, const PushTap& tap, bool named_rows = false) {
   const HostGroups groups = HostGroups::Of(config);
   const bool bf16 = config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
   const PieceTable table = JobPieceTable(config, kTotal, kSplitCuts);
@@ -572,19 +576,32 @@ void ExpectGroupSums(const proto::JobConfig& config, int g, int steps, const Pus
         EXPECT_EQ(sent.header.loss_sum(), static_cast<double>(groups.size(g)));
         // The model elements the sum's values are of, in order.
         std::vector<uint64_t> elements;
-        if (part == proto::ROWS) {
-          std::vector<uint64_t> named;  // what the group's lookups name in the piece
-          for (uint64_t e = piece.model_begin; e < piece.model_begin + piece.size() && e < kEmbed; ++e) {
-            if (std::any_of(pushed.begin(), pushed.end(), [&](const Pushed& x) { return x.named[e] != 0; })) {
-              named.push_back(e);
-            }
+        std::vector<uint64_t> named;  // what the group's lookups name in the piece
+        for (uint64_t e = piece.model_begin; e < piece.model_begin + piece.size() && e < kEmbed; ++e) {
+          if (std::any_of(pushed.begin(), pushed.end(), [&](const Pushed& x) { return x.named[e] != 0; })) {
+            named.push_back(e);
           }
-          ASSERT_EQ(sent.payload.empty() ? 0 : sent.payload[0].size(), sent.header.runs() * kRunBytes);
-          for (uint32_t r = 0; r < sent.header.runs(); ++r) {
+        }
+        // The elements a run table names (a ROWS sum's, or a named DENSE sum's).
+        const auto table = [&] {
+          std::vector<uint64_t> in_table;
+          EXPECT_EQ(sent.payload.empty() ? 0 : sent.payload[0].size(), sent.header.runs() * kRunBytes);
+          for (uint32_t r = 0; r < sent.header.runs() && !sent.payload.empty(); ++r) {
             ElementRun run;
             std::memcpy(&run, sent.payload[0].data() + r * kRunBytes, kRunBytes);
-            for (uint32_t i = 0; i < run.length; ++i) elements.push_back(piece.model_begin + run.offset + i);
+            for (uint32_t i = 0; i < run.length; ++i) in_table.push_back(piece.model_begin + run.offset + i);
           }
+          return in_table;
+        };
+        if (part == proto::DENSE) {
+          // Named up front by every worker of the group: the sum names their union.
+          EXPECT_EQ(sent.header.named(), named_rows);
+          if (named_rows) {
+            EXPECT_EQ(table(), named);
+          }
+        }
+        if (part == proto::ROWS) {
+          elements = table();
           EXPECT_EQ(elements, named);
           EXPECT_GT(named.size(), 0u);
         } else {
@@ -641,14 +658,17 @@ TEST(HostSummingSplit, AGroupOfAllWorkersButTheLastGivesTheFlatJobsBits) {
 TEST(HostSummingSplit, TwoGroupsSendTheirDenseAndRowsSumsApartAndTheServersAddThem) {
   const int steps = 3;
   for (const bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    // Rows named up front (the group's DENSE sum names them) change when, not what, is summed.
+    const bool named = bf16;
+    SCOPED_TRACE(bf16 ? "bf16, rows named" : "fp32");
     const proto::JobConfig config = SplitConfig({3, 2}, 2, bf16);
     auto taps =
         std::map<int, std::shared_ptr<PushTap>>{{0, std::make_shared<PushTap>()}, {1, std::make_shared<PushTap>()}};
     RunOptions options = SplitRun();
     options.aggregator_van = Tapping(taps);
+    options.named = named;
     const GroupedRun run = RunJob(config, steps, options);
-    for (int g = 0; g < 2; ++g) ExpectGroupSums(config, g, steps, *taps[g]);
+    for (int g = 0; g < 2; ++g) ExpectGroupSums(config, g, steps, *taps[g], named);
     const std::vector<float> expected = SplitReference(config).Run(steps);
     EXPECT_TRUE(BitwiseEqual(run.params, expected));
     // The grouping's order is not the flat job's: these are other bits.
@@ -674,6 +694,7 @@ TEST(HostSummingSplit, ADuplicatedAndALostRowsPushAreEachTakenOnce) {
   RunOptions options = SplitRun();
   options.worker_van = Tapping(workers);
   options.aggregator_van = Tapping(aggregators);
+  options.named = true;  // and the rest of each embedding piece updated before the rows come
   const GroupedRun run = RunJob(config, steps, options);
   for (const auto& taps : {workers, aggregators}) {
     for (const auto& [index, t] : taps) EXPECT_EQ(t->acted, 1) << index;
@@ -687,11 +708,15 @@ TEST(HostSummingSplit, ADuplicatedAndALostRowsPushAreEachTakenOnce) {
 
 TEST(HostSummingSplit, AnAggregatorKilledMidStepLosesNeitherPart) {
   const proto::JobConfig config = SplitConfig({2, 2}, 2);
-  RunOptions options = SplitRun();
-  options.restart_at = 2;       // DENSE shares held and sums on their way
-  options.restart_rows_at = 3;  // a ROWS share held
-  const GroupedRun run = RunJob(config, 4, options);
-  EXPECT_TRUE(BitwiseEqual(run.params, SplitReference(config).Run(4)));
+  for (const bool named : {false, true}) {
+    SCOPED_TRACE(named ? "rows named" : "rows not named");
+    RunOptions options = SplitRun();
+    options.restart_at = 2;       // DENSE shares held and sums on their way
+    options.restart_rows_at = 3;  // a ROWS share held
+    options.named = named;
+    const GroupedRun run = RunJob(config, 4, options);
+    EXPECT_TRUE(BitwiseEqual(run.params, SplitReference(config).Run(4)));
+  }
 }
 
 }  // namespace

@@ -381,9 +381,11 @@ TEST(SplitEmbedding, ServersFindRowsOutsideTheNamedOnesInconsistent) {
   EXPECT_NE(policy.Inconsistent(0, message(proto::ROWS, {{8, 4}, {12, 4}}, 8)), "");
   EXPECT_NE(policy.Inconsistent(0, message(proto::ROWS, {{0, 4}}, 4)), "");
   EXPECT_FALSE(policy.CheckpointReady(0, ShardProgress{})) << "a first pass makes the step in progress";
+  EXPECT_EQ(optimizer.pieces_in_progress(), 1) << "and its moments live (no checkpoint of the step before)";
   const std::optional<AppliedUpdate> done = policy.Accept(0, message(proto::ROWS, {{20, 4}}, 4), &optimizer);
   ASSERT_TRUE(done.has_value());
   EXPECT_TRUE(done->whole_step);
+  EXPECT_EQ(optimizer.pieces_in_progress(), 0);
 }
 
 TEST(SplitEmbedding, AWaitForAPushWhoseRowsWereNeverReportedSaysSo) {

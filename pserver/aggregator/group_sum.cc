@@ -26,16 +26,20 @@ void GroupSum::Begin(uint64_t new_epoch, int64_t new_step) {
   sequence = 0;
 }
 
-SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads) {
+SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads,
+                       std::span<const ElementRun> table) {
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   // fp32 sums are summed where they are sent from; bf16 ones are rounded into it. (Memory the
   // same-host path could lend was measured slower: a Van segment per sum still on loan.)
   SummedShares sum;
-  sum.size = n * elem;
+  const size_t table_bytes = table.size() * kRunBytes;
+  sum.runs = static_cast<uint32_t>(table.size());
+  sum.size = table_bytes + n * elem;
   sum.bytes = Van::HeapPayload(sum.size);
+  if (table_bytes > 0) std::memcpy(sum.bytes.get(), table.data(), table_bytes);
   const int parts = ParallelPieces(threads, n, kSumBlock);
   std::vector<float> fp32(bf16 ? kSumBlock * static_cast<size_t>(parts) : 0);  // a block per part
-  auto* out = static_cast<uint8_t*>(sum.bytes.get());
+  auto* out = static_cast<uint8_t*>(sum.bytes.get()) + table_bytes;
   PartCrcs crcs(parts);
   ParallelFor(threads, n, kSumBlock, [&](int part, size_t begin, size_t end) {
     for (size_t b = begin; b < end; b += kSumBlock) {
@@ -51,7 +55,7 @@ SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int thr
     }
     crcs.bytes[part] = (end - begin) * elem;
   });
-  sum.crc32c = crcs.Combined();
+  sum.crc32c = Crc32cCombine(Crc32c(0, sum.bytes.get(), table_bytes), crcs.Combined(), n * elem);
   return sum;
 }
 

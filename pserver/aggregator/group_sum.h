@@ -44,11 +44,13 @@ struct SummedShares {
   std::shared_ptr<void> bytes;  // the payload: n elements, or a ROWS sum's run table and values
   size_t size = 0;              // bytes
   uint32_t crc32c = 0;          // of all `size` bytes
-  uint32_t runs = 0;            // ROWS: the table's runs, the first runs x kRunBytes of `bytes`
+  uint32_t runs = 0;            // ROWS, named DENSE: the table's runs, the first runs x kRunBytes of `bytes`
 };
 
-// The sum of `shares` (n elements each) in worker order, rounded to bf16 when `bf16`.
-SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads);
+// The sum of `shares` (n elements each) in worker order, rounded to bf16 when `bf16`; after
+// `table` (the runs a named DENSE sum names, its first frame) when there is one.
+SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads,
+                       std::span<const ElementRun> table = {});
 // The sum of ROWS parts `rows` in worker order (SumRows), its values rounded to bf16 when `bf16`.
 SummedShares SumRowShares(std::span<const RowsGradient* const> rows, bool bf16);
 

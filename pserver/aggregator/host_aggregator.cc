@@ -30,7 +30,10 @@ HostAggregator::HostAggregator(CreateKey, HostAggregatorOptions options, std::un
                  .timeout_ms = options_.timeout_ms,
                  .shm_refusal_patience_ms = SegmentRefusals::JobPatienceMs(options_.config.cluster())},
                 static_cast<size_t>(options_.config.cluster().frame_bytes()), &stats_),
-      copies_(table_.pieces().size(), van_.get()) {
+      // By slot (SlotOf): a split piece's parts are pulled and kept apart.
+      copies_(table_.pieces().size() + static_cast<size_t>(std::count_if(table_.pieces().begin(), table_.pieces().end(),
+                                                                         [](const Piece& p) { return p.split; })),
+              van_.get()) {
   const int shards = table_.shards();
   for (int k = 0; k < shards; ++k) {
     ServerScope scope;

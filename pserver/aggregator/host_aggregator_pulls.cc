@@ -11,10 +11,12 @@ void HostAggregator::TakePull(int piece, const WireMessage& msg) {
   const proto::Header& h = msg.header;
   const proto::DType dtype = h.dtype() == proto::BFLOAT16 ? proto::BFLOAT16 : proto::FLOAT32;
   const Requester from{msg.peer, h};
-  if (const ParameterCopy* copy = copies_.Find(piece, h.epoch(), h.step(), dtype)) {
+  // One part of a split piece is pulled, kept and answered as a piece of its own.
+  const int slot = SlotOf(piece, h.part());
+  if (const ParameterCopy* copy = copies_.Find(slot, h.epoch(), h.step(), dtype)) {
     return answers_.AnswerFromCopy(from, *copy);
   }
-  if (Upstream* asked = upstream_.PullOf(piece, h.step(), dtype)) {
+  if (Upstream* asked = upstream_.PullOf(piece, h.part(), h.step(), dtype)) {
     // Already asked for: a resend from the same worker replaces its earlier request.
     auto same = std::find_if(asked->waiting.begin(), asked->waiting.end(),
                              [&](const Requester& r) { return r.request.sender_id() == h.sender_id(); });
@@ -35,6 +37,7 @@ void HostAggregator::TakePull(int piece, const WireMessage& msg) {
   up.header.set_dtype(dtype);
   up.header.set_begin(h.begin());
   up.header.set_end(h.end());
+  up.header.set_part(h.part());
   // A pull's answer is a piece's bytes: waited for as a worker waits for its own.
   up.awaited_bytes = table_.pieces()[piece].size() * sizeof(float);
   up.waiting.push_back(from);
@@ -63,7 +66,8 @@ void HostAggregator::ProbeOldEpoch(const WireMessage& msg) {
 
 bool HostAggregator::PullAnswered(const Upstream& up, const WireMessage& reply) {
   const proto::Header& h = reply.header;
-  std::optional<ParameterCopy> copy = copies_.CopyOf(up.piece, up.header.epoch(), reply);
+  const int slot = SlotOf(up.piece, up.header.part());
+  std::optional<ParameterCopy> copy = copies_.CopyOf(slot, up.header.epoch(), reply);
   stats_.bytes_down.fetch_add(reply.PayloadBytes());
   if (!copy) {
     stats_.rejected.Count(RejectReason::kBadChecksum);
@@ -76,20 +80,22 @@ bool HostAggregator::PullAnswered(const Upstream& up, const WireMessage& reply) 
     return true;
   }
   // The step's sum of this piece (of each of its parts) was applied: shares still waiting for it
-  // (a successor's, whose predecessor died between answers) are answered.
-  for (const int slot : {up.piece, rows_slot_[up.piece]}) {
-    if (slot < 0) continue;
-    GroupSum& s = sums_[slot];
+  // (a successor's, whose predecessor died between answers) are answered. A DENSE part's answer
+  // says only that every DENSE sum of the step was in.
+  const bool dense_only = up.header.part() == proto::DENSE;
+  for (const int summed : {up.piece, dense_only ? -1 : rows_slot_[up.piece]}) {
+    if (summed < 0) continue;
+    GroupSum& s = sums_[summed];
     if (s.shares.step() != h.step() || s.sequence != 0) continue;
     for (const auto& r : s.waiting) {
       if (r) answers_.Ack(*r, /*duplicate=*/true);
     }
     s.Begin(s.epoch, s.shares.step());
-    answered_step_[slot] = std::max(answered_step_[slot], h.step());
+    answered_step_[summed] = std::max(answered_step_[summed], h.step());
   }
   for (const Requester& r : up.waiting) answers_.AnswerFromCopy(r, *copy);
   stats_.pulls_served.fetch_add(up.waiting.size());
-  copies_.Keep(up.piece, std::move(*copy));
+  copies_.Keep(slot, std::move(*copy));
   return true;
 }
 

@@ -43,15 +43,20 @@ void HostAggregator::SendSum(int slot) {
   const TraceSpan traced("send_sum", s.shares.step(), static_cast<int64_t>(p.begin));
   const bool bf16 = options_.config.cluster().gradient_dtype() == proto::ClusterConfig::BF16;
   // A ROWS part's sum is its own (the server adds it to the DENSE parts' sum, as a flat job's).
-  SummedShares sum = s.part == proto::ROWS ? SumRowShares(s.shares.gradient().rows, bf16)
-                                           : SumShares(s.shares.gradient(), p.size(), bf16, threads_);
+  // A DENSE sum names what its workers' parts named, all of them (else nothing).
+  const std::optional<std::vector<ElementRun>> named = s.part == proto::DENSE ? s.shares.NamedUnion() : std::nullopt;
+  SummedShares sum = s.part == proto::ROWS
+                         ? SumRowShares(s.shares.gradient().rows, bf16)
+                         : SumShares(s.shares.gradient(), p.size(), bf16, threads_,
+                                     named ? std::span<const ElementRun>(*named) : std::span<const ElementRun>());
   s.shares.Consumed();  // the workers' slots go back
   Upstream up;
   up.kind = Upstream::kSum;
   up.piece = s.piece;
   up.header.set_type(proto::PUSH);
   up.header.set_part(s.part);
-  if (s.part == proto::ROWS) up.header.set_runs(sum.runs);
+  if (s.part == proto::ROWS || named) up.header.set_runs(sum.runs);
+  up.header.set_named(named.has_value());
   up.header.set_shard(static_cast<uint32_t>(p.shard));
   up.header.set_step(s.shares.step());
   up.header.set_epoch(s.epoch);

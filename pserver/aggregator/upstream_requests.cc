@@ -39,9 +39,10 @@ Upstream* UpstreamRequests::Find(uint64_t sequence) {
   return it == requests_.end() ? nullptr : &it->second;
 }
 
-Upstream* UpstreamRequests::PullOf(int piece, int64_t step, proto::DType dtype) {
+Upstream* UpstreamRequests::PullOf(int piece, proto::PushPart part, int64_t step, proto::DType dtype) {
   for (auto& [sequence, up] : requests_) {
-    if (up.kind == Upstream::kPull && up.piece == piece && up.header.step() == step && up.header.dtype() == dtype) {
+    if (up.kind == Upstream::kPull && up.piece == piece && up.header.part() == part && up.header.step() == step &&
+        up.header.dtype() == dtype) {
       return &up;
     }
   }

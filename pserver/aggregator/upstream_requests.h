@@ -75,8 +75,8 @@ class UpstreamRequests {
   uint64_t Send(Upstream up);
   // The request of `sequence`, or null (answered already, or forgotten with its epoch).
   Upstream* Find(uint64_t sequence);
-  // The pull in flight of `piece` for (step, dtype), or null.
-  Upstream* PullOf(int piece, int64_t step, proto::DType dtype);
+  // The pull in flight of `piece` (of its `part`) for (step, dtype), or null.
+  Upstream* PullOf(int piece, proto::PushPart part, int64_t step, proto::DType dtype);
   void Erase(uint64_t sequence) { requests_.erase(sequence); }
   // Every request, forgotten (a new recovery epoch).
   std::map<uint64_t, Upstream> TakeAll() { return std::exchange(requests_, {}); }

@@ -1,6 +1,7 @@
 #include "pserver/aggregator/worker_answers.h"
 
 #include "common/logging.h"
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -38,7 +39,11 @@ void WorkerAnswers::Ack(const Requester& to, bool duplicate) {
 void WorkerAnswers::AnswerFromCopy(const Requester& to, const ParameterCopy& copy) {
   std::vector<Frame> payload;
   const size_t elem = copy.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
-  AppendViewFrames(copy.bytes.get(), copy.size, frame_bytes_, elem, copy.bytes, &payload);
+  // A part of a split piece: its run table is a frame of its own (gradient_rows.h).
+  const size_t table = copy.reply.part() != proto::WHOLE ? copy.reply.runs() * kRunBytes : 0;
+  const auto* bytes = static_cast<const char*>(copy.bytes.get());
+  if (table > 0) payload.push_back(Frame::View(bytes, table, copy.bytes));
+  AppendViewFrames(bytes + table, copy.size - table, frame_bytes_, elem, copy.bytes, &payload);
   Answer(to, copy.reply, std::move(payload), copy.reply.payload_crc32c());
 }
 

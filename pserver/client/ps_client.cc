@@ -182,7 +182,6 @@ Status PsClient::NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t
       (!rows.empty() && rows.front() < 0)) {
     return Status::InvalidArgument("ps client: rows to name must be ascending, distinct and not negative");
   }
-  if (!options_.aggregator.empty()) return Status::Ok();  // a host group's sum names nothing
   for (const Part& p : r.parts) {
     if (p.piece_part == proto::DENSE && p.sent()) {
       return Status::InvalidArgument("ps client: NameRows after the embedding's gradient was reported (PushReady)");
@@ -203,7 +202,6 @@ Status PsClient::NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t
 
 std::vector<PsClient::Part> PsClient::PullParts() const {
   std::vector<Part> parts = PieceParts();
-  if (!options_.aggregator.empty()) return parts;
   for (size_t i = 0, n = parts.size(); i < n; ++i) {
     if (!pieces_->pieces()[i].split) continue;
     parts[i].piece_part = proto::DENSE;

@@ -137,7 +137,8 @@ class PsClient {
   // the DENSE parts carry them, and each server updates every other row of its embedding pieces
   // as soon as every worker's DENSE part is in (docs/wire-protocol.md, "Rows named up front").
   // PushRows must then bring no row outside them. Once per push, and optional: without it a piece
-  // is updated once all of its parts are in. Nothing is named through a host group's aggregator.
+  // is updated once all of its parts are in. Through a host group's aggregator, its sum names the
+  // union of what its workers named (when all of them did).
   Status NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t width);
   // Memory of `bytes` to compute gradients into and push from (64-byte aligned), which the Van
   // lends to same-host servers in place rather than copying each push (Van::AllocatePayload; the
@@ -285,7 +286,7 @@ class PsClient {
   std::vector<Part> PieceParts() const;
   // A push's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
   std::vector<Part> PushParts() const;
-  // A pull's: the same parts, on the flat path (not through an aggregator); else PieceParts.
+  // A pull's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
   std::vector<Part> PullParts() const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);

@@ -85,15 +85,21 @@ void GradientAggregator::Add(int w, WireMessage push) {
   if (waiting_.empty()) totals(rows_, [](const HeldRows& r) -> const proto::Header& { return r.message.header; });
 }
 
-std::optional<std::vector<ElementRun>> GradientAggregator::EarlyMask() const {
-  if (complete_ || parts_ != PartsTaken::kDenseAndRows || waiting_held_ < static_cast<int>(waiting_.size())) {
-    return std::nullopt;
-  }
+std::optional<std::vector<ElementRun>> GradientAggregator::NamedUnion() const {
+  if (waiting_.empty() || waiting_held_ < static_cast<int>(waiting_.size())) return std::nullopt;
   std::vector<ElementRun> all;
   for (const auto& n : named_) {
     if (!n) return std::nullopt;
     all.insert(all.end(), n->begin(), n->end());
   }
+  return MergedRuns(std::move(all));
+}
+
+std::optional<std::vector<ElementRun>> GradientAggregator::EarlyMask() const {
+  if (complete_ || parts_ != PartsTaken::kDenseAndRows) return std::nullopt;
+  std::optional<std::vector<ElementRun>> named = NamedUnion();
+  if (!named) return std::nullopt;
+  std::vector<ElementRun> all = std::move(*named);
   for (const auto& r : rows_) {
     if (r) all.insert(all.end(), r->rows.runs.begin(), r->rows.runs.end());
   }

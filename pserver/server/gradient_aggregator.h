@@ -76,6 +76,9 @@ class GradientAggregator {
   // whole gradient in the DENSE parts, and may be updated now (BspPolicy). The mask is those runs,
   // merged; nullopt while some DENSE part is missing or names nothing.
   std::optional<std::vector<ElementRun>> EarlyMask() const;
+  // The union of what every worker's DENSE part named, merged; nullopt while some DENSE part is
+  // missing or names nothing (a host group's sum names this).
+  std::optional<std::vector<ElementRun>> NamedUnion() const;
   // Whether worker `w`'s ROWS part, `rows`, lies inside what its DENSE part named (true when that
   // part named nothing or is not in).
   bool RowsInsideNamed(int w, std::span<const ElementRun> rows) const;

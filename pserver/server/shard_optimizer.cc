@@ -41,6 +41,7 @@ void ShardOptimizer::Initialize(const std::function<void(uint64_t, uint64_t, flo
   std::fill(v_.begin(), v_.end(), 0.0f);
   updates_ = 0;
   pieces_applied_ = 0;
+  pieces_half_applied_ = 0;
   current_.reset();
   next_.reset();
   previous_.reset();
@@ -54,6 +55,7 @@ void ShardOptimizer::Restore(ShardCheckpoint checkpoint) {
   v_ = std::move(checkpoint.v);
   updates_ = checkpoint.updates;
   pieces_applied_ = 0;
+  pieces_half_applied_ = 0;
   current_.reset();
   next_.reset();
   previous_.reset();
@@ -153,6 +155,7 @@ void ShardOptimizer::ApplyPieceRuns(int64_t step, int piece, const PieceGradient
   });
   next_->named[piece] = named;
   next_->crc_stale[piece] = 1;
+  pieces_half_applied_ += inside ? -1 : 1;
   if (inside) ++pieces_applied_;
 }
 
@@ -215,6 +218,7 @@ void ShardOptimizer::FinishStep() {
   PSF_CHECK(next_ && pieces_applied_ == piece_count());
   ++updates_;
   pieces_applied_ = 0;
+  pieces_half_applied_ = 0;
   previous_ = std::move(current_);
   current_ = std::move(next_);
 }

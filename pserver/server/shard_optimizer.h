@@ -80,8 +80,9 @@ class ShardOptimizer {
                       const std::vector<ElementRun>& named, bool inside);
   // Every piece has been applied: counts the update and makes its snapshot the complete one.
   void FinishStep();
-  // Pieces applied since the last FinishStep (checkpoints wait for 0: the moments are live).
-  int pieces_in_progress() const { return pieces_applied_; }
+  // Pieces applied since the last FinishStep, or half applied (ApplyPieceRuns' first pass):
+  // checkpoints wait for 0, the moments being live.
+  int pieces_in_progress() const { return pieces_applied_ + pieces_half_applied_; }
 
   uint64_t size() const { return params_.size(); }
   int piece_count() const { return static_cast<int>(piece_starts_.size()); }
@@ -158,6 +159,7 @@ class ShardOptimizer {
   std::vector<uint64_t> piece_starts_;
   uint64_t updates_ = 0;
   int pieces_applied_ = 0;
+  int pieces_half_applied_ = 0;        // outside passes whose inside pass is still to come
   std::vector<float> params_, m_, v_;  // (end - begin) each
   std::shared_ptr<Snapshot> current_, next_;
   std::shared_ptr<Snapshot> previous_;  // the one before current_; reused by the next update

@@ -123,7 +123,7 @@ StatusOr<PsClient::Ticket> WorkerDataPath::StartPush(PsClient& client, const Ste
   PSF_ASSIGN_OR_RETURN(const PsClient::Ticket ticket,
                        rounded != nullptr ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
                                           : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
-  if (client.pieces().has_split()) {  // the rows the lookups' part will bring, named up front
+  if (client.pieces().has_split() && config_.cluster().name_rows()) {  // the lookups' rows, named up front
     const StepComputer::Lookups& named = computer_->named_rows();
     PSF_RETURN_IF_ERROR(client.NameRows(ticket, named.rows, named.width));
   }

@@ -17,7 +17,7 @@
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
 #
-# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"]
+# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [KEEP=1]
 #        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
 #   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
@@ -47,7 +47,7 @@ sampler=""
 cleanup() {
   [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
   "$sim" down --name "$name" >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${KEEP:-}" ]; then echo "bench: run directories kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -180,7 +180,7 @@ for hosts in $host_counts; do
           -v w="$(cpu worker)" 'BEGIN {
             printf "| %s | %d | %s | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
               curve, emb, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
-        rm -rf "$run"  # model.bin alone is 252 MB
+        [ -n "${KEEP:-}" ] && rm -f "$run/model.bin" || rm -rf "$run"  # model.bin alone is 252 MB
       done
       done
     done

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -60,6 +61,36 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
     EXPECT_EQ(stats.target_tokens, 34);  // 100 tokens over 3 workers: 34, 33, 33
     EXPECT_EQ(EmulatedGpu(config, 2).Step(4, ParameterDigest(params.data(), params.size()), grad.data()).target_tokens,
               33);
+  }
+}
+
+// Backward's time: the output projection's two products first (the embedding's share), then each
+// layer's share in release order; the embedding's range final at the end, or, split, its dense
+// part after the first product.
+TEST(EmulatedGpu, BackwardBeginsWithTheOutputProjection) {
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split" : "whole");
+    proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+    config.mutable_cluster()->set_split_embedding(split);
+    const EmulatedGpu gpu(config, 0);
+    const auto& ranges = gpu.ranges();
+    const std::vector<double>& at = gpu.release_at();
+    ASSERT_EQ(at.size(), ranges.size());
+    const double n = static_cast<double>(gpu.parameter_count());
+    const size_t e = split ? 0 : ranges.size() - 1;  // the embedding's range
+    ASSERT_EQ(ranges[e].first, 0u);
+    const double embedding = static_cast<double>(ranges[e].second);
+    EXPECT_DOUBLE_EQ(at[e], split ? std::floor(embedding / 2) / n : 1.0);
+    double done = embedding;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (i == e) continue;
+      done += static_cast<double>(ranges[i].second - ranges[i].first);
+      EXPECT_DOUBLE_EQ(at[i], done / n) << "range " << i;
+      if (i > 0) {
+        EXPECT_GT(at[i], at[i - 1]);
+      }
+    }
+    EXPECT_DOUBLE_EQ(done, n);
   }
 }
 

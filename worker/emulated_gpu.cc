@@ -154,6 +154,18 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     lookup_values_.resize(lookup_rows_.size() * width);
     FillEmulatedGradient({seed_, 0, static_cast<uint32_t>(worker), 0}, 0, lookup_values_.size(), lookup_values_.data());
   }
+  // The output projection's products first (the embedding's share), then each layer's share.
+  const uint64_t embedding = starts.size() > 1 ? starts[1] : n_;
+  uint64_t done = ranges_.size() > 1 ? embedding : 0;
+  for (const Range& range : ranges_) {
+    if (range.first == 0 && ranges_.size() > 1) {
+      // Final at the end, or (split) its dense part after the first of the two products.
+      release_at_.push_back(ranges_.front().first == 0 ? static_cast<double>(embedding / 2) / n_ : 1.0);
+      continue;
+    }
+    done += range.second - range.first;
+    release_at_.push_back(static_cast<double>(done) / n_);
+  }
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);
@@ -178,10 +190,9 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
   const Clock::time_point forward_end = uploaded + forward;
   std::this_thread::sleep_until(forward_end);  // the loss, read after forward
   // Backward, launched at once: each range's download starts when the device has computed it.
-  uint64_t done = 0;
-  for (const Range& range : ranges_) {
-    done += range.second - range.first;
-    const auto share = std::chrono::duration_cast<Clock::duration>(backward * (static_cast<double>(done) / n_));
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const Range& range = ranges_[i];
+    const auto share = std::chrono::duration_cast<Clock::duration>(backward * release_at_[i]);
     engine_->Download(grad, grad_bf16, range.first, range.second, forward_end + share);
     if (ready) ready(range.first, range.second, stats_);
   }

@@ -6,12 +6,12 @@
 // The device: the caller of Step is the launching thread. It launches the parameters' upload and
 // the forward third of cluster.emulated_step_ms, sleeps until the forward is done (a real step
 // reads its loss then), and launches backward at once: each layer's share of the backward
-// two-thirds (in proportion to its size), last layer first, with its gradient's download behind
-// it. Launched work runs in launch order on the device's timeline: an item starts when the one
-// before it has ended or when it is launched, whichever is later, so a launching thread that
-// falls behind leaves the device idle, as on a GPU. The copies (upload and downloads) run on a
-// copy engine, a thread of the emulated GPU, paced at cluster.emulated_copy_gb_per_s; its CPU time
-// is the device's and its DMA's, not the launching thread's.
+// two-thirds (in proportion to its size), the output projection's first, then last layer first,
+// each with its gradient's download behind it (release_at). Launched work runs in launch order on the device's
+// timeline: an item starts when the one before it has ended or when it is launched, whichever is later, so a launching
+// thread that falls behind leaves the device idle, as on a GPU. The copies (upload and downloads) run on a copy engine,
+// a thread of the emulated GPU, paced at cluster.emulated_copy_gb_per_s; its CPU time is the device's and its DMA's,
+// not the launching thread's.
 #ifndef PSFORMER_WORKER_EMULATED_GPU_H_
 #define PSFORMER_WORKER_EMULATED_GPU_H_
 
@@ -70,6 +70,13 @@ class EmulatedGpu {
   // is the order the Transformer's backward finishes them (decoder layers last to first, then
   // the encoder's, the shared embedding last). Disjoint; together they cover [0, n).
   const std::vector<Range>& ranges() const { return ranges_; }
+  // When backward makes each range of ranges() final, as a fraction of backward's time. Each
+  // layer's work is its share of the parameters (a matrix product costs in proportion to its
+  // weights), and backward begins with the output projection, the shared embedding's: its two
+  // products (dE = dlogits^T y, then dy = dlogits E) take the embedding's share between them. So
+  // the other layers follow that share, and the embedding's range is final at backward's end (the
+  // lookups add to it last); with split_embedding its dense part is final after the first product.
+  const std::vector<double>& release_at() const { return release_at_; }
 
   // One step from parameters of digest `params_digest` (ParameterDigest, or the pull's) into
   // `grad` (n floats), launched as described above. With `grad_bf16` (n), each range is also
@@ -106,6 +113,7 @@ class EmulatedGpu {
   uint64_t n_ = 0;
   size_t upload_bytes_ = sizeof(float);  // per parameter
   std::vector<Range> ranges_;
+  std::vector<double> release_at_;   // (ranges_)
   StepStats stats_;                  // every step reports the same
   Clock::time_point device_free_{};  // when the device's work launched so far ends
   std::vector<int32_t> lookup_rows_;  // with split_embedding

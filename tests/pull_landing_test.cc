@@ -11,6 +11,7 @@
 
 #include "common/bfloat16.h"
 #include "common/crc32c.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 namespace {
@@ -118,6 +119,75 @@ TEST(PullLanding, EndingWritesNothingOnceItReturns) {
     const bool landed = std::memcmp(p.data(), v.data(), v.size() * 4) == 0;
     const bool untouched = std::all_of(p.begin(), p.end(), [](float x) { return x == 0.0f; });
     EXPECT_TRUE(landed || untouched);
+  }
+}
+
+// The two parts of a split piece (PARAMS with a run table: DENSE, all but the named runs; ROWS,
+// those runs) land run by run wherever they come from; the part that lands second makes the
+// whole piece's CRC as it travelled: fp32, bf16 kept as it came, or bf16 widened into fp32.
+TEST(PullLanding, TheTwoPartsOfASplitPieceLandAndTheSecondMakesThePiecesCrc) {
+  const std::vector<float> piece = Values(40, -3.0f);
+  const std::vector<ElementRun> named = {{2, 3}, {10, 8}, {39, 1}};
+  const auto part = [&](proto::PushPart which, bool bf16) {
+    std::vector<float> values;
+    const std::vector<ElementRun> runs = which == proto::ROWS ? named : ComplementRuns(named, piece.size());
+    for (const ElementRun& r : runs)
+      values.insert(values.end(), piece.begin() + r.offset, piece.begin() + r.offset + r.length);
+    WireMessage msg = Reply(values, bf16, 4);
+    msg.header.set_end(piece.size());
+    msg.header.set_part(which);
+    msg.header.set_runs(static_cast<uint32_t>(named.size()));
+    msg.payload.insert(msg.payload.begin(), Frame::Copy(named.data(), named.size() * kRunBytes));
+    std::vector<uint8_t> all;
+    for (const Frame& f : msg.payload) all.insert(all.end(), f.data(), f.data() + f.size());
+    msg.header.set_payload_bytes(all.size());
+    msg.header.set_payload_crc32c(Crc32c(0, all.data(), all.size()));
+    return msg;
+  };
+  for (const bool bf16 : {false, true}) {
+    for (const bool keep_bf16 : {false, true}) {
+      if (keep_bf16 && !bf16) continue;
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp32") + (keep_bf16 ? ", kept as it came" : ""));
+      std::vector<float> params(piece.size(), 99.0f);
+      std::vector<uint16_t> params16(piece.size(), 0);
+      std::vector<uint16_t> rounded(piece.size());
+      FloatsToBf16(piece.data(), piece.size(), rounded.data());
+      PullLanding::Job first{1,
+                             7,
+                             0,
+                             part(proto::ROWS, bf16),
+                             keep_bf16 ? nullptr : params.data(),
+                             keep_bf16 ? params16.data() : nullptr,
+                             false};
+      PullLanding::Job second{2,
+                              7,
+                              0,
+                              part(proto::DENSE, bf16),
+                              keep_bf16 ? nullptr : params.data(),
+                              keep_bf16 ? params16.data() : nullptr,
+                              true};
+      const PullLanding::Landed a = PullLanding::LandNow(first, 2);
+      const PullLanding::Landed b = PullLanding::LandNow(second, 2);
+      EXPECT_TRUE(a.intact && b.intact);
+      EXPECT_FALSE(a.piece_crc);
+      ASSERT_TRUE(b.piece_crc);
+      if (keep_bf16) {
+        EXPECT_EQ(params16, rounded);
+        EXPECT_EQ(b.crc32c, Crc32c(0, rounded.data(), rounded.size() * 2));
+      } else if (bf16) {
+        std::vector<float> widened(piece.size());
+        for (size_t i = 0; i < piece.size(); ++i) widened[i] = Bf16ToFloat(rounded[i]);
+        EXPECT_EQ(params, widened);
+        EXPECT_EQ(b.crc32c, Crc32c(0, rounded.data(), rounded.size() * 2));
+      } else {
+        EXPECT_EQ(params, piece);
+        EXPECT_EQ(b.crc32c, Crc32c(0, piece.data(), piece.size() * 4));
+      }
+      // A table that does not describe the values is damage, as a wrong CRC is.
+      WireMessage bad = part(proto::DENSE, bf16);
+      bad.header.set_part(proto::ROWS);
+      EXPECT_FALSE(PullLanding::LandNow({3, 7, 0, std::move(bad), params.data(), nullptr, false}, 1).intact);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/logging.h"
+#include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -56,9 +57,7 @@ void UpstreamRequests::Transmit(uint64_t sequence) {
   const auto now = Resender::Clock::now();
   if (up.payload) {
     const std::shared_ptr<const void> token = resender_.Sent(&up.send, now, up.payload);
-    const auto* bytes = static_cast<const uint8_t*>(up.payload.get());
-    if (up.table_bytes > 0) payload.push_back(Frame::View(bytes, up.table_bytes, token));
-    AppendViewFrames(bytes + up.table_bytes, up.payload_bytes - up.table_bytes, frame_bytes_, up.elem, token, &payload);
+    AppendTabledFrames(up.payload.get(), up.payload_bytes, up.table_bytes, frame_bytes_, up.elem, token, &payload);
     counters_->bytes_up.fetch_add(up.payload_bytes);
   } else {
     resender_.Sent(&up.send, now, nullptr);

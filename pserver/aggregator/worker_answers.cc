@@ -41,9 +41,7 @@ void WorkerAnswers::AnswerFromCopy(const Requester& to, const ParameterCopy& cop
   const size_t elem = copy.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
   // A part of a split piece: its run table is a frame of its own (gradient_rows.h).
   const size_t table = copy.reply.part() != proto::WHOLE ? copy.reply.runs() * kRunBytes : 0;
-  const auto* bytes = static_cast<const char*>(copy.bytes.get());
-  if (table > 0) payload.push_back(Frame::View(bytes, table, copy.bytes));
-  AppendViewFrames(bytes + table, copy.size - table, frame_bytes_, elem, copy.bytes, &payload);
+  AppendTabledFrames(copy.bytes.get(), copy.size, table, frame_bytes_, elem, copy.bytes, &payload);
   Answer(to, copy.reply, std::move(payload), copy.reply.payload_crc32c());
 }
 

@@ -112,17 +112,34 @@ std::vector<PsClient::Part> PsClient::PieceParts() const {
   return parts;
 }
 
-std::vector<PsClient::Part> PsClient::PushParts() const {
+std::vector<PsClient::Part> PsClient::SplitParts() const {
   std::vector<Part> parts = PieceParts();
   for (size_t i = 0, n = parts.size(); i < n; ++i) {
     if (!pieces_->pieces()[i].split) continue;
     parts[i].piece_part = proto::DENSE;
+    parts[i].sibling = static_cast<int>(parts.size());
     Part rows = parts[i];
     rows.piece_part = proto::ROWS;
     rows.piece = static_cast<int>(i);
+    rows.sibling = static_cast<int>(i);
     parts.push_back(rows);
   }
   return parts;
+}
+
+Status PsClient::CheckRows(const Request& r, std::span<const int32_t> rows, uint64_t width) const {
+  uint64_t embedding_end = 0;  // the split pieces' model ranges cover the embedding
+  for (const Part& p : r.parts) {
+    if (p.piece_part == proto::ROWS) embedding_end = std::max(embedding_end, p.model + (p.end - p.begin));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || (i > 0 && rows[i] <= rows[i - 1]) ||
+        (static_cast<uint64_t>(rows[i]) + 1) * width > embedding_end) {
+      return Status::InvalidArgument("ps client: rows must be ascending, distinct and inside the embedding; row " +
+                                     std::to_string(i) + " is " + std::to_string(rows[i]));
+    }
+  }
+  return Status::Ok();
 }
 
 Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width) {
@@ -134,18 +151,7 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
   Request& r = it->second;
   if (r.error.IsAborted()) return Status::Ok();  // rolling back: Wait reports it
   if (r.rows_reported) return Status::InvalidArgument("ps client: the rows of a push reported twice");
-  uint64_t embedding_end = 0;  // the split pieces' model ranges cover the embedding
-  for (const Part& p : r.parts) {
-    if (p.piece_part == proto::ROWS) embedding_end = std::max(embedding_end, p.model + (p.end - p.begin));
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0 || (i > 0 && rows[i] <= rows[i - 1]) ||
-        (static_cast<uint64_t>(rows[i]) + 1) * width > embedding_end) {
-      return Status::InvalidArgument(
-          "ps client: rows to push must be ascending, distinct and inside the embedding; row " + std::to_string(i) +
-          " is " + std::to_string(rows[i]));
-    }
-  }
+  PSF_RETURN_IF_ERROR(CheckRows(r, rows, width));
   if (r.rows_named && !std::includes(r.named_rows.begin(), r.named_rows.end(), rows.begin(), rows.end())) {
     return Status::InvalidArgument("ps client: PushRows brings rows that NameRows did not name");
   }
@@ -178,10 +184,7 @@ Status PsClient::NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t
   if (r.rows_named || r.rows_reported) {
     return Status::InvalidArgument("ps client: NameRows after the rows of the push were named or pushed");
   }
-  if (!std::is_sorted(rows.begin(), rows.end()) || std::adjacent_find(rows.begin(), rows.end()) != rows.end() ||
-      (!rows.empty() && rows.front() < 0)) {
-    return Status::InvalidArgument("ps client: rows to name must be ascending, distinct and not negative");
-  }
+  PSF_RETURN_IF_ERROR(CheckRows(r, rows, width));
   for (const Part& p : r.parts) {
     if (p.piece_part == proto::DENSE && p.sent()) {
       return Status::InvalidArgument("ps client: NameRows after the embedding's gradient was reported (PushReady)");
@@ -198,21 +201,6 @@ Status PsClient::NameRows(Ticket ticket, std::span<const int32_t> rows, uint64_t
     p.run_count = static_cast<uint32_t>(r.payload->tables.back().size());
   }
   return Status::Ok();
-}
-
-std::vector<PsClient::Part> PsClient::PullParts() const {
-  std::vector<Part> parts = PieceParts();
-  for (size_t i = 0, n = parts.size(); i < n; ++i) {
-    if (!pieces_->pieces()[i].split) continue;
-    parts[i].piece_part = proto::DENSE;
-    parts[i].sibling = static_cast<int>(parts.size());
-    Part rows = parts[i];
-    rows.piece_part = proto::ROWS;
-    rows.piece = static_cast<int>(i);
-    rows.sibling = static_cast<int>(i);
-    parts.push_back(rows);
-  }
-  return parts;
 }
 
 std::vector<PsClient::Part> PsClient::ShardParts() const {
@@ -261,7 +249,7 @@ StatusOr<PsClient::Ticket> PsClient::BeginPushBf16(int64_t step, const uint16_t*
 StatusOr<PsClient::Ticket> PsClient::BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded,
                                                  uint64_t target_tokens, double loss_sum) {
   const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, proto::PUSH, step, PushParts());
+  Request& r = NewRequest(ticket, proto::PUSH, step, SplitParts());
   r.grad = grad;
   r.rounded = rounded;
   r.target_tokens = target_tokens;
@@ -413,7 +401,7 @@ StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params) {
 
 StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
-  Request& r = NewRequest(ticket, proto::PULL, step, PullParts());
+  Request& r = NewRequest(ticket, proto::PULL, step, SplitParts());
   r.dtype = dtype;
   r.params = params;
   r.params_bf16 = params_bf16;

@@ -160,7 +160,7 @@ class PsClient {
     return it != requests_.end() && it->second.remaining == 0;
   }
   // How many parts of the ticket's request are answered (a pull's: landed), of how many; {0, 0}
-  // for a ticket not in flight. A pull of a split piece has two (PullParts).
+  // for a ticket not in flight. A pull of a split piece has two (SplitParts).
   std::pair<int, int> PartsAnswered(Ticket ticket) const {
     auto it = requests_.find(ticket);
     if (it == requests_.end()) return {0, 0};
@@ -284,10 +284,11 @@ class PsClient {
   static Part MakePart(int shard, uint64_t begin, uint64_t end, uint64_t model);
   // A request's parts per piece run: every piece (PUSH, PULL) or one per shard (the rest).
   std::vector<Part> PieceParts() const;
-  // A push's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
-  std::vector<Part> PushParts() const;
-  // A pull's: PieceParts, a split piece's as its DENSE part, then a ROWS part per split piece.
-  std::vector<Part> PullParts() const;
+  // A push's and a pull's: PieceParts, a split piece's as its DENSE part, then a ROWS part per
+  // split piece (the two siblings).
+  std::vector<Part> SplitParts() const;
+  // Rows a push may name or bring: ascending, distinct, inside the embedding (`width` each).
+  Status CheckRows(const Request& r, std::span<const int32_t> rows, uint64_t width) const;
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
   // Pull into fp32 `params` or, as they came, into bf16 `params_bf16` (the other null).

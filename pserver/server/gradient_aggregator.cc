@@ -62,7 +62,7 @@ void GradientAggregator::Add(int w, WireMessage push) {
       // The table is kept apart: the sum reads the frames after it as a whole piece's.
       RunTable table;
       PSF_CHECK(!ParseRunTable(push, &table));  // the validator's check, passed
-      named_[w] = std::move(table.runs);
+      named_[w] = MergedRuns(std::move(table.runs));
       push.payload = std::move(table.values.payload);
     }
     waiting_[w] = std::move(push);
@@ -108,7 +108,7 @@ std::optional<std::vector<ElementRun>> GradientAggregator::EarlyMask() const {
 
 bool GradientAggregator::RowsInsideNamed(int w, std::span<const ElementRun> rows) const {
   if (w < 0 || static_cast<size_t>(w) >= named_.size() || !named_[w]) return true;
-  return RunsWithin(rows, MergedRuns(*named_[w]));
+  return RunsWithin(rows, *named_[w]);
 }
 
 PieceGradient GradientAggregator::dense_gradient() const {

@@ -101,7 +101,7 @@ class GradientAggregator {
   size_t n_;
   PartsTaken parts_;
   std::vector<std::optional<WireMessage>> waiting_;  // (workers) WHOLE or DENSE, when taken
-  std::vector<std::optional<std::vector<ElementRun>>> named_;  // (workers) what a DENSE part named
+  std::vector<std::optional<std::vector<ElementRun>>> named_;  // (workers) what a DENSE part named, merged
   int waiting_held_ = 0;                                       // of waiting_
   struct HeldRows {
     WireMessage message;  // owns the frames

@@ -80,10 +80,7 @@ void ParameterServer::SendParams(const std::string& peer, const proto::Header& r
                                  request.part(), &runs);
     h.set_part(request.part());
     h.set_runs(runs);
-    const size_t table = runs * kRunBytes;
-    if (table > 0) payload.push_back(Frame::View(slice.data, table, slice.owner));
-    AppendViewFrames(static_cast<const char*>(slice.data) + table, slice.bytes - table, frame_bytes, elem,
-                     slice.owner, &payload);
+    AppendTabledFrames(slice.data, slice.bytes, runs * kRunBytes, frame_bytes, elem, slice.owner, &payload);
   } else {
     // Straight from the snapshot, with the CRC its update computed (not a pass per reply).
     slice = optimizer_.Slice(version, bf16, request.begin() - range_.begin, request.end() - range_.begin);

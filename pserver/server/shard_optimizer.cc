@@ -175,10 +175,13 @@ void ShardOptimizer::MakeCrcs(Snapshot* s, int piece) {
   s->crc_stale[piece] = 0;
 }
 
+std::shared_ptr<ShardOptimizer::Snapshot> ShardOptimizer::SnapshotOf(Version version) {
+  return version == Version::kInProgress ? next_ : version == Version::kPrevious ? previous_ : Current();
+}
+
 SnapshotSlice ShardOptimizer::PartSlice(Version version, bool bf16, int piece, proto::PushPart part, uint32_t* runs) {
   PSF_CHECK(part == proto::DENSE || part == proto::ROWS);
-  const bool in_progress = version == Version::kInProgress;
-  std::shared_ptr<Snapshot> snap = in_progress ? next_ : version == Version::kPrevious ? previous_ : Current();
+  std::shared_ptr<Snapshot> snap = SnapshotOf(version);
   PSF_CHECK(snap != nullptr);
   const size_t offset = piece_starts_[piece], n = PieceEnd(piece) - offset;
   const std::vector<ElementRun>& named = snap->named[piece];
@@ -261,7 +264,7 @@ void ShardOptimizer::Round(Snapshot* s) {
 SnapshotSlice ShardOptimizer::Slice(Version version, bool bf16, uint64_t begin, uint64_t end) {
   PSF_CHECK(begin < end && end <= params_.size());
   const bool in_progress = version == Version::kInProgress;
-  std::shared_ptr<Snapshot> snap = in_progress ? next_ : version == Version::kPrevious ? previous_ : Current();
+  std::shared_ptr<Snapshot> snap = SnapshotOf(version);
   PSF_CHECK(snap != nullptr);
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   const auto first = std::lower_bound(piece_starts_.begin(), piece_starts_.end(), begin);

@@ -140,6 +140,8 @@ class ShardOptimizer {
   void UpdateRange(const AdamStepConstants& k, const PieceGradient& grad, float tokens, size_t offset, size_t b,
                    size_t e, float* block);
   std::shared_ptr<Snapshot> FreshSnapshot();
+  // The snapshot a pull of `version` reads (null when there is none).
+  std::shared_ptr<Snapshot> SnapshotOf(Version version);
   // The complete snapshot, made from the parameters if there is none yet (after Initialize or
   // Restore).
   const std::shared_ptr<Snapshot>& Current();

@@ -28,6 +28,13 @@ bool HasRunTable(const proto::Header& h) {
   return h.type() == proto::PUSH && (h.part() == proto::ROWS || h.named());
 }
 
+void AppendTabledFrames(const void* data, size_t bytes, size_t table_bytes, size_t frame_bytes, size_t elem,
+                        const std::shared_ptr<const void>& owner, std::vector<Frame>* out) {
+  const auto* at = static_cast<const char*>(data);
+  if (table_bytes > 0) out->push_back(Frame::View(at, table_bytes, owner));
+  AppendViewFrames(at + table_bytes, bytes - table_bytes, frame_bytes, elem, owner, out);
+}
+
 uint64_t TabledValues(const proto::Header& h, uint64_t named) {
   const uint64_t size = h.end() - h.begin();
   if (h.part() == proto::ROWS) return named;
@@ -36,9 +43,7 @@ uint64_t TabledValues(const proto::Header& h, uint64_t named) {
 
 uint64_t RunTable::value_count() const {
   const size_t elem = DTypeBytes(values.header.dtype());
-  uint64_t bytes = 0;
-  for (const Frame& f : values.payload) bytes += f.size();
-  return elem == 0 ? 0 : bytes / elem;
+  return elem == 0 ? 0 : values.PayloadBytes() / elem;
 }
 
 Refusal ParseRunTable(const WireMessage& msg, RunTable* out) {
@@ -79,7 +84,7 @@ Refusal ParseRows(const WireMessage& msg, RowsGradient* out) {
   RunTable table;
   if (Refusal bad = ParseRunTable(msg, &table)) return bad;
   const size_t elem = DTypeBytes(msg.header.dtype());
-  if (table.value_count() != table.named || table.values.PayloadBytes() != table.named * elem) {
+  if (table.values.PayloadBytes() != table.named * elem) {
     return Bad(Str(table.values.PayloadBytes()) + " value bytes for runs of " + Str(table.named) + " elements of " +
                Str(elem) + " bytes");
   }

@@ -13,6 +13,7 @@
 #define PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -52,6 +53,11 @@ Refusal ParseRunTable(const WireMessage& msg, RunTable* out);
 uint64_t TabledValues(const proto::Header& h, uint64_t named);
 // Whether a message's payload begins with a run table.
 bool HasRunTable(const proto::Header& h);
+// The frames of a payload laid out as one buffer, `table_bytes` of run table (a frame of its own,
+// when any) and then the values (frames of frame_bytes, whole elements of `elem` bytes), each
+// frame a view kept alive by `owner`.
+void AppendTabledFrames(const void* data, size_t bytes, size_t table_bytes, size_t frame_bytes, size_t elem,
+                        const std::shared_ptr<const void>& owner, std::vector<Frame>* out);
 
 // Runs ascending, the touching and overlapping ones merged.
 std::vector<ElementRun> MergedRuns(std::vector<ElementRun> runs);

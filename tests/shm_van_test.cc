@@ -155,6 +155,42 @@ TEST(ShmVan, ReleasedSlotsAreReusedAndHeldOnesAreNot) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(held[i].frames[1].bytes(), Pattern(1 << 20, 10 + i)) << i;
 }
 
+// Segments grow with the need: the first is small (a process that copies a few MB a step does
+// not populate 256 MB in its first step), each later one as large as all before it, up to
+// segment_bytes, and always large enough for the frame that asked.
+TEST(ShmVan, SegmentsStartSmallAndDoubleUpToTheirLargestSize) {
+  ShmVanOptions o;
+  o.first_segment_bytes = 1 << 20;
+  o.segment_bytes = 4 << 20;
+  o.max_bytes = 64 << 20;
+  Pair p(o);
+  std::vector<RawMessage> held;  // every frame held, so each needs room of its own
+  const auto send_held = [&](size_t bytes) {
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", Pattern(bytes, static_cast<int>(held.size()))})).ok());
+    held.push_back(RecvOne(*p.server));
+  };
+  const uint64_t mib = 1 << 20;
+  send_held(mib);  // the first segment: 1 MiB
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 1 * mib);
+  send_held(mib);  // full: another as large as all before it (1 MiB)
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 2 * mib);
+  send_held(mib);  // then 2 MiB, which holds this frame and the next
+  send_held(mib);
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 4 * mib);
+  EXPECT_EQ(p.client->stats().segments_created, 3u);
+  send_held(mib);  // 4 MiB would be 4 MiB anyway; the largest from now on
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 8 * mib);
+  for (int i = 0; i < 4; ++i) send_held(mib);  // three fill it, the fourth makes another 4 MiB
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 12 * mib);
+  send_held(6 * mib);  // a frame larger than any segment gets one of its own size
+  EXPECT_EQ(p.client->stats().segment_bytes_made, 18 * mib);
+  EXPECT_EQ(p.client->stats().frames_sent_inline, 0u);
+  for (size_t i = 0; i < held.size(); ++i) {
+    ASSERT_EQ(held[i].frames.size(), 2u);
+    EXPECT_EQ(held[i].frames[1].bytes(), Pattern(i + 1 < held.size() ? mib : 6 * mib, static_cast<int>(i))) << i;
+  }
+}
+
 // Memory from AllocatePayload is lent, not copied: a server sends the same bytes to a same-host
 // client twice (a snapshot pulled twice) and the client reads them in place each time; the Van
 // holds each lent frame, and so the memory's owner, until its receiver lets it go.

@@ -174,7 +174,8 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
       if (auto slot = seg->Reserve(frame.size())) return Placed{seg.get(), *slot};
     }
   }
-  const uint64_t capacity = std::max<uint64_t>(options_.segment_bytes, frame.size());
+  const uint64_t grown = std::min(options_.segment_bytes, std::max(options_.first_segment_bytes, own_bytes_));
+  const uint64_t capacity = std::max<uint64_t>(grown, frame.size());
   if (cannot_create_ || own_bytes_ + capacity > options_.max_bytes) return std::nullopt;
   auto seg = ShmSegment::Create(options_.job_id, g_next_segment.fetch_add(1), capacity, options_.slots_per_segment);
   if (!seg.ok()) {
@@ -185,6 +186,7 @@ std::optional<ShmVan::Placed> ShmVan::Place(const Frame& frame) {
   }
   own_bytes_ += capacity;
   ++stats_.segments_created;
+  stats_.segment_bytes_made += capacity;
   PSF_LOG(Info) << "transport: made shared-memory segment " << (*seg)->name() << " (" << (capacity >> 20) << " MiB)";
   own_.push_back(std::move(*seg));
   auto slot = own_.back()->Reserve(frame.size());

@@ -62,7 +62,12 @@ struct ShmVanOptions {
   uint64_t job_id = 0;                  // names this process's segments; only this job's are read.
   std::string ipc_endpoint;             // a server's extra "ipc://PATH" for same-host clients; "" = none.
   uint64_t threshold_bytes = 64 << 10;  // smaller frames travel inline (a copy is cheaper than a slot).
-  uint64_t segment_bytes = 256 << 20;   // data bytes of each segment made (larger for a larger frame).
+  // Data bytes of each segment made: the first first_segment_bytes, each later one as large as
+  // all made before it (so the total doubles), at most segment_bytes; always room for the frame
+  // that asked. A segment is populated when made (every page written by the kernel), so a process
+  // that copies a few MB a step must not pay for 256 MB in its first step.
+  uint64_t first_segment_bytes = 16 << 20;
+  uint64_t segment_bytes = 256 << 20;
   uint64_t max_bytes = 2ull << 30;      // all segments of this process together; beyond: inline.
   uint32_t slots_per_segment = 1024;
   bool checksum_in_copy = true;  // ChecksumsPayloadTo same-host peers (false: for benchmarks).
@@ -79,6 +84,7 @@ struct ShmVanStats {
   uint64_t frames_sent_inline = 0;  // frames over the threshold that found no space
   uint64_t frames_received_shm = 0;
   uint64_t segments_created = 0;
+  uint64_t segment_bytes_made = 0;  // data bytes of those segments together
   uint64_t frames_lent = 0;       // payload frames sent in place from AllocatePayload memory
   uint64_t payload_segments = 0;  // AllocatePayload segments made
   uint64_t lent_taken_back = 0;   // lent slots nobody claimed in time

@@ -19,7 +19,7 @@ std::optional<ParameterCopy> ParameterCopies::CopyOf(int piece, uint64_t epoch, 
   copy.dtype = h.dtype();
   copy.reply = h;
   copy.size = reply.PayloadBytes();
-  copy.bytes = Memory(piece, copy.size);
+  Memory(piece, &copy);
   uint32_t crc = 0;
   size_t at = 0;
   for (const Frame& f : reply.payload) {
@@ -54,18 +54,25 @@ void ParameterCopies::ForgetAll() {
   }
 }
 
-std::shared_ptr<void> ParameterCopies::Memory(int piece, size_t bytes) {
+void ParameterCopies::Memory(int piece, ParameterCopy* copy) {
   std::vector<ParameterCopy>& spares = spare_[piece];
+  auto best = spares.end();
   for (auto it = spares.begin(); it != spares.end(); ++it) {
-    if (it->size == bytes && it->bytes.use_count() == 1) {
-      std::shared_ptr<void> memory = std::move(it->bytes);
-      spares.erase(it);
-      return memory;
+    if (it->capacity >= copy->size && it->bytes.use_count() == 1 &&
+        (best == spares.end() || it->capacity < best->capacity)) {
+      best = it;
     }
+  }
+  if (best != spares.end()) {
+    copy->bytes = std::move(best->bytes);
+    copy->capacity = best->capacity;
+    spares.erase(best);
+    return;
   }
   // A few spares still on loan are kept for later; beyond that the oldest goes.
   if (spares.size() > 4) spares.erase(spares.begin());
-  return van_->AllocatePayload(bytes);
+  copy->capacity = copy->reply.part() == proto::WHOLE ? copy->size : copy->size + copy->size / 4;
+  copy->bytes = van_->AllocatePayload(copy->capacity);
 }
 
 }  // namespace psformer

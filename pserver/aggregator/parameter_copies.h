@@ -27,7 +27,8 @@ struct ParameterCopy {
   proto::DType dtype = proto::FLOAT32;
   proto::Header reply;
   std::shared_ptr<void> bytes;
-  size_t size = 0;
+  size_t size = 0;      // of the payload
+  size_t capacity = 0;  // of `bytes` (a part's size changes with the step's rows: room to reuse)
 };
 
 class ParameterCopies {
@@ -46,9 +47,11 @@ class ParameterCopies {
   void ForgetAll();
 
  private:
-  // Memory for a copy of `piece` of `bytes`: one of the piece's spares that nothing refers to any
-  // more (no worker still reads it), else new memory from the Van.
-  std::shared_ptr<void> Memory(int piece, size_t bytes);
+  // Memory for `copy` (its size set) of `piece`: the smallest of the piece's spares that holds
+  // it and that nothing refers to any more (no worker still reads it), else new memory from the
+  // Van, with a quarter more room when the copy is a part of a split piece (whose size changes
+  // from step to step with the rows named): made once, not once a step. Sets bytes and capacity.
+  void Memory(int piece, ParameterCopy* copy);
 
   Van* van_;
   std::vector<std::vector<ParameterCopy>> copies_;  // by piece: the newest steps' parameters

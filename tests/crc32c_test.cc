@@ -37,6 +37,18 @@ TEST(Crc32c, CombinesPiecesChecksummedSeparately) {
   }
 }
 
+// Long second parts take the high bits of the length (the maps for 2^16 .. 2^22 zero bytes).
+TEST(Crc32c, CombinesLongPieces) {
+  std::vector<uint8_t> bytes((5 << 20) + 12345);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  const uint32_t whole = Crc32c(0, bytes.data(), bytes.size());
+  for (size_t split : {size_t{3}, size_t{100000}, size_t{1} << 20, bytes.size() / 2 + 7}) {
+    const uint32_t a = Crc32c(0, bytes.data(), split);
+    const uint32_t b = Crc32c(0, bytes.data() + split, bytes.size() - split);
+    EXPECT_EQ(Crc32cCombine(a, b, bytes.size() - split), whole) << "split at " << split;
+  }
+}
+
 // Bit by bit, straight from the definition: the reference for buffers long enough to take the
 // three-chain path of the hardware implementation (12 KiB and more).
 uint32_t Crc32cBitwise(const uint8_t* p, size_t n) {

@@ -9,5 +9,5 @@ psformer_test(pserver_test integration
     split_embedding_test.cc
   LIBS psformer_pserver psformer_common)
 # Host summing: aggregators between a host group's workers and the servers.
-psformer_test(host_summing_test integration SOURCES host_summing_test.cc aggregator_bounds_test.cc
+psformer_test(host_summing_test integration SOURCES host_summing_test.cc aggregator_bounds_test.cc aggregator_shares_test.cc
   LIBS psformer_pserver psformer_common)

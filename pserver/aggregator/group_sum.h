@@ -36,6 +36,7 @@ struct GroupSum {
   uint64_t epoch = 0;
   GradientAggregator shares;                      // by the worker's place in the group; its step is the sum's
   std::vector<std::optional<Requester>> waiting;  // answered with the server's answer to the sum
+  std::vector<uint32_t> table_crc;                // a named DENSE share's run table's CRC-32C
   uint64_t sequence = 0;                          // of the sum in flight to the server; 0 = none
 };
 
@@ -48,9 +49,11 @@ struct SummedShares {
 };
 
 // The sum of `shares` (n elements each) in worker order, rounded to bf16 when `bf16`; after
-// `table` (the runs a named DENSE sum names, its first frame) when there is one.
+// `table` (the runs a named DENSE sum names, its first frame) when there is one. With
+// `share_crcs`, also each share's payload CRC-32C (its values' bytes, in worker order), made in
+// the same pass while the block is in cache: the shares' checksums cost no pass of their own.
 SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int threads,
-                       std::span<const ElementRun> table = {});
+                       std::span<const ElementRun> table = {}, std::vector<uint32_t>* share_crcs = nullptr);
 // The sum of ROWS parts `rows` in worker order (SumRows), its values rounded to bf16 when `bf16`.
 SummedShares SumRowShares(std::span<const RowsGradient* const> rows, bool bf16);
 

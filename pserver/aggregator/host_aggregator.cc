@@ -173,7 +173,10 @@ void HostAggregator::HandleRequest(WireMessage msg) {
     return answers_.Refuse(msg.peer, &h, {RejectReason::kWrongShard, "shard " + std::to_string(h.shard()) + " of " +
                                                                 std::to_string(scopes_.size())});
   }
-  if (Refusal v = ValidateAtServer(msg, scopes_[h.shard()])) return answers_.Refuse(msg.peer, &h, *v);
+  // A share's CRC-32C is checked in the summing pass that reads it anyway (SendSum).
+  if (Refusal v = ValidateAtServer(msg, scopes_[h.shard()], /*defer_element_checksum=*/true)) {
+    return answers_.Refuse(msg.peer, &h, *v);
+  }
   if (type == proto::HEARTBEAT) return answers_.Answer({msg.peer, h}, proto::Header());
   if (type == proto::SHUTDOWN) return TakeGoodbye(local, msg);
   const int piece = PieceOf(h.begin(), h.end());

@@ -130,6 +130,10 @@ class HostAggregator {
   void ProbeOldEpoch(const WireMessage& msg);
   // Adds the held shares of sums_[slot] in worker order and sends the sum.
   void SendSum(int slot);
+  // Refuses each share of `slot` whose payload's CRC-32C (`share_crcs`, from the summing pass, in
+  // worker order; a named DENSE share's combined with its table's) is not its header's, and
+  // forgets it; false when any was.
+  bool RefuseDamagedShares(int slot, const std::vector<uint32_t>& share_crcs);
   // Servers' replies to this aggregator's requests.
   void SumAnswered(const Upstream& up, const WireMessage& reply);
   // False when the copy arrived damaged (the pull stays, to be sent again).

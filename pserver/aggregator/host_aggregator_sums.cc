@@ -1,8 +1,14 @@
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/trace.h"
 #include "pserver/aggregator/host_aggregator.h"
+#include "pserver/wire/gradient_rows.h"
+#include "pserver/wire/wire_message.h"
 
 // HostAggregator: the group's shares of each piece, and the sums sent to the servers.
 
@@ -33,6 +39,14 @@ void HostAggregator::TakeShare(int local, int slot, WireMessage msg) {
     stats_.duplicate_shares.fetch_add(1);
     return;
   }
+  // A named DENSE share's run table leaves the frames it sums (GradientAggregator::Add): its CRC
+  // is taken now, to be combined with the values' in the summing pass.
+  s.table_crc[local] = 0;
+  if (h.part() == proto::DENSE && h.named()) {
+    ForEachPayloadSpan(msg.payload, 1, 0, uint64_t{h.runs()} * kRunBytes, [&](const uint8_t* p, uint64_t, uint64_t n) {
+      s.table_crc[local] = Crc32c(s.table_crc[local], p, n);
+    });
+  }
   s.shares.Add(local, std::move(msg));
   if (s.shares.Complete()) SendSum(slot);
 }
@@ -45,10 +59,13 @@ void HostAggregator::SendSum(int slot) {
   // A ROWS part's sum is its own (the server adds it to the DENSE parts' sum, as a flat job's).
   // A DENSE sum names what its workers' parts named, all of them (else nothing).
   const std::optional<std::vector<ElementRun>> named = s.part == proto::DENSE ? s.shares.NamedUnion() : std::nullopt;
-  SummedShares sum = s.part == proto::ROWS
-                         ? SumRowShares(s.shares.gradient().rows, bf16)
-                         : SumShares(s.shares.gradient(), p.size(), bf16, threads_,
-                                     named ? std::span<const ElementRun>(*named) : std::span<const ElementRun>());
+  std::vector<uint32_t> share_crcs;
+  SummedShares sum =
+      s.part == proto::ROWS
+          ? SumRowShares(s.shares.gradient().rows, bf16)
+          : SumShares(s.shares.gradient(), p.size(), bf16, threads_,
+                      named ? std::span<const ElementRun>(*named) : std::span<const ElementRun>(), &share_crcs);
+  if (!RefuseDamagedShares(slot, share_crcs)) return;  // the sum is dropped: it waits for resends
   s.shares.Consumed();  // the workers' slots go back
   Upstream up;
   up.kind = Upstream::kSum;
@@ -77,6 +94,30 @@ void HostAggregator::SendSum(int slot) {
   const int sent = ++sums_sent_of_step_[step];
   sums_sent_of_step_.erase(sums_sent_of_step_.begin(), sums_sent_of_step_.lower_bound(step));
   if (sent == std::max<int>(1, static_cast<int>(sums_.size()) / 2)) faults_.KillOrStallAt(step);
+}
+
+bool HostAggregator::RefuseDamagedShares(int slot, const std::vector<uint32_t>& share_crcs) {
+  GroupSum& s = sums_[slot];
+  const PieceGradient shares = s.shares.gradient();
+  std::vector<std::pair<int, std::string>> damaged;  // worker, what is wrong
+  for (size_t w = 0; w < share_crcs.size(); ++w) {
+    const WireMessage& share = *shares.parts[w];
+    const proto::Header& h = share.header;
+    const uint32_t crc = h.named() ? Crc32cCombine(s.table_crc[w], share_crcs[w], share.PayloadBytes()) : share_crcs[w];
+    if (crc == h.payload_crc32c()) continue;
+    damaged.emplace_back(static_cast<int>(w), "payload CRC-32C " + std::to_string(crc) + " differs from the header's " +
+                                                  std::to_string(h.payload_crc32c()) + " (found in the summing pass)");
+  }
+  for (const auto& [w, why] : damaged) {
+    // Refused as the validator refuses a damaged payload: the worker sends its share again.
+    if (s.waiting[w]) {
+      const Requester from = *s.waiting[w];
+      answers_.Refuse(from.peer, &from.request, {RejectReason::kBadChecksum, why});
+      s.waiting[w].reset();
+    }
+    s.shares.Drop(w);
+  }
+  return damaged.empty();
 }
 
 void HostAggregator::SumAnswered(const Upstream& up, const WireMessage& reply) {

@@ -126,6 +126,15 @@ PieceGradient GradientAggregator::gradient() const {
   return g;
 }
 
+void GradientAggregator::Drop(int w) {
+  PSF_CHECK(w >= 0 && static_cast<size_t>(w) < waiting_.size() && waiting_[w].has_value());
+  waiting_[w].reset();
+  named_[w].reset();
+  --waiting_held_;
+  --held_;
+  complete_ = false;
+}
+
 void GradientAggregator::Consumed() {
   PSF_CHECK(complete_);
   for (auto& w : waiting_) w.reset();

@@ -87,6 +87,10 @@ class GradientAggregator {
   // REQUIRES: Complete() and not yet Consumed. The pushes in worker order; valid until Consumed,
   // the next Add or Begin.
   PieceGradient gradient() const;
+  // Forgets worker `w`'s WHOLE or DENSE push, found damaged after it was taken (a host
+  // aggregator checks the shares' CRCs in its summing pass): the piece waits for it again.
+  // REQUIRES: it is held and not Consumed.
+  void Drop(int w);
   // The update has read gradient(): the frames go back to the transport (a same-host sender's
   // shared-memory slots). Complete() stays true.
   void Consumed();

@@ -16,7 +16,9 @@ Refusal Reject(RejectReason reason, std::string detail) { return Rejection{reaso
 // caller checks it in its copy). The size of a payload with a run table (a ROWS push, a named
 // DENSE push, PARAMS of a part: gradient_rows.h) depends on the table, which is read once its
 // bytes are known good: after the checksum (so a client that checks in its copy reads it there).
-Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads = 1, bool check_crc = true) {
+// check_table: a run table's parse and its value count (a receiver that defers the CRC may still
+// need the table now).
+Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads, bool check_crc, bool check_table) {
   const proto::Header& h = msg.header;
   const uint64_t got = msg.PayloadBytes();
   if (got != h.payload_bytes()) {
@@ -48,7 +50,7 @@ Refusal CheckPayload(const WireMessage& msg, bool carries_elements, int threads 
                     "payload CRC-32C " + Str(crc) + " differs from the header's " + Str(h.payload_crc32c()));
     }
   }
-  if (!rows || !check_crc) return std::nullopt;
+  if (!rows || !check_table) return std::nullopt;
   RunTable table;
   if (Refusal bad = ParseRunTable(msg, &table)) return bad;
   const uint64_t want_values = TabledValues(h, table.named);
@@ -95,7 +97,7 @@ Refusal CheckPart(const proto::Header& h, const ServerScope& scope) {
 
 }  // namespace
 
-Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
+Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope, bool defer_element_checksum) {
   const proto::Header& h = msg.header;
   if (h.job_id() != scope.job_id) {
     return Reject(RejectReason::kWrongJob, "job " + Str(h.job_id()) + ", this server serves job " + Str(scope.job_id));
@@ -171,7 +173,8 @@ Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope) {
                     "pull asks for unsupported dtype " + Str(static_cast<uint64_t>(h.dtype())));
     }
   }
-  return CheckPayload(msg, carries_elements, scope.threads);
+  const bool defer = defer_element_checksum && type == proto::PUSH && h.part() != proto::ROWS;
+  return CheckPayload(msg, carries_elements, scope.threads, /*check_crc=*/!defer, /*check_table=*/true);
 }
 
 Refusal ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool defer_checksum) {
@@ -200,7 +203,7 @@ Refusal ValidateAtClient(const WireMessage& msg, const ClientScope& scope, bool 
       return Reject(RejectReason::kBadPayload, "parameters must be FLOAT32 or BFLOAT16");
     }
   }
-  return CheckPayload(msg, type == proto::PARAMS, 1, !defer_checksum);
+  return CheckPayload(msg, type == proto::PARAMS, 1, !defer_checksum, !defer_checksum);
 }
 
 }  // namespace psformer

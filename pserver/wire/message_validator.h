@@ -31,11 +31,12 @@ struct ServerScope {
 };
 
 // For a message arriving at a server. Accepted types: PUSH and PULL (from workers, or with host
-// summing from the groups' aggregators, which then send every PUSH; PULL also from the coordinator), HELLO and HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator
-// or supervisor). PUSH and PULL name a run of whole pieces of the shard (piece_bounds); PUSH
-// carries it in FLOAT32 or BFLOAT16 with step >= 1;
-// other types carry no payload.
-Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope);
+// summing from the groups' aggregators, which then send every PUSH; PULL also from the coordinator), HELLO and
+// HEARTBEAT (any member), CHECKPOINT and SHUTDOWN (coordinator or supervisor). PUSH and PULL name a run of whole pieces
+// of the shard (piece_bounds); PUSH carries it in FLOAT32 or BFLOAT16 with step >= 1; other types carry no payload.
+// `defer_element_checksum`: every check but the payload's CRC-32C of a WHOLE or DENSE PUSH, which the receiver makes in
+// its summing pass (a host aggregator: SumShares) and refuses there; a ROWS push's is checked here.
+Refusal ValidateAtServer(const WireMessage& msg, const ServerScope& scope, bool defer_element_checksum = false);
 
 // What a worker-side client knows.
 struct ClientScope {

@@ -109,7 +109,8 @@ bool HostAggregator::RefuseDamagedShares(int slot, const std::vector<uint32_t>& 
                                                   std::to_string(h.payload_crc32c()) + " (found in the summing pass)");
   }
   for (const auto& [w, why] : damaged) {
-    // Refused as the validator refuses a damaged payload: the worker sends its share again.
+    // Refused as the validator refuses a damaged payload on arrival: the worker's push fails as
+    // it would at a server, and its share, sent again, is taken into the sum still waiting.
     if (s.waiting[w]) {
       const Requester from = *s.waiting[w];
       answers_.Refuse(from.peer, &from.request, {RejectReason::kBadChecksum, why});

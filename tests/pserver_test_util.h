@@ -151,9 +151,11 @@ class ServerGroup {
 inline std::unique_ptr<PsClient> MakeClient(const ServerGroup& group, uint64_t total, int worker,
                                             proto::DType dtype = proto::FLOAT32, uint32_t incarnation = 0,
                                             proto::Role role = proto::WORKER,
-                                            std::shared_ptr<const PieceTable> pieces = nullptr) {
+                                            std::shared_ptr<const PieceTable> pieces = nullptr,
+                                            bool pull_digest = true) {
   PsClientOptions o;
   o.pieces = std::move(pieces);
+  o.pull_digest = pull_digest;
   o.job_id = kJobId;
   o.role = role;
   o.id = static_cast<uint32_t>(worker);

@@ -120,6 +120,7 @@ PsClientOptions WorkerLoop::ClientOptions(proto::Role role) const {
   o.retry_ms = config_.cluster().retry_ms();
   o.shm_refusal_patience_ms = SegmentRefusals::JobPatienceMs(config_.cluster());
   o.copy_threads = ClientPayloadThreads(config_);
+  o.pull_digest = config_.cluster().backend() == proto::ClusterConfig::EMULATED;  // its gradients' key
   if (role == proto::WORKER) o.stop_requested = WorkerStopRequested;
   o.gradient_dtype =
       config_.cluster().gradient_dtype() == proto::ClusterConfig::BF16 ? proto::BFLOAT16 : proto::FLOAT32;

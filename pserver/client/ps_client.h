@@ -95,6 +95,11 @@ struct PsClientOptions {
   int copy_threads = 1;
   // The job's pieces (JobPieceTable); null = one piece per shard. Servers must use the same.
   std::shared_ptr<const PieceTable> pieces;
+  // Whether Wait makes last_pull_digest. A piece pulled in two parts (the split embedding) has no
+  // CRC as a whole until its second part's landing makes one, a pass over the piece on the
+  // landing thread, in the step's tail; only an emulated GPU reads the digest (it keys its
+  // gradients), so a real worker leaves it off.
+  bool pull_digest = true;
   // Asked while Hello waits: true gives the wait up (Aborted), so that a process asked to stop
   // before every server answered (one not up yet, or unreachable) does not wait out timeout_ms.
   // Null: never asked.
@@ -198,7 +203,8 @@ class PsClient {
   uint64_t last_pull_tokens() const { return last_pull_tokens_; }
   // The CRC-32C of the whole vector the last Wait'ed pull brought, as it travelled (fp32 or
   // bf16 bytes, in model order), combined from its pieces' checked CRCs without a pass over the
-  // bytes: the same for any server count and piece table. 0 before any pull.
+  // bytes: the same for any server count and piece table. 0 before any pull, and without
+  // PsClientOptions::pull_digest.
   uint32_t last_pull_digest() const { return last_pull_digest_; }
 
   // Announces this process (incarnation) to every shard; returns the smallest "last pushed step"

@@ -114,7 +114,8 @@ bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   uint16_t* params_bf16 = r.params_bf16 != nullptr ? r.params_bf16 + p.model : nullptr;
   const uint64_t sequence = h.sequence();
   // The second part of a split piece to land makes the piece's CRC (the other lands first).
-  const bool piece_crc = p.sibling >= 0 && (r.parts[p.sibling].answered || r.parts[p.sibling].landing);
+  const bool piece_crc =
+      options_.pull_digest && p.sibling >= 0 && (r.parts[p.sibling].answered || r.parts[p.sibling].landing);
   landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16, piece_crc});
   p.landing = true;
   return false;  // answered once it has landed (TakeLandings)

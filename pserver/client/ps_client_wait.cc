@@ -77,7 +77,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   // Its pieces may have been taken in before this Wait (Progress): the request keeps what they said.
   last_pull_loss_sum_ = r.pulled_loss_sum;
   last_pull_tokens_ = r.pulled_tokens;
-  if (r.type == proto::PULL && r.error.ok()) {
+  if (r.type == proto::PULL && r.error.ok() && options_.pull_digest) {
     const uint64_t elem = r.dtype == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
     uint32_t digest = 0;
     for (int part : pieces_->model_order()) {

@@ -83,19 +83,6 @@ class AggregatorShares : public ::testing::Test {
     ASSERT_TRUE(worker_.Send(std::move(raw)).ok());
   }
 
-  // The next reply to a share, or a failure after ~10 s.
-  WireMessage NextReply() {
-    for (int i = 0; i < 100; ++i) {
-      auto reply = worker_.Recv(100);
-      if (!reply.ok() || !reply->has_value()) continue;
-      WireMessage msg;
-      EXPECT_FALSE(ParseMessage(std::move(**reply), &msg));
-      return msg;
-    }
-    ADD_FAILURE() << "no reply from the aggregator";
-    return WireMessage();
-  }
-
   TempDir dir_;
   ServerGroup servers_;
   std::unique_ptr<HostAggregator> aggregator_;
@@ -107,7 +94,7 @@ TEST_F(AggregatorShares, ADamagedShareIsRefusedInTheSummingPassAndItsResendCompl
   ASSERT_TRUE(aggregator_);
   SendShare(1, /*sequence=*/11);
   SendShare(0, /*sequence=*/10, /*flip_at=*/5000);  // in the second frame
-  const WireMessage refused = NextReply();
+  const WireMessage refused = NextReply(worker_);
   EXPECT_EQ(refused.header.type(), proto::ERROR);
   EXPECT_EQ(refused.header.sequence(), 10u);
   EXPECT_EQ(refused.header.reject_reason(), static_cast<uint32_t>(RejectReason::kBadChecksum));
@@ -118,7 +105,7 @@ TEST_F(AggregatorShares, ADamagedShareIsRefusedInTheSummingPassAndItsResendCompl
   SendShare(0, /*sequence=*/12);  // intact: worker 1's share, still held, completes the sum with it
   std::vector<uint64_t> acked;
   for (int i = 0; i < 2; ++i) {
-    const WireMessage ack = NextReply();
+    const WireMessage ack = NextReply(worker_);
     EXPECT_EQ(ack.header.type(), proto::ACK) << ack.header.error();
     acked.push_back(ack.header.sequence());
   }
@@ -134,7 +121,7 @@ TEST_F(AggregatorShares, IntactSharesAreSummedWithoutRefusal) {
   ASSERT_TRUE(aggregator_);
   SendShare(0, 20);
   SendShare(1, 21);
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(NextReply().header.type(), proto::ACK);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(NextReply(worker_).header.type(), proto::ACK);
   EXPECT_EQ(aggregator_->stats().sums_sent.load(), 1u);
   EXPECT_EQ(aggregator_->stats().rejected.Get(RejectReason::kBadChecksum), 0u);
 }

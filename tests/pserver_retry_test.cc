@@ -38,19 +38,6 @@ class PserverRetry : public ::testing::Test {
     return EncodeMessage("server", h, std::move(payload));
   }
 
-  // The next reply `van` receives (within 10 s).
-  WireMessage Reply(Van& van) {
-    for (int i = 0; i < 100; ++i) {
-      auto r = van.Recv(100);
-      if (!r.ok() || !r->has_value()) continue;
-      WireMessage msg;
-      EXPECT_FALSE(ParseMessage(std::move(**r), &msg));
-      return msg;
-    }
-    ADD_FAILURE() << "no reply within 10 s";
-    return {};
-  }
-
   std::unique_ptr<Van> Connected(std::unique_ptr<Van> van) {
     EXPECT_TRUE(van->Connect("server", group_.endpoints()[0]).ok());
     return van;
@@ -69,20 +56,20 @@ class PserverRetry : public ::testing::Test {
 TEST_F(PserverRetry, RepeatedPushIsAcknowledgedAsDuplicateAndRepeatedPullIsAnsweredAgain) {
   auto van = Connected(std::make_unique<ZmqVan>());
   ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 1)).ok());
-  WireMessage ack = Reply(*van);
+  WireMessage ack = NextReply(*van);
   EXPECT_EQ(ack.header.type(), proto::ACK);
   EXPECT_FALSE(ack.header.duplicate());
   ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 1)).ok());  // the retry of a push whose ACK was lost.
-  WireMessage again = Reply(*van);
+  WireMessage again = NextReply(*van);
   EXPECT_EQ(again.header.type(), proto::ACK);
   EXPECT_TRUE(again.header.duplicate());
   EXPECT_EQ(again.header.sequence(), 1u);
 
   ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
-  WireMessage first = Reply(*van);
+  WireMessage first = NextReply(*van);
   ASSERT_EQ(first.header.type(), proto::PARAMS) << first.header.error();
   ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());  // the retry of a pull whose answer was lost.
-  WireMessage second = Reply(*van);
+  WireMessage second = NextReply(*van);
   ASSERT_EQ(second.header.type(), proto::PARAMS) << second.header.error();
   EXPECT_EQ(second.header.sequence(), 2u);
   EXPECT_EQ(Params(first), Params(second));
@@ -97,12 +84,12 @@ TEST_F(PserverRetry, EveryMessageSentTwiceStillAppliesEachStepOnce) {
   std::vector<float> last;
   for (int64_t step = 1; step <= 3; ++step) {
     ASSERT_TRUE(van->Send(Request(proto::PUSH, step, 2 * step)).ok());
-    WireMessage a = Reply(*van), b = Reply(*van);
+    WireMessage a = NextReply(*van), b = NextReply(*van);
     EXPECT_EQ(a.header.type(), proto::ACK);
     EXPECT_EQ(b.header.type(), proto::ACK);
     EXPECT_NE(a.header.duplicate(), b.header.duplicate()) << "one ACK applies, the other is the duplicate";
     ASSERT_TRUE(van->Send(Request(proto::PULL, step, 2 * step + 1)).ok());
-    WireMessage p = Reply(*van), q = Reply(*van);
+    WireMessage p = NextReply(*van), q = NextReply(*van);
     ASSERT_EQ(p.header.type(), proto::PARAMS) << p.header.error();
     ASSERT_EQ(q.header.type(), proto::PARAMS) << q.header.error();
     EXPECT_EQ(Params(p), Params(q));
@@ -121,31 +108,31 @@ TEST_F(PserverRetry, EveryMessageSentTwiceStillAppliesEachStepOnce) {
 TEST_F(PserverRetry, PullAheadOfItsPushWaitsForItAndALatePullIsStale) {
   auto van = Connected(std::make_unique<ZmqVan>());
   ASSERT_TRUE(van->Send(Request(proto::PULL, 2, 1)).ok());
-  WireMessage ahead = Reply(*van);
+  WireMessage ahead = NextReply(*van);
   ASSERT_EQ(ahead.header.type(), proto::ERROR);
   EXPECT_EQ(static_cast<RejectReason>(ahead.header.reject_reason()), RejectReason::kFutureStep);
   // Reordered: the pull of step 1 overtook the push of step 1.
   ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
   ASSERT_TRUE(van->Send(Request(proto::PUSH, 1, 3)).ok());
-  WireMessage ack = Reply(*van), early = Reply(*van);
+  WireMessage ack = NextReply(*van), early = NextReply(*van);
   EXPECT_EQ(ack.header.type(), proto::ACK);
   ASSERT_EQ(early.header.type(), proto::PARAMS) << early.header.error();
   EXPECT_EQ(early.header.sequence(), 2u);
   const std::vector<float> after_one = Params(early);
   // Step 2 goes through; then a delayed copy of the pull of step 1 arrives: the kept state.
   ASSERT_TRUE(van->Send(Request(proto::PUSH, 2, 4)).ok());
-  EXPECT_EQ(Reply(*van).header.type(), proto::ACK);
+  EXPECT_EQ(NextReply(*van).header.type(), proto::ACK);
   ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
-  WireMessage late = Reply(*van);
+  WireMessage late = NextReply(*van);
   ASSERT_EQ(late.header.type(), proto::PARAMS) << late.header.error();
   EXPECT_EQ(Params(late), after_one);
   // After step 3, step 1 is gone.
   ASSERT_TRUE(van->Send(Request(proto::PULL, 2, 5)).ok());
-  EXPECT_EQ(Reply(*van).header.type(), proto::PARAMS);
+  EXPECT_EQ(NextReply(*van).header.type(), proto::PARAMS);
   ASSERT_TRUE(van->Send(Request(proto::PUSH, 3, 6)).ok());
-  EXPECT_EQ(Reply(*van).header.type(), proto::ACK);
+  EXPECT_EQ(NextReply(*van).header.type(), proto::ACK);
   ASSERT_TRUE(van->Send(Request(proto::PULL, 1, 2)).ok());
-  WireMessage stale = Reply(*van);
+  WireMessage stale = NextReply(*van);
   ASSERT_EQ(stale.header.type(), proto::ERROR);
   EXPECT_EQ(static_cast<RejectReason>(stale.header.reject_reason()), RejectReason::kStaleStep);
   EXPECT_EQ(stale.header.sequence(), 2u);  // names the request it answers.

@@ -24,6 +24,7 @@
 #include "common/transport/zmq_van.h"
 #include "pserver/client/ps_client.h"
 #include "pserver/server/parameter_server.h"
+#include "pserver/wire/wire_message.h"
 
 namespace psformer::testing {
 
@@ -51,6 +52,19 @@ inline proto::Header MessageHeader(proto::MessageType type, uint64_t job_id, pro
   h.set_sender_id(sender);
   h.set_shard(shard);
   return h;
+}
+
+// The next message `van` receives, parsed (a failure when none comes within 10 s).
+inline WireMessage NextReply(Van& van) {
+  for (int i = 0; i < 100; ++i) {
+    auto r = van.Recv(100);
+    if (!r.ok() || !r->has_value()) continue;
+    WireMessage msg;
+    EXPECT_FALSE(ParseMessage(std::move(**r), &msg));
+    return msg;
+  }
+  ADD_FAILURE() << "no reply within 10 s";
+  return {};
 }
 
 // A request of this job from worker 0 to shard 0.

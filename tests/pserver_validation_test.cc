@@ -35,20 +35,13 @@ class PserverValidation : public ::testing::Test {
   RejectReason Exchange(RawMessage raw) {
     raw.peer = "server";
     EXPECT_TRUE(attacker_.Send(std::move(raw)).ok());
-    for (int i = 0; i < 100; ++i) {
-      auto reply = attacker_.Recv(100);
-      if (!reply.ok() || !reply->has_value()) continue;
-      WireMessage msg;
-      EXPECT_FALSE(ParseMessage(std::move(**reply), &msg));
-      if (msg.header.type() != proto::ERROR) {
-        ADD_FAILURE() << "expected ERROR, got " << proto::MessageType_Name(msg.header.type());
-        return RejectReason::kNone;
-      }
-      EXPECT_FALSE(msg.header.error().empty());
-      return static_cast<RejectReason>(msg.header.reject_reason());
+    const WireMessage msg = NextReply(attacker_);
+    if (msg.header.type() != proto::ERROR) {
+      ADD_FAILURE() << "expected ERROR, got " << proto::MessageType_Name(msg.header.type());
+      return RejectReason::kNone;
     }
-    ADD_FAILURE() << "no answer";
-    return RejectReason::kNone;
+    EXPECT_FALSE(msg.header.error().empty());
+    return static_cast<RejectReason>(msg.header.reject_reason());
   }
 
   ServerGroup group_;

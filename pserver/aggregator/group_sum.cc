@@ -59,7 +59,7 @@ SummedShares SumShares(const PieceGradient& shares, size_t n, bool bf16, int thr
       crcs.crc[part] = Crc32c(crcs.crc[part], out + b * elem, (e - b) * elem);
       for (size_t w = 0; w < workers; ++w) {
         const WireMessage& share = *shares.parts[w];
-        const size_t share_elem = share.header.dtype() == proto::BFLOAT16 ? sizeof(uint16_t) : sizeof(float);
+        const size_t share_elem = DTypeBytes(share.header.dtype());
         uint32_t& c = of_share[w].crc[part];
         ForEachPayloadSpan(share.payload, share_elem, b, e,
                            [&](const uint8_t* p, uint64_t, uint64_t count) { c = Crc32c(c, p, count * share_elem); });

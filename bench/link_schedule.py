@@ -38,6 +38,8 @@ class Variant:
     early_rows: bool = False       # rows the step's tokens touch are named up front: the others update early
     forward_waits: bool = False    # forward of layer k waits for layer k only (not the whole pull)
     priority: bool = False         # the link sends what the next forward needs first
+    lookup_first: bool = False     # the embedding where the model uses it (step_time_lookup_first)
+    chunks: int = 1                # ... its output projection's gradient in this many blocks
 
 
 VARIANTS = [
@@ -48,6 +50,11 @@ VARIANTS = [
     Variant("+ forward-order priority", split_embedding=True, early_rows=True, forward_waits=True, priority=True),
     Variant("priority alone", priority=True),
     Variant("per-layer forward + priority", forward_waits=True, priority=True),
+    # The embedding where the model uses it (step_time_lookup_first): from the split with rows named up front
+    Variant("two parts + rows named, dE's product apart", lookup_first=True),
+    Variant("+ dE pushed in 8 blocks", lookup_first=True, chunks=8),
+    Variant("+ per-layer forward + priority, next batch's rows first", lookup_first=True, forward_waits=True,
+            priority=True, chunks=8),
 ]
 
 
@@ -89,6 +96,8 @@ class Link:
 def step_time(sizes, compute_s, link_bytes_per_s, variant, rows_fraction=0.15, steps=6):
     """Seconds a step takes in steady state (the last of `steps` steps). `rows_fraction`: the share
     of the embedding's rows a step's tokens touch."""
+    if variant.lookup_first:
+        return step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fraction, steps)
     total = sum(p for _, p in sizes)
     fwd_s, bwd_s = compute_s / 3, 2 * compute_s / 3
     index = {name: i for i, (name, _) in enumerate(sizes)}
@@ -136,6 +145,73 @@ def step_time(sizes, compute_s, link_bytes_per_s, variant, rows_fraction=0.15, s
             have[name] = done[("pull", name)]
         if variant.early_rows:
             have["E"] = max(have["E"], done[("pull", "E-rows")])
+        t = clock
+    return starts[-1] - starts[-2]
+
+
+
+def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fraction, steps):
+    """step_time with the embedding where the model uses it: forward's lookup (no time) at its start
+    needs only the next batch's rows (`rows_fraction` of them, as many untouched by this step as the
+    fraction says), the output projection at forward's end (the embedding's share of forward) all of
+    them; backward begins with the output projection's two products, dE = dlogits^T y (its dense part
+    of the embedding's gradient, in `variant.chunks` blocks of rows, each pushed when done) and then
+    dy = dlogits E, each half the embedding's share (as cluster.backend=EMULATED releases it), and
+    pushes the lookups' rows at its end. The embedding is pushed in two
+    parts and its rows named up front; forward_waits and priority as the variant says."""
+    total = sum(p for _, p in sizes)
+    fwd_s, bwd_s = compute_s / 3, 2 * compute_s / 3
+    k = variant.chunks
+    e_bytes = 4 * sizes[0][1] / 2  # the embedding's bytes that cross
+    layers_ = [(name, p) for name, p in sizes[1:]]
+    index = {name: i + 1 for i, (name, _) in enumerate(layers_)}
+    half = {name: 4 * p / 2 for name, p in layers_}
+    chunk_names = [f"E{c}" for c in range(k)]
+    have = {name: 0.0 for name in list(half) + chunk_names + ["E-next", "E-rows"]}
+    next_rows = rows_fraction * (1 - rows_fraction)  # the next batch's rows this step left untouched
+    t, starts = 0.0, []
+    for _ in range(steps):
+        starts.append(t)
+        if variant.forward_waits:
+            t = max(t, have["E-next"], have["E-rows"])  # the lookup
+            for name, p in layers_:
+                t = max(t, have[name]) + fwd_s * p / total
+            for c in chunk_names:  # the output projection, block by block
+                t = max(t, have[c]) + fwd_s * sizes[0][1] / k / total
+        else:  # once the whole pull is in
+            t = max([t] + list(have.values())) + fwd_s
+        clock = t
+        link = Link(link_bytes_per_s, variant.priority)
+        for c in reversed(chunk_names):  # dE = dlogits^T y: the first of the output projection's products
+            clock += bwd_s * sizes[0][1] / 2 / k / total
+            link.send(clock, e_bytes / k, len(sizes), ("push", c))
+        clock += bwd_s * sizes[0][1] / 2 / total  # dy = dlogits E
+        for name, p in reversed(layers_):
+            clock += bwd_s * p / total
+            link.send(clock, half[name], index[name], ("push", name))
+        link.send(clock, rows_fraction * e_bytes, 0, ("push", "E-rows"))
+        got = set()
+
+        def delivered(key, when):
+            kind, name = key
+            got.add(key)
+            if kind != "push":
+                return
+            if name in half:
+                link.send(when, half[name], index[name], ("pull", name))
+            elif name in chunk_names:  # its untouched rows: the next batch's first, the rest by forward order
+                link.send(when, next_rows * e_bytes / k, -1, ("pull", "E-next-" + name))
+                link.send(when, (1 - rows_fraction - next_rows) * e_bytes / k, len(sizes), ("pull", name))
+            if all(("push", c) in got for c in chunk_names) and ("push", "E-rows") in got and \
+                    ("pull", "E-rows") not in got:
+                got.add(("pull", "E-rows"))
+                link.send(when, rows_fraction * e_bytes, -1, ("pull", "E-rows"))
+
+        done = link.run(delivered)
+        for name in have:
+            if name != "E-next":
+                have[name] = done[("pull", name)]
+        have["E-next"] = max(done[("pull", "E-next-" + c)] for c in chunk_names)
         t = clock
     return starts[-1] - starts[-2]
 

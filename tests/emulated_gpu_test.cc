@@ -77,13 +77,30 @@ TEST(EmulatedGpu, BackwardBeginsWithTheOutputProjection) {
     const std::vector<double>& at = gpu.release_at();
     ASSERT_EQ(at.size(), ranges.size());
     const double n = static_cast<double>(gpu.parameter_count());
-    const size_t e = split ? 0 : ranges.size() - 1;  // the embedding's range
-    ASSERT_EQ(ranges[e].first, 0u);
-    const double embedding = static_cast<double>(ranges[e].second);
-    EXPECT_DOUBLE_EQ(at[e], split ? std::floor(embedding / 2) / n : 1.0);
+    const uint64_t width = config.model().d_model();
+    const uint64_t embedding_size = 40 * width;
+    const double embedding = static_cast<double>(embedding_size);
+    // Split: the embedding's dense part in blocks of rows through the first product, each final
+    // at its share of it; whole: one range, final at the end.
+    const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(40);
+    const size_t e_first = split ? 0 : ranges.size() - 1, e_end = split ? blocks.size() : ranges.size();
+    ASSERT_EQ(ranges[e_first].first, 0u);
+    ASSERT_EQ(ranges[e_end - 1].second, embedding_size);
+    if (split) {
+      ASSERT_EQ(blocks.size(), 8u);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        EXPECT_EQ(ranges[b], std::make_pair(blocks[b].first * width, blocks[b].second * width));
+        EXPECT_DOUBLE_EQ(at[b], std::floor(embedding / 2) * blocks[b].second / 40 / n) << "block " << b;
+        if (b > 0) {
+          EXPECT_GT(at[b], at[b - 1]);
+        }
+      }
+    } else {
+      EXPECT_DOUBLE_EQ(at[e_first], 1.0);
+    }
     double done = embedding;
     for (size_t i = 0; i < ranges.size(); ++i) {
-      if (i == e) continue;
+      if (i >= e_first && i < e_end) continue;
       done += static_cast<double>(ranges[i].second - ranges[i].first);
       EXPECT_DOUBLE_EQ(at[i], done / n) << "range " << i;
       if (i > 0) {

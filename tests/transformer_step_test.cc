@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -74,6 +75,39 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
   };
   bool rounds_;
   std::vector<ElementRange> awaited_;
+};
+
+// The CPU backend with copies off the "device" that land only when awaited: Start only notes the
+// range, WaitOldest copies it. What Compute's thread read of such a copy's host array before the
+// copy was awaited would be the array's old contents.
+class LateDownloadCpuBackend final : public CpuBackend<float> {
+ public:
+  LateDownloadCpuBackend() : CpuBackend<float>(1) {}
+  StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override {
+    return std::unique_ptr<RangeDownloader>(std::make_unique<Late>(device, host, n));
+  }
+
+ private:
+  class Late final : public RangeDownloader {
+   public:
+    Late(const float* device, float* host, size_t n) : device_(device), host_(host), n_(n) {}
+    void Start(uint64_t begin, uint64_t end) override {
+      ASSERT_LE(end, n_);
+      started_.push_back({begin, end});
+    }
+    ElementRange WaitOldest() override {
+      const ElementRange r = started_.front();
+      started_.pop_front();
+      std::copy(device_ + r.begin, device_ + r.end, host_ + r.begin);
+      return r;
+    }
+
+   private:
+    const float* device_;
+    float* host_;
+    size_t n_;
+    std::deque<ElementRange> started_;
+  };
 };
 
 proto::JobConfig Bf16CopyConfig() {
@@ -211,6 +245,40 @@ TEST(TransformerStep, ParametersUploadedLayerByLayerWhereForwardNeedsThemGiveThe
       covered = r.end;
     }
     EXPECT_EQ(covered, n);
+  }
+}
+
+// With the embedding's gradient in two parts, the lookups' part is copied off the device after
+// backward and awaited by the data path's thread (AwaitLookups), not by Compute's: with copies
+// that land only when awaited, lookups() holds nothing of the step until AwaitLookups, and then
+// the rows and values a step with immediate copies has when Compute returns, bit for bit.
+TEST(TransformerStep, TheLookupsCopyIsAwaitedByTheDataPathNotByCompute) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+  config.mutable_cluster()->set_split_embedding(true);
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).message();
+  auto late = MakeStep(config, std::make_unique<LateDownloadCpuBackend>());
+  auto immediate = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  for (TransformerStep* s : {late.get(), immediate.get()}) s->ParamsPulled(0, proto::FLOAT32);
+  for (const int64_t step : {2, 3}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    immediate->Compute(step, nullptr);
+    immediate->AwaitLookups();
+    int handed_over = 0;
+    late->Compute(step, [&](uint64_t, uint64_t, const StepStats&) { ++handed_over; });
+    for (int i = 0; i < handed_over; ++i) late->gradient_copies().WaitOldest();
+    const StepComputer::Lookups& want = immediate->lookups();
+    const StepComputer::Lookups& got = late->lookups();
+    ASSERT_GT(want.rows.size(), 0u);
+    ASSERT_EQ(got.width, want.width);
+    const size_t count = want.rows.size() * want.width;
+    ASSERT_EQ(std::vector<int32_t>(got.rows.begin(), got.rows.end()),
+              std::vector<int32_t>(want.rows.begin(), want.rows.end()));
+    // Before: the host array holds the last step's values (none, the first time), not this one's.
+    EXPECT_NE(std::memcmp(got.values, want.values, count * sizeof(float)), 0);
+    late->AwaitLookups();
+    EXPECT_EQ(std::memcmp(got.values, want.values, count * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(late->grad().data(), immediate->grad().data(), late->parameter_count() * sizeof(float)), 0);
   }
 }
 

@@ -181,6 +181,20 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     done += range.second - range.first;
     release_at_.push_back(static_cast<double>(done) / n_);
   }
+  if (!lookup_rows_.empty()) {
+    // Split, the first product is made and released by blocks of rows, as the Transformer's is.
+    const uint64_t width = static_cast<uint64_t>(config.model().d_model());
+    std::vector<Range> blocks;
+    std::vector<double> at;
+    for (const auto& [first, last] : OutputProjectionBlocks(vocab)) {
+      blocks.push_back({first * width, last * width});
+      at.push_back(static_cast<double>(embedding / 2) * last / vocab / static_cast<double>(n_));
+    }
+    ranges_.erase(ranges_.begin());
+    ranges_.insert(ranges_.begin(), blocks.begin(), blocks.end());
+    release_at_.erase(release_at_.begin());
+    release_at_.insert(release_at_.begin(), at.begin(), at.end());
+  }
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);

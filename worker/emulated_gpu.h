@@ -75,7 +75,8 @@ class EmulatedGpu {
   // weights), and backward begins with the output projection, the shared embedding's: its two
   // products (dE = dlogits^T y, then dy = dlogits E) take the embedding's share between them. So
   // the other layers follow that share, and the embedding's range is final at backward's end (the
-  // lookups add to it last); with split_embedding its dense part is final after the first product.
+  // lookups add to it last); with split_embedding its dense part is final during the first
+  // product, by blocks of rows (OutputProjectionBlocks), each at its share of that product.
   const std::vector<double>& release_at() const { return release_at_; }
 
   // One step from parameters of digest `params_digest` (ParameterDigest, or the pull's) into
@@ -90,8 +91,8 @@ class EmulatedGpu {
                  const GradientReady& ready = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
-  // With cluster.split_embedding the embedding's range comes first in ranges() (the output
-  // projection's part, which backward computes first), and each step also looks up these rows:
+  // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the
+  // output projection's part, which backward computes first), and each step also looks up these rows:
   // cluster.emulated_lookup_rows of them, spread evenly over the vocabulary, with values made
   // once. Their copy off the device follows backward: it ends at lookups_ready() of the last Step.
   const std::vector<int32_t>& lookup_rows() const { return lookup_rows_; }

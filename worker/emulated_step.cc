@@ -28,13 +28,16 @@ StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying)
   const StepStats stats =
       gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
   if (!gpu_->lookup_rows().empty()) {
-    // The lookups' part is copied off the device after backward, as a GPU worker's is.
-    std::this_thread::sleep_until(gpu_->lookups_ready());
+    // The lookups' part is copied off the device after backward, as a GPU worker's is, and
+    // awaited by the data path (AwaitLookups).
+    lookups_ready_ = gpu_->lookups_ready();
     lookups_ = Lookups{gpu_->lookup_rows(), gpu_->lookup_values().data(),
                        static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size())};
   }
   return stats;
 }
+
+void EmulatedStep::AwaitLookups() { std::this_thread::sleep_until(lookups_ready_); }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {
   return Status::Unimplemented("an emulated GPU has no model to validate");

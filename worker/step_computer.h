@@ -108,13 +108,18 @@ class StepComputer {
   // the last Compute's embedding gradient, which grad()'s embedding range then leaves out (it
   // holds the output projection's part, handed over first): the embedding's rows the batch looked
   // up, ascending, and their gradient (rows.size() x width), in host memory, complete once
-  // Compute returns and unchanged until the next. Without the split, no rows.
+  // AwaitLookups has returned and unchanged until the next Compute. Without the split, no rows.
   struct Lookups {
     std::span<const int32_t> rows;
     const float* values = nullptr;
     uint64_t width = 0;
   };
   const Lookups& lookups() const { return lookups_; }
+  // Waits until lookups() holds the last Compute's values. Their copy off the device begins
+  // when backward ends, and is awaited here rather than in Compute, so that the thread launching
+  // the device's work never waits for backward (the data path waits on its client thread, just
+  // before it pushes them). Called once per Compute, after it, on any one thread.
+  virtual void AwaitLookups() {}
   // The rows the step being computed looks up (values null), known once its first gradient range
   // is handed over (GradientCopying), or once Compute returns, and unchanged until the next
   // Compute: the data path names them with the embedding's dense part (PsClient::NameRows) so

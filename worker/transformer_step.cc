@@ -48,6 +48,9 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
                                                                          sizeof(uint16_t)));
   }
   for (const auto& [begin, end] : s->model_->forward_ranges()) s->forward_ranges_.push_back({begin, end});
+  if (s->split_embedding_) {  // room for every row the lookups can name (the model's own buffer's)
+    s->lookup_values_.resize(static_cast<size_t>(s->source_->vocab_size()) * config.model().d_model());
+  }
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
                                                            s->backend_.get()));
@@ -79,7 +82,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     const StepStats stats =
         model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need, lookups);
     NameLookedUpRows();
-    LookupsToHost();
+    StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
     if (bf16) {
@@ -104,7 +107,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const StepStats stats =
       model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need, lookups);
   backend_->MarkSpanEnd();
-  LookupsToHost();
+  StartLookupsCopy();
   return stats;
 }
 
@@ -113,14 +116,34 @@ void TransformerStep::NameLookedUpRows() {
   named_rows_ = Lookups{device_lookups_.rows, nullptr, static_cast<uint64_t>(config_.model().d_model())};
 }
 
-void TransformerStep::LookupsToHost() {
+void TransformerStep::StartLookupsCopy() {
   if (!split_embedding_) return;
   const uint64_t width = static_cast<uint64_t>(config_.model().d_model());
-  lookup_values_.resize(device_lookups_.rows.size() * width);
-  if (!lookup_values_.empty()) {
-    backend_->CopyToHost(lookup_values_.data(), device_lookups_.values, lookup_values_.size() * sizeof(float));
-  }
+  const uint64_t count = device_lookups_.rows.size() * width;
+  AwaitLookups();  // a step whose lookups were never pushed (it ended the run): its copy first
   lookups_ = Lookups{device_lookups_.rows, lookup_values_.data(), width};
+  if (count == 0) return;
+  if (device_lookups_.values != lookups_aimed_at_) {  // the model's buffer, made in the first step
+    lookup_download_.reset();                         // lets go of (unpins) the host array first
+    lookups_aimed_at_ = nullptr;
+    auto made = backend_->MakeRangeDownloader(device_lookups_.values, lookup_values_.data(), lookup_values_.size());
+    if (!made.ok()) {  // copied here, then: slower, still right
+      PSF_LOG(Warning) << "the lookups' copy off the device runs on the launching thread: " << made.status().ToString();
+      backend_->CopyToHost(lookup_values_.data(), device_lookups_.values, count * sizeof(float));
+      return;
+    }
+    lookup_download_ = std::move(*made);
+    lookups_aimed_at_ = device_lookups_.values;
+  }
+  // Queued behind backward on the device; the data path's thread waits for it (AwaitLookups).
+  lookup_download_->Start(0, count);
+  lookups_copying_ = true;
+}
+
+void TransformerStep::AwaitLookups() {
+  if (!lookups_copying_) return;
+  lookup_download_->WaitOldest();
+  lookups_copying_ = false;
 }
 
 ParamsNeeded TransformerStep::StartParamUploads() {

@@ -33,6 +33,7 @@ class TransformerStep final : public StepComputer {
   int vocab_size() const override { return source_->vocab_size(); }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return *grad_download_; }
+  void AwaitLookups() override;
   double last_device_s() override { return backend_->SpanSeconds(); }
   bool validates() const override { return true; }
   StatusOr<ValidationResult> Validate(std::vector<std::string>* hypotheses) override;
@@ -50,8 +51,9 @@ class TransformerStep final : public StepComputer {
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
-  // With split_embedding_: the last step's lookups' part from the device into lookups_.
-  void LookupsToHost();
+  // With split_embedding_: starts the copy of this step's lookups' part from the device into
+  // lookups_ (awaited by AwaitLookups, on the data path's thread).
+  void StartLookupsCopy();
   // With split_embedding_: the rows this step's ForwardBackward looks up into named_rows_.
   void NameLookedUpRows();
 
@@ -75,7 +77,10 @@ class TransformerStep final : public StepComputer {
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   LookupRows<float> device_lookups_;                 // the model's, on the device
-  std::vector<float> lookup_values_;                 // their values, on the host (lookups_)
+  std::vector<float> lookup_values_;                 // their values, on the host (lookups_), room (vocab, d)
+  std::unique_ptr<RangeDownloader> lookup_download_;  // device_lookups_.values to lookup_values_
+  const float* lookups_aimed_at_ = nullptr;           // the device array lookup_download_ reads
+  bool lookups_copying_ = false;                      // a copy started and not yet awaited
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };
 

@@ -85,6 +85,7 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
       PSF_RETURN_IF_ERROR(c.PushReady(*push_.ticket, 0, n_));
     }
     if (c.pieces().has_split()) {  // the lookups' part of the embedding's gradient: final last
+      computer_->AwaitLookups();   // its copy off the device, on this thread, not the launching one
       const StepComputer::Lookups& lookups = computer_->lookups();
       PSF_RETURN_IF_ERROR(c.PushRows(*push_.ticket, lookups.rows, lookups.values, lookups.width).WithContext(what));
     }

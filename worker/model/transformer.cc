@@ -137,6 +137,16 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   return stats;
 }
 
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab) {
+  const int blocks = std::max(1, std::min(kOutputProjectionBlocks, vocab));
+  std::vector<std::pair<int, int>> out;
+  for (int b = 0; b < blocks; ++b) {
+    out.emplace_back(static_cast<int>(static_cast<int64_t>(vocab) * b / blocks),
+                     static_cast<int>(static_cast<int64_t>(vocab) * (b + 1) / blocks));
+  }
+  return out;
+}
+
 template <typename T>
 StepStats Transformer<T>::Evaluate(const T* params, const Batch& batch) {
   return Forward(params, batch, nullptr, false);
@@ -168,12 +178,20 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   const T* dlogits = logits_.data();  // CrossEntropy wrote the gradient over the logits
 
   // Pre-softmax projection: dE += dlogits^T y; dy = dlogits E.
-  be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
-           T(1), grad + embedding_, d_);
   T* lookup_grad = nullptr;  // with `lookups`: where the lookups add, in place of grad's E
-  if (lookups != nullptr) {
-    report(embedding_range_);  // the output projection's part is all E's range will hold
-    lookup_grad = rows_grad_.Reserve(be, lookups->rows.size() * d_);
+  if (lookups == nullptr) {
+    be->Gemm(Transpose::kYes, Transpose::kNo, vocab_, d_, static_cast<int>(nt), T(1), dlogits, vocab_, decoder_out_, d_,
+             T(1), grad + embedding_, d_);
+  } else {
+    // The output projection's part is all E's range will hold: final block by block of rows.
+    const uint64_t width = static_cast<uint64_t>(d_);
+    for (const auto& [first, last] : OutputProjectionBlocks(vocab_)) {
+      be->Gemm(Transpose::kYes, Transpose::kNo, last - first, d_, static_cast<int>(nt), T(1), dlogits + first, vocab_,
+               decoder_out_, d_, T(1), grad + embedding_ + first * width, d_);
+      report({embedding_ + first * width, embedding_ + last * width});
+    }
+    // Room for every row: the buffer's address stays, so a copy off the device is aimed once.
+    lookup_grad = rows_grad_.Reserve(be, static_cast<size_t>(vocab_) * d_);
     be->Fill(lookups->rows.size() * d_, T(0), lookup_grad);
     lookups->values = lookup_grad;
   }

@@ -53,8 +53,20 @@ using ParamsNeeded = std::function<void(uint64_t begin, uint64_t end)>;
 template <typename T>
 struct LookupRows {
   std::vector<int32_t> rows;
-  const T* values = nullptr;  // (rows.size(), d_model), valid until the next ForwardBackward
+  // (rows.size(), d_model), valid until the next ForwardBackward; the buffer has room for every
+  // row (vocab, d_model), and its address changes only if the model is made again.
+  const T* values = nullptr;
 };
+
+// With LookupRows, the output projection's part of the embedding's gradient, dE = dlogits^T y, is
+// computed and reported (GradientReady) in this many blocks of E's rows, each as soon as it is
+// done: backward's first product is the largest, and its pieces can be on their way while the
+// rest of it runs (bench/link_schedule.py: at a link-bound step, 0.76 -> 0.84 of the compute step).
+inline constexpr int kOutputProjectionBlocks = 8;
+
+// The blocks of rows [first, second) of a vocabulary of `vocab` rows that dE is computed in:
+// min(kOutputProjectionBlocks, vocab) near-equal runs, in order, covering [0, vocab).
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab);
 
 template <typename T>
 class Transformer {
@@ -72,7 +84,8 @@ class Transformer {
   // `ready`, if set, hears of each layer's gradient as it is finished (GradientReady); `need`, if
   // set, of each layer's parameters before they are first read (ParamsNeeded).
   // With `lookups`, the embedding's range of grad holds only the output projection's part, which
-  // `ready` hears of as soon as it is final, first; the lookups' part is in *lookups at the end.
+  // `ready` hears of first, block by block of rows (OutputProjectionBlocks) as each is final; the
+  // lookups' part is in *lookups at the end.
   // Their sum is the gradient without `lookups` (in another order of additions).
   StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
                             const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr,
@@ -121,7 +134,7 @@ class Transformer {
   DeviceBuffer<T> dfinal_;                        // (max(B*S, B*T), d)
   // With LookupRows: per token, its row in LookupRows::rows; the rows' gradient.
   DeviceBuffer<int32_t> src_rows_, tgt_rows_;  // (B, S), (B, T)
-  DeviceBuffer<T> rows_grad_;                  // (rows, d)
+  DeviceBuffer<T> rows_grad_;                  // (rows, d), of room (vocab, d)
   std::vector<int32_t> row_of_;                // (vocab) host scratch
 };
 

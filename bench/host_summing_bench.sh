@@ -7,7 +7,9 @@
 # RATE's equivalent, the embedding's gradient whole, in two parts with each piece waiting for its
 # rows ("late", cluster.name_rows=false) and in two parts with the rows named up front ("true",
 # the default of cluster.split_embedding's two parts) (SPLIT="false late true" by default; name
-# the ones to run; the emulated workers look up LOOKUP_ROWS rows a step, default
+# the ones to run, a two-part one with ":N" for cluster.output_projection_blocks N, default 8,
+# e.g. SPLIT="true:1 true" puts the output projection's gradient whole beside it in 8 blocks;
+# the emulated workers look up LOOKUP_ROWS rows a step, default
 # 3000: the distinct source and target pieces of 6,250 target tokens of the Bible corpus with the
 # 37,000-piece BPE, a quarter of the base batch, were 3,028-3,090 in five random draws). For each
 # job: the median step (steps 3 .. STEPS-1, worker 0's compute + push + wait + pull), its
@@ -123,15 +125,18 @@ for hosts in $host_counts; do
     for summing in ${SUMMING:-true}; do
       for security in $securities; do
       for split in ${SPLIT:-false late true}; do
+        blocks=8
+        if [[ $split == *:* ]]; then blocks=${split#*:} split=${split%%:*}; fi
         embedding=whole name_rows=true
         [[ $split == true ]] && embedding=named
         [[ $split == late ]] && embedding=split name_rows=false split=true
+        [[ $embedding != whole && $blocks != 8 ]] && embedding="$embedding, dE in $blocks"
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-$vocab-$d_model-$hosts-$rate-$summing-$security-$embedding"
+        run="$work/run-$vocab-$d_model-$hosts-$rate-$summing-$security-${embedding//[ ,]/}"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*
@@ -142,6 +147,7 @@ for hosts in $host_counts; do
           --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
           --set cluster.host_summing="$summing" "${secure[@]}" ${model_sets[@]+"${model_sets[@]}"} \
           --set cluster.split_embedding="$split" --set cluster.name_rows="$name_rows" \
+          --set cluster.output_projection_blocks="$blocks" \
           --set cluster.emulated_lookup_rows="${LOOKUP_ROWS:-3000}" \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
           --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \

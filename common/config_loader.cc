@@ -455,6 +455,9 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                    "needs cluster.overlap = true and consistency BSP (only then does a piece leave before backward "
                    "ends)");
   }
+  check->Require(cluster.output_projection_blocks() >= 1 && cluster.output_projection_blocks() <= 1024,
+                 "cluster.output_projection_blocks", Str(cluster.output_projection_blocks()),
+                 "must be in [1, 1024] (1 = the output projection's product whole)");
   check->Require(
       !(cluster.compute_dtype() == proto::ClusterConfig::BF16 && cluster.backend() == proto::ClusterConfig::CPU),
       "cluster.compute_dtype", "BF16", "bf16 compute needs the CUDA backend; the CPU backend is fp32");

@@ -241,6 +241,13 @@ TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
   ASSERT_FALSE(negative.ok());
   EXPECT_NE(negative.status().message().find("cluster.emulated_lookup_rows"), std::string::npos)
       << negative.status().message();
+  for (const char* blocks : {"cluster.output_projection_blocks=0", "cluster.output_projection_blocks=1025"}) {
+    auto refused_blocks = ResolveConfig(copy, {"cluster.split_embedding=true", blocks});
+    ASSERT_FALSE(refused_blocks.ok()) << blocks;
+    EXPECT_NE(refused_blocks.status().message().find("cluster.output_projection_blocks"), std::string::npos)
+        << refused_blocks.status().message();
+  }
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.split_embedding=true", "cluster.output_projection_blocks=1"}).ok());
 }
 
 }  // namespace

@@ -68,10 +68,11 @@ TEST(EmulatedGpu, ReleasesEveryLayerOnceLastLayerFirstCoveringTheVector) {
 // layer's share in release order; the embedding's range final at the end, or, split, its dense
 // part after the first product.
 TEST(EmulatedGpu, BackwardBeginsWithTheOutputProjection) {
-  for (const bool split : {false, true}) {
-    SCOPED_TRACE(split ? "split" : "whole");
+  for (const auto& [split, block_count] : {std::pair{false, 8}, std::pair{true, 8}, std::pair{true, 1}}) {
+    SCOPED_TRACE(split ? "split, " + std::to_string(block_count) + " blocks" : "whole");
     proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
     config.mutable_cluster()->set_split_embedding(split);
+    config.mutable_cluster()->set_output_projection_blocks(block_count);
     const EmulatedGpu gpu(config, 0);
     const auto& ranges = gpu.ranges();
     const std::vector<double>& at = gpu.release_at();
@@ -82,12 +83,12 @@ TEST(EmulatedGpu, BackwardBeginsWithTheOutputProjection) {
     const double embedding = static_cast<double>(embedding_size);
     // Split: the embedding's dense part in blocks of rows through the first product, each final
     // at its share of it; whole: one range, final at the end.
-    const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(40);
+    const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(40, block_count);
     const size_t e_first = split ? 0 : ranges.size() - 1, e_end = split ? blocks.size() : ranges.size();
     ASSERT_EQ(ranges[e_first].first, 0u);
     ASSERT_EQ(ranges[e_end - 1].second, embedding_size);
     if (split) {
-      ASSERT_EQ(blocks.size(), 8u);
+      ASSERT_EQ(blocks.size(), static_cast<size_t>(block_count));
       for (size_t b = 0; b < blocks.size(); ++b) {
         EXPECT_EQ(ranges[b], std::make_pair(blocks[b].first * width, blocks[b].second * width));
         EXPECT_DOUBLE_EQ(at[b], std::floor(embedding / 2) * blocks[b].second / 40 / n) << "block " << b;

@@ -295,6 +295,7 @@ TEST_P(GradTransformer, LookupRowsKeepTheLookupsPartApart) {
   auto config = SmallModel(2, 8, 12, 2, GetParam(), 0.1f);
   const int vocab = 23;  // more rows than a 3 x 5 + 3 x 7 batch of ids below 12 looks up
   Transformer<double> model(config, vocab, &be_);
+  model.set_output_projection_blocks(8);
   const Vec params = RandomParams(model.layout(), rng);
   const Batch b = RandomBatch(rng, 3, 5, 7, 12);
   Vec whole(params.size(), 0.0), dense(params.size(), 0.0);
@@ -306,7 +307,7 @@ TEST_P(GradTransformer, LookupRowsKeepTheLookupsPartApart) {
       [&](uint64_t begin, uint64_t end, const StepStats&) { order.emplace_back(begin, end); }, nullptr, &lookups);
   const uint64_t width = 8, table = model.layout().Get("embedding").size();
   // The embedding's range first, before any layer, in blocks of rows as dE is made.
-  const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(vocab);
+  const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(vocab, 8);
   ASSERT_EQ(blocks.size(), 8u);
   ASSERT_GT(order.size(), blocks.size());
   for (size_t k = 0; k < blocks.size(); ++k) {

@@ -186,7 +186,7 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     const uint64_t width = static_cast<uint64_t>(config.model().d_model());
     std::vector<Range> blocks;
     std::vector<double> at;
-    for (const auto& [first, last] : OutputProjectionBlocks(vocab)) {
+    for (const auto& [first, last] : OutputProjectionBlocks(vocab, config.cluster().output_projection_blocks())) {
       blocks.push_back({first * width, last * width});
       at.push_back(static_cast<double>(embedding / 2) * last / vocab / static_cast<double>(n_));
     }

@@ -16,6 +16,7 @@ TransformerStep::TransformerStep(const proto::JobConfig& config, int worker, std
       model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())),
       split_embedding_(config.cluster().split_embedding()) {
   PSF_CHECK(model_->parameter_count() == parameter_count());
+  model_->set_output_projection_blocks(config.cluster().output_projection_blocks());
 }
 
 StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::JobConfig& config, int worker,

@@ -137,12 +137,12 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   return stats;
 }
 
-std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab) {
-  const int blocks = std::max(1, std::min(kOutputProjectionBlocks, vocab));
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks) {
+  const int count = std::max(1, std::min(blocks, vocab));
   std::vector<std::pair<int, int>> out;
-  for (int b = 0; b < blocks; ++b) {
-    out.emplace_back(static_cast<int>(static_cast<int64_t>(vocab) * b / blocks),
-                     static_cast<int>(static_cast<int64_t>(vocab) * (b + 1) / blocks));
+  for (int b = 0; b < count; ++b) {
+    out.emplace_back(static_cast<int>(static_cast<int64_t>(vocab) * b / count),
+                     static_cast<int>(static_cast<int64_t>(vocab) * (b + 1) / count));
   }
   return out;
 }
@@ -185,7 +185,7 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   } else {
     // The output projection's part is all E's range will hold: final block by block of rows.
     const uint64_t width = static_cast<uint64_t>(d_);
-    for (const auto& [first, last] : OutputProjectionBlocks(vocab_)) {
+    for (const auto& [first, last] : OutputProjectionBlocks(vocab_, output_projection_blocks_)) {
       be->Gemm(Transpose::kYes, Transpose::kNo, last - first, d_, static_cast<int>(nt), T(1), dlogits + first, vocab_,
                decoder_out_, d_, T(1), grad + embedding_ + first * width, d_);
       report({embedding_ + first * width, embedding_ + last * width});

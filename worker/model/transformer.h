@@ -59,14 +59,12 @@ struct LookupRows {
 };
 
 // With LookupRows, the output projection's part of the embedding's gradient, dE = dlogits^T y, is
-// computed and reported (GradientReady) in this many blocks of E's rows, each as soon as it is
-// done: backward's first product is the largest, and its pieces can be on their way while the
-// rest of it runs (bench/link_schedule.py: at a link-bound step, 0.76 -> 0.84 of the compute step).
-inline constexpr int kOutputProjectionBlocks = 8;
-
-// The blocks of rows [first, second) of a vocabulary of `vocab` rows that dE is computed in:
-// min(kOutputProjectionBlocks, vocab) near-equal runs, in order, covering [0, vocab).
-std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab);
+// computed and reported (GradientReady) in blocks of E's rows (cluster.output_projection_blocks),
+// each as soon as it is done: backward's first product is the largest, and its pieces can be on
+// their way while the rest of it runs (bench/link_schedule.py: at a link-bound step, 0.76 -> 0.84
+// of the compute step with 8 blocks). The blocks of rows [first, second) of a vocabulary of
+// `vocab` rows: min(blocks, vocab) near-equal runs, in order, covering [0, vocab).
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks);
 
 template <typename T>
 class Transformer {
@@ -90,6 +88,8 @@ class Transformer {
   StepStats ForwardBackward(const T* params, const Batch& batch, const DropoutKey& key, T* grad,
                             const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr,
                             LookupRows<T>* lookups = nullptr);
+  // The blocks a ForwardBackward with LookupRows makes dE in (OutputProjectionBlocks); 1 at first.
+  void set_output_projection_blocks(int blocks) { output_projection_blocks_ = blocks; }
   // The layers' ranges of the flat vector in the order forward first reads them (the embedding,
   // the encoder's layers, its final norm, the decoder's, its final norm): disjoint, covering it.
   std::vector<std::pair<uint64_t, uint64_t>> forward_ranges() const;
@@ -113,6 +113,7 @@ class Transformer {
   int d_;
   bool pre_ln_;
   uint64_t embedding_;  // offset of E
+  int output_projection_blocks_ = 1;
   Embedding<T> src_embedding_, tgt_embedding_;
   std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;

@@ -171,30 +171,29 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   }
   // The output projection's products first (the embedding's share), then each layer's share.
   const uint64_t embedding = starts.size() > 1 ? starts[1] : n_;
+  const uint64_t width = static_cast<uint64_t>(config.model().d_model());
   uint64_t done = ranges_.size() > 1 ? embedding : 0;
+  std::vector<Range> released;  // ranges_ as released, the split embedding's in blocks
   for (const Range& range : ranges_) {
     if (range.first == 0 && ranges_.size() > 1) {
-      // Final at the end, or (split) its dense part after the first of the two products.
-      release_at_.push_back(ranges_.front().first == 0 ? static_cast<double>(embedding / 2) / n_ : 1.0);
+      if (lookup_rows_.empty()) {  // final at the end, once the lookups have added to it
+        released.push_back(range);
+        release_at_.push_back(1.0);
+        continue;
+      }
+      // Split: its dense part through the first of the two products, block by block of rows as
+      // the Transformer makes it, each final at its share of that product.
+      for (const auto& [first, last] : OutputProjectionBlocks(vocab, config.cluster().output_projection_blocks())) {
+        released.push_back({first * width, last * width});
+        release_at_.push_back(static_cast<double>(embedding / 2) * last / vocab / static_cast<double>(n_));
+      }
       continue;
     }
     done += range.second - range.first;
+    released.push_back(range);
     release_at_.push_back(static_cast<double>(done) / n_);
   }
-  if (!lookup_rows_.empty()) {
-    // Split, the first product is made and released by blocks of rows, as the Transformer's is.
-    const uint64_t width = static_cast<uint64_t>(config.model().d_model());
-    std::vector<Range> blocks;
-    std::vector<double> at;
-    for (const auto& [first, last] : OutputProjectionBlocks(vocab, config.cluster().output_projection_blocks())) {
-      blocks.push_back({first * width, last * width});
-      at.push_back(static_cast<double>(embedding / 2) * last / vocab / static_cast<double>(n_));
-    }
-    ranges_.erase(ranges_.begin());
-    ranges_.insert(ranges_.begin(), blocks.begin(), blocks.end());
-    release_at_.erase(release_at_.begin());
-    release_at_.insert(release_at_.begin(), at.begin(), at.end());
-  }
+  ranges_ = std::move(released);
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);

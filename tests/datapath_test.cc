@@ -5,6 +5,8 @@
 // client only once its copy is complete, in start order, while the launching thread goes on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +19,7 @@
 #include "tests/pserver_test_util.h"
 #include "worker/datapath/client_thread.h"
 #include "worker/datapath/gradient_outbound.h"
+#include "worker/datapath/pull_arrival.h"
 #include "worker/datapath/stage_queue.h"
 
 namespace psformer {
@@ -54,6 +57,43 @@ struct TwoServers {
   std::shared_ptr<const PieceTable> pieces;
   std::unique_ptr<ServerGroup> group;
 };
+
+// A range is awaited until every element of it has landed, however the pieces are cut and in
+// whatever order they come; a failed pull ends every wait with its status.
+TEST(PullArrival, AwaitsARangeUntilEveryPieceOfItHasLanded) {
+  PullArrival arrival;
+  arrival.Reset();
+  std::atomic<int> awaited{0};
+  std::thread reader([&] {
+    EXPECT_TRUE(arrival.Await(10, 40).ok());  // three pieces, landing out of order
+    awaited = 1;
+    EXPECT_TRUE(arrival.Await(40, 50).ok());
+    awaited = 2;
+  });
+  arrival.Landed(30, 45);
+  arrival.Landed(10, 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(awaited.load(), 0) << "[20, 30) has not landed";
+  arrival.Landed(20, 30);
+  for (int i = 0; i < 2000 && awaited.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(awaited.load(), 1);
+  arrival.Landed(45, 50);
+  reader.join();
+  EXPECT_EQ(awaited.load(), 2);
+  EXPECT_TRUE(arrival.Await(0, 0).ok());  // nothing to wait for
+
+  // A new pull forgets what landed before; its failure wakes a waiter with the pull's status.
+  arrival.Reset();
+  std::thread failed([&] {
+    const Status s = arrival.Await(0, 10);
+    EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  });
+  arrival.Landed(0, 5);
+  arrival.Finish({Status::Aborted("rolling back"), 0, 0});
+  failed.join();
+  EXPECT_TRUE(arrival.Await(5, 10).IsAborted());
+  EXPECT_EQ(arrival.AwaitAll().status.message(), "rolling back");
+}
 
 TEST(ClientThread, RunsCommandsInOrderOnItsOwnThread) {
   TwoServers servers;
@@ -217,6 +257,38 @@ TEST(GradientOutbound, HandsRangesToTheClientOnlyOnceCopiedInStartOrder) {
   EXPECT_TRUE(pushed[2] == (ElementRange{0, 5000}));
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_NE(*threads.begin(), std::this_thread::get_id());
+}
+
+// The client reports each landed piece of a pull to its observer, those landed before it was
+// observed at once, each only once its values are in place; together they are the whole vector
+// (two servers, several pieces each).
+TEST(PsClient, ObservedLandingsCoverThePullOnceItIsIn) {
+  TwoServers servers;
+  auto client = MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces);
+  std::vector<float> params(kTotal, 0);
+  auto pull = client->Pull(0, params.data());
+  ASSERT_TRUE(pull.ok());
+  ASSERT_TRUE(client->Progress(200).ok());  // some pieces may land before the observer comes
+  std::vector<std::pair<uint64_t, uint64_t>> landed;
+  ASSERT_TRUE(client
+                  ->ObserveLandings(*pull,
+                                    [&](uint64_t b, uint64_t e) {
+                                      for (uint64_t i = b; i < e; ++i) {
+                                        ASSERT_EQ(params[i], testing::InitValue(i)) << i << " reported, not landed";
+                                      }
+                                      landed.push_back({b, e});
+                                    })
+                  .ok());
+  ASSERT_TRUE(client->Wait(*pull).ok());
+  std::sort(landed.begin(), landed.end());
+  EXPECT_GT(landed.size(), 2u);
+  uint64_t covered = 0;
+  for (const auto& [b, e] : landed) {
+    EXPECT_EQ(b, covered);
+    covered = e;
+  }
+  EXPECT_EQ(covered, kTotal);
+  EXPECT_TRUE(client->ObserveLandings(*pull, [](uint64_t, uint64_t) {}).IsInvalidArgument()) << "waited for";
 }
 
 }  // namespace

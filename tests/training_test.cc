@@ -33,7 +33,11 @@ TEST(Training, ServerCountDoesNotChangeTheWeights) {
   EXPECT_TRUE(TrainSameModel(dir, kShort,
                              {{"s1", "--set cluster.workers=2 --set cluster.servers=1"},
                               {"s2", "--set cluster.workers=2 --set cluster.servers=2"},
-                              {"s3", "--set cluster.workers=2 --set cluster.servers=3"}}));
+                              {"s3", "--set cluster.workers=2 --set cluster.servers=3"},
+                              // Forward after the whole pull, not as it lands: the same values.
+                              {"whole-pull",
+                               "--set cluster.workers=2 --set cluster.servers=2 "
+                               "--set cluster.forward_as_pulled=false"}}));
 }
 
 TEST(Training, TwoRunsOfTheSameConfigAreBitwiseIdentical) {

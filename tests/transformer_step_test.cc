@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -40,22 +43,33 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
   bool rounds_on_device() const override { return rounds_; }
   StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
                                                              size_t element_bytes) override {
-    return std::unique_ptr<RangeUploader>(std::make_unique<Lazy>(host, device, n, element_bytes, &awaited_));
+    return std::unique_ptr<RangeUploader>(std::make_unique<Lazy>(host, device, n, element_bytes, &awaited_, &awaits_));
   }
   const std::vector<ElementRange>& awaited() const { return awaited_; }
+  size_t awaits() const { return awaits_.load(); }  // from any thread
 
  private:
   class Lazy final : public RangeUploader {
    public:
-    Lazy(const void* host, void* device, size_t n, size_t bytes, std::vector<ElementRange>* awaited)
-        : host_(static_cast<const char*>(host)), device_(static_cast<char*>(device)), n_(n), bytes_(bytes),
-          awaited_(awaited) {}
+    Lazy(const void* host, void* device, size_t n, size_t bytes, std::vector<ElementRange>* awaited,
+         std::atomic<size_t>* awaits)
+        : host_(static_cast<const char*>(host)),
+          device_(static_cast<char*>(device)),
+          n_(n),
+          bytes_(bytes),
+          awaited_(awaited),
+          awaits_(awaits) {}
     void Start(const std::vector<ElementRange>& ranges) override {
       pending_ = ranges;
       for (const ElementRange& r : ranges) {
         ASSERT_LE(r.end, n_);
         std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
       }
+    }
+    void Add(ElementRange r) override {
+      ASSERT_LE(r.end, n_);
+      pending_.push_back(r);
+      std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
     }
     void Await(uint64_t begin, uint64_t end) override {
       awaited_->push_back({begin, end});
@@ -64,6 +78,7 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
         std::memcpy(device_ + r.begin * bytes_, host_ + r.begin * bytes_, (r.end - r.begin) * bytes_);
         return true;
       });
+      ++*awaits_;
     }
 
    private:
@@ -71,10 +86,12 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
     char* device_;
     size_t n_, bytes_;
     std::vector<ElementRange>* awaited_;
+    std::atomic<size_t>* awaits_;
     std::vector<ElementRange> pending_;
   };
   bool rounds_;
   std::vector<ElementRange> awaited_;
+  std::atomic<size_t> awaits_{0};
 };
 
 // The CPU backend with copies off the "device" that land only when awaited: Start only notes the
@@ -245,6 +262,76 @@ TEST(TransformerStep, ParametersUploadedLayerByLayerWhereForwardNeedsThemGiveThe
       covered = r.end;
     }
     EXPECT_EQ(covered, n);
+  }
+}
+
+// With the pull still landing (cluster.forward_as_pulled), forward reads each layer once that
+// layer's pieces are in, not once all are: here each layer lands only after forward has read the
+// one before (a forward that waited for the whole pull would stall, and is caught), and the
+// parameters are zero until they land; the gradient is bit for bit the one of a step whose
+// parameters were all in before it began (fp32, and bf16 widened on the device).
+TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 parameters" : "fp32 parameters");
+    proto::JobConfig config = Bf16CopyConfig();
+    config.mutable_model()->set_layers(2);
+    config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+    if (bf16) config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
+    auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(bf16);
+    const LazyUploadCpuBackend* lazy = lazy_backend.get();
+    auto arriving = MakeStep(config, std::move(lazy_backend));
+    std::unique_ptr<Backend<float>> plain = std::make_unique<CpuBackend<float>>(1);
+    if (bf16) plain = std::make_unique<DeviceRoundingCpuBackend>();
+    auto whole = MakeStep(config, std::move(plain));
+    const uint64_t n = arriving->parameter_count();
+    const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
+    if (bf16) FloatsToBf16(whole->params().data(), n, whole->params_bf16());
+    whole->ParamsPulled(0, dtype);
+    whole->Compute(2, nullptr);
+
+    // The pull's values, landing layer by layer into zeroed parameters.
+    const std::vector<float> pulled = arriving->params();
+    std::vector<uint16_t> pulled_bf16(n);
+    FloatsToBf16(pulled.data(), n, pulled_bf16.data());
+    std::fill(arriving->params().begin(), arriving->params().end(), 0.0f);
+    if (bf16) std::fill(arriving->params_bf16(), arriving->params_bf16() + n, uint16_t{0});
+    std::vector<ElementRange> order;
+    CpuBackend<float> cpu(1);
+    for (const auto& [b, e] : Transformer<float>(config.model(), arriving->vocab_size(), &cpu).forward_ranges())
+      order.push_back({b, e});
+    PullArrival arrival;
+    arrival.Reset();
+    arriving->ParamsArriving(&arrival, dtype);
+    bool stalled = false;
+    std::thread lander([&] {
+      for (size_t k = 0; k < order.size(); ++k) {
+        const ElementRange r = order[k];
+        if (bf16) {
+          std::copy(pulled_bf16.begin() + r.begin, pulled_bf16.begin() + r.end, arriving->params_bf16() + r.begin);
+        } else {
+          std::copy(pulled.begin() + r.begin, pulled.begin() + r.end, arriving->params().begin() + r.begin);
+        }
+        arrival.Landed(r.begin, r.end);
+        // The next layer only once forward has read this one (bounded: 20 s).
+        int waited = 0;
+        while (lazy->awaits() <= k && waited++ < 20000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        stalled = stalled || lazy->awaits() <= k;
+      }
+      arrival.Finish({Status::Ok(), 0, 0});
+    });
+    arriving->Compute(2, nullptr);
+    lander.join();
+    arriving->ParamsPulled(0, dtype);
+    EXPECT_FALSE(stalled) << "forward waited for more than the layer it read next";
+    EXPECT_EQ(lazy->awaited(), order);
+    const std::span<const float> expected = whole->grad(), got = arriving->grad();
+    size_t nonzero = 0, differ = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      nonzero += expected[i] != 0.0f;
+      differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
+    }
+    EXPECT_GT(nonzero, n / 2);
+    EXPECT_EQ(differ, 0u);
   }
 }
 

@@ -156,6 +156,7 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
   n_ = layout.total_size();
   const std::vector<uint64_t> starts = layout.LayerStarts();
   for (size_t l = 0; l < starts.size(); ++l) ranges_.push_back({starts[l], l + 1 < starts.size() ? starts[l + 1] : n_});
+  layers_ = ranges_;
   std::reverse(ranges_.begin(), ranges_.end());
   if (config.cluster().split_embedding() && ranges_.size() > 1) {
     std::rotate(ranges_.begin(), ranges_.end() - 1, ranges_.end());  // the embedding's, first
@@ -206,16 +207,23 @@ EmulatedGpu::~EmulatedGpu() = default;
 RangeDownloader& EmulatedGpu::copies() { return *engine_; }
 
 StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16,
-                            const GradientReady& ready) {
+                            const GradientReady& ready, const Arriving* arriving) {
   const Clock::time_point now = Clock::now();
   engine_->set_last_grad(grad, grad_bf16);
-  // The upload, then the forward, on the device's timeline.
-  engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_,
-                  upload_bytes_, now);
-  const Clock::time_point uploaded = std::max(now, device_free_) + CopyTime(n_, upload_bytes_);
   const auto forward = step_time_ / 3;
   const auto backward = step_time_ - forward;
-  const Clock::time_point forward_end = uploaded + forward;
+  Clock::time_point forward_end;
+  if (arriving == nullptr) {
+    // The upload, then the forward, on the device's timeline.
+    engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), params_digest}, n_,
+                    upload_bytes_, now);
+    forward_end = std::max(now, device_free_) + CopyTime(n_, upload_bytes_) + forward;
+  } else {
+    forward_end = ForwardAsArriving(now, forward, *arriving);
+    // The gradients' key, for the downloads behind it (the uploads were timed above).
+    engine_->Upload({seed_, static_cast<uint32_t>(step), static_cast<uint32_t>(worker_), arriving->digest()}, 0,
+                    upload_bytes_, now);
+  }
   std::this_thread::sleep_until(forward_end);  // the loss, read after forward
   // Backward, launched at once: each range's download starts when the device has computed it.
   for (size_t i = 0; i < ranges_.size(); ++i) {
@@ -230,6 +238,26 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
     for (size_t i = 0; i < ranges_.size(); ++i) engine_->WaitOldest();
   }
   return stats_;
+}
+
+EmulatedGpu::Clock::time_point EmulatedGpu::ForwardAsArriving(Clock::time_point now, Clock::duration forward,
+                                                              const Arriving& arriving) {
+  // Uploads one after another, each once its layer has landed; a layer's forward once its upload
+  // and the layer before are done. The embedding is read first (the lookups, cheap) and computes
+  // last (the output projection, its share).
+  Clock::time_point uploaded = std::max(now, device_free_);
+  Clock::time_point computed = uploaded;
+  const auto share = [&](const Range& r) {
+    return std::chrono::duration_cast<Clock::duration>(forward * (static_cast<double>(r.second - r.first) / n_));
+  };
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Range& r = layers_[l];
+    arriving.await(r.first, r.second);
+    uploaded = std::max(uploaded, Clock::now()) + CopyTime(r.second - r.first, upload_bytes_);
+    const bool embedding = l == 0 && layers_.size() > 1;
+    computed = std::max(computed, uploaded) + (embedding ? Clock::duration::zero() : share(r));
+  }
+  return layers_.size() > 1 ? computed + share(layers_[0]) : computed;
 }
 
 }  // namespace psformer

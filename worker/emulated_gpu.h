@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -87,8 +88,18 @@ class EmulatedGpu {
   // returns once backward is launched (the device still at work): copies() says when each range
   // is in grad. Without, Step returns once every range is in grad. Returns the synthetic stats.
   // REQUIRES: nothing reads grad[range] before copies() returned the range.
+  //
+  // With `arriving` (the pull still landing: cluster.forward_as_pulled), forward goes layer by
+  // layer in the flat vector's order instead: each layer's upload starts once arriving->await
+  // has returned for its range (and the previous upload is done), and its share of forward once
+  // its upload is done (the embedding's share, the output projection, last); the gradients are
+  // keyed by arriving->digest(), asked once forward is launched, and `params_digest` is unused.
+  struct Arriving {
+    std::function<void(uint64_t begin, uint64_t end)> await;  // returns once [begin, end) has landed
+    std::function<uint32_t()> digest;                         // the whole pull's, once it is in
+  };
   StepStats Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16 = nullptr,
-                 const GradientReady& ready = nullptr);
+                 const GradientReady& ready = nullptr, const Arriving* arriving = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
   // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the
@@ -113,7 +124,11 @@ class EmulatedGpu {
   std::chrono::duration<double> seconds_per_byte_;  // at cluster.emulated_copy_gb_per_s
   uint64_t n_ = 0;
   size_t upload_bytes_ = sizeof(float);  // per parameter
+  // Forward's end, when forward goes layer by layer as the pull lands (Step's `arriving`).
+  Clock::time_point ForwardAsArriving(Clock::time_point now, Clock::duration forward, const Arriving& arriving);
+
   std::vector<Range> ranges_;
+  std::vector<Range> layers_;        // the layers in the flat vector's (forward's) order
   std::vector<double> release_at_;   // (ranges_)
   StepStats stats_;                  // every step reports the same
   Clock::time_point device_free_{};  // when the device's work launched so far ends

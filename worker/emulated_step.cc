@@ -25,8 +25,19 @@ StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying)
     named_rows_ = Lookups{gpu_->lookup_rows(), nullptr,
                           static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size())};
   }
+  // With the pull still landing, forward takes each layer as it lands, and the gradients' key
+  // (the pull's digest) once all of it has.
+  EmulatedGpu::Arriving arriving;
+  if (arrival_ != nullptr) {
+    arriving.await = [this](uint64_t begin, uint64_t end) {
+      const Status landed = arrival_->Await(begin, end);  // a failed pull: nothing of the step is pushed
+      (void)landed;
+    };
+    arriving.digest = [this] { return arrival_->AwaitAll().digest; };
+  }
   const StepStats stats =
-      gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying);
+      gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying,
+                 arrival_ != nullptr ? &arriving : nullptr);
   if (!gpu_->lookup_rows().empty()) {
     // The lookups' part is copied off the device after backward, as a GPU worker's is, and
     // awaited by the data path (AwaitLookups).

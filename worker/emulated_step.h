@@ -18,6 +18,7 @@ class EmulatedStep final : public StepComputer {
   EmulatedStep(const proto::JobConfig& config, int worker);
 
   int vocab_size() const override { return vocab_; }
+  bool computes_as_pulled() const override { return true; }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
   // Sleeps until the last step's lookups are off the emulated device (EmulatedGpu::lookups_ready).

@@ -25,6 +25,7 @@
 #include "common/proto/config.pb.h"
 #include "common/proto/wire.pb.h"
 #include "common/status.h"
+#include "worker/datapath/pull_arrival.h"
 #include "worker/model/transformer.h"
 #include "worker/validation.h"
 
@@ -82,7 +83,21 @@ class StepComputer {
   // The parameters just pulled, with this digest (PsClient::last_pull_digest: what an emulated
   // GPU keys its gradients with instead of reading them) and as `dtype`: FLOAT32 in params(),
   // BFLOAT16 in params_bf16() when there is one (else widened into params() by the client).
-  virtual void ParamsPulled(uint32_t /*digest*/, proto::DType dtype) { pulled_dtype_ = dtype; }
+  virtual void ParamsPulled(uint32_t /*digest*/, proto::DType dtype) {
+    pulled_dtype_ = dtype;
+    arrival_ = nullptr;
+  }
+  // Whether Compute can begin while the pull is still landing (ParamsArriving).
+  virtual bool computes_as_pulled() const { return false; }
+  // Instead of ParamsPulled before Compute: the next Compute's parameters are landing in
+  // params() (or params_bf16()) as `dtype`, and `arrival` says which have landed; its forward
+  // reads each layer once its range has (PullArrival::Await) and, where it needs the digest,
+  // waits for the whole pull. ParamsPulled follows once Compute has returned. REQUIRES:
+  // computes_as_pulled(); `arrival` outlives that Compute.
+  void ParamsArriving(PullArrival* arrival, proto::DType dtype) {
+    pulled_dtype_ = dtype;
+    arrival_ = arrival;
+  }
 
   // Whether Validate measures anything (an emulated GPU has no model to validate).
   virtual bool validates() const = 0;
@@ -154,6 +169,7 @@ class StepComputer {
   HostArray<uint16_t> grad_bf16_;      // host, (n) or empty
   std::vector<uint16_t> params_bf16_;  // host, (n) or empty
   proto::DType pulled_dtype_ = proto::FLOAT32;
+  PullArrival* arrival_ = nullptr;  // the pull landing while the next Compute runs, or null
   Lookups lookups_;
   Lookups named_rows_;
 };

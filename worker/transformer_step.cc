@@ -82,6 +82,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   if (!on_copying) {
     const StepStats stats =
         model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need, lookups);
+    CheckEveryLayerUploaded();
     NameLookedUpRows();
     StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
@@ -107,6 +108,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   };
   const StepStats stats =
       model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need, lookups);
+  CheckEveryLayerUploaded();
   backend_->MarkSpanEnd();
   StartLookupsCopy();
   return stats;
@@ -155,11 +157,37 @@ ParamsNeeded TransformerStep::StartParamUploads() {
   // pull after Compute's copies have landed.
   const bool bf16 = pulled_bf16();
   RangeUploader* uploader = bf16 ? bf16_upload_.get() : param_upload_.get();
-  uploader->Start(forward_ranges_);
+  if (arrival_ == nullptr) {
+    uploader->Start(forward_ranges_);
+    return [this, uploader, bf16](uint64_t begin, uint64_t end) {
+      uploader->Await(begin, end);
+      if (bf16) backend_->WidenBf16(end - begin, device_params_bf16_.data() + begin, device_params_.data() + begin);
+    };
+  }
+  // The pull still landing (cluster.forward_as_pulled): a layer's copy is enqueued where forward
+  // first reads it, once the pull's pieces holding it are in, so the launching thread waits for
+  // that layer's pieces only, while the device runs the layers before.
+  uploader->Start({});
+  uploads_started_.assign(forward_ranges_.size(), false);
   return [this, uploader, bf16](uint64_t begin, uint64_t end) {
+    for (size_t i = 0; i < forward_ranges_.size(); ++i) {
+      const ElementRange& r = forward_ranges_[i];
+      if (uploads_started_[i] || r.end <= begin || end <= r.begin) continue;
+      // A failed pull ends the wait: forward reads whatever is there, and the data path pushes
+      // nothing of this step (it learns of the failure from the pull itself).
+      const Status landed = arrival_->Await(r.begin, r.end);
+      (void)landed;
+      uploader->Add(r);
+      uploads_started_[i] = true;
+    }
     uploader->Await(begin, end);
     if (bf16) backend_->WidenBf16(end - begin, device_params_bf16_.data() + begin, device_params_.data() + begin);
   };
+}
+
+void TransformerStep::CheckEveryLayerUploaded() const {
+  if (arrival_ == nullptr) return;
+  for (const bool started : uploads_started_) PSF_CHECK(started);  // forward read every layer
 }
 
 void TransformerStep::UploadParams() {

@@ -31,6 +31,7 @@ class TransformerStep final : public StepComputer {
                                                            std::unique_ptr<Backend<float>> backend, bool with_bleu);
 
   int vocab_size() const override { return source_->vocab_size(); }
+  bool computes_as_pulled() const override { return true; }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return *grad_download_; }
   void AwaitLookups() override;
@@ -47,7 +48,11 @@ class TransformerStep final : public StepComputer {
   // The same by layers for a training step: every layer's upload started now, in forward order;
   // the returned hook makes the device wait for a layer's (and widens it, bf16) where forward
   // first reads it.
+  // With the pull still landing (arrival_), a layer's upload is started in the hook, once its
+  // pieces are in.
   ParamsNeeded StartParamUploads();
+  // With arrival_: every layer's upload was started (forward read every layer). Checked.
+  void CheckEveryLayerUploaded() const;
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
@@ -75,6 +80,7 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order
+  std::vector<bool> uploads_started_;                // (forward_ranges_) this step's, as the pull lands
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   LookupRows<float> device_lookups_;                 // the model's, on the device
   std::vector<float> lookup_values_;                 // their values, on the host (lookups_), room (vocab, d)

@@ -70,9 +70,17 @@ class WorkerLoop {
   // Phase 2: validation of the weights after `step`, on every worker alike (see the header),
   // when due and not done before; `*stop`: whether it ends training.
   Status MaybeValidate(int64_t step, bool* stop);
+  bool ValidationWanted(int64_t step) const;
+  // Whether phase 1 of `step` + 1 overlaps its compute: its forward begins as the pull of the
+  // parameters after `step` lands, layer by layer (cluster.forward_as_pulled), unless they are
+  // validated first.
+  bool ForwardAsPulled(int64_t step) const;
   // Phase 3: computes `step` and pushes its gradient (with overlap, range by range as backward
   // finishes them, through the data path's stages), then waits until every shard holds it.
-  StatusOr<StepStats> ComputeAndPush(int64_t step);
+  // `as_pulled`: phase 1 runs inside it, the pull landing while forward runs (ForwardAsPulled).
+  StatusOr<StepStats> ComputeAndPush(int64_t step, bool as_pulled);
+  // After a Compute that read the pull as it landed: how that pull ended, and phase 1's report.
+  Status ConfirmPull(int64_t step);
   // Phase 4: the step's loss and tokens into the interval the next metrics line reports.
   void Report(const StepStats& stats);
   // After the last step: the final weights validated, and the coordinator's end of the job.
@@ -174,13 +182,14 @@ Status WorkerLoop::Train(int64_t first) {
     Trace::AtStep(step);
     const TraceSpan traced("step", step);
     const double cpu_start = ThreadCpuSeconds();
-    PSF_RETURN_IF_ERROR(PullParameters(step - 1));
+    const bool as_pulled = ForwardAsPulled(step - 1);
+    if (!as_pulled) PSF_RETURN_IF_ERROR(PullParameters(step - 1));
     bool stop = false;
     const double cpu_before_validation = ThreadCpuSeconds();
     PSF_RETURN_IF_ERROR(MaybeValidate(step - 1, &stop));
     if (stop) break;
     const double cpu_after_validation = ThreadCpuSeconds();
-    PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step));
+    PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step, as_pulled));
     // The launching thread's CPU of the step, validation aside (it is not the step's).
     interval_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
     Report(stats);
@@ -209,22 +218,55 @@ Status WorkerLoop::PullParameters(int64_t step) {
   });
 }
 
-Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
-  *stop = false;
-  const bool due = computer_->validates() && ValidationDue(config_.training(), step) && step >= started_at_ &&
-                   step > validated_through_;
-  return due ? ValidateAndMaybeStop(step, stop) : Status::Ok();
+Status WorkerLoop::ConfirmPull(int64_t step) {
+  double first_reply_s = 0;  // overlapped with forward: the step's compute time holds it
+  PSF_RETURN_IF_ERROR(data_path_->ConfirmPull(&first_reply_s));
+  if (!coordinator_) return Status::Ok();
+  // As PullParameters: the coordinator reads what the pull said before this step's time is
+  // added to the interval it reports.
+  return data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(step, c, &interval_); });
 }
 
-StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step) {
+Status WorkerLoop::MaybeValidate(int64_t step, bool* stop) {
+  *stop = false;
+  return ValidationWanted(step) ? ValidateAndMaybeStop(step, stop) : Status::Ok();
+}
+
+bool WorkerLoop::ValidationWanted(int64_t step) const {
+  return computer_->validates() && ValidationDue(config_.training(), step) && step >= started_at_ &&
+         step > validated_through_;
+}
+
+bool WorkerLoop::ForwardAsPulled(int64_t step) const {
+  return config_.cluster().forward_as_pulled() && computer_->computes_as_pulled() && !ValidationWanted(step);
+}
+
+StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step, bool as_pulled) {
   // With overlap each layer's gradient is pushed as backward finishes it; not in a step where an
   // injected kill or stall strikes before the push: it must find nothing sent.
   PSF_ASSIGN_OR_RETURN(const GradientCopying on_copying, data_path_->BeginPush(step, faults_.WillKillOrStallAt(step)));
+  if (as_pulled) {
+    // After BeginPush (its wait for the lent memory would queue behind the pull's); the
+    // coordinator's checkpoint of step - 1 is asked before any piece of this step's push leaves.
+    const TraceSpan traced("pull", step - 1);
+    const auto pull_start = Clock::now();
+    std::function<void(PsClient&)> pulled;
+    if (coordinator_) pulled = [this, step](PsClient& c) { coordinator_->MaybeCheckpoint(step - 1, c); };
+    PSF_RETURN_IF_ERROR(data_path_->PullWhileComputing(step - 1, std::move(pulled)));
+    interval_.pull_s += Seconds(Clock::now() - pull_start);
+  }
   const auto compute_start = Clock::now();
   const StepStats stats = [&] {
     const TraceSpan traced("compute", step);
     return computer_->Compute(step, on_copying);
   }();
+  if (as_pulled) {
+    const Status pulled = ConfirmPull(step - 1);
+    if (!pulled.ok()) {
+      data_path_->HandOver();  // the step's ranges reach the client, which drops them
+      return pulled;
+    }
+  }
   interval_.compute_s += Seconds(Clock::now() - compute_start);
   const auto push_start = Clock::now();
   {

@@ -399,6 +399,19 @@ StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params) {
   return PullInto(step, nullptr, params, proto::BFLOAT16);
 }
 
+Status PsClient::ObserveLandings(Ticket ticket, std::function<void(uint64_t begin, uint64_t end)> landed) {
+  auto it = requests_.find(ticket);
+  if (it == requests_.end() || it->second.type != proto::PULL) {
+    return Status::InvalidArgument("ps client: ticket " + std::to_string(ticket) + " is not a pull in flight");
+  }
+  Request& r = it->second;
+  r.on_landed = std::move(landed);
+  for (const Part& p : r.parts) {
+    if (p.answered && (p.sibling < 0 || &p < &r.parts[p.sibling])) ReportLanded(r, p);  // a split piece once
+  }
+  return Status::Ok();
+}
+
 StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype) {
   const Ticket ticket = next_ticket_++;
   Request& r = NewRequest(ticket, proto::PULL, step, SplitParts());

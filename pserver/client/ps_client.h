@@ -180,6 +180,12 @@ class PsClient {
   // A BFLOAT16 pull whose pieces land in `params` as they came (bf16, in model order), for a
   // caller that widens them itself (a GPU worker, on its device).   params: (parameter_count)
   StatusOr<Ticket> PullBf16(int64_t step, uint16_t* params);
+  // Calls landed(begin, end) on this thread, in Progress or Wait, for each range of the model
+  // that the pull `ticket` has written and checked from now on (a piece pulled in two parts once
+  // both are in), and at once for those it already has: so that a forward pass can begin before
+  // the whole pull is in. Until Wait returns; InvalidArgument for a ticket that is not a pull in
+  // flight.
+  Status ObserveLandings(Ticket ticket, std::function<void(uint64_t begin, uint64_t end)> landed);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
   // server sent back (with its reason), Aborted when the job is rolling back (call Rollback), or
   // Unavailable after timeout_ms.
@@ -267,6 +273,7 @@ class PsClient {
     double pulled_loss_sum = 0;           // PULL: what its pieces said of the step (BSP)...
     uint64_t pulled_tokens = 0;           // ...0: not said.
     std::vector<uint32_t> part_crcs;      // PULL: each answered part's payload CRC-32C
+    std::function<void(uint64_t, uint64_t)> on_landed;  // PULL: ObserveLandings'
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;         // HELLO: smallest step reported.
     std::vector<uint64_t> epochs;         // HELLO: each shard's epoch...
@@ -314,6 +321,8 @@ class PsClient {
   bool HandleParams(WireMessage msg, Request& r, Part& p);
   // The landing thread's outcomes: an intact part is answered, a damaged one asked for again.
   void TakeLandings();
+  // Calls r.on_landed for p's range once every part of its piece is answered.
+  void ReportLanded(const Request& r, const Part& p);
   // What a landed part says (its CRC, the step's loss and tokens); false when it was damaged.
   bool TookLanded(Request& r, const Part& p, const PullLanding::Landed& landed);
   // Waits for the landings of r's parts still in flight, before r is dropped or handed back.

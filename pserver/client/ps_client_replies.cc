@@ -155,7 +155,14 @@ void PsClient::TakeLandings() {
     if (!TookLanded(r, p, l) || p.answered) continue;
     p.answered = true;
     if (r.remaining > 0) --r.remaining;  // 0 already when the request was ended early (a rollback)
+    if (r.on_landed) ReportLanded(r, p);
   }
+}
+
+void PsClient::ReportLanded(const Request& r, const Part& p) {
+  // A piece pulled in two parts has landed once both have (each writes some of its rows).
+  if (p.sibling >= 0 && !r.parts[p.sibling].answered) return;
+  r.on_landed(p.model, p.model + (p.end - p.begin));
 }
 
 void PsClient::SettleLandings(const Request& r) {

@@ -29,6 +29,10 @@ class RangeUploader {
   // without waiting for the copies. Forgets the ranges of the previous Start.
   // REQUIRES: ranges within [0, n); nothing writes host[r) until the copies are awaited.
   virtual void Start(const std::vector<ElementRange>& ranges) = 0;
+  // Starts copying one more range after the last Start's, waiting for the same backend
+  // operations as it (not for any issued since): for a range whose host values arrive later.
+  // REQUIRES: as Start's; Start was called since the uploader was made.
+  virtual void Add(ElementRange range) = 0;
   // Backend operations issued after this call see device[begin, end) as the last Start copied
   // it: they wait (on the device; the calling thread does not) for the copies of the started
   // ranges that overlap [begin, end).
@@ -54,6 +58,7 @@ class ImmediateRangeUploader final : public RangeUploader {
       if (r.end > r.begin) memory_->CopyToDevice(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_);
     }
   }
+  void Add(ElementRange range) override { Start({range}); }
   void Await(uint64_t /*begin*/, uint64_t /*end*/) override {}
 
  private:

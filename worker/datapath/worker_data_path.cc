@@ -38,6 +38,7 @@ WorkerDataPath::~WorkerDataPath() = default;
 StatusOr<int64_t> WorkerDataPath::Rollback() {
   return client_.Call([&](PsClient& c) {
     pull_.reset();
+    pull_failure_ = Status::Ok();
     return c.Rollback();
   });
 }
@@ -54,6 +55,36 @@ Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
   }));
   computer_->ParamsPulled(digest, dtype);
   return Status::Ok();
+}
+
+Status WorkerDataPath::PullWhileComputing(int64_t step, std::function<void(PsClient&)> pulled) {
+  const proto::DType dtype = PullDtype(step);
+  PsClient::Ticket ticket = 0;
+  PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
+    PSF_ASSIGN_OR_RETURN(ticket, PullAfter(c, step, dtype));
+    arrival_.Reset();
+    pull_failure_ = Status::Ok();
+    return c.ObserveLandings(ticket, [this](uint64_t begin, uint64_t end) { arrival_.Landed(begin, end); });
+  }));
+  arriving_dtype_ = dtype;
+  computer_->ParamsArriving(&arrival_, dtype);
+  client_.Post([this, ticket, step, pulled = std::move(pulled)](PsClient& c) {
+    PullArrival::Outcome outcome;
+    outcome.status = c.Wait(ticket).WithContext("pull of step " + std::to_string(step));
+    outcome.first_reply_s = c.last_wait_first_reply_s();
+    outcome.digest = c.last_pull_digest();
+    if (outcome.status.ok() && pulled) pulled(c);
+    pull_failure_ = outcome.status;  // before any PushRange of the step: commands run in order
+    arrival_.Finish(std::move(outcome));
+  });
+  return Status::Ok();
+}
+
+Status WorkerDataPath::ConfirmPull(double* first_reply_s) {
+  const PullArrival::Outcome outcome = arrival_.AwaitAll();
+  *first_reply_s = outcome.first_reply_s;
+  computer_->ParamsPulled(outcome.digest, arriving_dtype_);
+  return outcome.status;
 }
 
 Status WorkerDataPath::PullFinal(int64_t step) {
@@ -99,6 +130,11 @@ void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepS
   // A diverged step pushes nothing: the worker ends after Compute, and no frame of grad() may
   // still be on its way then.
   if (!push_.status.ok() || !std::isfinite(stats.loss_sum)) return;
+  // Nor a step computed from a pull that failed (PullWhileComputing): forward read what was there.
+  if (!pull_failure_.ok()) {
+    push_.status = pull_failure_;
+    return;
+  }
   const uint64_t half = n_ / 2;
   if (push_.handed_over < half && (push_.handed_over += range.end - range.begin) >= half) {
     faults_.KillDuringPush(push_.step);

@@ -27,6 +27,7 @@
 #define PSFORMER_WORKER_DATAPATH_WORKER_DATA_PATH_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -36,6 +37,7 @@
 #include "pserver/client/ps_client.h"
 #include "worker/datapath/client_thread.h"
 #include "worker/datapath/gradient_outbound.h"
+#include "worker/datapath/pull_arrival.h"
 #include "worker/step_computer.h"
 
 namespace psformer {
@@ -64,6 +66,16 @@ class WorkerDataPath {
   // config asks for at that step: the pull sent early if it asks for the same, else a new one.
   // `*first_reply_s`: how long the wait for the first answer took (BSP: the slowest worker).
   Status PullParameters(int64_t step, double* first_reply_s);
+  // Phase 1 while the step computes (cluster.forward_as_pulled): the pull of the parameters after
+  // `step` (the one sent early, or a new one) is left landing, and the computer is told so
+  // (StepComputer::ParamsArriving): its forward reads each layer once that layer's pieces are in.
+  // The client thread waits for the pull, then runs `pulled` (the coordinator's checkpoint), before
+  // it sends any piece of the step's push. REQUIRES: after BeginPush, before Compute.
+  Status PullWhileComputing(int64_t step, std::function<void(PsClient&)> pulled);
+  // After that Compute: how the pull ended (OK: every parameter the step read was the pull's; a
+  // failure: nothing of the step was pushed); `*first_reply_s` as PullParameters'. The computer
+  // has the pull's digest (ParamsPulled) once it returns.
+  Status ConfirmPull(double* first_reply_s);
   // The final weights after `step`, in fp32.
   Status PullFinal(int64_t step);
 
@@ -121,6 +133,11 @@ class WorkerDataPath {
   std::optional<PsClient::Ticket> pull_;  // the pull sent early, not yet waited for...
   int64_t pull_step_ = -1;                // ...of the parameters after this step,
   proto::DType pull_dtype_ = proto::FLOAT32;
+  Status pull_failure_;  // the pull a step computes from failed: nothing of the step is pushed
+  // The pull a step computes from as it lands (PullWhileComputing): written by the client thread,
+  // awaited by the computer.
+  PullArrival arrival_;
+  proto::DType arriving_dtype_ = proto::FLOAT32;  // launching thread's
   // The stages; destroyed in reverse order, the way data flows: the outbound stage posts what it
   // still holds, then the client thread runs it.
   ClientThread client_;

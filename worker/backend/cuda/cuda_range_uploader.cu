@@ -59,37 +59,40 @@ void CudaRangeUploader::EmitTraced() {
 
 void CudaRangeUploader::Start(const std::vector<ElementRange>& ranges) {
   EmitTraced();
-  const bool traced = timeline_ != nullptr && Trace::on();
   // The old values may still be read by kernels issued before: the copies wait for them.
   PSF_CUDA_CHECK(cudaEventRecord(computed_, compute_stream_));
   PSF_CUDA_CHECK(cudaStreamWaitEvent(upload_stream_, computed_, 0));
   started_.clear();
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const ElementRange& r = ranges[i];
-    PSF_CHECK(r.begin <= r.end && r.end <= n_);
-    if (i == events_.size()) {
-      cudaEvent_t e = nullptr;
-      PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      events_.push_back(e);
-    }
-    Started started{r, events_[i]};
-    if (traced) {
-      started.traced_slot = timeline_->current();
-      started.traced_begin = DeviceTimeline::NewEvent();
-      PSF_CUDA_CHECK(cudaEventRecord(started.traced_begin, upload_stream_));
-    }
-    const size_t at = r.begin * element_bytes_;
-    if (r.end > r.begin) {
-      PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_,
-                                     cudaMemcpyHostToDevice, upload_stream_));
-    }
-    PSF_CUDA_CHECK(cudaEventRecord(events_[i], upload_stream_));
-    if (traced) {
-      started.traced_end = DeviceTimeline::NewEvent();
-      PSF_CUDA_CHECK(cudaEventRecord(started.traced_end, upload_stream_));
-    }
-    started_.push_back(started);
+  for (const ElementRange& r : ranges) Add(r);
+}
+
+void CudaRangeUploader::Add(ElementRange r) {
+  // Behind the wait Start put on the upload stream: not behind kernels issued since.
+  PSF_CHECK(r.begin <= r.end && r.end <= n_);
+  const size_t i = started_.size();
+  if (i == events_.size()) {
+    cudaEvent_t e = nullptr;
+    PSF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.push_back(e);
   }
+  const bool traced = timeline_ != nullptr && Trace::on();
+  Started started{r, events_[i]};
+  if (traced) {
+    started.traced_slot = timeline_->current();
+    started.traced_begin = DeviceTimeline::NewEvent();
+    PSF_CUDA_CHECK(cudaEventRecord(started.traced_begin, upload_stream_));
+  }
+  const size_t at = r.begin * element_bytes_;
+  if (r.end > r.begin) {
+    PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_, cudaMemcpyHostToDevice,
+                                   upload_stream_));
+  }
+  PSF_CUDA_CHECK(cudaEventRecord(events_[i], upload_stream_));
+  if (traced) {
+    started.traced_end = DeviceTimeline::NewEvent();
+    PSF_CUDA_CHECK(cudaEventRecord(started.traced_end, upload_stream_));
+  }
+  started_.push_back(started);
 }
 
 void CudaRangeUploader::Await(uint64_t begin, uint64_t end) {

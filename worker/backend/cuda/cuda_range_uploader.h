@@ -2,7 +2,8 @@
 // in the order Start lists them (a worker's: forward order), so the copies of later layers overlap
 // the kernels of the earlier ones. Start makes the upload stream wait for the compute stream's work
 // so far (the last step's kernels may still read the old values), enqueues each range's
-// cudaMemcpyAsync and records an event after it; Await makes the compute stream wait for the
+// cudaMemcpyAsync and records an event after it (Add enqueues one more range behind the same
+// wait); Await makes the compute stream wait for the
 // events of the ranges it overlaps, on the device: the launching thread never waits.
 //
 // The host array must be pinned for the copies to be asynchronous (Backend::PinHostMemory, which
@@ -51,6 +52,7 @@ class CudaRangeUploader final : public RangeUploader {
   CudaRangeUploader& operator=(const CudaRangeUploader&) = delete;
 
   void Start(const std::vector<ElementRange>& ranges) override;
+  void Add(ElementRange range) override;
   void Await(uint64_t begin, uint64_t end) override;
 
  private:

@@ -1,0 +1,64 @@
+#include "worker/datapath/pull_arrival.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace psformer {
+
+void PullArrival::Reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  landed_.clear();
+  outcome_.reset();
+}
+
+void PullArrival::Landed(uint64_t begin, uint64_t end) {
+  if (begin >= end) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Insert in order, then merge with the neighbours it touches or overlaps.
+    auto at = std::lower_bound(landed_.begin(), landed_.end(), std::make_pair(begin, end));
+    at = landed_.insert(at, {begin, end});
+    if (at != landed_.begin() && std::prev(at)->second >= at->first) {
+      --at;
+      at->second = std::max(at->second, std::next(at)->second);
+      landed_.erase(std::next(at));
+    }
+    while (std::next(at) != landed_.end() && std::next(at)->first <= at->second) {
+      at->second = std::max(at->second, std::next(at)->second);
+      landed_.erase(std::next(at));
+    }
+  }
+  cv_.notify_all();
+}
+
+void PullArrival::Finish(Outcome outcome) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outcome_ = std::move(outcome);
+  }
+  cv_.notify_all();
+}
+
+bool PullArrival::Covered(uint64_t begin, uint64_t end) const {
+  if (begin >= end) return true;
+  // The landed range holding `begin`, if any, must reach `end` (merged ranges leave no seams).
+  auto after = std::upper_bound(landed_.begin(), landed_.end(), std::make_pair(begin, UINT64_MAX));
+  if (after == landed_.begin()) return false;
+  const auto& holding = *std::prev(after);
+  return holding.first <= begin && holding.second >= end;
+}
+
+Status PullArrival::Await(uint64_t begin, uint64_t end) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return outcome_.has_value() || Covered(begin, end); });
+  if (outcome_ && !outcome_->status.ok()) return outcome_->status;
+  return Status::Ok();
+}
+
+PullArrival::Outcome PullArrival::AwaitAll() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return outcome_.has_value(); });
+  return *outcome_;
+}
+
+}  // namespace psformer

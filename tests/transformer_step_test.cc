@@ -212,6 +212,35 @@ TEST(TransformerStep, Bf16ParametersWidenedOnTheDeviceGiveTheHostsGradient) {
   EXPECT_GT(changed, n / 2);
 }
 
+// A step on the lazily uploading CPU backend beside one on a plain one (device rounding with bf16
+// parameters), the same config and initial parameters.
+struct LazyAndPlain {
+  const LazyUploadCpuBackend* lazy = nullptr;
+  std::unique_ptr<TransformerStep> layered, whole;
+};
+LazyAndPlain MakeLazyAndPlain(const proto::JobConfig& config, bool bf16) {
+  LazyAndPlain made;
+  auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(bf16);
+  made.lazy = lazy_backend.get();
+  made.layered = MakeStep(config, std::move(lazy_backend));
+  std::unique_ptr<Backend<float>> plain = std::make_unique<CpuBackend<float>>(1);
+  if (bf16) plain = std::make_unique<DeviceRoundingCpuBackend>();
+  made.whole = MakeStep(config, std::move(plain));
+  return made;
+}
+
+// `got` is `expected` bit for bit, and more than half of it is not zero.
+void ExpectSameGradientBits(std::span<const float> expected, std::span<const float> got) {
+  ASSERT_EQ(expected.size(), got.size());
+  size_t nonzero = 0, differ = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    nonzero += expected[i] != 0.0f;
+    differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
+  }
+  EXPECT_GT(nonzero, expected.size() / 2);
+  EXPECT_EQ(differ, 0u);
+}
+
 // Every layer's parameters are awaited where forward first reads them, in forward order, each
 // once, together the whole vector: with uploads that land only then, the step's gradient is the
 // one of a whole upload before forward, bit for bit (fp32 parameters, POST_LN; bf16 parameters
@@ -226,27 +255,18 @@ TEST(TransformerStep, ParametersUploadedLayerByLayerWhereForwardNeedsThemGiveThe
       config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
       config.mutable_model()->set_norm_position(proto::ModelConfig::PRE_LN);
     }
-    auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(bf16);
-    const LazyUploadCpuBackend* lazy = lazy_backend.get();
-    auto layered = MakeStep(config, std::move(lazy_backend));
-    std::unique_ptr<Backend<float>> plain = std::make_unique<CpuBackend<float>>(1);
-    if (bf16) plain = std::make_unique<DeviceRoundingCpuBackend>();
-    auto whole = MakeStep(config, std::move(plain));
+    const LazyAndPlain made = MakeLazyAndPlain(config, bf16);
+    const LazyUploadCpuBackend* lazy = made.lazy;
+    TransformerStep* layered = made.layered.get();
+    TransformerStep* whole = made.whole.get();
     const uint64_t n = layered->parameter_count();
     const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
-    for (TransformerStep* s : {layered.get(), whole.get()}) {
+    for (TransformerStep* s : {layered, whole}) {
       if (bf16) FloatsToBf16(s->params().data(), n, s->params_bf16());
       s->ParamsPulled(0, dtype);
       s->Compute(2, nullptr);
     }
-    const std::span<const float> expected = whole->grad(), got = layered->grad();
-    size_t nonzero = 0, differ = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      nonzero += expected[i] != 0.0f;
-      differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
-    }
-    EXPECT_GT(nonzero, n / 2);
-    EXPECT_EQ(differ, 0u);
+    ExpectSameGradientBits(whole->grad(), layered->grad());
 
     // In forward order, each range once, covering the vector.
     std::vector<ElementRange> order;
@@ -277,12 +297,10 @@ TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
     config.mutable_model()->set_layers(2);
     config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
     if (bf16) config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
-    auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(bf16);
-    const LazyUploadCpuBackend* lazy = lazy_backend.get();
-    auto arriving = MakeStep(config, std::move(lazy_backend));
-    std::unique_ptr<Backend<float>> plain = std::make_unique<CpuBackend<float>>(1);
-    if (bf16) plain = std::make_unique<DeviceRoundingCpuBackend>();
-    auto whole = MakeStep(config, std::move(plain));
+    const LazyAndPlain made = MakeLazyAndPlain(config, bf16);
+    const LazyUploadCpuBackend* lazy = made.lazy;
+    TransformerStep* arriving = made.layered.get();
+    TransformerStep* whole = made.whole.get();
     const uint64_t n = arriving->parameter_count();
     const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
     if (bf16) FloatsToBf16(whole->params().data(), n, whole->params_bf16());
@@ -324,14 +342,7 @@ TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
     arriving->ParamsPulled(0, dtype);
     EXPECT_FALSE(stalled) << "forward waited for more than the layer it read next";
     EXPECT_EQ(lazy->awaited(), order);
-    const std::span<const float> expected = whole->grad(), got = arriving->grad();
-    size_t nonzero = 0, differ = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      nonzero += expected[i] != 0.0f;
-      differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
-    }
-    EXPECT_GT(nonzero, n / 2);
-    EXPECT_EQ(differ, 0u);
+    ExpectSameGradientBits(whole->grad(), arriving->grad());
   }
 }
 

@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "common/parallel_for.h"
+#include "common/transport/van.h"
 
 namespace psformer {
 namespace {
@@ -192,28 +193,34 @@ SnapshotSlice ShardOptimizer::PartSlice(Version version, bool bf16, int piece, p
   }
   std::shared_ptr<const SnapshotSlice>& made = snap->parts[piece][(part - 1) * 2 + (bf16 ? 1 : 0)];
   if (made) return *made;
-  // Made once per update and part: the table, then the part's values gathered after it.
+  // Made once per update and part: the table, then the part's values gathered after it, copied
+  // and checksummed in one pass split over the shard's threads (a split piece's pull is served
+  // from this copy, not lent from the snapshot in place as a whole piece is).
   const std::vector<ElementRun> gaps = part == proto::ROWS ? named : ComplementRuns(named, n);
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   uint64_t count = 0;
   for (const ElementRun& r : gaps) count += r.length;
   const size_t table = named.size() * kRunBytes;
-  auto bytes = std::make_shared<std::vector<char>>(table + count * elem);
-  std::memcpy(bytes->data(), named.data(), table);
-  char* out = bytes->data() + table;
+  const size_t total = table + count * elem;
+  std::shared_ptr<void> bytes = Van::HeapPayload(total);  // not zeroed: every byte is written below
+  char* out = static_cast<char*>(bytes.get());
+  std::vector<CrcSpan> spans{{named.data(), out, table}};
+  out += table;
   const float* values = snap->values.data() + offset;
   for (const ElementRun& r : gaps) {
+    const size_t length = r.length * elem;
     if (!bf16) {
-      std::memcpy(out, values + r.offset, r.length * elem);
+      spans.push_back({values + r.offset, out, length});
     } else if (snap->has_rounded) {
-      std::memcpy(out, snap->rounded.data() + offset + r.offset, r.length * elem);
-    } else {
+      spans.push_back({snap->rounded.data() + offset + r.offset, out, length});
+    } else {  // rounded here (a bf16 pull of an update that made no bf16), then only read
       FloatsToBf16(values + r.offset, r.length, reinterpret_cast<uint16_t*>(out));
+      spans.push_back({out, nullptr, length});
     }
-    out += r.length * elem;
+    out += length;
   }
-  const uint32_t crc = Crc32c(0, bytes->data(), bytes->size());
-  made = std::make_shared<const SnapshotSlice>(SnapshotSlice{bytes, bytes->data(), bytes->size(), crc});
+  const uint32_t crc = Crc32cSpans(spans, threads_);
+  made = std::make_shared<const SnapshotSlice>(SnapshotSlice{bytes, bytes.get(), total, crc});
   return *made;
 }
 

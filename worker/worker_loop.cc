@@ -220,7 +220,7 @@ Status WorkerLoop::PullParameters(int64_t step) {
 
 Status WorkerLoop::ConfirmPull(int64_t step) {
   double first_reply_s = 0;  // overlapped with forward: the step's compute time holds it
-  PSF_RETURN_IF_ERROR(data_path_->ConfirmPull(&first_reply_s));
+  PSF_RETURN_IF_ERROR(data_path_->ConfirmPull(step, &first_reply_s));
   if (!coordinator_) return Status::Ok();
   // As PullParameters: the coordinator reads what the pull said before this step's time is
   // added to the interval it reports.

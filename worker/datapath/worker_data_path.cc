@@ -66,7 +66,6 @@ Status WorkerDataPath::PullWhileComputing(int64_t step, std::function<void(PsCli
     pull_failure_ = Status::Ok();
     return c.ObserveLandings(ticket, [this](uint64_t begin, uint64_t end) { arrival_.Landed(begin, end); });
   }));
-  arriving_dtype_ = dtype;
   computer_->ParamsArriving(&arrival_, dtype);
   client_.Post([this, ticket, step, pulled = std::move(pulled)](PsClient& c) {
     PullArrival::Outcome outcome;
@@ -80,10 +79,10 @@ Status WorkerDataPath::PullWhileComputing(int64_t step, std::function<void(PsCli
   return Status::Ok();
 }
 
-Status WorkerDataPath::ConfirmPull(double* first_reply_s) {
+Status WorkerDataPath::ConfirmPull(int64_t step, double* first_reply_s) {
   const PullArrival::Outcome outcome = arrival_.AwaitAll();
   *first_reply_s = outcome.first_reply_s;
-  computer_->ParamsPulled(outcome.digest, arriving_dtype_);
+  computer_->ParamsPulled(outcome.digest, PullDtype(step));  // the step's alone, as PullWhileComputing's
   return outcome.status;
 }
 

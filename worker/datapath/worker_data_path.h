@@ -72,10 +72,10 @@ class WorkerDataPath {
   // The client thread waits for the pull, then runs `pulled` (the coordinator's checkpoint), before
   // it sends any piece of the step's push. REQUIRES: after BeginPush, before Compute.
   Status PullWhileComputing(int64_t step, std::function<void(PsClient&)> pulled);
-  // After that Compute: how the pull ended (OK: every parameter the step read was the pull's; a
-  // failure: nothing of the step was pushed); `*first_reply_s` as PullParameters'. The computer
-  // has the pull's digest (ParamsPulled) once it returns.
-  Status ConfirmPull(double* first_reply_s);
+  // After that Compute: how the pull of the parameters after `step` ended (OK: every parameter
+  // the step read was the pull's; a failure: nothing of the step was pushed); `*first_reply_s` as
+  // PullParameters'. The computer has the pull's digest (ParamsPulled) once it returns.
+  Status ConfirmPull(int64_t step, double* first_reply_s);
   // The final weights after `step`, in fp32.
   Status PullFinal(int64_t step);
 
@@ -137,7 +137,6 @@ class WorkerDataPath {
   // The pull a step computes from as it lands (PullWhileComputing): written by the client thread,
   // awaited by the computer.
   PullArrival arrival_;
-  proto::DType arriving_dtype_ = proto::FLOAT32;  // launching thread's
   // The stages; destroyed in reverse order, the way data flows: the outbound stage posts what it
   // still holds, then the client thread runs it.
   ClientThread client_;

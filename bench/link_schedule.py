@@ -40,6 +40,11 @@ class Variant:
     priority: bool = False         # the link sends what the next forward needs first
     lookup_first: bool = False     # the embedding where the model uses it (step_time_lookup_first)
     chunks: int = 1                # ... its output projection's gradient in this many blocks
+    # What cluster.send_window builds: each sender ranks its own queue (the aggregator's pushes
+    # and the server's answers leave one host on two connections, which share the link chunk by
+    # chunk in turn), by the flat vector's order, so the whole embedding first; and forward's
+    # lookup waits for all of the embedding (no next batch's rows named apart).
+    per_connection: bool = False
 
 
 VARIANTS = [
@@ -55,6 +60,8 @@ VARIANTS = [
     Variant("+ dE pushed in 8 blocks", lookup_first=True, chunks=8),
     Variant("+ per-layer forward + priority, next batch's rows first", lookup_first=True, forward_waits=True,
             priority=True, chunks=8),
+    Variant("per-layer forward + priority per connection, embedding first (built)", lookup_first=True,
+            forward_waits=True, priority=True, chunks=8, per_connection=True),
 ]
 
 
@@ -63,8 +70,9 @@ class Link:
     `chunk` bytes, one chunk at a time, the earliest ready first (or the lowest `order` among the
     ready ones, with `priority`). A message's delivery may make new ones ready (`on_done`)."""
 
-    def __init__(self, bytes_per_s, priority, chunk=4 << 20):
+    def __init__(self, bytes_per_s, priority, chunk=4 << 20, per_connection=False):
         self.rate, self.priority, self.chunk = bytes_per_s, priority, chunk
+        self.per_connection = per_connection  # pushes and pulls queue apart and take turns
         self.future = []  # (ready, sequence, order, bytes, key): not ready yet
         self.seq = 0
 
@@ -74,19 +82,24 @@ class Link:
 
     def run(self, on_done):
         """Sends everything, including what deliveries make ready; returns {key: delivery time}."""
-        done, ready, t = {}, [], 0.0
-        while self.future or ready:
+        done, t, turn = {}, 0.0, 0
+        ready = {"push": [], "pull": []} if self.per_connection else {"": []}
+        while self.future or any(ready.values()):
             while self.future and self.future[0][0] <= t:
                 r, seq, order, nbytes, key = heapq.heappop(self.future)
-                heapq.heappush(ready, ((order if self.priority else 0, r, seq), nbytes, key))
-            if not ready:
+                queue = ready[key[0] if self.per_connection else ""]
+                heapq.heappush(queue, ((order if self.priority else 0, r, seq), nbytes, key))
+            busy = [q for q in ready.values() if q]
+            if not busy:
                 t = self.future[0][0]
                 continue
-            rank, nbytes, key = heapq.heappop(ready)
+            queue = busy[turn % len(busy)]
+            turn += 1
+            rank, nbytes, key = heapq.heappop(queue)
             piece = min(nbytes, self.chunk)
             t += piece / self.rate
             if nbytes > piece:
-                heapq.heappush(ready, (rank, nbytes - piece, key))
+                heapq.heappush(queue, (rank, nbytes - piece, key))
             else:
                 done[key] = t
                 on_done(key, t)
@@ -169,6 +182,9 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
     chunk_names = [f"E{c}" for c in range(k)]
     have = {name: 0.0 for name in list(half) + chunk_names + ["E-next", "E-rows"]}
     next_rows = rows_fraction * (1 - rows_fraction)  # the next batch's rows this step left untouched
+    e_rank = len(sizes)  # the embedding's dense blocks and the rest of it: after the layers
+    if variant.per_connection:  # the lookup waits for all of it, ranked first (its begin is 0)
+        next_rows, e_rank = 1 - rows_fraction, 0
     t, starts = 0.0, []
     for _ in range(steps):
         starts.append(t)
@@ -181,10 +197,10 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
         else:  # once the whole pull is in
             t = max([t] + list(have.values())) + fwd_s
         clock = t
-        link = Link(link_bytes_per_s, variant.priority)
+        link = Link(link_bytes_per_s, variant.priority, per_connection=variant.per_connection)
         for c in reversed(chunk_names):  # dE = dlogits^T y: the first of the output projection's products
             clock += bwd_s * sizes[0][1] / 2 / k / total
-            link.send(clock, e_bytes / k, len(sizes), ("push", c))
+            link.send(clock, e_bytes / k, e_rank, ("push", c))
         clock += bwd_s * sizes[0][1] / 2 / total  # dy = dlogits E
         for name, p in reversed(layers_):
             clock += bwd_s * p / total
@@ -200,8 +216,8 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
             if name in half:
                 link.send(when, half[name], index[name], ("pull", name))
             elif name in chunk_names:  # its untouched rows: the next batch's first, the rest by forward order
-                link.send(when, next_rows * e_bytes / k, -1, ("pull", "E-next-" + name))
-                link.send(when, (1 - rows_fraction - next_rows) * e_bytes / k, len(sizes), ("pull", name))
+                link.send(when, next_rows * e_bytes / k, min(e_rank, -1), ("pull", "E-next-" + name))
+                link.send(when, (1 - rows_fraction - next_rows) * e_bytes / k, e_rank, ("pull", name))
             if all(("push", c) in got for c in chunk_names) and ("push", "E-rows") in got and \
                     ("pull", "E-rows") not in got:
                 got.add(("pull", "E-rows"))

@@ -447,6 +447,8 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                  "must be >= 0");
   check->Require(cluster.streams() >= 1 && cluster.streams() <= 64, "cluster.streams", Str(cluster.streams()),
                  "must be in [1, 64]");
+  check->Require(cluster.send_window() >= 0 && cluster.send_window() <= 1024, "cluster.send_window",
+                 Str(cluster.send_window()), "must be in [0, 1024] (0 = every message to ZeroMQ at once)");
   CheckHostGroups(cluster, check);
   if (cluster.split_embedding()) {
     // Only pieces (overlap under BSP) leave before backward ends: elsewhere the split buys nothing.

@@ -248,6 +248,13 @@ TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
         << refused_blocks.status().message();
   }
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.split_embedding=true", "cluster.output_projection_blocks=1"}).ok());
+  for (const char* window : {"cluster.send_window=-1", "cluster.send_window=1025"}) {
+    auto refused_window = ResolveConfig(copy, {window});
+    ASSERT_FALSE(refused_window.ok()) << window;
+    EXPECT_NE(refused_window.status().message().find("cluster.send_window"), std::string::npos)
+        << refused_window.status().message();
+  }
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_window=0"}).ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #ifndef PSFORMER_COMMON_TRANSPORT_FRAME_H_
 #define PSFORMER_COMMON_TRANSPORT_FRAME_H_
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,16 @@ class Frame {
 // in order) to the Van (Van::ChecksumsPayloadTo): the Van computes it, in the pass that copies the
 // payload where it copies one, and sends seal_header(crc) as frames[0] in place of the
 // placeholder there.
+//
+// `rank`, on send: where the message goes among those a Van holds back for its peer
+// (ZmqVanOptions::send_window): the lowest first, equal ones in the order sent.
+struct SendRank {
+  // Unranked messages (requests, answers without payload) go before every ranked one.
+  int64_t step = INT64_MIN;
+  uint64_t begin = 0;
+  auto operator<=>(const SendRank&) const = default;
+};
+
 struct RawMessage {
   std::string peer;
   std::vector<Frame> frames;
@@ -66,6 +77,7 @@ struct RawMessage {
   // again and again from a sender's one-off loss (pserver/client/segment_refusals.h).
   std::string refused_segment;
   std::function<Frame(uint32_t payload_crc32c)> seal_header;
+  SendRank rank;
 };
 
 // For a Van that does not copy the payload: if message.seal_header is set, computes the CRC-32C

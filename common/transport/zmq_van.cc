@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 
 #include "common/logging.h"
 
@@ -41,6 +42,13 @@ std::string WildcardPort(const std::string& endpoint) {
 ZmqVan::ZmqVan(const ZmqVanOptions& options) : options_(options), context_(options.io_threads) {}
 
 ZmqVan::~ZmqVan() {
+  // What is still held goes to ZeroMQ first, while the peers take it, for up to the linger.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(options_.linger_ms, 0));
+  while (!held_.empty() && std::chrono::steady_clock::now() < until) {
+    SendHeld();
+    if (!held_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!held_.empty()) PSF_LOG(Warning) << "van: closing with " << held() << " message(s) not sent";
   // Sockets close before the context terminates (members would go in the other order).
   router_.reset();
   dealers_.clear();
@@ -48,7 +56,7 @@ ZmqVan::~ZmqVan() {
 }
 
 void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
-  socket.set(zmq::sockopt::sndhwm, 0);
+  socket.set(zmq::sockopt::sndhwm, std::max(options_.send_window, 0));
   socket.set(zmq::sockopt::rcvhwm, 0);
   socket.set(zmq::sockopt::linger, options_.linger_ms);
   if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
@@ -118,9 +126,9 @@ Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
   return Status::Ok();
 }
 
-Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer) {
+Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from) {
   try {
-    for (size_t i = 0; i < frames.size(); ++i) {
+    for (size_t i = from; i < frames.size(); ++i) {
       const bool last = i + 1 == frames.size();
       auto sent = socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
       if (!sent) {
@@ -135,26 +143,119 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
   }
 }
 
-Status ZmqVan::Send(RawMessage message) {
-  if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
-  SealHeader(message);
-  if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
+StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
+  const bool hold = options_.send_window > 0;
   auto it = dealers_.find(message.peer);
   if (it != dealers_.end()) {
     // Payloads take the streams in turn; a message of one frame (a request without payload) the
-    // first, so that requests to a peer without payload keep their order.
+    // first, so that requests to a peer without payload keep their order. Held back, a payload
+    // takes the first of them, from its turn on, with room.
     Peer& p = it->second;
-    const size_t stream = message.frames.size() > 1 ? p.next++ % p.streams.size() : 0;
-    return SendFrames(*p.streams[stream], message.frames, message.peer);
+    const bool payload = message.frames.size() > 1;
+    const size_t tries = payload ? p.streams.size() : 1;
+    for (size_t k = 0; k < tries; ++k) {
+      const size_t stream = payload ? (p.next + k) % p.streams.size() : 0;
+      zmq::socket_t& socket = *p.streams[stream];
+      if (hold) {
+        // The first frame without waiting: ZeroMQ counts whole messages against the high-water
+        // mark, so once it is taken the rest always are.
+        try {
+          const bool more = message.frames.size() > 1;
+          if (!socket.send(ZeroCopyMessage(message.frames[0]),
+                           (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait)) {
+            continue;
+          }
+        } catch (const zmq::error_t& e) {
+          return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
+        }
+      }
+      if (payload) p.next = stream + 1;
+      PSF_RETURN_IF_ERROR(SendFrames(socket, message.frames, message.peer, hold ? 1 : 0));
+      return Handed::kSent;
+    }
+    return Handed::kNoRoom;
   }
   if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
   try {
-    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH.
-    router_->send(zmq::buffer(message.peer), zmq::send_flags::sndmore);
+    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH, and a
+    // full pipe (send_window) into EAGAIN, which dontwait reports as nothing sent.
+    if (!router_->send(zmq::buffer(message.peer),
+                       zmq::send_flags::sndmore | (hold ? zmq::send_flags::dontwait : zmq::send_flags::none))) {
+      return Handed::kNoRoom;
+    }
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
   }
-  return SendFrames(*router_, message.frames, "routed peer");
+  PSF_RETURN_IF_ERROR(SendFrames(*router_, message.frames, "routed peer", 0));
+  return Handed::kSent;
+}
+
+Status ZmqVan::Send(RawMessage message) {
+  if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
+  if (!dealers_.count(message.peer) && !router_) {
+    return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
+  }
+  SealHeader(message);
+  if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
+  if (options_.send_window > 0) {
+    SendHeld();
+    auto held = held_.find(message.peer);
+    if (held != held_.end()) {  // behind others held for the peer: by rank among them
+      held->second.queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
+      return Status::Ok();
+    }
+  }
+  PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(message));
+  if (handed == Handed::kNoRoom) {
+    Held& h = held_[message.peer];
+    h.since = std::chrono::steady_clock::now();
+    h.queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
+  }
+  return Status::Ok();
+}
+
+void ZmqVan::SendHeld() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = held_.begin(); it != held_.end();) {
+    Held& h = it->second;
+    size_t dropped = 0;
+    std::string why;
+    while (!h.queue.empty()) {
+      auto handed = HandOver(h.queue.begin()->second);
+      if (!handed.ok()) {
+        // Gone (a routed peer that left) or broken: the message is lost as on the wire, and its
+        // sender's resend heals or reports it.
+        ++dropped;
+        why = handed.status().message();
+      } else if (*handed == Handed::kNoRoom) {
+        break;
+      }
+      h.queue.erase(h.queue.begin());
+      h.since = now;
+      h.warned = false;
+    }
+    if (dropped > 0) PSF_LOG(Warning) << "van: dropped " << dropped << " held message(s): " << why;
+    if (h.queue.empty()) {
+      it = held_.erase(it);
+      continue;
+    }
+    // A queue that does not move is a peer that does not read (dead, restarting, or refusing
+    // this process's CURVE keys); the requests' own deadlines decide what that means.
+    if (!h.warned && options_.send_timeout_ms >= 0 &&
+        now - h.since >= std::chrono::milliseconds(options_.send_timeout_ms)) {
+      h.warned = true;
+      PSF_LOG(Warning) << "van: " << h.queue.size() << " message(s) to " << it->first << " waited "
+                       << options_.send_timeout_ms << " ms for room"
+                       << (options_.curve ? " (did it refuse this process's CURVE keys?)" : "");
+    }
+    ++it;
+  }
+}
+
+size_t ZmqVan::held() const {
+  size_t n = 0;
+  for (const auto& [peer, h] : held_) n += h.queue.size();
+  return n;
 }
 
 StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
@@ -171,51 +272,83 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
     }
   }
   if (sockets.empty()) return Status::Unavailable("van: nothing bound or connected to receive from");
-  std::vector<zmq::pollitem_t> items;
-  for (zmq::socket_t* s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  const auto start = std::chrono::steady_clock::now();
   try {
-    const int ready = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
-    if (ready <= 0) return std::optional<RawMessage>();
-    for (size_t k = 0; k < items.size(); ++k) {
-      const size_t i = (next_poll_ + k) % items.size();
-      if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      next_poll_ = i + 1;
-      RawMessage message;
-      message.peer = names[i];
-      const bool routed = sockets[i] == router_.get();
-      bool first = true;
-      while (true) {
-        zmq::message_t part;
-        if (!sockets[i]->recv(part, zmq::recv_flags::dontwait)) {
-          return Status::Internal("van: message ended early (a part was announced but missing)");
+    while (true) {
+      // Held messages go out as room appears: a connection with some waits for room too (a
+      // ROUTER cannot say which of its peers has room, so it is looked at every millisecond).
+      SendHeld();
+      std::vector<zmq::pollitem_t> items;
+      bool routed_held = false;
+      for (size_t i = 0; i < sockets.size(); ++i) {
+        short events = ZMQ_POLLIN;
+        if (sockets[i] == router_.get()) {
+          for (const auto& [peer, h] : held_) routed_held = routed_held || !dealers_.count(peer);
+        } else if (auto h = held_.find(names[i]); h != held_.end()) {
+          // Room on a connection the first held message may take: any for a payload, the first
+          // for a request (which keeps to it).
+          const bool payload = h->second.queue.begin()->second.frames.size() > 1;
+          if (payload || sockets[i] == dealers_.at(names[i]).streams.front().get()) events |= ZMQ_POLLOUT;
         }
-        const bool more = part.more();
-        if (routed && first) {
-          message.peer = part.to_string();
-        } else {
-          message.frames.push_back(FrameOf(std::move(part)));
-        }
-        first = false;
-        if (!more) break;
+        items.push_back({sockets[i]->handle(), 0, events, 0});
       }
-      if (options_.sealer) {
-        auto opened = options_.sealer->OpenAll(message.frames, options_.seal_threads);
-        if (opened.ok()) {
-          message.frames = std::move(*opened);
-        } else {
-          message.unsealed = true;
-          message.transport_error = opened.status().message();
-        }
+      int wait_ms = timeout_ms;
+      if (timeout_ms > 0) {
+        const auto spent =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        wait_ms = std::max<int>(0, timeout_ms - static_cast<int>(spent.count()));
       }
-      return std::optional<RawMessage>(std::move(message));
+      if (routed_held) wait_ms = wait_ms < 0 ? 1 : std::min(wait_ms, 1);
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
+      for (size_t k = 0; k < items.size(); ++k) {
+        const size_t i = (next_poll_ + k) % items.size();
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        next_poll_ = i + 1;
+        PSF_ASSIGN_OR_RETURN(RawMessage message, Receive(*sockets[i], sockets[i] == router_.get(), names[i]));
+        return std::optional<RawMessage>(std::move(message));
+      }
+      // Nothing arrived: a wait that is over ends, one that woke for room goes on.
+      if (held_.empty() ||
+          (timeout_ms >= 0 && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(timeout_ms))) {
+        return std::optional<RawMessage>();
+      }
     }
-    return std::optional<RawMessage>();
   } catch (const zmq::error_t& e) {
     // A signal (SIGTERM asking a role to stop) interrupts the poll: nothing arrived, the caller
     // looks at its stop flag and polls again.
     if (e.num() == EINTR) return std::optional<RawMessage>();
     return Status::Unavailable("van: receive failed: " + std::string(e.what()));
   }
+}
+
+StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, bool routed, const std::string& name) {
+  RawMessage message;
+  message.peer = name;
+  bool first = true;
+  while (true) {
+    zmq::message_t part;
+    if (!socket.recv(part, zmq::recv_flags::dontwait)) {
+      return Status::Internal("van: message ended early (a part was announced but missing)");
+    }
+    const bool more = part.more();
+    if (routed && first) {
+      message.peer = part.to_string();
+    } else {
+      message.frames.push_back(FrameOf(std::move(part)));
+    }
+    first = false;
+    if (!more) break;
+  }
+  if (options_.sealer) {
+    auto opened = options_.sealer->OpenAll(message.frames, options_.seal_threads);
+    if (opened.ok()) {
+      message.frames = std::move(*opened);
+    } else {
+      message.unsealed = true;
+      message.transport_error = opened.status().message();
+    }
+  }
+  return message;
 }
 
 }  // namespace psformer

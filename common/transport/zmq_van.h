@@ -3,9 +3,9 @@
 // Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id
 // its messages came with); Connect opens one DEALER per named peer, or options.streams of them to a tcp:// endpoint,
 // each its own connection: a message with a payload leaves on the next of them in turn, one without on the first,
-// and each is answered on the connection it came on. Recv polls all of them. High-water marks are off (a
-// ROUTER would otherwise drop messages silently), ROUTER_MANDATORY makes a send to an unknown peer an error instead of
-// a silent drop.
+// and each is answered on the connection it came on. Recv polls all of them. High-water marks are off
+// unless options.send_window sets them (below); ROUTER_MANDATORY makes a send to an unknown peer an error, and one to
+// a full pipe a refusal the Van sees, instead of a silent drop.
 //
 // Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a
 // deleter that releases the frame's owner (zmq_msg_init_data), so a payload split into frames
@@ -17,12 +17,20 @@
 // the client keypair and trusts only the server public key. CURVE encrypts every frame, so the
 // bytes are copied once on each side (into and out of the cipher); zero copy holds up to there.
 //
+// Holding back (options.send_window > 0, cluster.send_window): ZeroMQ queues at most send_window
+// messages per connection (its high-water mark); what does not fit the Van holds, per peer, and
+// hands over by SendRank, the lowest first, as ZeroMQ takes them (on later Sends and Recvs, which
+// also wait for room). So when a link is the limit, what the receiver needs first leaves first
+// instead of behind everything queued before it (docs/architecture.md, "Send priority"). The
+// destructor hands over what is held for up to linger_ms.
+//
 // Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
 // AES-256-GCM by Send on the caller's threads and opened by Recv; a message with a frame that
 // does not open arrives with RawMessage::unsealed and transport_error set, for the parser to refuse.
 #ifndef PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 #define PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +62,10 @@ struct ZmqVanOptions {
   // seal_threads threads of the caller; null = frames as they are. Not with `curve`.
   std::shared_ptr<PayloadSealer> sealer;
   int seal_threads = 1;
+  // Messages ZeroMQ may queue per connection before this Van holds the rest back and sends them
+  // by RawMessage::rank (see above); 0 = every message to ZeroMQ at once, in the order sent. The
+  // owner must call Recv regularly while messages are held (roles poll in a loop anyway).
+  int send_window = 0;
 };
 
 class ZmqVan : public Van {
@@ -70,9 +82,26 @@ class ZmqVan : public Van {
 
   // CURVE clients refused by this Van's ZAP handler so far (0 without CURVE or Bind). Any thread.
   uint64_t refused_clients() const { return zap_ ? zap_->refused() : 0; }
+  // Messages held back now (send_window), over every peer.
+  size_t held() const;
 
  private:
-  Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer);
+  // A peer's messages held back: by rank, then by the order they were sent.
+  struct Held {
+    std::map<std::pair<SendRank, uint64_t>, RawMessage> queue;
+    std::chrono::steady_clock::time_point since;  // when it last moved (or began to wait)
+    bool warned = false;                          // that it has not moved for send_timeout_ms
+  };
+  enum class Handed { kSent, kNoRoom };
+  // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be.
+  Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
+  // The whole message waiting at `socket` (from `name`, or from the routing id when `routed`).
+  StatusOr<RawMessage> Receive(zmq::socket_t& socket, bool routed, const std::string& name);
+  // Hands `message` to ZeroMQ if there is room for it (every Send without a window).
+  StatusOr<Handed> HandOver(RawMessage& message);
+  // Hands over what is held, lowest rank first, while ZeroMQ has room; a message to a peer that
+  // is gone is dropped (logged), and a queue that has not moved for send_timeout_ms is logged.
+  void SendHeld();
   void ConfigureSocket(zmq::socket_t& socket);
 
   ZmqVanOptions options_;
@@ -85,6 +114,8 @@ class ZmqVan : public Van {
   };
   std::map<std::string, Peer> dealers_;  // by peer name.
   size_t next_poll_ = 0;                 // round-robin start, so no socket starves the others.
+  std::map<std::string, Held> held_;     // by peer name; empty queues are removed.
+  uint64_t sent_ = 0;                    // messages given to Send, to order equal ranks.
 };
 
 }  // namespace psformer

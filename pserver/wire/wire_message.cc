@@ -76,6 +76,9 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
   header.set_payload_crc32c(payload_crc32c);
   RawMessage raw;
   raw.peer = peer;
+  // Held back by a Van (cluster.send_window): the oldest step's first, in it what forward needs
+  // first (the flat vector is in forward order); messages without payload before all.
+  if (!payload.empty()) raw.rank = SendRank{header.step(), header.begin()};
   raw.frames.reserve(payload.size() + 1);
   raw.frames.push_back(Frame::Own(header.SerializeAsString()));
   for (Frame& f : payload) raw.frames.push_back(std::move(f));

@@ -1,0 +1,159 @@
+// Holding back by rank (ZmqVanOptions::send_window, cluster.send_window): through a slow link on
+// loopback (tests/slow_link.h), what the Van held leaves lowest rank first, a message ranked
+// ahead of them overtakes every one it held, on a DEALER's connection and on a ROUTER's answers
+// alike; closing the Van still hands over everything it held. Without a window, the order sent.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/transport/zmq_van.h"
+#include "tests/slow_link.h"
+#include "tests/van_test_util.h"
+
+namespace psformer::testing {
+namespace {
+
+constexpr int kMessages = 48;
+constexpr size_t kPayload = 512 * 1024;  // 24 MiB in all: more than loopback's buffers hold
+constexpr double kLinkRate = 32e6;       // bytes a second: ~0.8 s to carry it all
+
+// A message named `name` with a payload, ranked `rank` (its `begin`, in step 1).
+RawMessage Ranked(const std::string& peer, const std::string& name, uint64_t rank) {
+  RawMessage m;
+  m.peer = peer;
+  m.frames.push_back(Frame::Copy(name));
+  m.frames.push_back(Frame::Copy(std::string(kPayload, 'x')));
+  m.rank = SendRank{1, rank};
+  return m;
+}
+
+// Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
+// what it holds goes out as the link takes it; whatever it receives is dropped.
+class Pump {
+ public:
+  explicit Pump(ZmqVan& van)
+      : thread_([this, &van] {
+          while (!stop_.load()) EXPECT_TRUE(van.Recv(2).ok());
+        }) {}
+  ~Pump() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Sends kMessages ranked kMessages..1 (the first made last in rank) and then one ranked 0 through
+// `sender` to `peer`, faster than the link takes them; then receives them all at `receiver` while
+// `sender` is pumped. Checks that some were held, that the urgent one overtook every held one,
+// and that the held ones came lowest rank first.
+void ExpectHeldLeaveByRank(ZmqVan& sender, const std::string& peer, Van& receiver) {
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(sender.Send(Ranked(peer, "m" + std::to_string(i), kMessages - i)).ok());
+  }
+  const size_t held = sender.held();
+  ASSERT_GT(held, 1u) << "the link should be full: too little was held back to test an order";
+  ASSERT_TRUE(sender.Send(Ranked(peer, "urgent", 0)).ok());
+  // Held with it (the Send may have handed over some that found room first).
+  const size_t behind_urgent = sender.held() - 1;
+  ASSERT_GT(behind_urgent, 0u) << "the urgent message should have been held with others";
+  std::vector<std::string> order;
+  {
+    Pump pump(sender);
+    for (int i = 0; i <= kMessages; ++i) {
+      RawMessage in = RecvOne(receiver);
+      ASSERT_EQ(in.frames.size(), 2u);
+      order.emplace_back(in.frames[0].bytes());
+    }
+  }
+  // What was handed to ZeroMQ before crosses first, in the order handed; then what was held,
+  // which the urgent one leads, lowest rank first.
+  size_t urgent = 0;
+  while (urgent < order.size() && order[urgent] != "urgent") ++urgent;
+  EXPECT_LE(urgent, kMessages - behind_urgent) << "the message ranked first should overtake every held one";
+  std::vector<int> tail;  // the indices of the last `held` to arrive, urgent aside
+  for (size_t k = order.size(); k-- > 0 && tail.size() < held;) {
+    if (order[k] != "urgent") tail.insert(tail.begin(), std::stoi(order[k].substr(1)));
+  }
+  for (size_t k = 1; k < tail.size(); ++k) {
+    EXPECT_GT(tail[k - 1], tail[k]) << "held messages should leave lowest rank (latest sent) first; " << held
+                                    << " were held";
+  }
+  EXPECT_EQ(sender.held(), 0u);
+}
+
+TEST(SendWindow, HeldMessagesToAServerLeaveByRank) {
+  ZmqVan server;
+  auto bound = server.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  SlowLink link(*bound, kLinkRate);
+  ZmqVanOptions o;
+  o.send_window = 1;
+  ZmqVan client(o);
+  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+  ExpectHeldLeaveByRank(client, "srv", server);
+}
+
+TEST(SendWindow, HeldAnswersToAClientLeaveByRank) {
+  ZmqVanOptions o;
+  o.send_window = 1;
+  ZmqVan server(o);
+  auto bound = server.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  SlowLink link(*bound, kLinkRate);
+  ZmqVan client;
+  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+  RawMessage hello;
+  hello.peer = "srv";
+  hello.frames.push_back(Frame::Copy(std::string("hello")));
+  ASSERT_TRUE(client.Send(std::move(hello)).ok());
+  const RawMessage in = RecvOne(server);
+  ExpectHeldLeaveByRank(server, in.peer, client);
+}
+
+TEST(SendWindow, ClosingTheVanHandsOverWhatItHeld) {
+  ZmqVan server;
+  auto bound = server.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  SlowLink link(*bound, kLinkRate);
+  {
+    ZmqVanOptions o;
+    o.send_window = 1;
+    o.linger_ms = 20000;
+    ZmqVan client(o);
+    ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), 1)).ok());
+    ASSERT_GT(client.held(), 0u) << "nothing held back: nothing is tested";
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    RawMessage in = RecvOne(server);
+    ASSERT_EQ(in.frames.size(), 2u);
+    EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i)) << "equal ranks keep the order sent";
+  }
+}
+
+TEST(SendWindow, WithoutAWindowEverythingGoesInTheOrderSent) {
+  ZmqVan server;
+  auto bound = server.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  SlowLink link(*bound, kLinkRate);
+  ZmqVan client;
+  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), kMessages - i)).ok());
+  }
+  EXPECT_EQ(client.held(), 0u);
+  for (int i = 0; i < kMessages; ++i) {
+    RawMessage in = RecvOne(server);
+    ASSERT_EQ(in.frames.size(), 2u);
+    EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i));
+  }
+}
+
+}  // namespace
+}  // namespace psformer::testing

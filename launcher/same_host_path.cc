@@ -58,7 +58,9 @@ void LogJobSegments(const JobConfig& config, uint64_t job_id) {
 }
 
 void RemoveJobSegments(uint64_t job_id) {
-  const int n = RemoveShmSegments(job_id, std::nullopt);
+  // Only those of processes that are gone: another rank's supervisor on this host (several
+  // ranks share a host under mpirun) may still run roles whose segments are being read.
+  const int n = RemoveOrphanShmSegments(job_id);
   if (n > 0) PSF_LOG(Info) << "removed " << n << " shared-memory segment(s) the job's processes left";
 }
 

@@ -37,7 +37,9 @@ void SweepOrphanSegments();
 // Says where the job's shared memory lives, so that an operator (or a test) can look for it.
 void LogJobSegments(const JobConfig& config, uint64_t job_id);
 
-// Removes every segment of the job on this host; called once its role processes are gone.
+// Removes the job's segments on this host whose processes are gone; called once this
+// supervisor's role processes are. Other ranks on the host may still run theirs: the last to end
+// leaves none.
 void RemoveJobSegments(uint64_t job_id);
 
 }  // namespace psformer

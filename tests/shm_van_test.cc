@@ -576,6 +576,22 @@ TEST(ShmSegment, SegmentsOfDeadProcessesAreRemoved) {
   EXPECT_FALSE(SegmentExists((*mine)->name()));
 }
 
+// What a supervisor removes when its roles are gone (RemoveJobSegments): its job's segments of
+// dead processes only; a live process's (another rank's role on the same host) and another
+// job's stay.
+TEST(ShmSegment, AJobsOrphansAreRemovedAndItsLiveSegmentsKept) {
+  const std::string name = SegmentOfADeadChild(0);
+  ASSERT_FALSE(name.empty());
+  auto live = ShmSegment::Create(kJob, 1, 1 << 16, 4);
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ(RemoveOrphanShmSegments(kJob + 1), 0);
+  EXPECT_TRUE(SegmentExists(name)) << "another job's orphan is not this job's to remove";
+  EXPECT_EQ(RemoveOrphanShmSegments(kJob), 1);
+  EXPECT_FALSE(SegmentExists(name));
+  EXPECT_TRUE(SegmentExists((*live)->name())) << "a live process's segment must stay";
+  EXPECT_EQ(RemoveShmSegments(kJob, getpid()), 1);
+}
+
 // The kernel reuses pids: a restarted role may get its predecessor's. Two processes that are each
 // pid 1 of a PID namespace of their own make the same segment number one after the other (the
 // second while the first one's segment still exists, as receivers' mappings keep it): the names

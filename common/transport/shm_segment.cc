@@ -160,10 +160,11 @@ std::optional<uint64_t> ShmSegment::PidNamespaceOf(const std::string& name) {
   return h.pid_namespace;
 }
 
-int RemoveOrphanShmSegments() {
+int RemoveOrphanShmSegments(std::optional<uint64_t> job_id) {
   int removed = 0;
   const uint64_t here = CurrentPidNamespace();
   ForEachOwnSegment([&](const std::string& name, const ShmSegmentNameParts& parts) {
+    if (job_id && parts.job_id != *job_id) return;
     if (ProcessExists(parts.pid)) return;
     // Its pid is dead here; it is an orphan only if it was a pid here.
     const std::optional<uint64_t> made_in = ShmSegmentPidNamespace(name);

@@ -70,8 +70,9 @@ int RemoveShmSegments(std::optional<uint64_t> job_id, std::optional<pid_t> pid);
 // Unlinks this user's segments whose creating process no longer exists (left by a job that was
 // killed with its supervisor). Returns how many were removed. A pid names a process only in its
 // PID namespace: a segment made in another one (a job in another container on the same
-// /dev/shm) is never taken for an orphan, nor is one whose header cannot be read.
-int RemoveOrphanShmSegments();
+// /dev/shm) is never taken for an orphan, nor is one whose header cannot be read. `job_id`:
+// only that job's (nullopt = any job's).
+int RemoveOrphanShmSegments(std::optional<uint64_t> job_id = std::nullopt);
 
 // This process's PID namespace (the inode of /proc/self/ns/pid; 0 where it cannot be read).
 uint64_t CurrentPidNamespace();

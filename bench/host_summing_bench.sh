@@ -102,13 +102,18 @@ echo
 echo "| model | hosts | link (base equivalent) | host summing | encryption | embedding | median step | compute / push / wait / pull (ms) | efficiency | sent per host per step | received per host per step | CPU s per step: server, aggregator, worker (each) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 IFS=';' read -r -a model_list <<<"$models"
+model_index=0
 for model in "${model_list[@]}"; do
+model_index=$((model_index + 1))
 model_sets=()
 [[ $model == base ]] || for setting in $model; do model_sets+=(--set "$setting"); done
 read -r params d_model vocab <<<"$(shape ${model_sets[@]+"${model_sets[@]}"})"
 [[ -n $vocab ]] || { echo "bench: the model \"$model\" does not load: see psformer train --dry-run" >&2; exit 1; }
 label="$(awk -v p="$params" -v d="$d_model" -v v="$vocab" 'BEGIN {
   printf "d %d, %d pieces (%.1f MB, embedding %.0f%%)", d, v, p * 4 / 1e6, 100 * v * d / p }')"
+# Settings beside the shape (cluster.send_window=0, ...) are named in the row.
+extras=$(tr ' ' '\n' <<<"$model" | grep -v -e '^model\.' -e '^base$' -e '^$' | paste -sd ' ' || true)
+[[ -z $extras ]] || label="$label, $extras"
 for hosts in $host_counts; do
   for rate in $rates; do
     # The link that gives this model's bytes the time the base model's take at $rate.
@@ -136,7 +141,7 @@ for hosts in $host_counts; do
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-$vocab-$d_model-$hosts-$rate-$summing-$security-${embedding//[ ,]/}"
+        run="$work/run-m$model_index-$vocab-$d_model-$hosts-$rate-$summing-$security-${embedding//[ ,]/}"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*

@@ -15,7 +15,9 @@ same, so one host's link is modelled, each direction carrying, one after the oth
 pushes to the other server and its server's answers to the other host's pulls. Forward takes the
 first third of the compute step and backward the rest, each layer in proportion to its size (as
 cluster.backend=EMULATED does). Messages leave in the order they are ready (a FIFO per link, as
-one ZeroMQ connection each way), or by a priority where a variant says so. Servers, aggregators
+one ZeroMQ connection each way), or by a priority where a variant says so: over the whole link,
+or per connection (what cluster.send_window builds: the aggregator's sums and the server's
+answers on two connections that take turns on the link, each ranked by the flat vector's order). Servers, aggregators
 and the encryption take no time: the model says what the link and the schedule allow.
 """
 import heapq
@@ -45,6 +47,9 @@ class Variant:
     # chunk in turn), by the flat vector's order, so the whole embedding first; and forward's
     # lookup waits for all of the embedding (no next batch's rows named apart).
     per_connection: bool = False
+    # The next forward begins only once every push of the step has crossed (the worker waits for
+    # its pushes' acknowledgements, WorkerLoop's finish_push, before its next step), as built.
+    forward_after_pushes: bool = False
 
 
 VARIANTS = [
@@ -60,8 +65,11 @@ VARIANTS = [
     Variant("+ dE pushed in 8 blocks", lookup_first=True, chunks=8),
     Variant("+ per-layer forward + priority, next batch's rows first", lookup_first=True, forward_waits=True,
             priority=True, chunks=8),
-    Variant("per-layer forward + priority per connection, embedding first (built)", lookup_first=True,
-            forward_waits=True, priority=True, chunks=8, per_connection=True),
+    Variant("per-layer forward + priority per connection, embedding first, after the pushes (built)",
+            lookup_first=True, forward_waits=True, priority=True, chunks=8, per_connection=True,
+            forward_after_pushes=True),
+    Variant("the same, forward not waiting for the pushes", lookup_first=True, forward_waits=True, priority=True,
+            chunks=8, per_connection=True),
 ]
 
 
@@ -229,6 +237,8 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
                 have[name] = done[("pull", name)]
         have["E-next"] = max(done[("pull", "E-next-" + c)] for c in chunk_names)
         t = clock
+        if variant.forward_after_pushes:
+            t = max([t] + [when for (kind, _), when in done.items() if kind == "push"])
     return starts[-1] - starts[-2]
 
 

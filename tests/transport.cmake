@@ -38,7 +38,7 @@ psformer_test(resend_test integration SOURCES resend_test.cc LIBS psformer_pserv
 # CURVE on each, and a BSP job over four streams bitwise equal to one.
 psformer_test(streams_test integration SOURCES streams_test.cc LIBS psformer_pserver psformer_common)
 # Holding back by rank (cluster.send_window): through a slow link, held messages leave lowest
-# rank first and a first-ranked one overtakes them, on both socket kinds; closing hands them over.
+# rank first and a first-ranked one overtakes them; answers are not held; closing hands them over.
 psformer_test(send_window_test integration SOURCES send_window_test.cc LIBS psformer_common)
 psformer_test(payload_sealer_test unit SOURCES payload_sealer_test.cc LIBS psformer_common)
 # The pull's last stage on its own thread (pserver/client/pull_landing.h): pieces checked in their

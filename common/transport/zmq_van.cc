@@ -55,8 +55,8 @@ ZmqVan::~ZmqVan() {
   zap_.reset();
 }
 
-void ZmqVan::ConfigureSocket(zmq::socket_t& socket) {
-  socket.set(zmq::sockopt::sndhwm, std::max(options_.send_window, 0));
+void ZmqVan::ConfigureSocket(zmq::socket_t& socket, bool hold) {
+  socket.set(zmq::sockopt::sndhwm, hold ? options_.send_window : 0);
   socket.set(zmq::sockopt::rcvhwm, 0);
   socket.set(zmq::sockopt::linger, options_.linger_ms);
   if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
@@ -72,7 +72,7 @@ StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
       return router_->get(zmq::sockopt::last_endpoint);
     }
     auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
-    ConfigureSocket(*socket);
+    ConfigureSocket(*socket, false);
     socket->set(zmq::sockopt::router_mandatory, 1);
     if (options_.curve) {
       const CurveKeys& keys = *options_.curve;
@@ -104,12 +104,14 @@ Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
   if (options_.curve && options_.curve->client_secret.empty()) {
     return Status::InvalidArgument("van: a CURVE client needs the client secret key to connect to " + endpoint);
   }
-  const int streams = endpoint.rfind("tcp://", 0) == 0 ? std::max(options_.streams, 1) : 1;
+  const bool tcp = endpoint.rfind("tcp://", 0) == 0;
+  const int streams = tcp ? std::max(options_.streams, 1) : 1;
   Peer connected;
+  connected.hold = tcp && options_.send_window > 0;
   try {
     for (int k = 0; k < streams; ++k) {
       auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-      ConfigureSocket(*socket);
+      ConfigureSocket(*socket, connected.hold);
       if (options_.curve) {
         const CurveKeys& keys = *options_.curve;
         socket->set(zmq::sockopt::curve_serverkey, keys.server_public);
@@ -144,13 +146,13 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
 }
 
 StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
-  const bool hold = options_.send_window > 0;
   auto it = dealers_.find(message.peer);
   if (it != dealers_.end()) {
     // Payloads take the streams in turn; a message of one frame (a request without payload) the
     // first, so that requests to a peer without payload keep their order. Held back, a payload
     // takes the first of them, from its turn on, with room.
     Peer& p = it->second;
+    const bool hold = p.hold;
     const bool payload = message.frames.size() > 1;
     const size_t tries = payload ? p.streams.size() : 1;
     for (size_t k = 0; k < tries; ++k) {
@@ -177,12 +179,8 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
   }
   if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
   try {
-    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH, and a
-    // full pipe (send_window) into EAGAIN, which dontwait reports as nothing sent.
-    if (!router_->send(zmq::buffer(message.peer),
-                       zmq::send_flags::sndmore | (hold ? zmq::send_flags::dontwait : zmq::send_flags::none))) {
-      return Handed::kNoRoom;
-    }
+    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH.
+    router_->send(zmq::buffer(message.peer), zmq::send_flags::sndmore);
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
   }
@@ -197,7 +195,7 @@ Status ZmqVan::Send(RawMessage message) {
   }
   SealHeader(message);
   if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
-  if (options_.send_window > 0) {
+  if (!held_.empty()) {
     SendHeld();
     auto held = held_.find(message.peer);
     if (held != held_.end()) {  // behind others held for the peer: by rank among them
@@ -223,8 +221,8 @@ void ZmqVan::SendHeld() {
     while (!h.queue.empty()) {
       auto handed = HandOver(h.queue.begin()->second);
       if (!handed.ok()) {
-        // Gone (a routed peer that left) or broken: the message is lost as on the wire, and its
-        // sender's resend heals or reports it.
+        // A broken connection: the message is lost as on the wire, and its sender's resend heals
+        // or reports it.
         ++dropped;
         why = handed.status().message();
       } else if (*handed == Handed::kNoRoom) {
@@ -275,16 +273,12 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
   const auto start = std::chrono::steady_clock::now();
   try {
     while (true) {
-      // Held messages go out as room appears: a connection with some waits for room too (a
-      // ROUTER cannot say which of its peers has room, so it is looked at every millisecond).
+      // Held messages go out as room appears: a connection with some waits for room too.
       SendHeld();
       std::vector<zmq::pollitem_t> items;
-      bool routed_held = false;
       for (size_t i = 0; i < sockets.size(); ++i) {
         short events = ZMQ_POLLIN;
-        if (sockets[i] == router_.get()) {
-          for (const auto& [peer, h] : held_) routed_held = routed_held || !dealers_.count(peer);
-        } else if (auto h = held_.find(names[i]); h != held_.end()) {
+        if (auto h = held_.find(names[i]); h != held_.end()) {
           // Room on a connection the first held message may take: any for a payload, the first
           // for a request (which keeps to it).
           const bool payload = h->second.queue.begin()->second.frames.size() > 1;
@@ -298,7 +292,6 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
         wait_ms = std::max<int>(0, timeout_ms - static_cast<int>(spent.count()));
       }
-      if (routed_held) wait_ms = wait_ms < 0 ? 1 : std::min(wait_ms, 1);
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
       for (size_t k = 0; k < items.size(); ++k) {
         const size_t i = (next_poll_ + k) % items.size();

@@ -4,8 +4,8 @@
 // its messages came with); Connect opens one DEALER per named peer, or options.streams of them to a tcp:// endpoint,
 // each its own connection: a message with a payload leaves on the next of them in turn, one without on the first,
 // and each is answered on the connection it came on. Recv polls all of them. High-water marks are off
-// unless options.send_window sets them (below); ROUTER_MANDATORY makes a send to an unknown peer an error, and one to
-// a full pipe a refusal the Van sees, instead of a silent drop.
+// except on connections options.send_window holds back (below); ROUTER_MANDATORY makes a send to an unknown peer an
+// error instead of a silent drop.
 //
 // Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a
 // deleter that releases the frame's owner (zmq_msg_init_data), so a payload split into frames
@@ -17,11 +17,13 @@
 // the client keypair and trusts only the server public key. CURVE encrypts every frame, so the
 // bytes are copied once on each side (into and out of the cipher); zero copy holds up to there.
 //
-// Holding back (options.send_window > 0, cluster.send_window): ZeroMQ queues at most send_window
-// messages per connection (its high-water mark); what does not fit the Van holds, per peer, and
-// hands over by SendRank, the lowest first, as ZeroMQ takes them (on later Sends and Recvs, which
-// also wait for room). So when a link is the limit, what the receiver needs first leaves first
-// instead of behind everything queued before it (docs/architecture.md, "Send priority"). The
+// Holding back (options.send_window > 0, cluster.send_window): on a connection to a tcp:// peer
+// ZeroMQ queues at most send_window messages (its high-water mark); what does not fit the Van
+// holds, per peer, and hands over by SendRank, the lowest first, as ZeroMQ takes them (on later
+// Sends and Recvs, which also wait for room). So when a link is the limit, what the receiver
+// needs first leaves first instead of behind everything queued before it (docs/architecture.md,
+// "Send priority"). ipc:// connections and the ROUTER's answers are never held (a server answers
+// the workers of its own host on the same socket, and those must not wait for its thread). The
 // destructor hands over what is held for up to linger_ms.
 //
 // Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
@@ -62,9 +64,9 @@ struct ZmqVanOptions {
   // seal_threads threads of the caller; null = frames as they are. Not with `curve`.
   std::shared_ptr<PayloadSealer> sealer;
   int seal_threads = 1;
-  // Messages ZeroMQ may queue per connection before this Van holds the rest back and sends them
-  // by RawMessage::rank (see above); 0 = every message to ZeroMQ at once, in the order sent. The
-  // owner must call Recv regularly while messages are held (roles poll in a loop anyway).
+  // Messages ZeroMQ may queue on a connection to a tcp:// peer before this Van holds the rest
+  // back and sends them by RawMessage::rank (see above); 0 = every message to ZeroMQ at once, in
+  // the order sent. The owner must call Recv regularly while messages are held.
   int send_window = 0;
 };
 
@@ -99,10 +101,11 @@ class ZmqVan : public Van {
   StatusOr<RawMessage> Receive(zmq::socket_t& socket, bool routed, const std::string& name);
   // Hands `message` to ZeroMQ if there is room for it (every Send without a window).
   StatusOr<Handed> HandOver(RawMessage& message);
-  // Hands over what is held, lowest rank first, while ZeroMQ has room; a message to a peer that
-  // is gone is dropped (logged), and a queue that has not moved for send_timeout_ms is logged.
+  // Hands over what is held, lowest rank first, while ZeroMQ has room; a message that cannot be
+  // sent is dropped (logged), and a queue that has not moved for send_timeout_ms is logged.
   void SendHeld();
-  void ConfigureSocket(zmq::socket_t& socket);
+  // High-water mark send_window where `hold`, none otherwise.
+  void ConfigureSocket(zmq::socket_t& socket, bool hold);
 
   ZmqVanOptions options_;
   zmq::context_t context_;
@@ -111,6 +114,7 @@ class ZmqVan : public Van {
   struct Peer {
     std::vector<std::unique_ptr<zmq::socket_t>> streams;  // one DEALER (connection) each
     size_t next = 0;                                      // the stream the next payload takes
+    bool hold = false;                                    // a tcp:// peer, with send_window set
   };
   std::map<std::string, Peer> dealers_;  // by peer name.
   size_t next_poll_ = 0;                 // round-robin start, so no socket starves the others.

@@ -30,6 +30,21 @@ RawMessage Ranked(const std::string& peer, const std::string& name, uint64_t ran
   return m;
 }
 
+ZmqVanOptions Windowed() {
+  ZmqVanOptions o;
+  o.send_window = 1;
+  return o;
+}
+
+// Receives kMessages at `receiver`: m0, m1, ... in the order they were sent.
+void ExpectInTheOrderSent(Van& receiver) {
+  for (int i = 0; i < kMessages; ++i) {
+    RawMessage in = RecvOne(receiver);
+    ASSERT_EQ(in.frames.size(), 2u);
+    EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i));
+  }
+}
+
 // Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
 // what it holds goes out as the link takes it; whatever it receives is dropped.
 class Pump {
@@ -92,9 +107,7 @@ TEST(SendWindow, HeldMessagesToAServerLeaveByRank) {
   auto bound = server.Bind("tcp://127.0.0.1:0");
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
   SlowLink link(*bound, kLinkRate);
-  ZmqVanOptions o;
-  o.send_window = 1;
-  ZmqVan client(o);
+  ZmqVan client(Windowed());
   ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
   ExpectHeldLeaveByRank(client, "srv", server);
 }
@@ -102,9 +115,7 @@ TEST(SendWindow, HeldMessagesToAServerLeaveByRank) {
 // A ROUTER's answers are never held: a server answers workers of its own host over ipc:// on
 // the same socket, which must not wait for its thread to hand them over.
 TEST(SendWindow, AnswersAreNotHeldBack) {
-  ZmqVanOptions o;
-  o.send_window = 1;
-  ZmqVan server(o);
+  ZmqVan server(Windowed());
   auto bound = server.Bind("tcp://127.0.0.1:0");
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
   SlowLink link(*bound, kLinkRate);
@@ -119,11 +130,7 @@ TEST(SendWindow, AnswersAreNotHeldBack) {
     ASSERT_TRUE(server.Send(Ranked(in.peer, "m" + std::to_string(i), kMessages - i)).ok());
   }
   EXPECT_EQ(server.held(), 0u);
-  for (int i = 0; i < kMessages; ++i) {
-    RawMessage back = RecvOne(client);
-    ASSERT_EQ(back.frames.size(), 2u);
-    EXPECT_EQ(back.frames[0].bytes(), "m" + std::to_string(i));
-  }
+  ExpectInTheOrderSent(client);
 }
 
 TEST(SendWindow, ClosingTheVanHandsOverWhatItHeld) {
@@ -132,19 +139,14 @@ TEST(SendWindow, ClosingTheVanHandsOverWhatItHeld) {
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
   SlowLink link(*bound, kLinkRate);
   {
-    ZmqVanOptions o;
-    o.send_window = 1;
+    ZmqVanOptions o = Windowed();
     o.linger_ms = 20000;
     ZmqVan client(o);
     ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
     for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), 1)).ok());
     ASSERT_GT(client.held(), 0u) << "nothing held back: nothing is tested";
   }
-  for (int i = 0; i < kMessages; ++i) {
-    RawMessage in = RecvOne(server);
-    ASSERT_EQ(in.frames.size(), 2u);
-    EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i)) << "equal ranks keep the order sent";
-  }
+  ExpectInTheOrderSent(server);
 }
 
 TEST(SendWindow, WithoutAWindowEverythingGoesInTheOrderSent) {
@@ -158,11 +160,7 @@ TEST(SendWindow, WithoutAWindowEverythingGoesInTheOrderSent) {
     ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), kMessages - i)).ok());
   }
   EXPECT_EQ(client.held(), 0u);
-  for (int i = 0; i < kMessages; ++i) {
-    RawMessage in = RecvOne(server);
-    ASSERT_EQ(in.frames.size(), 2u);
-    EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i));
-  }
+  ExpectInTheOrderSent(server);
 }
 
 }  // namespace

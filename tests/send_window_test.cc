@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,18 @@ void ExpectInTheOrderSent(Van& receiver) {
     EXPECT_EQ(in.frames[0].bytes(), "m" + std::to_string(i));
   }
 }
+
+// A server van bound on loopback and a slow link in front of it, for a client to connect to
+// (no link if the van could not bind).
+struct SlowServer {
+  explicit SlowServer(const ZmqVanOptions& options = {}) : van(options) {
+    auto bound = van.Bind("tcp://127.0.0.1:0");
+    EXPECT_TRUE(bound.ok()) << bound.status().ToString();
+    if (bound.ok()) link = std::make_unique<SlowLink>(*bound, kLinkRate);
+  }
+  ZmqVan van;
+  std::unique_ptr<SlowLink> link;
+};
 
 // Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
 // what it holds goes out as the link takes it; whatever it receives is dropped.
@@ -103,64 +116,56 @@ void ExpectHeldLeaveByRank(ZmqVan& sender, const std::string& peer, Van& receive
 }
 
 TEST(SendWindow, HeldMessagesToAServerLeaveByRank) {
-  ZmqVan server;
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  SlowLink link(*bound, kLinkRate);
+  SlowServer server;
+  ASSERT_NE(server.link, nullptr);
   ZmqVan client(Windowed());
-  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
-  ExpectHeldLeaveByRank(client, "srv", server);
+  ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
+  ExpectHeldLeaveByRank(client, "srv", server.van);
 }
 
 // A ROUTER's answers are never held: a server answers workers of its own host over ipc:// on
 // the same socket, which must not wait for its thread to hand them over.
 TEST(SendWindow, AnswersAreNotHeldBack) {
-  ZmqVan server(Windowed());
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  SlowLink link(*bound, kLinkRate);
+  SlowServer server(Windowed());
+  ASSERT_NE(server.link, nullptr);
   ZmqVan client;
-  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+  ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
   RawMessage hello;
   hello.peer = "srv";
   hello.frames.push_back(Frame::Copy(std::string("hello")));
   ASSERT_TRUE(client.Send(std::move(hello)).ok());
-  const RawMessage in = RecvOne(server);
+  const RawMessage in = RecvOne(server.van);
   for (int i = 0; i < kMessages; ++i) {
-    ASSERT_TRUE(server.Send(Ranked(in.peer, "m" + std::to_string(i), kMessages - i)).ok());
+    ASSERT_TRUE(server.van.Send(Ranked(in.peer, "m" + std::to_string(i), kMessages - i)).ok());
   }
-  EXPECT_EQ(server.held(), 0u);
+  EXPECT_EQ(server.van.held(), 0u);
   ExpectInTheOrderSent(client);
 }
 
 TEST(SendWindow, ClosingTheVanHandsOverWhatItHeld) {
-  ZmqVan server;
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  SlowLink link(*bound, kLinkRate);
+  SlowServer server;
+  ASSERT_NE(server.link, nullptr);
   {
     ZmqVanOptions o = Windowed();
     o.linger_ms = 20000;
     ZmqVan client(o);
-    ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+    ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
     for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), 1)).ok());
     ASSERT_GT(client.held(), 0u) << "nothing held back: nothing is tested";
   }
-  ExpectInTheOrderSent(server);
+  ExpectInTheOrderSent(server.van);
 }
 
 TEST(SendWindow, WithoutAWindowEverythingGoesInTheOrderSent) {
-  ZmqVan server;
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  SlowLink link(*bound, kLinkRate);
+  SlowServer server;
+  ASSERT_NE(server.link, nullptr);
   ZmqVan client;
-  ASSERT_TRUE(client.Connect("srv", link.endpoint()).ok());
+  ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
   for (int i = 0; i < kMessages; ++i) {
     ASSERT_TRUE(client.Send(Ranked("srv", "m" + std::to_string(i), kMessages - i)).ok());
   }
   EXPECT_EQ(client.held(), 0u);
-  ExpectInTheOrderSent(server);
+  ExpectInTheOrderSent(server.van);
 }
 
 }  // namespace

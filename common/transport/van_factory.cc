@@ -30,10 +30,10 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
   // signal asking the process to stop could not reach it.
   if (side != Side::kServer) zo.send_timeout_ms = kRefusedSendTimeoutMs;
-  // Aggregators (and servers, which connect to no one) poll their Van in a loop, so they may
-  // hold messages to other hosts back and send them by need; a worker's client thread waits on
-  // its own commands between polls.
-  if (side != Side::kClient) zo.send_window = config.cluster().send_window();
+  // An aggregator polls its Van in a loop, so it may hold its sums to other hosts' servers back
+  // and send them by need; a worker's client thread waits on its own commands between polls, and
+  // a server connects to no one.
+  if (side == Side::kBoth) zo.send_window = config.cluster().send_window();
   if (!config.cluster().authenticate()) {
     PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
                      "to the servers";

@@ -162,9 +162,8 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
         // The first frame without waiting: ZeroMQ counts whole messages against the high-water
         // mark, so once it is taken the rest always are.
         try {
-          const bool more = message.frames.size() > 1;
           if (!socket.send(ZeroCopyMessage(message.frames[0]),
-                           (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait)) {
+                           (payload ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait)) {
             continue;
           }
         } catch (const zmq::error_t& e) {
@@ -190,25 +189,16 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
 
 Status ZmqVan::Send(RawMessage message) {
   if (message.frames.empty()) return Status::InvalidArgument("van: refusing to send a message without frames");
-  if (!dealers_.count(message.peer) && !router_) {
-    return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
-  }
   SealHeader(message);
   if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
-  if (!held_.empty()) {
-    SendHeld();
-    auto held = held_.find(message.peer);
-    if (held != held_.end()) {  // behind others held for the peer: by rank among them
-      held->second.queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
-      return Status::Ok();
-    }
+  if (!held_.empty()) SendHeld();
+  // Behind others still held for the peer it waits among them, by rank; else it goes if it fits.
+  if (!held_.count(message.peer)) {
+    PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(message));
+    if (handed == Handed::kSent) return Status::Ok();
+    held_[message.peer].since = std::chrono::steady_clock::now();
   }
-  PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(message));
-  if (handed == Handed::kNoRoom) {
-    Held& h = held_[message.peer];
-    h.since = std::chrono::steady_clock::now();
-    h.queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
-  }
+  held_[message.peer].queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
   return Status::Ok();
 }
 

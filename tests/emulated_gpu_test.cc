@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -177,6 +179,32 @@ TEST(EmulatedGpu, ABf16GradientIsTheFp32OneRoundedAndCopiesHalfTheBytes) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(bf16, expected);
   EXPECT_GE(took, 0.15 * 0.99);
+}
+
+// `before_writes` runs once a step, after forward and before any range's download is launched
+// or handed over; the downloads then write the whole gradient.
+TEST(EmulatedGpu, WritesNoGradientBeforeItsGuardReturns) {
+  const proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+  EmulatedGpu gpu(config, 0);
+  const uint64_t n = gpu.parameter_count();
+  constexpr float kUnwritten = 12345.0f;
+  std::vector<float> params(n, 0.5f), grad(n, kUnwritten);
+  int guarded = 0, handed_over = 0;
+  const auto guard = [&] {
+    ++guarded;
+    EXPECT_EQ(handed_over, 0) << "a range was handed over before the guard";
+    // Held a while: a download launched before it returned would have landed by now.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(std::all_of(grad.begin(), grad.end(), [](float g) { return g == kUnwritten; }))
+        << "the gradient was written before the guard returned";
+  };
+  gpu.Step(
+      1, ParameterDigest(params.data(), n), grad.data(), nullptr,
+      [&](uint64_t, uint64_t, const StepStats&) { ++handed_over; }, nullptr, guard);
+  for (int i = 0; i < handed_over; ++i) gpu.copies().WaitOldest();
+  EXPECT_EQ(guarded, 1);
+  EXPECT_GT(handed_over, 0);
+  EXPECT_TRUE(std::none_of(grad.begin(), grad.end(), [](float g) { return g == kUnwritten; }));
 }
 
 }  // namespace

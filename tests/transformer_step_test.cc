@@ -380,6 +380,55 @@ TEST(TransformerStep, TheLookupsCopyIsAwaitedByTheDataPathNotByCompute) {
   }
 }
 
+// Compute writes nothing of the gradient's host arrays before its guard (GuardGradientWrites)
+// has returned, and calls it once a step, with and without ranges handed over: the data path
+// waits there for the last push's acknowledgements, since the servers and the client's resends
+// read those arrays until then.
+TEST(TransformerStep, WritesNoGradientBeforeItsGuardReturns) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+  config.mutable_cluster()->set_split_embedding(true);
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).message();
+  auto guarded = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  auto reference = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  for (TransformerStep* s : {guarded.get(), reference.get()}) s->ParamsPulled(0, proto::FLOAT32);
+  const uint64_t n = guarded->parameter_count();
+  std::vector<float> last(n);  // what the last step left in grad()
+  std::vector<float> last_lookups;
+  int guarded_calls = 0, handed_over = 0;
+  guarded->GuardGradientWrites([&] {
+    ++guarded_calls;
+    EXPECT_EQ(handed_over, 0) << "a range was handed over before the guard";
+    EXPECT_EQ(std::memcmp(guarded->grad().data(), last.data(), n * sizeof(float)), 0)
+        << "grad() written before the guard";
+    const StepComputer::Lookups& l = guarded->lookups();
+    if (!last_lookups.empty()) {
+      EXPECT_EQ(std::memcmp(l.values, last_lookups.data(), last_lookups.size() * sizeof(float)), 0)
+          << "lookups() written before the guard";
+    }
+  });
+  for (const int64_t step : {2, 3, 4}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    guarded_calls = handed_over = 0;
+    const bool overlapped = step != 3;  // step 3: the whole gradient, copied after Compute
+    if (overlapped) {
+      guarded->Compute(step, [&](uint64_t, uint64_t, const StepStats&) { ++handed_over; });
+      for (int i = 0; i < handed_over; ++i) guarded->gradient_copies().WaitOldest();
+    } else {
+      guarded->Compute(step, nullptr);
+    }
+    guarded->AwaitLookups();
+    reference->Compute(step, nullptr);
+    reference->AwaitLookups();
+    EXPECT_EQ(guarded_calls, 1);
+    ASSERT_EQ(std::memcmp(guarded->grad().data(), reference->grad().data(), n * sizeof(float)), 0);
+    ASSERT_NE(std::memcmp(guarded->grad().data(), last.data(), n * sizeof(float)), 0) << "the step wrote nothing";
+    std::memcpy(last.data(), guarded->grad().data(), n * sizeof(float));
+    const StepComputer::Lookups& l = guarded->lookups();
+    last_lookups.assign(l.values, l.values + l.rows.size() * l.width);
+  }
+}
+
 TEST(TransformerStep, AnFp32GradientStaysFp32WhateverTheBackend) {
   proto::JobConfig config = Bf16CopyConfig();
   config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);

@@ -207,7 +207,8 @@ EmulatedGpu::~EmulatedGpu() = default;
 RangeDownloader& EmulatedGpu::copies() { return *engine_; }
 
 StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16,
-                            const GradientReady& ready, const Arriving* arriving) {
+                            const GradientReady& ready, const Arriving* arriving,
+                            const std::function<void()>& before_writes) {
   const Clock::time_point now = Clock::now();
   engine_->set_last_grad(grad, grad_bf16);
   const auto forward = step_time_ / 3;
@@ -225,6 +226,10 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
                     upload_bytes_, now);
   }
   std::this_thread::sleep_until(forward_end);  // the loss, read after forward
+  if (before_writes) {
+    before_writes();
+    forward_end = std::max(forward_end, Clock::now());  // backward waited for it: a device would idle too
+  }
   // Backward, launched at once: each range's download starts when the device has computed it.
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const Range& range = ranges_[i];

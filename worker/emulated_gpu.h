@@ -88,6 +88,8 @@ class EmulatedGpu {
   // returns once backward is launched (the device still at work): copies() says when each range
   // is in grad. Without, Step returns once every range is in grad. Returns the synthetic stats.
   // REQUIRES: nothing reads grad[range] before copies() returned the range.
+  // `before_writes`, when set, is called once forward has run and before any range's download
+  // is launched (StepComputer::GuardGradientWrites).
   //
   // With `arriving` (the pull still landing: cluster.forward_as_pulled), forward goes layer by
   // layer in the flat vector's order instead: each layer's upload starts once arriving->await
@@ -99,7 +101,8 @@ class EmulatedGpu {
     std::function<uint32_t()> digest;                         // the whole pull's, once it is in
   };
   StepStats Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16 = nullptr,
-                 const GradientReady& ready = nullptr, const Arriving* arriving = nullptr);
+                 const GradientReady& ready = nullptr, const Arriving* arriving = nullptr,
+                 const std::function<void()>& before_writes = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
   // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the

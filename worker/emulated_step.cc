@@ -37,7 +37,7 @@ StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying)
   }
   const StepStats stats =
       gpu_->Step(step, params_digest_, grad_.data(), grad_bf16_.empty() ? nullptr : grad_bf16_.data(), on_copying,
-                 arrival_ != nullptr ? &arriving : nullptr);
+                 arrival_ != nullptr ? &arriving : nullptr, [this] { AwaitGradientMemory(); });
   if (!gpu_->lookup_rows().empty()) {
     // The lookups' part is copied off the device after backward, as a GPU worker's is, and
     // awaited by the data path (AwaitLookups).

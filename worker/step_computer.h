@@ -151,10 +151,19 @@ class StepComputer {
   // (PsClient::AllocatePushMemory). Fails as the computer's copies cannot be aimed at it.
   // REQUIRES: no Compute in flight, no copy of a gradient still to be waited for.
   Status MoveGradientTo(std::shared_ptr<void> memory);
+  // What Compute calls before its first write into grad(), grad_bf16() or lookups() (after
+  // forward, before backward's first copy off the device): the data path returns from it once
+  // nothing reads the last step's push from them any more (WorkerDataPath::SettlePush), since a
+  // step's push is acknowledged while the next step's forward runs. Unset, nothing is awaited.
+  void GuardGradientWrites(std::function<void()> guard) { gradient_guard_ = std::move(guard); }
 
  protected:
   explicit StepComputer(uint64_t parameter_count) : params_(parameter_count, 0.0f), grad_(parameter_count) {}
 
+  // Compute's wait before it writes the gradient's host arrays (GuardGradientWrites).
+  void AwaitGradientMemory() const {
+    if (gradient_guard_) gradient_guard_();
+  }
   // Makes grad_bf16() the gradient's way off the device.
   void GradientLeavesAsBf16() { grad_bf16_ = HostArray<uint16_t>(params_.size()); }
   // MoveGradientTo has moved the leaving array: copies aimed at the old one aim at the new.
@@ -172,6 +181,7 @@ class StepComputer {
   PullArrival* arrival_ = nullptr;  // the pull landing while the next Compute runs, or null
   Lookups lookups_;
   Lookups named_rows_;
+  std::function<void()> gradient_guard_;
 };
 
 // The computer `config` asks for, for worker `worker`: EmulatedStep for cluster.backend EMULATED,

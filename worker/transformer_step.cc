@@ -84,6 +84,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
         model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), nullptr, need, lookups);
     CheckEveryLayerUploaded();
     NameLookedUpRows();
+    AwaitGradientMemory();
     StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
@@ -100,6 +101,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const GradientReady ready = [&](uint64_t begin, uint64_t end, const StepStats& s) {
     if (!named) {  // before the first range is handed over: the client thread reads them after
       NameLookedUpRows();
+      AwaitGradientMemory();
       named = true;
     }
     if (bf16) backend_->RoundToBf16(end - begin, device_grad_.data() + begin, device_grad_bf16_.data() + begin);
@@ -110,6 +112,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
       model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need, lookups);
   CheckEveryLayerUploaded();
   backend_->MarkSpanEnd();
+  if (!named) AwaitGradientMemory();  // no range handed over: the lookups' copy still writes
   StartLookupsCopy();
   return stats;
 }

@@ -76,7 +76,8 @@ class WorkerLoop {
   // validated first.
   bool ForwardAsPulled(int64_t step) const;
   // Phase 3: computes `step` and pushes its gradient (with overlap, range by range as backward
-  // finishes them, through the data path's stages), then waits until every shard holds it.
+  // finishes them, through the data path's stages), left in flight: the next pull waits until
+  // every shard holds it (WorkerDataPath::SettlePush), while the next forward may begin.
   // `as_pulled`: phase 1 runs inside it, the pull landing while forward runs (ForwardAsPulled).
   StatusOr<StepStats> ComputeAndPush(int64_t step, bool as_pulled);
   // After a Compute that read the pull as it landed: how that pull ended, and phase 1's report.
@@ -194,7 +195,8 @@ Status WorkerLoop::Train(int64_t first) {
     interval_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
     Report(stats);
     if (WorkerStopRequested()) {
-      // Every shard holds this worker's push of `step`: a clean place to stop (see the header).
+      // Once every shard holds this worker's push of `step`: a clean place to stop (see the header).
+      PSF_RETURN_IF_ERROR(data_path_->SettlePush());
       PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
       return Status::Ok();
     }
@@ -290,6 +292,7 @@ void WorkerLoop::Report(const StepStats& stats) {
 }
 
 Status WorkerLoop::Conclude(int64_t next_step) {
+  PSF_RETURN_IF_ERROR(data_path_->SettlePush());  // the last step's push, held by every shard
   const int64_t max_steps = config_.training().max_steps();
   const int64_t last_step = std::min<int64_t>(next_step, max_steps);
   if (computer_->validates() && next_step > max_steps && last_step > validated_through_) {

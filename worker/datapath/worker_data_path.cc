@@ -17,7 +17,19 @@ WorkerDataPath::WorkerDataPath(const proto::JobConfig& config, const FaultPlan& 
       overlap_(client->pieces().pieces().size() > static_cast<size_t>(client->shards())),
       client_(std::move(client)),
       outbound_(&computer->gradient_copies(), &client_,
-                [this](PsClient& c, ElementRange r, const StepStats& s) { PushRange(c, r, s); }) {}
+                [this](PsClient& c, ElementRange r, const StepStats& s) { PushRange(c, r, s); }) {
+  // Before the gradient's memory is written: the last push held by every shard (the pull before
+  // Compute has waited for that already; a failure there pushes nothing of the step, and were it
+  // not waited for, its failure is this step's push's), and its memory given back.
+  computer_->GuardGradientWrites([this] {
+    (void)client_.Call([this](PsClient& c) {
+      Status ready = SettlePush(c);
+      if (ready.ok()) ready = c.AwaitLentPushes();
+      if (!ready.ok() && push_.status.ok()) push_.status = ready;
+      return Status::Ok();
+    });
+  });
+}
 
 StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::JobConfig& config,
                                                                  const FaultPlan& faults, StepComputer* computer,
@@ -33,12 +45,13 @@ StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::Jo
   return std::make_unique<WorkerDataPath>(config, faults, computer, std::move(client));
 }
 
-WorkerDataPath::~WorkerDataPath() = default;
+WorkerDataPath::~WorkerDataPath() { computer_->GuardGradientWrites(nullptr); }
 
 StatusOr<int64_t> WorkerDataPath::Rollback() {
   return client_.Call([&](PsClient& c) {
     pull_.reset();
     pull_failure_ = Status::Ok();
+    unsettled_.reset();  // abandoned with every request; its memory given back once shards answer
     return c.Rollback();
   });
 }
@@ -48,6 +61,7 @@ Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
   const proto::DType dtype = PullDtype(step);
   PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
     PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, dtype));
+    PSF_RETURN_IF_ERROR(SettlePush(c));
     PSF_RETURN_IF_ERROR(c.Wait(pull).WithContext("pull of step " + std::to_string(step)));
     *first_reply_s = c.last_wait_first_reply_s();
     digest = c.last_pull_digest();
@@ -69,7 +83,8 @@ Status WorkerDataPath::PullWhileComputing(int64_t step, std::function<void(PsCli
   computer_->ParamsArriving(&arrival_, dtype);
   client_.Post([this, ticket, step, pulled = std::move(pulled)](PsClient& c) {
     PullArrival::Outcome outcome;
-    outcome.status = c.Wait(ticket).WithContext("pull of step " + std::to_string(step));
+    outcome.status = SettlePush(c);  // the last step's push: failed, nothing of this step goes
+    if (outcome.status.ok()) outcome.status = c.Wait(ticket).WithContext("pull of step " + std::to_string(step));
     outcome.first_reply_s = c.last_wait_first_reply_s();
     outcome.digest = c.last_pull_digest();
     if (outcome.status.ok() && pulled) pulled(c);
@@ -89,13 +104,14 @@ Status WorkerDataPath::ConfirmPull(int64_t step, double* first_reply_s) {
 Status WorkerDataPath::PullFinal(int64_t step) {
   return client_.Call([&](PsClient& c) -> Status {
     PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, proto::FLOAT32));
+    PSF_RETURN_IF_ERROR(SettlePush(c));
     return c.Wait(pull).WithContext("final pull");
   });
 }
 
 StatusOr<GradientCopying> WorkerDataPath::BeginPush(int64_t step, bool whole) {
-  // The last push's memory, lent to the servers, is written by this step's copies.
-  PSF_RETURN_IF_ERROR(client_.Call([](PsClient& c) { return c.AwaitLentPushes(); }));
+  // The last push's memory, lent to the servers, is written by this step's copies once
+  // SettlePush has returned (Compute asks, after forward).
   push_ = StepPush();
   push_.step = step;
   if (!overlap_ || whole) return GradientCopying();
@@ -121,8 +137,20 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
     }
     if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
       PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));
-    return c.Wait(*push_.ticket).WithContext(what);
+    unsettled_ = push_.ticket;
+    unsettled_step_ = push_.step;
+    return Status::Ok();
   });
+}
+
+Status WorkerDataPath::SettlePush() {
+  return client_.Call([this](PsClient& c) { return SettlePush(c); });
+}
+
+Status WorkerDataPath::SettlePush(PsClient& client) {
+  if (!unsettled_) return Status::Ok();
+  const PsClient::Ticket ticket = *std::exchange(unsettled_, std::nullopt);
+  return client.Wait(ticket).WithContext("push of step " + std::to_string(unsettled_step_));
 }
 
 void WorkerDataPath::PushRange(PsClient& client, ElementRange range, const StepStats& stats) {

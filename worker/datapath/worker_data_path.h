@@ -19,8 +19,11 @@
 //                                               in params() while backward goes on
 //
 // The launching thread's part of a step is a queue push per layer; it waits only where the step
-// itself must: for the parameters before forward (PullParameters) and for every shard to hold
-// the push (FinishPush).
+// itself must: for each layer's parameters before its forward (PullParameters, or layer by
+// layer with PullWhileComputing), and, before backward writes the gradient's memory again, for
+// every shard to hold the last push (SettlePush, through StepComputer::GuardGradientWrites). A
+// step's push is acknowledged while the next step's forward runs: its failure is found by the
+// next pull, and nothing of that next step is pushed.
 //
 // Thread safety: every member is called from the launching thread (the worker loop's).
 #ifndef PSFORMER_WORKER_DATAPATH_WORKER_DATA_PATH_H_
@@ -79,18 +82,20 @@ class WorkerDataPath {
   // The final weights after `step`, in fp32.
   Status PullFinal(int64_t step);
 
-  // Phase 3, the push of `step`. Before Compute: waits until the servers have given back the
-  // gradient's memory lent to them by the last push (at once in BSP: they used it for the update
-  // whose parameters this step computes from), then returns the callback Compute hands each range
+  // Phase 3, the push of `step`. Before Compute: returns the callback Compute hands each range
   // to as its copy starts; null when the gradient goes whole after Compute (no overlap, or
   // `whole`: an injected kill or stall strikes before the push and must find nothing sent).
   StatusOr<GradientCopying> BeginPush(int64_t step, bool whole);
   // After Compute: sleeps until every range's copy has landed and been handed to the client.
   void HandOver();
   // Pushes what is left (the whole gradient, without overlap; the lookups' rows of the embedding's
-  // gradient, with cluster.split_embedding), sends the early pull of the
-  // parameters after the step, and waits until every shard holds the push.
+  // gradient, with cluster.split_embedding) and sends the early pull of the parameters after the
+  // step. The push is left in flight: the next pull (or SettlePush) waits for it.
   Status FinishPush(const StepStats& stats);
+  // Waits until every shard holds the last push (its acknowledgements). Its failure, once; OK when
+  // nothing is in flight. The memory it lent the servers may still be theirs (BSP: until every
+  // worker's push of the step is in): Compute's guard waits for that before writing it again.
+  Status SettlePush();
   // After Wait said Aborted: every shard into the newest recovery epoch (PsClient::Rollback);
   // the pull in flight is forgotten with the client's requests. Returns the step rolled back to.
   StatusOr<int64_t> Rollback();
@@ -104,6 +109,8 @@ class WorkerDataPath {
     uint64_t handed_over = 0;                // elements so far
   };
 
+  // On the client thread: SettlePush's work (the pulls do it before they wait).
+  Status SettlePush(PsClient& client);
   // On the client thread: the bytes of `range` of the push are on the host.
   void PushRange(PsClient& client, ElementRange range, const StepStats& stats);
   // On the client thread: the step's push begun from the computer's gradient (grad_bf16() when
@@ -130,6 +137,8 @@ class WorkerDataPath {
   // kClient's state, written by its commands only (declared before the threads, which run
   // commands until they are destroyed).
   StepPush push_;
+  std::optional<PsClient::Ticket> unsettled_;  // a push FinishPush left in flight...
+  int64_t unsettled_step_ = 0;                 // ...of this step
   std::optional<PsClient::Ticket> pull_;  // the pull sent early, not yet waited for...
   int64_t pull_step_ = -1;                // ...of the parameters after this step,
   proto::DType pull_dtype_ = proto::FLOAT32;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "common/trace.h"
 #include "worker/validation.h"
 
 namespace psformer {
@@ -22,6 +23,7 @@ WorkerDataPath::WorkerDataPath(const proto::JobConfig& config, const FaultPlan& 
   // Compute has waited for that already; a failure there pushes nothing of the step, and were it
   // not waited for, its failure is this step's push's), and its memory given back.
   computer_->GuardGradientWrites([this] {
+    const TraceSpan traced("await_gradient_memory", push_.step);
     (void)client_.Call([this](PsClient& c) {
       Status ready = SettlePush(c);
       if (ready.ok()) ready = c.AwaitLentPushes();

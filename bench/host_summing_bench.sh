@@ -18,8 +18,13 @@
 # in it), and the CPU seconds per step of each kind of process (every process of the job is
 # sampled from /proc while it runs). Also the raw ZeroMQ ceiling of this machine: one connection
 # on loopback, with and without CURVE (bench/streams_bench).
+# STRETCH="1 2 4" runs each job also with time stretched K times: emulated steps of K x 1000 ms
+# on links K times slower, so that the link's share of a step is the same while the CPU a step
+# costs (the same bytes, the same work) is spread over K times as long: where the efficiency
+# rises with K, this machine's cores and not the link or the schedule held it back (2 simulated
+# hosts share 2 cores here; bench/RESULTS.md). Efficiency is K x 1000 ms / step.
 #
-# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [KEEP=1]
+# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [STRETCH="1 2"] [KEEP=1]
 #        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
 #   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
@@ -116,14 +121,18 @@ extras=$(tr ' ' '\n' <<<"$model" | grep -v -e '^model\.' -e '^base$' -e '^$' | p
 [[ -z $extras ]] || label="$label, $extras"
 for hosts in $host_counts; do
   for rate in $rates; do
-    # The link that gives this model's bytes the time the base model's take at $rate.
-    kbit=$(awk -v r="$rate" -v p="$params" -v b="$base_parameters" 'BEGIN {
+  for stretch in ${STRETCH:-1}; do
+    [[ $stretch =~ ^[1-9][0-9]?$ ]] || { echo "bench: STRETCH takes whole factors from 1 to 99, not \"$stretch\"" >&2; exit 1; }
+    step_ms=$((1000 * stretch))
+    # The link that gives this model's bytes the time the base model's take at $rate, times the stretch.
+    kbit=$(awk -v r="$rate" -v p="$params" -v b="$base_parameters" -v x="$stretch" 'BEGIN {
       n = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u)
       k = (u == "gbit") ? n * 1e6 : (u == "mbit") ? n * 1e3 : (u == "kbit") ? n : -1
       if (k < 0) exit 1
-      printf "%d", k * p / b }') || { echo "bench: a rate is N followed by gbit, mbit or kbit, not \"$rate\"" >&2; exit 1; }
+      printf "%d", k * p / b / x }') || { echo "bench: a rate is N followed by gbit, mbit or kbit, not \"$rate\"" >&2; exit 1; }
     link="${kbit}kbit"
     shown="$(awk -v k="$kbit" 'BEGIN { printf "%.0f Mbit/s", k / 1e3 }') ($rate)"
+    [[ $stretch == 1 ]] || shown="$shown, steps of $step_ms ms"
     up=$("$sim" up "$hosts" --slots 3 --rate "$link" --name "$name")
     field() { sed -n "s/^$1=//p" <<<"$up"; }
     IFS=, read -r -a names <<<"$(field hosts)"
@@ -141,7 +150,7 @@ for hosts in $host_counts; do
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-m$model_index-$vocab-$d_model-$hosts-$rate-$summing-$security-${embedding//[ ,]/}"
+        run="$work/run-m$model_index-$vocab-$d_model-$hosts-$rate-x$stretch-$summing-$security-${embedding//[ ,]/}"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*
@@ -149,7 +158,7 @@ for hosts in $host_counts; do
         sampler=$!
         if ! "$build/psformer" launch --hostfile "$(field hostfile)" -np $((3 * hosts)) --rsh-agent "$(field agent)" \
           --network "$(field subnet)" -- train --config configs/base.pbtxt --set cluster.backend=EMULATED \
-          --set cluster.emulated_step_ms=1000 --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
+          --set cluster.emulated_step_ms="$step_ms" --set cluster.workers=$((2 * hosts)) --set cluster.servers="$hosts" \
           --set cluster.host_summing="$summing" "${secure[@]}" ${model_sets[@]+"${model_sets[@]}"} \
           --set cluster.split_embedding="$split" --set cluster.name_rows="$name_rows" \
           --set cluster.output_projection_blocks="$blocks" \
@@ -186,15 +195,16 @@ for hosts in $host_counts; do
         phase_split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
           'BEGIN { printf "%.0f / %.0f / %.0f / %.0f", c * 1000, p * 1000, w * 1000, l * 1000 }')
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v emb="$embedding" -v step="$step" -v phases="$phase_split" \
+        awk -v ms="$step_ms" -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v emb="$embedding" -v step="$step" -v phases="$phase_split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
             printf "| %s | %d | %s | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
-              curve, emb, step * 1000, phases, 1 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
+              curve, emb, step * 1000, phases, ms / 1000 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
         [ -n "${KEEP:-}" ] && rm -f "$run/model.bin" || rm -rf "$run"  # model.bin alone is 252 MB
       done
       done
     done
+  done
   done
   "$sim" down --name "$name" >/dev/null
 done

@@ -23,8 +23,12 @@
 # costs (the same bytes, the same work) is spread over K times as long: where the efficiency
 # rises with K, this machine's cores and not the link or the schedule held it back (2 simulated
 # hosts share 2 cores here; bench/RESULTS.md). Efficiency is K x 1000 ms / step.
+# LINKS="fair pushes-first" runs each job also on links that send every host's pushes (and any
+# packet under 128 bytes: acknowledgements) ahead of the answers its role processes send from
+# their listening ports (an htb qdisc with two classes in place of tbf): an experiment on the
+# simulated link, not something psformer does, to show what a link ranked so would change.
 #
-# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [STRETCH="1 2"] [KEEP=1]
+# Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [STRETCH="1 2"] [LINKS="fair pushes-first"] [KEEP=1]
 #        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
 #   defaults: build, 12, 2, "2500mbit 10gbit", curve, SUMMING=true. Needs root (namespaces).
 #   MODELS: the model shapes, ';'-separated, each "field=value ..." overriding configs/base.pbtxt;
@@ -57,6 +61,27 @@ cleanup() {
   if [ -n "${KEEP:-}" ]; then echo "bench: run directories kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
+
+# HOST's outgoing link at RATE: "fair" (cluster-sim's tbf: one queue) or "pushes-first" (htb:
+# packets from the role processes' listening ports, cluster.base_port PORTS + index, i.e. their
+# answers, get only what the rest leaves; acknowledgements, under 128 bytes, never wait).
+link_mode() {
+  local host="$1" rate="$2" mode="$3" ports="$4"
+  local bits burst
+  bits=$(awk -v r="$rate" 'BEGIN { printf "%d", (r + 0) * 1000 }')  # RATE is N kbit
+  burst=$((bits / 8 / 100)); [ "$burst" -ge 65536 ] || burst=65536
+  case "$mode" in
+    fair) "$sim" exec "$host" "tc qdisc replace dev eth0 root tbf rate $rate burst $burst latency 20ms" ;;
+    pushes-first) "$sim" exec "$host" "tc qdisc del dev eth0 root 2>/dev/null
+      tc qdisc add dev eth0 root handle 1: htb default 10 r2q 1000 &&
+      tc class add dev eth0 parent 1: classid 1:1 htb rate $rate burst $burst cburst $burst &&
+      tc class add dev eth0 parent 1:1 classid 1:10 htb rate $rate burst $burst cburst $burst prio 0 &&
+      tc class add dev eth0 parent 1:1 classid 1:20 htb rate 1mbit ceil $rate burst $burst cburst $burst prio 1 &&
+      tc filter add dev eth0 parent 1: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 1:10 &&
+      tc filter add dev eth0 parent 1: prio 2 protocol ip u32 match ip sport $ports 0xffc0 flowid 1:20" ;;
+    *) echo "bench: LINKS takes fair and pushes-first, not \"$mode\"" >&2; return 1 ;;
+  esac
+}
 
 # Bytes HOST's interface has sent and received: "TX RX".
 counters() {
@@ -139,18 +164,25 @@ for hosts in $host_counts; do
     for summing in ${SUMMING:-true}; do
       for security in $securities; do
       for split in ${SPLIT:-false late true}; do
+      for links in ${LINKS:-fair}; do
         blocks=8
         if [[ $split == *:* ]]; then blocks=${split#*:} split=${split%%:*}; fi
         embedding=whole name_rows=true
         [[ $split == true ]] && embedding=named
         [[ $split == late ]] && embedding=split name_rows=false split=true
         [[ $embedding != whole && $blocks != 8 ]] && embedding="$embedding, dE in $blocks"
+        # Each job its own ports (64 from a multiple of 64): the last job's may not be free yet.
+        jobs_run=$((${jobs_run:-0} + 1))
+        ports=$((29952 + 64 * (jobs_run % 16)))
+        for h in "${names[@]}"; do link_mode "$h" "$link" "$links" "$ports" || exit 1; done
+        rate_shown="$shown"
+        [[ $links == fair ]] || rate_shown="$shown, $links"
         case "$security" in
           curve) secure=(--set cluster.authenticate=true --set cluster.encryption=CURVE) ;;
           aes) secure=(--set cluster.authenticate=true --set cluster.encryption=AES_256_GCM) ;;
           *) secure=(--set cluster.authenticate=false) ;;
         esac
-        run="$work/run-m$model_index-$vocab-$d_model-$hosts-$rate-x$stretch-$summing-$security-${embedding//[ ,]/}"
+        run="$work/run-m$model_index-$vocab-$d_model-$hosts-$rate-x$stretch-$summing-$security-${embedding//[ ,]/}-${links:0:1}"
         declare -A before=()
         for h in "${names[@]}"; do before[$h]=$(counters "$h"); done
         rm -f "$work"/cpu.*
@@ -164,9 +196,9 @@ for hosts in $host_counts; do
           --set cluster.output_projection_blocks="$blocks" \
           --set cluster.emulated_lookup_rows="${LOOKUP_ROWS:-3000}" \
           --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
-          --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 \
+          --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --set cluster.bind_host=0.0.0.0 --set cluster.base_port=$ports \
           --run-dir "$run" >"$run.out" 2>&1; then
-          echo "| $label | $hosts | $shown | $summing | $security | $embedding | failed: see below | | | | | |"
+          echo "| $label | $hosts | $rate_shown | $summing | $security | $embedding | failed: see below | | | | | |"
           tail -20 "$run.out" >&2
           kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
           continue
@@ -195,12 +227,13 @@ for hosts in $host_counts; do
         phase_split=$(awk -v c="$(phase compute_s)" -v p="$(phase push_s)" -v w="$(phase wait_s)" -v l="$(phase pull_s)" \
           'BEGIN { printf "%.0f / %.0f / %.0f / %.0f", c * 1000, p * 1000, w * 1000, l * 1000 }')
         cpu() { cat "$work"/cpu.* 2>/dev/null | awk -v k="$1" -v hz="$ticks" -v steps="$steps" '$1 == k { t += $2; n++ } END { if (n == 0) print "-"; else printf "%.2f", t / hz / n / steps }'; }
-        awk -v ms="$step_ms" -v model="$label" -v hosts="$hosts" -v rate="$shown" -v summing="$summing" -v curve="$security" -v emb="$embedding" -v step="$step" -v phases="$phase_split" \
+        awk -v ms="$step_ms" -v model="$label" -v hosts="$hosts" -v rate="$rate_shown" -v summing="$summing" -v curve="$security" -v emb="$embedding" -v step="$step" -v phases="$phase_split" \
           -v sent="$sent" -v received="$received" -v steps="$steps" -v s="$(cpu pserver)" -v a="$(cpu aggregator)" \
           -v w="$(cpu worker)" 'BEGIN {
             printf "| %s | %d | %s | %s | %s | %s | %.0f ms | %s | %.2f | %.0f MB | %.0f MB | %s, %s, %s |\n", model, hosts, rate, summing,
               curve, emb, step * 1000, phases, ms / 1000 / step, sent / hosts / steps / 1e6, received / hosts / steps / 1e6, s, a, w }'
         [ -n "${KEEP:-}" ] && rm -f "$run/model.bin" || rm -rf "$run"  # model.bin alone is 252 MB
+      done
       done
       done
     done

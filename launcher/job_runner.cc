@@ -323,9 +323,12 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
 // rank learns whether all of them got that far (false: each failing rank said why).
 bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
   const RoleSlot& me = plan.slot(mpi.rank());
-  Status status = PrepareRunDir(job);
+  // The aggregators' socket paths before the run directory: launch restarts a job that got as far
+  // as writing it, and a path too long would be refused again.
+  Status status = Status::Ok();
   const HostGroups groups = HostGroups::Of(job.config);
   for (int g = 0; status.ok() && g < groups.count(); ++g) status = AggregatorEndpoint(job.run_dir, g).status();
+  if (status.ok()) status = PrepareRunDir(job);
   if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
     auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());
     if (mine.ok()) *endpoint = *mine;

@@ -1,7 +1,7 @@
 // Launch mistakes are refused before anything starts, with a message that names what is wrong
 // and where, and a non-zero exit (label `integration`): a GPU backend without a GPU, a port in
-// use, a hostfile naming a host that cannot be reached. (Too many GPU workers for a host's GPUs
-// is cluster_plan_test; a rank count that does not match the config is training_test.)
+// use, a run directory too long for a socket, a hostfile naming a host that cannot be reached. (Too many GPU workers
+// for a host's GPUs is cluster_plan_test; a rank count that does not match the config is training_test.)
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -108,6 +108,20 @@ TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
   EXPECT_NE(r.output.find("(pserver-0 on "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cannot bind 127.0.0.1:" + std::to_string(held.port())), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the port is in use"), std::string::npos) << r.output;
+}
+
+// A run directory whose path does not fit the aggregator's Unix socket is refused before any
+// rank writes it: `psformer launch` restarts a job that got as far as its run directory, and this
+// one would be refused again.
+TEST(LaunchErrors, ARunDirTooLongForTheAggregatorsSocketIsRefusedBeforeItIsWritten) {
+  TempDir dir;
+  const std::string run = dir.File("run-" + std::string(110, 'x'));
+  CommandResult r = RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.host_groups=1,1 --run-dir " + run);
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("the run directory's path is too long for the Unix socket of host group 0's aggregator"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "a refused job created its run directory";
 }
 
 // mpirun starts its daemons over ssh before any psformer process exists, so the message is

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/trace.h"
 #include "pserver/aggregator/host_aggregator.h"
 
 // HostAggregator: pulls, asked of the servers once per piece and step and answered from one copy.
@@ -9,6 +10,7 @@ namespace psformer {
 
 void HostAggregator::TakePull(int piece, const WireMessage& msg) {
   const proto::Header& h = msg.header;
+  const TraceSpan traced("take_pull", h.step(), static_cast<int64_t>(h.begin()));
   const proto::DType dtype = h.dtype() == proto::BFLOAT16 ? proto::BFLOAT16 : proto::FLOAT32;
   const Requester from{msg.peer, h};
   // One part of a split piece is pulled, kept and answered as a piece of its own.
@@ -66,6 +68,7 @@ void HostAggregator::ProbeOldEpoch(const WireMessage& msg) {
 
 bool HostAggregator::PullAnswered(const Upstream& up, const WireMessage& reply) {
   const proto::Header& h = reply.header;
+  const TraceSpan traced("take_params", h.step(), static_cast<int64_t>(h.begin()));
   const int slot = SlotOf(up.piece, up.header.part());
   std::optional<ParameterCopy> copy = copies_.CopyOf(slot, up.header.epoch(), reply);
   stats_.bytes_down.fetch_add(reply.PayloadBytes());

@@ -25,8 +25,8 @@
 # hosts share 2 cores here; bench/RESULTS.md). Efficiency is K x 1000 ms / step.
 # LINKS="fair pushes-first" runs each job also on links that send every host's pushes (and any
 # packet under 128 bytes: acknowledgements) ahead of the answers its role processes send from
-# their listening ports (an htb qdisc with two classes in place of tbf): an experiment on the
-# simulated link, not something psformer does, to show what a link ranked so would change.
+# their listening ports (scripts/cluster-sim rate --sport-last): an experiment on the simulated
+# link, not something psformer does, to show what a link ranked so would change.
 #
 # Usage: [SUMMING="true false"] [SPLIT="false late true"] [LOOKUP_ROWS=N] [CEILING=0] [MODELS="shape;shape"] [STRETCH="1 2"] [LINKS="fair pushes-first"] [KEEP=1]
 #        bench/host_summing_bench.sh [BUILD_DIR] [STEPS] [HOSTS] [RATES] [SECURITY]
@@ -61,27 +61,6 @@ cleanup() {
   if [ -n "${KEEP:-}" ]; then echo "bench: run directories kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-
-# HOST's outgoing link at RATE: "fair" (cluster-sim's tbf: one queue) or "pushes-first" (htb:
-# packets from the role processes' listening ports, cluster.base_port PORTS + index, i.e. their
-# answers, get only what the rest leaves; acknowledgements, under 128 bytes, never wait).
-link_mode() {
-  local host="$1" rate="$2" mode="$3" ports="$4"
-  local bits burst
-  bits=$(awk -v r="$rate" 'BEGIN { printf "%d", (r + 0) * 1000 }')  # RATE is N kbit
-  burst=$((bits / 8 / 100)); [ "$burst" -ge 65536 ] || burst=65536
-  case "$mode" in
-    fair) "$sim" exec "$host" "tc qdisc replace dev eth0 root tbf rate $rate burst $burst latency 20ms" ;;
-    pushes-first) "$sim" exec "$host" "tc qdisc del dev eth0 root 2>/dev/null
-      tc qdisc add dev eth0 root handle 1: htb default 10 r2q 1000 &&
-      tc class add dev eth0 parent 1: classid 1:1 htb rate $rate burst $burst cburst $burst &&
-      tc class add dev eth0 parent 1:1 classid 1:10 htb rate $rate burst $burst cburst $burst prio 0 &&
-      tc class add dev eth0 parent 1:1 classid 1:20 htb rate 1mbit ceil $rate burst $burst cburst $burst prio 1 &&
-      tc filter add dev eth0 parent 1: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 1:10 &&
-      tc filter add dev eth0 parent 1: prio 2 protocol ip u32 match ip sport $ports 0xffc0 flowid 1:20" ;;
-    *) echo "bench: LINKS takes fair and pushes-first, not \"$mode\"" >&2; return 1 ;;
-  esac
-}
 
 # Bytes HOST's interface has sent and received: "TX RX".
 counters() {
@@ -174,7 +153,12 @@ for hosts in $host_counts; do
         # Each job its own ports (64 from a multiple of 64): the last job's may not be free yet.
         jobs_run=$((${jobs_run:-0} + 1))
         ports=$((29952 + 64 * (jobs_run % 16)))
-        for h in "${names[@]}"; do link_mode "$h" "$link" "$links" "$ports" || exit 1; done
+        case "$links" in
+          fair) ranking=() ;;
+          pushes-first) ranking=(--sport-last "$ports") ;;  # the role processes' answers leave last
+          *) echo "bench: LINKS takes fair and pushes-first, not \"$links\"" >&2; exit 1 ;;
+        esac
+        for h in "${names[@]}"; do "$sim" rate "$h" "$link" ${ranking[@]+"${ranking[@]}"} >/dev/null; done
         rate_shown="$shown"
         [[ $links == fair ]] || rate_shown="$shown, $links"
         case "$security" in

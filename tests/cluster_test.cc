@@ -251,6 +251,34 @@ TEST_F(Cluster, ALinkDownForLessThanTheHostTimeoutCostsNoRestart) {
   EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
 }
 
+// `rate` shapes a host's link at another rate, or ranks what it sends from some source ports
+// last (bench/host_summing_bench.sh LINKS=pushes-first), and refuses what is not a rate or port.
+TEST_F(Cluster, ARateShapesOrRanksAHostsLinkAndRefusesWhatIsNotOne) {
+  const std::string host = cluster().hosts()[1];
+  const auto qdiscs = [&] {
+    return cluster().Run("exec " + host + " 'tc qdisc show dev eth0; tc class show dev eth0'").output;
+  };
+  ASSERT_EQ(cluster().Run("rate " + host + " 200mbit").exit_status, 0);
+  EXPECT_NE(qdiscs().find("qdisc tbf "), std::string::npos) << qdiscs();
+  EXPECT_NE(qdiscs().find("rate 200Mbit"), std::string::npos) << qdiscs();
+  ASSERT_EQ(cluster().Run("rate " + host + " 200mbit --sport-last 30016").exit_status, 0);
+  EXPECT_NE(qdiscs().find("qdisc htb 1: root"), std::string::npos) << qdiscs();
+  EXPECT_NE(qdiscs().find("class htb 1:20 parent 1:1 prio 1"), std::string::npos) << qdiscs();
+  ASSERT_EQ(cluster().Run("rate " + host + " 200mbit").exit_status, 0);
+  EXPECT_EQ(qdiscs().find("htb"), std::string::npos) << qdiscs();
+
+  CommandResult r = cluster().Run("rate " + host + " fast");
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("rate fast: not a rate"), std::string::npos) << r.output;
+  r = cluster().Run("rate " + host + " 200mbit --sport-last 30000");
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("--sport-last 30000: a port from 1024 to 65472, a multiple of 64"), std::string::npos)
+      << r.output;
+  r = cluster().Run("rate psf-nosuch-0 200mbit");
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("no such host"), std::string::npos) << r.output;
+}
+
 // Cut off for longer than the host timeout: the job is ended and started again without the silent
 // host (a spare takes its place), and still ends with the same weights.
 TEST_F(ClusterWithASpare, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {

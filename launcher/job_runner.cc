@@ -44,6 +44,14 @@ Status PrepareRunDir(const JobOptions& options) {
   return WriteFileAtomically((fs::path(options.run_dir) / "config.pbtxt").string(), ConfigToText(options.config));
 }
 
+// Every host group's aggregator socket fits its path (AggregatorEndpoint). Checked before the run
+// directory is written: a refused job leaves nothing behind, and launch does not restart it.
+Status AggregatorSocketsFit(const JobOptions& options) {
+  const HostGroups groups = HostGroups::Of(options.config);
+  for (int g = 0; g < groups.count(); ++g) PSF_RETURN_IF_ERROR(AggregatorEndpoint(options.run_dir, g).status());
+  return Status::Ok();
+}
+
 int SlotWeight(const proto::JobConfig& config, const RoleSlot& slot) {
   return PayloadWeight(config, slot.kind == RoleSlot::Kind::kServer, slot.kind == RoleSlot::Kind::kAggregator,
                        slot.index);
@@ -260,7 +268,7 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
                                    std::to_string(groups.workers()) + " workers, but the job has " +
                                    std::to_string(cluster.workers()));
   }
-  for (int g = 0; g < groups.count(); ++g) PSF_RETURN_IF_ERROR(AggregatorEndpoint(p.job.run_dir, g).status());
+  PSF_RETURN_IF_ERROR(AggregatorSocketsFit(p.job));
   // Ports before the run directory: a refused job leaves nothing behind.
   std::vector<std::string> endpoints;
   for (int s = 0; s < plan.servers(); ++s) {
@@ -323,11 +331,7 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
 // rank learns whether all of them got that far (false: each failing rank said why).
 bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
   const RoleSlot& me = plan.slot(mpi.rank());
-  // The aggregators' socket paths before the run directory: launch restarts a job that got as far
-  // as writing it, and a path too long would be refused again.
-  Status status = Status::Ok();
-  const HostGroups groups = HostGroups::Of(job.config);
-  for (int g = 0; status.ok() && g < groups.count(); ++g) status = AggregatorEndpoint(job.run_dir, g).status();
+  Status status = AggregatorSocketsFit(job);
   if (status.ok()) status = PrepareRunDir(job);
   if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
     auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());

@@ -1,7 +1,8 @@
 // Launch mistakes are refused before anything starts, with a message that names what is wrong
 // and where, and a non-zero exit (label `integration`): a GPU backend without a GPU, a port in
-// use, a run directory too long for a socket, a hostfile naming a host that cannot be reached. (Too many GPU workers
-// for a host's GPUs is cluster_plan_test; a rank count that does not match the config is training_test.)
+// use, a run directory too long for a socket, a hostfile naming a host that cannot be reached.
+// (Too many GPU workers for a host's GPUs is cluster_plan_test; a rank count that does not match
+// the config is training_test.)
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

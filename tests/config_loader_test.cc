@@ -255,6 +255,13 @@ TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
         << refused_window.status().message();
   }
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_window=0"}).ok());
+  for (const char* buffer : {"cluster.send_buffer_kib=-1", "cluster.send_buffer_kib=1048577"}) {
+    auto refused_buffer = ResolveConfig(copy, {buffer});
+    ASSERT_FALSE(refused_buffer.ok()) << buffer;
+    EXPECT_NE(refused_buffer.status().message().find("cluster.send_buffer_kib"), std::string::npos)
+        << refused_buffer.status().message();
+  }
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_buffer_kib=256"}).ok());
 }
 
 }  // namespace

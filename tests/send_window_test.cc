@@ -1,7 +1,8 @@
 // Holding back by rank (ZmqVanOptions::send_window, cluster.send_window): through a slow link on
 // loopback (tests/slow_link.h), what a DEALER's connection held leaves lowest rank first, and a
-// message ranked ahead of them overtakes every one it held; a ROUTER's answers are never held;
-// closing the Van still hands over everything it held. Without a window, the order sent.
+// message ranked ahead of them overtakes every one it held; so do a ROUTER's answers to a tcp://
+// peer where answers are held (a server's), but never those on ipc://; closing the Van still
+// hands over everything it held. Without a window, the order sent.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -57,6 +58,15 @@ struct SlowServer {
   ZmqVan van;
   std::unique_ptr<SlowLink> link;
 };
+
+// The name `server` knows `client` by (its connection "srv"), from a message the client sends.
+std::string PeerOfHello(ZmqVan& client, ZmqVan& server) {
+  RawMessage hello;
+  hello.peer = "srv";
+  hello.frames.push_back(Frame::Copy(std::string("hello")));
+  EXPECT_TRUE(client.Send(std::move(hello)).ok());
+  return RecvOne(server).peer;
+}
 
 // Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
 // what it holds goes out as the link takes it; whatever it receives is dropped.
@@ -123,20 +133,49 @@ TEST(SendWindow, HeldMessagesToAServerLeaveByRank) {
   ExpectHeldLeaveByRank(client, "srv", server.van);
 }
 
-// A ROUTER's answers are never held: a server answers workers of its own host over ipc:// on
-// the same socket, which must not wait for its thread to hand them over.
-TEST(SendWindow, AnswersAreNotHeldBack) {
+// Where answers are held (a server's Van), those to a peer that came over tcp:// leave by rank
+// like a DEALER's.
+TEST(SendWindow, HeldAnswersToATcpPeerLeaveByRank) {
+  ZmqVanOptions o = Windowed();
+  o.hold_answers = true;
+  o.send_buffer_bytes = 64 * 1024;
+  SlowServer server(o);
+  ASSERT_NE(server.link, nullptr);
+  ZmqVan client;
+  ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
+  const std::string peer = PeerOfHello(client, server.van);
+  ExpectHeldLeaveByRank(server.van, peer, client);
+}
+
+// Answers on ipc:// are never held: a server answers the workers of its own host there, and
+// they must not wait for its thread to hand them over; nor are a ROUTER's where answers are not
+// held (an aggregator's, and every Van's by default).
+TEST(SendWindow, AnswersOnIpcAreNotHeldBack) {
+  ZmqVanOptions o = Windowed();
+  o.hold_answers = true;
+  ZmqVan server(o);
+  const std::string endpoint = "ipc://" + ::testing::TempDir() + "send_window_test.ipc";
+  ASSERT_TRUE(server.Bind("tcp://127.0.0.1:0").ok());
+  ASSERT_TRUE(server.Bind(endpoint).ok());
+  ZmqVan client;
+  ASSERT_TRUE(client.Connect("srv", endpoint).ok());
+  const std::string peer = PeerOfHello(client, server);
+  // Nobody reads yet: a held connection would fill after one message.
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(server.Send(Ranked(peer, "m" + std::to_string(i), kMessages - i)).ok());
+  }
+  EXPECT_EQ(server.held(), 0u);
+  ExpectInTheOrderSent(client);
+}
+
+TEST(SendWindow, AnswersAreNotHeldBackUnlessAsked) {
   SlowServer server(Windowed());
   ASSERT_NE(server.link, nullptr);
   ZmqVan client;
   ASSERT_TRUE(client.Connect("srv", server.link->endpoint()).ok());
-  RawMessage hello;
-  hello.peer = "srv";
-  hello.frames.push_back(Frame::Copy(std::string("hello")));
-  ASSERT_TRUE(client.Send(std::move(hello)).ok());
-  const RawMessage in = RecvOne(server.van);
+  const std::string peer = PeerOfHello(client, server.van);
   for (int i = 0; i < kMessages; ++i) {
-    ASSERT_TRUE(server.van.Send(Ranked(in.peer, "m" + std::to_string(i), kMessages - i)).ok());
+    ASSERT_TRUE(server.van.Send(Ranked(peer, "m" + std::to_string(i), kMessages - i)).ok());
   }
   EXPECT_EQ(server.van.held(), 0u);
   ExpectInTheOrderSent(client);

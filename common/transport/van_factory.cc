@@ -30,10 +30,15 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
   // signal asking the process to stop could not reach it.
   if (side != Side::kServer) zo.send_timeout_ms = kRefusedSendTimeoutMs;
-  // An aggregator polls its Van in a loop, so it may hold its sums to other hosts' servers back
-  // and send them by need; a worker's client thread waits on its own commands between polls, and
-  // a server connects to no one.
-  if (side == Side::kBoth) zo.send_window = config.cluster().send_window();
+  // Servers and aggregators poll their Vans in a loop, so they may hold back what they send
+  // over tcp:// (an aggregator's sums to other hosts' servers, a server's answers to peers that
+  // came over tcp://) and send it by need; a worker's client thread waits on its own commands
+  // between polls.
+  if (side != Side::kClient) {
+    zo.send_window = config.cluster().send_window();
+    zo.send_buffer_bytes = config.cluster().send_buffer_kib() * 1024;
+  }
+  zo.hold_answers = side == Side::kServer;
   if (!config.cluster().authenticate()) {
     PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
                      "to the servers";

@@ -29,6 +29,9 @@ Frame FrameOf(zmq::message_t msg) {
   return Frame::View(owned->data(), owned->size(), owned);
 }
 
+// How often Recv retries answers held on a ROUTER, whose room a poll does not show.
+constexpr int kRoutedRetryMs = 1;
+
 // "tcp://host:0" asks for any free port; ZeroMQ spells that "tcp://host:*".
 std::string WildcardPort(const std::string& endpoint) {
   if (endpoint.rfind("tcp://", 0) == 0 && endpoint.size() > 2 && endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
@@ -50,48 +53,56 @@ ZmqVan::~ZmqVan() {
   }
   if (!held_.empty()) PSF_LOG(Warning) << "van: closing with " << held() << " message(s) not sent";
   // Sockets close before the context terminates (members would go in the other order).
-  router_.reset();
+  routers_.clear();
   dealers_.clear();
   zap_.reset();
 }
 
 void ZmqVan::ConfigureSocket(zmq::socket_t& socket, bool hold) {
   socket.set(zmq::sockopt::sndhwm, hold ? options_.send_window : 0);
+  if (hold && options_.send_buffer_bytes > 0) socket.set(zmq::sockopt::sndbuf, options_.send_buffer_bytes);
   socket.set(zmq::sockopt::rcvhwm, 0);
   socket.set(zmq::sockopt::linger, options_.linger_ms);
   if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
   if (options_.send_timeout_ms >= 0) socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
 }
 
+StatusOr<std::unique_ptr<zmq::socket_t>> ZmqVan::MakeRouter(bool hold) {
+  auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+  ConfigureSocket(*socket, hold);
+  socket->set(zmq::sockopt::router_mandatory, 1);
+  if (options_.curve) {
+    const CurveKeys& keys = *options_.curve;
+    if (keys.server_secret.empty() || keys.client_public.empty()) {
+      return Status::InvalidArgument("van: a CURVE server needs the server secret and the client public key");
+    }
+    // The handler is bound before the socket listens: libzmq admits everyone while none is.
+    if (!zap_) {
+      auto zap = ZapHandler::Start(context_, CurveKeyBytes(keys.client_public));
+      if (!zap.ok()) return zap.status();
+      zap_ = std::move(*zap);
+    }
+    socket->set(zmq::sockopt::zap_domain, "psformer");
+    socket->set(zmq::sockopt::curve_server, 1);
+    socket->set(zmq::sockopt::curve_secretkey, keys.server_secret);
+  }
+  return socket;
+}
+
 StatusOr<std::string> ZmqVan::Bind(const std::string& endpoint) {
+  // A ROUTER listens on every endpoint bound that holds alike (a server's tcp:// apart from its
+  // ipc:// where its answers are held), with the security it was made with.
+  const bool hold = endpoint.rfind("tcp://", 0) == 0 && options_.hold_answers && options_.send_window > 0;
   try {
-    if (router_) {
-      // One ROUTER listens on every endpoint bound (a server's tcp:// and ipc://), with the
-      // security it was made with.
-      router_->bind(WildcardPort(endpoint));
-      return router_->get(zmq::sockopt::last_endpoint);
+    for (Router& router : routers_) {
+      if (router.hold != hold) continue;
+      router.socket->bind(WildcardPort(endpoint));
+      return router.socket->get(zmq::sockopt::last_endpoint);
     }
-    auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
-    ConfigureSocket(*socket, false);
-    socket->set(zmq::sockopt::router_mandatory, 1);
-    if (options_.curve) {
-      const CurveKeys& keys = *options_.curve;
-      if (keys.server_secret.empty() || keys.client_public.empty()) {
-        return Status::InvalidArgument("van: a CURVE server needs the server secret and the client public key");
-      }
-      // The handler is bound before the socket listens: libzmq admits everyone while none is.
-      if (!zap_) {
-        auto zap = ZapHandler::Start(context_, CurveKeyBytes(keys.client_public));
-        if (!zap.ok()) return zap.status();
-        zap_ = std::move(*zap);
-      }
-      socket->set(zmq::sockopt::zap_domain, "psformer");
-      socket->set(zmq::sockopt::curve_server, 1);
-      socket->set(zmq::sockopt::curve_secretkey, keys.server_secret);
-    }
+    PSF_ASSIGN_OR_RETURN(auto socket, MakeRouter(hold));
     socket->bind(WildcardPort(endpoint));
     std::string bound = socket->get(zmq::sockopt::last_endpoint);
-    router_ = std::move(socket);
+    routers_.push_back(Router{std::move(socket), hold});
     return bound;
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: cannot bind " + endpoint + ": " + e.what());
@@ -176,14 +187,30 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
     }
     return Handed::kNoRoom;
   }
-  if (!router_) return Status::Unavailable("van: unknown peer (not connected, nothing bound)");
+  return Route(message);
+}
+
+bool ZmqVan::Routed(const std::string& peer) const {
+  return peer.size() >= 2 && peer[0] == '\0' && static_cast<size_t>(peer[1]) < routers_.size() &&
+         routers_[static_cast<size_t>(peer[1])].hold;
+}
+
+StatusOr<ZmqVan::Handed> ZmqVan::Route(RawMessage& message) {
+  const std::string& peer = message.peer;
+  if (peer.size() < 2 || peer[0] != '\0' || static_cast<size_t>(peer[1]) >= routers_.size()) {
+    return Status::Unavailable("van: unknown peer (not connected, and not one that wrote to this Van)");
+  }
+  const Router& router = routers_[static_cast<size_t>(peer[1])];
   try {
-    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH.
-    router_->send(zmq::buffer(message.peer), zmq::send_flags::sndmore);
+    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH and, on
+    // a ROUTER that holds, a full connection into EAGAIN (whole messages count against it, so
+    // once the id is taken the rest always are).
+    const auto flags = zmq::send_flags::sndmore | (router.hold ? zmq::send_flags::dontwait : zmq::send_flags::none);
+    if (!router.socket->send(zmq::buffer(peer.data() + 2, peer.size() - 2), flags)) return Handed::kNoRoom;
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
   }
-  PSF_RETURN_IF_ERROR(SendFrames(*router_, message.frames, "routed peer", 0));
+  PSF_RETURN_IF_ERROR(SendFrames(*router.socket, message.frames, "routed peer", 0));
   return Handed::kSent;
 }
 
@@ -249,8 +276,8 @@ size_t ZmqVan::held() const {
 StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
   std::vector<zmq::socket_t*> sockets;
   std::vector<std::string> names;
-  if (router_) {
-    sockets.push_back(router_.get());
+  for (const Router& router : routers_) {
+    sockets.push_back(router.socket.get());
     names.emplace_back();
   }
   for (auto& [name, peer] : dealers_) {
@@ -268,7 +295,10 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
       std::vector<zmq::pollitem_t> items;
       for (size_t i = 0; i < sockets.size(); ++i) {
         short events = ZMQ_POLLIN;
-        if (auto h = held_.find(names[i]); h != held_.end()) {
+        if (i < routers_.size()) {
+          // A ROUTER is always writable to a poll (its room is per peer): held answers are
+          // retried every millisecond instead (below).
+        } else if (auto h = held_.find(names[i]); h != held_.end()) {
           // Room on a connection the first held message may take: any for a payload, the first
           // for a request (which keeps to it).
           const bool payload = h->second.queue.begin()->second.frames.size() > 1;
@@ -282,12 +312,16 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
         wait_ms = std::max<int>(0, timeout_ms - static_cast<int>(spent.count()));
       }
+      if (std::any_of(held_.begin(), held_.end(), [this](const auto& h) { return Routed(h.first); })) {
+        wait_ms = wait_ms < 0 ? kRoutedRetryMs : std::min(wait_ms, kRoutedRetryMs);
+      }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
       for (size_t k = 0; k < items.size(); ++k) {
         const size_t i = (next_poll_ + k) % items.size();
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         next_poll_ = i + 1;
-        PSF_ASSIGN_OR_RETURN(RawMessage message, Receive(*sockets[i], sockets[i] == router_.get(), names[i]));
+        const std::optional<size_t> router = i < routers_.size() ? std::optional<size_t>(i) : std::nullopt;
+        PSF_ASSIGN_OR_RETURN(RawMessage message, Receive(*sockets[i], router, names[i]));
         return std::optional<RawMessage>(std::move(message));
       }
       // Nothing arrived: a wait that is over ends, one that woke for room goes on.
@@ -304,7 +338,7 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
   }
 }
 
-StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, bool routed, const std::string& name) {
+StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, std::optional<size_t> router, const std::string& name) {
   RawMessage message;
   message.peer = name;
   bool first = true;
@@ -314,8 +348,8 @@ StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, bool routed, const s
       return Status::Internal("van: message ended early (a part was announced but missing)");
     }
     const bool more = part.more();
-    if (routed && first) {
-      message.peer = part.to_string();
+    if (router && first) {
+      message.peer = std::string(1, '\0') + static_cast<char>(*router) + part.to_string();
     } else {
       message.frames.push_back(FrameOf(std::move(part)));
     }

@@ -1,10 +1,11 @@
 // ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
 //
-// Sockets: the first Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id
-// its messages came with); Connect opens one DEALER per named peer, or options.streams of them to a tcp:// endpoint,
-// each its own connection: a message with a payload leaves on the next of them in turn, one without on the first,
-// and each is answered on the connection it came on. Recv polls all of them. High-water marks are off
-// except on connections options.send_window holds back (below); ROUTER_MANDATORY makes a send to an unknown peer an
+// Sockets: Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id its
+// messages came with, on the ROUTER it came to) — one for the endpoints whose answers are held back (tcp:// with
+// options.hold_answers, below) and one for the rest; Connect opens one DEALER per named peer, or options.streams of
+// them to a tcp:// endpoint, each its own connection: a message with a payload leaves on the next of them in turn, one
+// without on the first, and each is answered on the connection it came on. Recv polls all of them. High-water marks are
+// off except on connections options.send_window holds back (below); ROUTER_MANDATORY makes a send to an unknown peer an
 // error instead of a silent drop.
 //
 // Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a
@@ -22,9 +23,11 @@
 // holds, per peer, and hands over by SendRank, the lowest first, as ZeroMQ takes them (on later
 // Sends and Recvs, which also wait for room). So when a link is the limit, what the receiver
 // needs first leaves first instead of behind everything queued before it (docs/architecture.md,
-// "Send priority"). ipc:// connections and the ROUTER's answers are never held (a server answers
-// the workers of its own host on the same socket, and those must not wait for its thread). The
-// destructor hands over what is held for up to linger_ms.
+// "Send priority"). Answers to peers that came over tcp:// are held the same way where
+// options.hold_answers is set (a server's); ipc:// connections and answers on them never are (a
+// server answers the workers of its own host there, and those must not wait for its thread). The
+// kernel's socket buffer below ZeroMQ is a FIFO too: options.send_buffer_bytes caps it on held
+// connections. The destructor hands over what is held for up to linger_ms.
 //
 // Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
 // AES-256-GCM by Send on the caller's threads and opened by Recv; a message with a frame that
@@ -68,6 +71,11 @@ struct ZmqVanOptions {
   // back and sends them by RawMessage::rank (see above); 0 = every message to ZeroMQ at once, in
   // the order sent. The owner must call Recv regularly while messages are held.
   int send_window = 0;
+  // With send_window: answers on tcp:// endpoints this Van binds are held back too.
+  bool hold_answers = false;
+  // SO_SNDBUF of held connections, bytes (0 = the kernel's own sizing): what the kernel queues
+  // below ZeroMQ leaves in the order queued, so a smaller buffer leaves more to be ranked.
+  int send_buffer_bytes = 0;
 };
 
 class ZmqVan : public Van {
@@ -97,20 +105,34 @@ class ZmqVan : public Van {
   enum class Handed { kSent, kNoRoom };
   // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be.
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
-  // The whole message waiting at `socket` (from `name`, or from the routing id when `routed`).
-  StatusOr<RawMessage> Receive(zmq::socket_t& socket, bool routed, const std::string& name);
+  // The whole message waiting at `socket` (from `name`, or from the routing id when `router`
+  // is set: the index in routers_ it came to).
+  StatusOr<RawMessage> Receive(zmq::socket_t& socket, std::optional<size_t> router, const std::string& name);
   // Hands `message` to ZeroMQ if there is room for it (every Send without a window).
   StatusOr<Handed> HandOver(RawMessage& message);
   // Hands over what is held, lowest rank first, while ZeroMQ has room; a message that cannot be
   // sent is dropped (logged), and a queue that has not moved for send_timeout_ms is logged.
   void SendHeld();
-  // High-water mark send_window where `hold`, none otherwise.
+  // High-water mark send_window (and send_buffer_bytes) where `hold`, none otherwise.
   void ConfigureSocket(zmq::socket_t& socket, bool hold);
+  // A ROUTER for endpoints that hold (or do not), with the Van's security.
+  StatusOr<std::unique_ptr<zmq::socket_t>> MakeRouter(bool hold);
+  // Sends the routing id of `peer` (a name Receive made) on its ROUTER: kNoRoom where that
+  // ROUTER holds and the peer's connection is full.
+  StatusOr<Handed> Route(RawMessage& message);
+  // Whether a message to `peer` waits on a held ROUTER (whose room a poll cannot see).
+  bool Routed(const std::string& peer) const;
 
   ZmqVanOptions options_;
   zmq::context_t context_;
   std::unique_ptr<ZapHandler> zap_;        // after a CURVE Bind.
-  std::unique_ptr<zmq::socket_t> router_;  // after Bind.
+  struct Router {
+    std::unique_ptr<zmq::socket_t> socket;
+    bool hold = false;
+  };
+  // After Bind: at most two, one that holds and one that does not. A routed peer's name is a
+  // zero byte, the index of its ROUTER, and its routing id (so never a Connect name).
+  std::vector<Router> routers_;
   struct Peer {
     std::vector<std::unique_ptr<zmq::socket_t>> streams;  // one DEALER (connection) each
     size_t next = 0;                                      // the stream the next payload takes

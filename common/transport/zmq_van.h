@@ -1,11 +1,11 @@
 // ZmqVan: the Van over ZeroMQ (cppzmq), for tcp:// and ipc:// endpoints.
 //
-// Sockets: Bind opens a ROUTER, later ones add endpoints to it (many peers, each answered by the routing id its
-// messages came with, on the ROUTER it came to) — one for the endpoints whose answers are held back (tcp:// with
-// options.hold_answers, below) and one for the rest; Connect opens one DEALER per named peer, or options.streams of
-// them to a tcp:// endpoint, each its own connection: a message with a payload leaves on the next of them in turn, one
-// without on the first, and each is answered on the connection it came on. Recv polls all of them. High-water marks are
-// off except on connections options.send_window holds back (below); ROUTER_MANDATORY makes a send to an unknown peer an
+// Sockets: Bind listens on a ROUTER (many peers, each answered by the routing id its messages came with, on the ROUTER
+// they came to); every endpoint bound shares one, except that where answers are held (options.hold_answers, below) the
+// tcp:// endpoints have a ROUTER of their own. Connect opens one DEALER per named peer, or options.streams of them to a
+// tcp:// endpoint, each its own connection: a message with a payload leaves on the next of them in turn, one without on
+// the first, and each is answered on the connection it came on. Recv polls all of them. High-water marks are off except
+// on connections options.send_window holds back (below); ROUTER_MANDATORY makes a send to an unknown peer an
 // error instead of a silent drop.
 //
 // Zero copy: each Frame goes out as its own zmq message built over the frame's bytes with a

@@ -223,6 +223,13 @@ TEST(ConfigLoader, MalformedKillListIsRejected) {
   }
 }
 
+// `config` with `sets` is refused, and the message names `field`.
+void ExpectRefusedNaming(const std::string& config, const std::vector<std::string>& sets, const std::string& field) {
+  auto resolved = ResolveConfig(config, sets);
+  ASSERT_FALSE(resolved.ok()) << sets.back();
+  EXPECT_NE(resolved.status().message().find(field), std::string::npos) << resolved.status().message();
+}
+
 TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
   const std::string copy = ConfigPath("copy.pbtxt");
   ASSERT_TRUE(ResolveConfig(copy, {"cluster.split_embedding=true", "cluster.workers=2"}).ok());
@@ -242,24 +249,19 @@ TEST(ConfigLoader, SplitEmbeddingIsRefusedWhereItCannotWork) {
   EXPECT_NE(negative.status().message().find("cluster.emulated_lookup_rows"), std::string::npos)
       << negative.status().message();
   for (const char* blocks : {"cluster.output_projection_blocks=0", "cluster.output_projection_blocks=1025"}) {
-    auto refused_blocks = ResolveConfig(copy, {"cluster.split_embedding=true", blocks});
-    ASSERT_FALSE(refused_blocks.ok()) << blocks;
-    EXPECT_NE(refused_blocks.status().message().find("cluster.output_projection_blocks"), std::string::npos)
-        << refused_blocks.status().message();
+    ExpectRefusedNaming(copy, {"cluster.split_embedding=true", blocks}, "cluster.output_projection_blocks");
   }
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.split_embedding=true", "cluster.output_projection_blocks=1"}).ok());
+}
+
+TEST(ConfigLoader, SendWindowAndBufferAreBounded) {
+  const std::string copy = ConfigPath("copy.pbtxt");
   for (const char* window : {"cluster.send_window=-1", "cluster.send_window=1025"}) {
-    auto refused_window = ResolveConfig(copy, {window});
-    ASSERT_FALSE(refused_window.ok()) << window;
-    EXPECT_NE(refused_window.status().message().find("cluster.send_window"), std::string::npos)
-        << refused_window.status().message();
+    ExpectRefusedNaming(copy, {window}, "cluster.send_window");
   }
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_window=0"}).ok());
   for (const char* buffer : {"cluster.send_buffer_kib=-1", "cluster.send_buffer_kib=1048577"}) {
-    auto refused_buffer = ResolveConfig(copy, {buffer});
-    ASSERT_FALSE(refused_buffer.ok()) << buffer;
-    EXPECT_NE(refused_buffer.status().message().find("cluster.send_buffer_kib"), std::string::npos)
-        << refused_buffer.status().message();
+    ExpectRefusedNaming(copy, {buffer}, "cluster.send_buffer_kib");
   }
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_buffer_kib=256"}).ok());
 }

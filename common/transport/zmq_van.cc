@@ -190,17 +190,23 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
   return Route(message);
 }
 
+const ZmqVan::Router* ZmqVan::RouterOf(const std::string& peer) const {
+  if (peer.size() < 2 || peer[0] != '\0' || static_cast<size_t>(peer[1]) >= routers_.size()) return nullptr;
+  return &routers_[static_cast<size_t>(peer[1])];
+}
+
 bool ZmqVan::Routed(const std::string& peer) const {
-  return peer.size() >= 2 && peer[0] == '\0' && static_cast<size_t>(peer[1]) < routers_.size() &&
-         routers_[static_cast<size_t>(peer[1])].hold;
+  const Router* router = RouterOf(peer);
+  return router != nullptr && router->hold;
 }
 
 StatusOr<ZmqVan::Handed> ZmqVan::Route(RawMessage& message) {
   const std::string& peer = message.peer;
-  if (peer.size() < 2 || peer[0] != '\0' || static_cast<size_t>(peer[1]) >= routers_.size()) {
+  const Router* found = RouterOf(peer);
+  if (found == nullptr) {
     return Status::Unavailable("van: unknown peer (not connected, and not one that wrote to this Van)");
   }
-  const Router& router = routers_[static_cast<size_t>(peer[1])];
+  const Router& router = *found;
   try {
     // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH and, on
     // a ROUTER that holds, a full connection into EAGAIN (whole messages count against it, so

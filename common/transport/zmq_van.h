@@ -103,6 +103,10 @@ class ZmqVan : public Van {
     bool warned = false;                          // that it has not moved for send_timeout_ms
   };
   enum class Handed { kSent, kNoRoom };
+  struct Router {
+    std::unique_ptr<zmq::socket_t> socket;
+    bool hold = false;
+  };
   // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be.
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
   // The whole message waiting at `socket` (from `name`, or from the routing id when `router`
@@ -122,14 +126,12 @@ class ZmqVan : public Van {
   StatusOr<Handed> Route(RawMessage& message);
   // Whether a message to `peer` waits on a held ROUTER (whose room a poll cannot see).
   bool Routed(const std::string& peer) const;
+  // The ROUTER a routed peer's name (made by Receive) points at; null for any other name.
+  const Router* RouterOf(const std::string& peer) const;
 
   ZmqVanOptions options_;
   zmq::context_t context_;
-  std::unique_ptr<ZapHandler> zap_;        // after a CURVE Bind.
-  struct Router {
-    std::unique_ptr<zmq::socket_t> socket;
-    bool hold = false;
-  };
+  std::unique_ptr<ZapHandler> zap_;  // after a CURVE Bind.
   // After Bind: at most two, one that holds and one that does not. A routed peer's name is a
   // zero byte, the index of its ROUTER, and its routing id (so never a Connect name).
   std::vector<Router> routers_;

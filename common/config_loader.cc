@@ -451,6 +451,10 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                  Str(cluster.send_window()), "must be in [0, 1024] (0 = every message to ZeroMQ at once)");
   check->Require(cluster.send_buffer_kib() >= 0 && cluster.send_buffer_kib() <= 1048576, "cluster.send_buffer_kib",
                  Str(cluster.send_buffer_kib()), "must be in [0, 1048576] KiB (0 = the kernel's own sizing)");
+  check->Require(cluster.slice_kib() >= 0 && cluster.slice_kib() <= 1048576, "cluster.slice_kib",
+                 Str(cluster.slice_kib()), "must be in [0, 1048576] KiB (0 = whole messages)");
+  check->Require(cluster.slice_kib() == 0 || cluster.send_window() > 0, "cluster.slice_kib", Str(cluster.slice_kib()),
+                 "slices only messages held back: needs cluster.send_window > 0");
   CheckHostGroups(cluster, check);
   if (cluster.split_embedding()) {
     // Only pieces (overlap under BSP) leave before backward ends: elsewhere the split buys nothing.

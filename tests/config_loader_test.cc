@@ -266,5 +266,15 @@ TEST(ConfigLoader, SendWindowAndBufferAreBounded) {
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_buffer_kib=256"}).ok());
 }
 
+TEST(ConfigLoader, SlicesAreBoundedAndNeedAWindow) {
+  const std::string copy = ConfigPath("copy.pbtxt");
+  for (const char* slice : {"cluster.slice_kib=-1", "cluster.slice_kib=1048577"}) {
+    ExpectRefusedNaming(copy, {slice}, "cluster.slice_kib");
+  }
+  ExpectRefusedNaming(copy, {"cluster.slice_kib=256", "cluster.send_window=0"}, "cluster.slice_kib");
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.slice_kib=256"}).ok());
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.slice_kib=0", "cluster.send_window=0"}).ok());
+}
+
 }  // namespace
 }  // namespace psformer

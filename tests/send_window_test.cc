@@ -68,24 +68,6 @@ std::string PeerOfHello(ZmqVan& client, ZmqVan& server) {
   return RecvOne(server).peer;
 }
 
-// Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
-// what it holds goes out as the link takes it; whatever it receives is dropped.
-class Pump {
- public:
-  explicit Pump(ZmqVan& van)
-      : thread_([this, &van] {
-          while (!stop_.load()) EXPECT_TRUE(van.Recv(2).ok());
-        }) {}
-  ~Pump() {
-    stop_.store(true);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 // Sends kMessages ranked kMessages..1 (the first made last in rank) and then one ranked 0 through
 // `sender` to `peer`, faster than the link takes them; then receives them all at `receiver` while
 // `sender` is pumped. Checks that some were held, that the urgent one overtook every held one,

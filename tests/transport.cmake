@@ -44,3 +44,4 @@ psformer_test(payload_sealer_test unit SOURCES payload_sealer_test.cc LIBS psfor
 # The pull's last stage on its own thread (pserver/client/pull_landing.h): pieces checked in their
 # copy into place, outcomes in order, a damaged piece told, bf16 widened or kept.
 psformer_test(pull_landing_test unit SOURCES pull_landing_test.cc LIBS psformer_pserver psformer_common)
+psformer_test(zmq_slices_test integration SOURCES zmq_slices_test.cc LIBS psformer_common)

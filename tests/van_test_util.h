@@ -1,9 +1,11 @@
-// Receiving in transport tests (tests/transport_test.cc, tests/shm_van_test.cc).
+// Receiving in transport tests (tests/transport_test.cc, tests/shm_van_test.cc, send_window_test.cc, ...).
 #ifndef PSFORMER_TESTS_VAN_TEST_UTIL_H_
 #define PSFORMER_TESTS_VAN_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "common/transport/van.h"
@@ -21,6 +23,24 @@ inline RawMessage RecvOne(Van& van) {
   ADD_FAILURE() << "no message within 10 s";
   return {};
 }
+
+// Calls Recv on `van` from a thread of its own (what a role's loop does) until stopped, so that
+// what it holds back goes out as the link takes it; whatever it receives is dropped.
+class Pump {
+ public:
+  explicit Pump(Van& van)
+      : thread_([this, &van] {
+          while (!stop_.load()) EXPECT_TRUE(van.Recv(2).ok());
+        }) {}
+  ~Pump() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace psformer::testing
 

@@ -37,6 +37,7 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   if (side != Side::kClient) {
     zo.send_window = config.cluster().send_window();
     zo.send_buffer_bytes = config.cluster().send_buffer_kib() * 1024;
+    zo.slice_bytes = config.cluster().slice_kib() * 1024;
   }
   zo.hold_answers = side == Side::kServer;
   if (!config.cluster().authenticate()) {

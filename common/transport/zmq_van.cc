@@ -42,7 +42,8 @@ std::string WildcardPort(const std::string& endpoint) {
 
 }  // namespace
 
-ZmqVan::ZmqVan(const ZmqVanOptions& options) : options_(options), context_(options.io_threads) {}
+ZmqVan::ZmqVan(const ZmqVanOptions& options)
+    : options_(options), context_(options.io_threads), assembler_(options.max_frame_bytes) {}
 
 ZmqVan::~ZmqVan() {
   // What is still held goes to ZeroMQ first, while the peers take it, for up to the linger.
@@ -156,38 +157,47 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
   }
 }
 
-StatusOr<ZmqVan::Handed> ZmqVan::HandOver(RawMessage& message) {
+StatusOr<ZmqVan::Handed> ZmqVan::HandOver(Outgoing& out) {
+  const RawMessage& message = out.message;
+  std::vector<Frame> slice;
+  if (out.slices) slice = out.slices->Slice(out.sent);
+  std::vector<Frame> frames = out.slices ? std::move(slice) : message.frames;
   auto it = dealers_.find(message.peer);
-  if (it != dealers_.end()) {
-    // Payloads take the streams in turn; a message of one frame (a request without payload) the
-    // first, so that requests to a peer without payload keep their order. Held back, a payload
-    // takes the first of them, from its turn on, with room.
-    Peer& p = it->second;
-    const bool hold = p.hold;
-    const bool payload = message.frames.size() > 1;
-    const size_t tries = payload ? p.streams.size() : 1;
-    for (size_t k = 0; k < tries; ++k) {
-      const size_t stream = payload ? (p.next + k) % p.streams.size() : 0;
-      zmq::socket_t& socket = *p.streams[stream];
-      if (hold) {
-        // The first frame without waiting: ZeroMQ counts whole messages against the high-water
-        // mark, so once it is taken the rest always are.
-        try {
-          if (!socket.send(ZeroCopyMessage(message.frames[0]),
-                           (payload ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait)) {
-            continue;
-          }
-        } catch (const zmq::error_t& e) {
-          return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
-        }
-      }
-      if (payload) p.next = stream + 1;
-      PSF_RETURN_IF_ERROR(SendFrames(socket, message.frames, message.peer, hold ? 1 : 0));
-      return Handed::kSent;
-    }
-    return Handed::kNoRoom;
+  if (it == dealers_.end()) {
+    PSF_ASSIGN_OR_RETURN(const Handed handed, Route(message.peer, frames));
+    if (handed == Handed::kSent) ++out.sent;
+    return handed;
   }
-  return Route(message);
+  // Payloads take the streams in turn; a message of one frame (a request without payload) the
+  // first, so that requests to a peer without payload keep their order. Held back, a payload
+  // takes the first of them, from its turn on, with room; the slices of one message all take
+  // the stream its first took.
+  Peer& p = it->second;
+  const bool hold = p.hold;
+  const bool payload = frames.size() > 1;
+  const size_t tries = out.stream || !payload ? 1 : p.streams.size();
+  for (size_t k = 0; k < tries; ++k) {
+    const size_t stream = out.stream ? *out.stream : payload ? (p.next + k) % p.streams.size() : 0;
+    zmq::socket_t& socket = *p.streams[stream];
+    if (hold) {
+      // The first frame without waiting: ZeroMQ counts whole messages against the high-water
+      // mark, so once it is taken the rest always are.
+      try {
+        if (!socket.send(ZeroCopyMessage(frames[0]),
+                         (payload ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait)) {
+          continue;
+        }
+      } catch (const zmq::error_t& e) {
+        return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
+      }
+    }
+    if (payload && !out.stream) p.next = stream + 1;
+    PSF_RETURN_IF_ERROR(SendFrames(socket, frames, message.peer, hold ? 1 : 0));
+    if (out.slices) out.stream = stream;
+    ++out.sent;
+    return Handed::kSent;
+  }
+  return Handed::kNoRoom;
 }
 
 const ZmqVan::Router* ZmqVan::RouterOf(const std::string& peer) const {
@@ -200,8 +210,7 @@ bool ZmqVan::Routed(const std::string& peer) const {
   return router != nullptr && router->hold;
 }
 
-StatusOr<ZmqVan::Handed> ZmqVan::Route(RawMessage& message) {
-  const std::string& peer = message.peer;
+StatusOr<ZmqVan::Handed> ZmqVan::Route(const std::string& peer, std::vector<Frame>& frames) {
   const Router* found = RouterOf(peer);
   if (found == nullptr) {
     return Status::Unavailable("van: unknown peer (not connected, and not one that wrote to this Van)");
@@ -216,8 +225,13 @@ StatusOr<ZmqVan::Handed> ZmqVan::Route(RawMessage& message) {
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
   }
-  PSF_RETURN_IF_ERROR(SendFrames(*router.socket, message.frames, "routed peer", 0));
+  PSF_RETURN_IF_ERROR(SendFrames(*router.socket, frames, "routed peer", 0));
   return Handed::kSent;
+}
+
+bool ZmqVan::Holds(const std::string& peer) const {
+  auto it = dealers_.find(peer);
+  return it != dealers_.end() ? it->second.hold : Routed(peer);
 }
 
 Status ZmqVan::Send(RawMessage message) {
@@ -225,13 +239,27 @@ Status ZmqVan::Send(RawMessage message) {
   SealHeader(message);
   if (options_.sealer) message.frames = options_.sealer->SealAll(message.frames, options_.seal_threads);
   if (!held_.empty()) SendHeld();
-  // Behind others still held for the peer it waits among them, by rank; else it goes if it fits.
-  if (!held_.count(message.peer)) {
-    PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(message));
-    if (handed == Handed::kSent) return Status::Ok();
-    held_[message.peer].since = std::chrono::steady_clock::now();
+  Outgoing out;
+  out.message = std::move(message);
+  if (options_.slice_bytes > 0 && Holds(out.message.peer)) {
+    size_t bytes = 0;
+    for (const Frame& frame : out.message.frames) bytes += frame.size();
+    if (bytes > static_cast<size_t>(options_.slice_bytes))
+      out.slices.emplace(out.message.frames, options_.slice_bytes, sent_);
   }
-  held_[message.peer].queue.emplace(std::make_pair(message.rank, sent_++), std::move(message));
+  const std::string peer = out.message.peer;
+  // Behind others still held for the peer it waits among them, by rank; else it goes if it fits
+  // (one in slices waits among the held, where its slices leave from).
+  if (!held_.count(peer) && !out.slices) {
+    PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(out));
+    if (handed == Handed::kSent) return Status::Ok();
+  }
+  Held& h = held_[peer];
+  if (h.queue.empty()) h.since = std::chrono::steady_clock::now();
+  const SendRank rank = out.message.rank;
+  const bool sliced = out.slices.has_value();
+  h.queue.emplace(std::make_pair(rank, sent_++), std::move(out));
+  if (sliced) SendHeld();
   return Status::Ok();
 }
 
@@ -242,7 +270,8 @@ void ZmqVan::SendHeld() {
     size_t dropped = 0;
     std::string why;
     while (!h.queue.empty()) {
-      auto handed = HandOver(h.queue.begin()->second);
+      Outgoing& out = h.queue.begin()->second;
+      auto handed = HandOver(out);
       if (!handed.ok()) {
         // A broken connection: the message is lost as on the wire, and its sender's resend heals
         // or reports it.
@@ -251,9 +280,11 @@ void ZmqVan::SendHeld() {
       } else if (*handed == Handed::kNoRoom) {
         break;
       }
-      h.queue.erase(h.queue.begin());
       h.since = now;
       h.warned = false;
+      // A message in slices stays first until its last slice left (or one ranked before it came).
+      if (handed.ok() && out.slices && out.sent < out.slices->size()) continue;
+      h.queue.erase(h.queue.begin());
     }
     if (dropped > 0) PSF_LOG(Warning) << "van: dropped " << dropped << " held message(s): " << why;
     if (h.queue.empty()) {
@@ -306,9 +337,12 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
           // retried every millisecond instead (below).
         } else if (auto h = held_.find(names[i]); h != held_.end()) {
           // Room on a connection the first held message may take: any for a payload, the first
-          // for a request (which keeps to it).
-          const bool payload = h->second.queue.begin()->second.frames.size() > 1;
-          if (payload || sockets[i] == dealers_.at(names[i]).streams.front().get()) events |= ZMQ_POLLOUT;
+          // for a request (which keeps to it), its own for one whose slices began to leave.
+          const Outgoing& first = h->second.queue.begin()->second;
+          const auto& streams = dealers_.at(names[i]).streams;
+          const bool payload = first.message.frames.size() > 1;
+          const zmq::socket_t* own = first.stream ? streams[*first.stream].get() : streams.front().get();
+          if ((payload && !first.stream) || sockets[i] == own) events |= ZMQ_POLLOUT;
         }
         items.push_back({sockets[i]->handle(), 0, events, 0});
       }
@@ -322,16 +356,19 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
         wait_ms = wait_ms < 0 ? kRoutedRetryMs : std::min(wait_ms, kRoutedRetryMs);
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
+      bool sliced = false;  // a slice arrived, and its message is not whole yet
       for (size_t k = 0; k < items.size(); ++k) {
         const size_t i = (next_poll_ + k) % items.size();
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         next_poll_ = i + 1;
         const std::optional<size_t> router = i < routers_.size() ? std::optional<size_t>(i) : std::nullopt;
-        PSF_ASSIGN_OR_RETURN(RawMessage message, Receive(*sockets[i], router, names[i]));
-        return std::optional<RawMessage>(std::move(message));
+        PSF_ASSIGN_OR_RETURN(std::optional<RawMessage> message, Receive(*sockets[i], router, names[i]));
+        if (message) return message;
+        sliced = true;
       }
-      // Nothing arrived: a wait that is over ends, one that woke for room goes on.
-      if (held_.empty() ||
+      // No whole message arrived: a wait that is over ends, one that woke for room or for a
+      // slice goes on.
+      if ((held_.empty() && !sliced) ||
           (timeout_ms >= 0 && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(timeout_ms))) {
         return std::optional<RawMessage>();
       }
@@ -344,7 +381,8 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
   }
 }
 
-StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, std::optional<size_t> router, const std::string& name) {
+StatusOr<std::optional<RawMessage>> ZmqVan::Receive(zmq::socket_t& socket, std::optional<size_t> router,
+                                                    const std::string& name) {
   RawMessage message;
   message.peer = name;
   bool first = true;
@@ -362,6 +400,19 @@ StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, std::optional<size_t
     first = false;
     if (!more) break;
   }
+  if (IsSlice(message.frames)) {
+    auto whole = assembler_.Take(message.peer, std::move(message.frames));
+    if (!whole.ok()) {
+      // Its message is lost as on the wire; the sender's resend heals or reports it.
+      PSF_LOG(Warning) << whole.status().message() << " from "
+                       << (router ? "a peer that connected over " +
+                                        routers_[*router].socket->get(zmq::sockopt::last_endpoint)
+                                  : name);
+      return std::optional<RawMessage>();
+    }
+    if (!*whole) return std::optional<RawMessage>();
+    message.frames = std::move(**whole);
+  }
   if (options_.sealer) {
     auto opened = options_.sealer->OpenAll(message.frames, options_.seal_threads);
     if (opened.ok()) {
@@ -371,7 +422,7 @@ StatusOr<RawMessage> ZmqVan::Receive(zmq::socket_t& socket, std::optional<size_t
       message.transport_error = opened.status().message();
     }
   }
-  return message;
+  return std::optional<RawMessage>(std::move(message));
 }
 
 }  // namespace psformer

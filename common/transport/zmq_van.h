@@ -27,7 +27,9 @@
 // options.hold_answers is set (a server's); ipc:// connections and answers on them never are (a
 // server answers the workers of its own host there, and those must not wait for its thread). The
 // kernel's socket buffer below ZeroMQ is a FIFO too: options.send_buffer_bytes caps it on held
-// connections. The destructor hands over what is held for up to linger_ms.
+// connections. Where options.slice_bytes is set, a held message larger than that leaves as
+// slices of at most that many bytes (zmq_slices.h), so that one ranked before it waits behind one
+// slice instead of all of it. The destructor hands over what is held for up to linger_ms.
 //
 // Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
 // AES-256-GCM by Send on the caller's threads and opened by Recv; a message with a frame that
@@ -38,6 +40,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -46,6 +49,7 @@
 #include "common/transport/payload_sealer.h"
 #include "common/transport/van.h"
 #include "common/transport/zap_handler.h"
+#include "common/transport/zmq_slices.h"
 
 namespace psformer {
 
@@ -76,6 +80,9 @@ struct ZmqVanOptions {
   // SO_SNDBUF of held connections, bytes (0 = the kernel's own sizing): what the kernel queues
   // below ZeroMQ leaves in the order queued, so a smaller buffer leaves more to be ranked.
   int send_buffer_bytes = 0;
+  // With send_window: held messages larger than this leave in slices of at most this many bytes
+  // (0 = whole). Any ZmqVan reassembles slices it receives, whatever its own options.
+  int slice_bytes = 0;
 };
 
 class ZmqVan : public Van {
@@ -96,9 +103,16 @@ class ZmqVan : public Van {
   size_t held() const;
 
  private:
+  // A message held back, and how far it got where it leaves in slices.
+  struct Outgoing {
+    RawMessage message;
+    std::optional<SlicePlan> slices;  // set where it leaves in slices
+    size_t sent = 0;                  // slices handed over
+    std::optional<size_t> stream;     // the connection its slices take, once the first left
+  };
   // A peer's messages held back: by rank, then by the order they were sent.
   struct Held {
-    std::map<std::pair<SendRank, uint64_t>, RawMessage> queue;
+    std::map<std::pair<SendRank, uint64_t>, Outgoing> queue;
     std::chrono::steady_clock::time_point since;  // when it last moved (or began to wait)
     bool warned = false;                          // that it has not moved for send_timeout_ms
   };
@@ -110,10 +124,13 @@ class ZmqVan : public Van {
   // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be.
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
   // The whole message waiting at `socket` (from `name`, or from the routing id when `router`
-  // is set: the index in routers_ it came to).
-  StatusOr<RawMessage> Receive(zmq::socket_t& socket, std::optional<size_t> router, const std::string& name);
-  // Hands `message` to ZeroMQ if there is room for it (every Send without a window).
-  StatusOr<Handed> HandOver(RawMessage& message);
+  // is set: the index in routers_ it came to); nullopt where that was a slice and more are to
+  // come (or it did not fit, logged).
+  StatusOr<std::optional<RawMessage>> Receive(zmq::socket_t& socket, std::optional<size_t> router,
+                                              const std::string& name);
+  // Hands `out` (or its next slice) to ZeroMQ if there is room for it (every Send without a
+  // window).
+  StatusOr<Handed> HandOver(Outgoing& out);
   // Hands over what is held, lowest rank first, while ZeroMQ has room; a message that cannot be
   // sent is dropped (logged), and a queue that has not moved for send_timeout_ms is logged.
   void SendHeld();
@@ -123,7 +140,9 @@ class ZmqVan : public Van {
   StatusOr<std::unique_ptr<zmq::socket_t>> MakeRouter(bool hold);
   // Sends the routing id of `peer` (a name Receive made) on its ROUTER: kNoRoom where that
   // ROUTER holds and the peer's connection is full.
-  StatusOr<Handed> Route(RawMessage& message);
+  StatusOr<Handed> Route(const std::string& peer, std::vector<Frame>& frames);
+  // Whether messages to `peer` are held back (send_window): a tcp:// DEALER or a held ROUTER.
+  bool Holds(const std::string& peer) const;
   // Whether a message to `peer` waits on a held ROUTER (whose room a poll cannot see).
   bool Routed(const std::string& peer) const;
   // The ROUTER a routed peer's name (made by Receive) points at; null for any other name.
@@ -143,7 +162,8 @@ class ZmqVan : public Van {
   std::map<std::string, Peer> dealers_;  // by peer name.
   size_t next_poll_ = 0;                 // round-robin start, so no socket starves the others.
   std::map<std::string, Held> held_;     // by peer name; empty queues are removed.
-  uint64_t sent_ = 0;                    // messages given to Send, to order equal ranks.
+  uint64_t sent_ = 0;                    // messages given to Send, to order equal ranks; slices' ids.
+  SliceAssembler assembler_;             // slices received, until their messages are whole
 };
 
 }  // namespace psformer

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/transport/curve_keys.h"
 #include "common/transport/zmq_van.h"
 #include "tests/slow_link.h"
 #include "tests/van_test_util.h"
@@ -153,13 +154,31 @@ RawMessage Message(const std::string& peer, const std::vector<Frame>& frames, ui
   return m;
 }
 
-TEST(ZmqSlices, HeldMessagesCrossWholeBothWays) {
+// The name `server` knows `client` by (its connection `name`), from a message the client sends.
+std::string PeerOf(ZmqVan& client, const std::string& name, ZmqVan& server) {
+  RawMessage hello;
+  hello.peer = name;
+  hello.frames.push_back(Frame::Copy(std::string("hello")));
+  EXPECT_TRUE(client.Send(std::move(hello)).ok());
+  return RecvOne(server).peer;
+}
+
+// Big held messages both ways between a client and a server whose answers are held, with or
+// without CURVE.
+void ExpectHeldMessagesCrossWhole(bool curve) {
   ZmqVanOptions o = Sliced(64 * 1024);
   o.hold_answers = true;
+  ZmqVanOptions c = Sliced(64 * 1024);
+  if (curve) {
+    auto keys = GenerateCurveKeys();
+    ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+    o.curve = keys->ForServer();
+    c.curve = keys->ForClient();
+  }
   ZmqVan server(o);
   auto bound = server.Bind("tcp://127.0.0.1:0");
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
-  ZmqVan client(Sliced(64 * 1024));
+  ZmqVan client(c);
   ASSERT_TRUE(client.Connect("srv", *bound).ok());
   std::vector<std::vector<Frame>> sent;
   for (int i = 0; i < 6; ++i) sent.push_back(Frames({16, 300000 + 4096 * static_cast<size_t>(i), 70000, 3}, 10 * i));
@@ -182,6 +201,42 @@ TEST(ZmqSlices, HeldMessagesCrossWholeBothWays) {
     for (const auto& frames : sent) ExpectSameFrames(RecvOne(client).frames, frames);
   }
   EXPECT_EQ(server.held(), 0u);
+}
+
+TEST(ZmqSlices, HeldMessagesCrossWholeBothWays) { ExpectHeldMessagesCrossWhole(false); }
+TEST(ZmqSlices, HeldMessagesCrossWholeBothWaysUnderCurve) { ExpectHeldMessagesCrossWhole(true); }
+
+// A Van that receives slices from two peers at once gets every message whole (one Recv reads
+// on from a slice to the other connections, each once).
+TEST(ZmqSlices, SlicesFromTwoPeersAtOnceRejoin) {
+  ZmqVanOptions o = Sliced(16 * 1024);
+  o.hold_answers = true;
+  ZmqVan a(o), b(o);
+  auto at_a = a.Bind("tcp://127.0.0.1:0");
+  auto at_b = b.Bind("tcp://127.0.0.1:0");
+  ASSERT_TRUE(at_a.ok() && at_b.ok());
+  ZmqVan client;
+  ASSERT_TRUE(client.Connect("a", *at_a).ok());
+  ASSERT_TRUE(client.Connect("b", *at_b).ok());
+  const std::string peer_a = PeerOf(client, "a", a), peer_b = PeerOf(client, "b", b);
+  std::vector<std::vector<Frame>> sent;
+  for (int i = 0; i < 8; ++i) sent.push_back(Frames({4, 100000 + 1000 * static_cast<size_t>(i)}, i));
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE((i % 2 ? b : a).Send(Message(i % 2 ? peer_b : peer_a, sent[i], 1)).ok());
+  std::map<std::string, int> got;
+  {
+    Pump pa(a), pb(b);
+    for (int i = 0; i < 8; ++i) {
+      RawMessage in = RecvOne(client);
+      bool known = false;
+      for (int j = 0; j < 8; ++j) {
+        if (in.frames.size() == 2 && in.frames[1].bytes() == sent[j][1].bytes()) known = true;
+      }
+      EXPECT_TRUE(known) << "message " << i << " is none of those sent";
+      ++got[in.peer];
+    }
+  }
+  EXPECT_EQ(got["a"], 4);
+  EXPECT_EQ(got["b"], 4);
 }
 
 // Sends one big message through a slow link, then, once it is leaving, a small one ranked before

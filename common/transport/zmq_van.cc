@@ -357,8 +357,9 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
       bool sliced = false;  // a slice arrived, and its message is not whole yet
+      const size_t from = next_poll_;
       for (size_t k = 0; k < items.size(); ++k) {
-        const size_t i = (next_poll_ + k) % items.size();
+        const size_t i = (from + k) % items.size();
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         next_poll_ = i + 1;
         const std::optional<size_t> router = i < routers_.size() ? std::optional<size_t>(i) : std::nullopt;
@@ -389,6 +390,7 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Receive(zmq::socket_t& socket, std::
   while (true) {
     zmq::message_t part;
     if (!socket.recv(part, zmq::recv_flags::dontwait)) {
+      if (first) return std::optional<RawMessage>();  // nothing after all
       return Status::Internal("van: message ended early (a part was announced but missing)");
     }
     const bool more = part.more();

@@ -109,9 +109,10 @@ StatusOr<std::optional<std::vector<Frame>>> SliceAssembler::Take(const std::stri
         ++it;
       }
     }
-    if (partials_.count(key)) {
-      partials_.erase(key);
-      return Status::InvalidArgument("van: a message's first slice came twice (message " + std::to_string(id) + ")");
+    // The same id beginning again is a sender that started over (a restarted role counts its
+    // messages from 0 again): what it had begun is lost, as on the wire.
+    if (partials_.erase(key) > 0) {
+      PSF_LOG(Warning) << "van: message " << id << " began again; dropped what had come of it";
     }
     partials_[key];
   }

@@ -62,7 +62,8 @@ class SliceAssembler {
 
   // Takes one slice (IsSlice) from `peer`. Returns the whole message's frames after its last
   // slice, nullopt before; an error (and drops the message) for a slice that does not fit:
-  // malformed, out of order, or one of a message this assembler does not know. Messages whose
+  // malformed, out of order, or one of a message this assembler does not know. A first slice
+  // of a message already begun starts it over (its sender restarted). Messages whose
   // slices stopped coming (their sender died) are dropped after `patience` without a slice.
   StatusOr<std::optional<std::vector<Frame>>> Take(const std::string& peer, std::vector<Frame> frames);
 

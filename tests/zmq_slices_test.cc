@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/transport/curve_keys.h"
+#include "common/transport/payload_sealer.h"
 #include "common/transport/zmq_van.h"
 #include "tests/slow_link.h"
 #include "tests/van_test_util.h"
@@ -177,17 +178,24 @@ std::string PeerOf(ZmqVan& client, const std::string& name, ZmqVan& server) {
   return RecvOne(server).peer;
 }
 
-// Big held messages both ways between a client and a server whose answers are held, with or
-// without CURVE.
-void ExpectHeldMessagesCrossWhole(bool curve) {
+enum class Security { kNone, kCurve, kSealed };
+
+// Big held messages both ways between a client and a server whose answers are held, with CURVE,
+// with every frame sealed (AES-256-GCM: slices cut sealed frames, rejoined before they open), or
+// with neither.
+void ExpectHeldMessagesCrossWhole(Security security) {
   ZmqVanOptions o = Sliced(64 * 1024);
   o.hold_answers = true;
   ZmqVanOptions c = Sliced(64 * 1024);
-  if (curve) {
+  if (security == Security::kCurve) {
     auto keys = GenerateCurveKeys();
     ASSERT_TRUE(keys.ok()) << keys.status().ToString();
     o.curve = keys->ForServer();
     c.curve = keys->ForClient();
+  } else if (security == Security::kSealed) {
+    auto sealer = PayloadSealer::Create(std::string(32, 'k'));
+    ASSERT_TRUE(sealer.ok()) << sealer.status().ToString();
+    o.sealer = c.sealer = *sealer;
   }
   ZmqVan server(o);
   auto bound = server.Bind("tcp://127.0.0.1:0");
@@ -217,8 +225,9 @@ void ExpectHeldMessagesCrossWhole(bool curve) {
   EXPECT_EQ(server.held(), 0u);
 }
 
-TEST(ZmqSlices, HeldMessagesCrossWholeBothWays) { ExpectHeldMessagesCrossWhole(false); }
-TEST(ZmqSlices, HeldMessagesCrossWholeBothWaysUnderCurve) { ExpectHeldMessagesCrossWhole(true); }
+TEST(ZmqSlices, HeldMessagesCrossWholeBothWays) { ExpectHeldMessagesCrossWhole(Security::kNone); }
+TEST(ZmqSlices, HeldMessagesCrossWholeBothWaysUnderCurve) { ExpectHeldMessagesCrossWhole(Security::kCurve); }
+TEST(ZmqSlices, HeldMessagesCrossWholeBothWaysSealed) { ExpectHeldMessagesCrossWhole(Security::kSealed); }
 
 // A Van that receives slices from two peers at once gets every message whole (one Recv reads
 // on from a slice to the other connections, each once).

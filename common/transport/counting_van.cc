@@ -1,18 +1,9 @@
 #include "common/transport/counting_van.h"
 
 namespace psformer {
-namespace {
-
-uint64_t FrameBytes(const RawMessage& message) {
-  uint64_t bytes = 0;
-  for (const Frame& frame : message.frames) bytes += frame.size();
-  return bytes;
-}
-
-}  // namespace
 
 Status CountingVan::Send(RawMessage message) {
-  const uint64_t bytes = FrameBytes(message);
+  const uint64_t bytes = BytesOf(message.frames);
   PSF_RETURN_IF_ERROR(inner_->Send(std::move(message)));
   traffic_->messages_out.fetch_add(1, std::memory_order_relaxed);
   traffic_->bytes_out.fetch_add(bytes, std::memory_order_relaxed);
@@ -23,7 +14,7 @@ StatusOr<std::optional<RawMessage>> CountingVan::Recv(int timeout_ms) {
   auto received = inner_->Recv(timeout_ms);
   if (received.ok() && received->has_value()) {
     traffic_->messages_in.fetch_add(1, std::memory_order_relaxed);
-    traffic_->bytes_in.fetch_add(FrameBytes(**received), std::memory_order_relaxed);
+    traffic_->bytes_in.fetch_add(BytesOf((*received)->frames), std::memory_order_relaxed);
   }
   return received;
 }

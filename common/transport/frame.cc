@@ -27,6 +27,12 @@ Frame Frame::View(const void* data, size_t n, std::shared_ptr<const void> owner)
   return f;
 }
 
+uint64_t BytesOf(const std::vector<Frame>& frames) {
+  uint64_t bytes = 0;
+  for (const Frame& frame : frames) bytes += frame.size();
+  return bytes;
+}
+
 void AppendViewFrames(const void* data, size_t n, size_t frame_bytes, size_t align,
                       const std::shared_ptr<const void>& owner, std::vector<Frame>* out) {
   const size_t a = std::max<size_t>(align, 1);

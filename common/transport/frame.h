@@ -84,6 +84,9 @@ struct RawMessage {
 // of frames[1..] in a pass of its own and puts the sealed header in frames[0].
 void SealHeader(RawMessage& message);
 
+// The bytes of `frames` together.
+uint64_t BytesOf(const std::vector<Frame>& frames);
+
 // Splits `n` bytes at `data` (kept alive by `owner`) into views of at most `frame_bytes` bytes
 // each, appended to `out`; frame_bytes rounds down to a multiple of `align` (>= 1), and
 // frame_bytes == 0 means one frame. Zero bytes make no frame.

@@ -63,9 +63,8 @@ std::vector<Frame> SlicePlan::Slice(size_t k) const {
 bool IsSlice(const std::vector<Frame>& frames) { return frames.size() >= 2 && frames[0].size() == 0; }
 
 Status SliceAssembler::Rejoin(Partial& partial) {
-  size_t bytes = 0;
-  for (const Frame& piece : partial.pending) bytes += piece.size();
-  if (max_frame_bytes_ >= 0 && bytes > static_cast<size_t>(max_frame_bytes_)) {
+  const uint64_t bytes = BytesOf(partial.pending);
+  if (max_frame_bytes_ >= 0 && bytes > static_cast<uint64_t>(max_frame_bytes_)) {
     return Status::InvalidArgument("a frame of " + std::to_string(bytes) + " bytes, over the limit of " +
                                    std::to_string(max_frame_bytes_));
   }
@@ -99,6 +98,12 @@ StatusOr<std::optional<std::vector<Frame>>> SliceAssembler::Take(const std::stri
   const bool last = at[12] != 0;
   const uint8_t* ends = at + 13;
   const auto key = std::make_pair(peer, id);
+  for (size_t i = 0; i < pieces; ++i) {
+    if (ends[i] > 1) {
+      partials_.erase(key);
+      return Status::InvalidArgument("van: a slice's piece marked " + std::to_string(ends[i]));
+    }
+  }
   if (index == 0) {
     // A new message: first forget those whose senders stopped sending their slices.
     for (auto it = partials_.begin(); it != partials_.end();) {
@@ -128,10 +133,6 @@ StatusOr<std::optional<std::vector<Frame>>> SliceAssembler::Take(const std::stri
   ++partial.next;
   for (size_t i = 0; i < pieces; ++i) {
     partial.pending.push_back(std::move(frames[i + 2]));
-    if (ends[i] > 1) {
-      partials_.erase(it);
-      return Status::InvalidArgument("van: a slice's piece marked " + std::to_string(ends[i]));
-    }
     if (ends[i] == 0) continue;
     if (Status joined = Rejoin(partial); !joined.ok()) {
       partials_.erase(it);

@@ -161,7 +161,7 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(Outgoing& out) {
   const RawMessage& message = out.message;
   std::vector<Frame> slice;
   if (out.slices) slice = out.slices->Slice(out.sent);
-  std::vector<Frame> frames = out.slices ? std::move(slice) : message.frames;
+  std::vector<Frame>& frames = out.slices ? slice : out.message.frames;
   auto it = dealers_.find(message.peer);
   if (it == dealers_.end()) {
     PSF_ASSIGN_OR_RETURN(const Handed handed, Route(message.peer, frames));
@@ -241,11 +241,9 @@ Status ZmqVan::Send(RawMessage message) {
   if (!held_.empty()) SendHeld();
   Outgoing out;
   out.message = std::move(message);
-  if (options_.slice_bytes > 0 && Holds(out.message.peer)) {
-    size_t bytes = 0;
-    for (const Frame& frame : out.message.frames) bytes += frame.size();
-    if (bytes > static_cast<size_t>(options_.slice_bytes))
-      out.slices.emplace(out.message.frames, options_.slice_bytes, sent_);
+  if (options_.slice_bytes > 0 && Holds(out.message.peer) &&
+      BytesOf(out.message.frames) > static_cast<uint64_t>(options_.slice_bytes)) {
+    out.slices.emplace(out.message.frames, options_.slice_bytes, sent_);
   }
   const std::string peer = out.message.peer;
   // Behind others still held for the peer it waits among them, by rank; else it goes if it fits

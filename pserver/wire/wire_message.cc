@@ -31,11 +31,7 @@ void ForEachPayloadPart(const WireMessage& msg, int threads, Fn fn) {
 
 }  // namespace
 
-uint64_t WireMessage::PayloadBytes() const {
-  uint64_t total = 0;
-  for (const Frame& f : payload) total += f.size();
-  return total;
-}
+uint64_t WireMessage::PayloadBytes() const { return BytesOf(payload); }
 
 size_t DTypeBytes(proto::DType dtype) {
   switch (dtype) {
@@ -49,8 +45,7 @@ size_t DTypeBytes(proto::DType dtype) {
 }
 
 uint32_t PayloadCrc32c(const std::vector<Frame>& payload, int threads) {
-  uint64_t bytes = 0;
-  for (const Frame& f : payload) bytes += f.size();
+  const uint64_t bytes = BytesOf(payload);
   std::vector<uint32_t> crc(ParallelPieces(threads, bytes, kByteGrain), 0);
   std::vector<uint64_t> len(crc.size(), 0);
   ParallelFor(threads, bytes, kByteGrain, [&](int piece, size_t begin, size_t end) {
@@ -70,9 +65,7 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
 
 RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vector<Frame> payload,
                          uint32_t payload_crc32c) {
-  uint64_t bytes = 0;
-  for (const Frame& f : payload) bytes += f.size();
-  header.set_payload_bytes(bytes);
+  header.set_payload_bytes(BytesOf(payload));
   header.set_payload_crc32c(payload_crc32c);
   RawMessage raw;
   raw.peer = peer;
@@ -86,9 +79,7 @@ RawMessage EncodeMessage(const std::string& peer, proto::Header header, std::vec
 }
 
 RawMessage EncodeMessageChecksummedByVan(const std::string& peer, proto::Header header, std::vector<Frame> payload) {
-  uint64_t bytes = 0;
-  for (const Frame& f : payload) bytes += f.size();
-  header.set_payload_bytes(bytes);
+  header.set_payload_bytes(BytesOf(payload));
   // The placeholder: the header with CRC 0 (the Van replaces it before anything is sent).
   RawMessage raw = EncodeMessage(peer, header, std::move(payload), 0);
   raw.seal_header = [header = std::move(header)](uint32_t crc) mutable {

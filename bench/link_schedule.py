@@ -50,6 +50,10 @@ class Variant:
     # The next forward begins only once every push of the step has crossed (the worker waits for
     # its pushes' acknowledgements, WorkerLoop's finish_push, before its next step), as built.
     forward_after_pushes: bool = False
+    # Each host's server holds every shard and applies both hosts' sums itself (replicated, as an
+    # all-reduce does): a host sends its whole sum across, nothing comes back, so a layer crosses
+    # once after backward instead of twice (its sum, then its answer). The same bytes each way.
+    one_crossing: bool = False
 
 
 VARIANTS = [
@@ -70,6 +74,10 @@ VARIANTS = [
             forward_after_pushes=True),
     Variant("the same, forward not waiting for the pushes", lookup_first=True, forward_waits=True, priority=True,
             chunks=8, per_connection=True),
+    Variant("one ranked queue per link (sums and answers)", lookup_first=True, forward_waits=True, priority=True,
+            chunks=8),
+    Variant("one crossing: each host applies both sums", lookup_first=True, forward_waits=True, priority=True,
+            chunks=8, one_crossing=True),
 ]
 
 
@@ -162,6 +170,15 @@ def step_time(sizes, compute_s, link_bytes_per_s, variant, rows_fraction=0.15, s
                 link.send(when, rows, 0, ("pull", "E-rows" if variant.early_rows else "E"))
 
         done = link.run(delivered)
+        if variant.one_crossing:  # a layer is in once the other host's sum is; the embedding once all of it is
+            rows = done[("push", "E-rows")]
+            have.update({name: done[("push", name)] for name in half})
+            have.update({c: max(done[("push", c)], done[("push", "E-next-" + c)], rows) for c in chunk_names})
+            have["E-next"] = max(done[("push", "E-next-" + c)] for c in chunk_names)
+            # The rows this step touched: their lookup sum and dE's rows, which are in every block.
+            have["E-rows"] = max([rows] + [have[c] for c in chunk_names])
+            t = clock
+            continue
         for name in have:
             have[name] = done[("pull", name)]
         if variant.early_rows:
@@ -187,6 +204,7 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
     layers_ = [(name, p) for name, p in sizes[1:]]
     index = {name: i + 1 for i, (name, _) in enumerate(layers_)}
     half = {name: 4 * p / 2 for name, p in layers_}
+    sent = 2 if variant.one_crossing else 1  # a whole sum crosses, not the other server's half
     chunk_names = [f"E{c}" for c in range(k)]
     have = {name: 0.0 for name in list(half) + chunk_names + ["E-next", "E-rows"]}
     next_rows = rows_fraction * (1 - rows_fraction)  # the next batch's rows this step left untouched
@@ -208,18 +226,22 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
         link = Link(link_bytes_per_s, variant.priority, per_connection=variant.per_connection)
         for c in reversed(chunk_names):  # dE = dlogits^T y: the first of the output projection's products
             clock += bwd_s * sizes[0][1] / 2 / k / total
-            link.send(clock, e_bytes / k, e_rank, ("push", c))
+            if variant.one_crossing:  # the next batch's rows of the block first, for its lookup
+                link.send(clock, sent * next_rows * e_bytes / k, -1, ("push", "E-next-" + c))
+                link.send(clock, sent * (1 - next_rows) * e_bytes / k, e_rank, ("push", c))
+            else:
+                link.send(clock, sent * e_bytes / k, e_rank, ("push", c))
         clock += bwd_s * sizes[0][1] / 2 / total  # dy = dlogits E
         for name, p in reversed(layers_):
             clock += bwd_s * p / total
-            link.send(clock, half[name], index[name], ("push", name))
-        link.send(clock, rows_fraction * e_bytes, 0, ("push", "E-rows"))
+            link.send(clock, sent * half[name], index[name], ("push", name))
+        link.send(clock, sent * rows_fraction * e_bytes, 0, ("push", "E-rows"))
         got = set()
 
         def delivered(key, when):
             kind, name = key
             got.add(key)
-            if kind != "push":
+            if kind != "push" or variant.one_crossing:  # one crossing: nothing comes back
                 return
             if name in half:
                 link.send(when, half[name], index[name], ("pull", name))
@@ -232,6 +254,15 @@ def step_time_lookup_first(sizes, compute_s, link_bytes_per_s, variant, rows_fra
                 link.send(when, rows_fraction * e_bytes, -1, ("pull", "E-rows"))
 
         done = link.run(delivered)
+        if variant.one_crossing:  # a layer is in once the other host's sum is; the embedding once all of it is
+            rows = done[("push", "E-rows")]
+            have.update({name: done[("push", name)] for name in half})
+            have.update({c: max(done[("push", c)], done[("push", "E-next-" + c)], rows) for c in chunk_names})
+            have["E-next"] = max(done[("push", "E-next-" + c)] for c in chunk_names)
+            # The rows this step touched: their lookup sum and dE's rows, which are in every block.
+            have["E-rows"] = max([rows] + [have[c] for c in chunk_names])
+            t = clock
+            continue
         for name in have:
             if name != "E-next":
                 have[name] = done[("pull", name)]

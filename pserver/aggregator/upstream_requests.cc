@@ -1,5 +1,6 @@
 #include "pserver/aggregator/upstream_requests.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -69,6 +70,16 @@ void UpstreamRequests::Transmit(uint64_t sequence) {
                      << proto::MessageType_Name(up.header.type()) << " to shard " << up.header.shard() << ": "
                      << s.message() << " (sent again later)";
   }
+}
+
+UpstreamRequests::Unanswered UpstreamRequests::SumsUnanswered(const std::vector<bool>& to) const {
+  Unanswered u;
+  for (const auto& [sequence, up] : requests_) {
+    const uint32_t shard = up.header.shard();
+    if (up.kind != Upstream::kSum || shard >= to.size() || !to[shard]) continue;
+    u.step = u.count++ == 0 ? up.header.step() : std::min(u.step, up.header.step());
+  }
+  return u;
 }
 
 void UpstreamRequests::ResendDue() {

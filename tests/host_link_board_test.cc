@@ -44,42 +44,45 @@ TEST(HostLinkBoard, WhatOneMappingPublishesAnotherReads) {
   auto server = OpenBoard(path, 3);      // maps the same one
   ASSERT_NE(aggregator, nullptr);
   ASSERT_NE(server, nullptr);
-  EXPECT_FALSE(server->SumsPending(100)) << "a new board has nothing on its way";
+  EXPECT_FALSE(server->SumsPending(100, 0)) << "a new board has nothing on its way";
 
-  aggregator->Publish(1, 7, 2);  // group 1: two sums, the oldest of step 7
-  EXPECT_FALSE(server->SumsPending(6)) << "sums of step 7 do not hold back answers of step 6";
-  EXPECT_TRUE(server->SumsPending(7));
-  EXPECT_TRUE(server->SumsPending(8));
+  aggregator->Publish(1, 7, 0, 2);  // group 1: two sums, the oldest of step 7
+  EXPECT_FALSE(server->SumsPending(6, 0)) << "sums of step 7 do not hold back answers of step 6";
+  EXPECT_TRUE(server->SumsPending(7, 0));
+  EXPECT_TRUE(server->SumsPending(8, 0));
 
-  aggregator->Publish(2, 5, 1);  // another group's slot: the oldest over both counts
-  EXPECT_TRUE(server->SumsPending(5));
-  aggregator->Publish(2, 0, 0);
-  EXPECT_FALSE(server->SumsPending(6));
+  aggregator->Publish(2, 5, 0, 1);  // another group's slot: the oldest over both counts
+  EXPECT_TRUE(server->SumsPending(5, 0));
+  aggregator->Publish(2, 0, 0, 0);
+  EXPECT_FALSE(server->SumsPending(6, 0));
 
-  aggregator->Publish(1, 7, 0);  // none on its way any more
-  EXPECT_FALSE(server->SumsPending(1000));
+  aggregator->Publish(1, 7, 500, 2);  // within a step: by where they begin in their shard
+  EXPECT_FALSE(server->SumsPending(7, 499)) << "an answer forward needs before the sums goes first";
+  EXPECT_TRUE(server->SumsPending(7, 500));
+  aggregator->Publish(1, 7, 0, 0);  // none on its way any more
+  EXPECT_FALSE(server->SumsPending(1000, 0));
 
   // A slot out of range is ignored, not written past the mapping.
-  aggregator->Publish(3, 1, 1);
-  aggregator->Publish(-1, 1, 1);
-  EXPECT_FALSE(server->SumsPending(1000));
+  aggregator->Publish(3, 1, 0, 1);
+  aggregator->Publish(-1, 1, 0, 1);
+  EXPECT_FALSE(server->SumsPending(1000, 0));
 }
 
 TEST(HostLinkBoard, ASlotThatDoesNotChangeGoesStale) {
   TempDir dir;
   auto board = OpenBoard(dir.File("b.link"), 1);
   ASSERT_NE(board, nullptr);
-  board->Publish(0, 4, 1);
-  EXPECT_TRUE(board->SumsPending(4));
+  board->Publish(0, 4, 0, 1);
+  EXPECT_TRUE(board->SumsPending(4, 0));
   // Publishing the same again is no news: it does not keep the slot fresh.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(HostLinkBoard::kStaleMs + 100);
   while (std::chrono::steady_clock::now() < until) {
-    board->Publish(0, 4, 1);
+    board->Publish(0, 4, 0, 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_FALSE(board->SumsPending(4)) << "an aggregator with no progress for kStaleMs should hold nothing back";
-  board->Publish(0, 4, 2);  // progress: fresh again
-  EXPECT_TRUE(board->SumsPending(4));
+  EXPECT_FALSE(board->SumsPending(4, 0)) << "an aggregator with no progress for kStaleMs should hold nothing back";
+  board->Publish(0, 4, 0, 2);  // progress: fresh again
+  EXPECT_TRUE(board->SumsPending(4, 0));
 }
 
 TEST(HostLinkBoard, RefusesWhatIsNotARegularFileOrSlotsOutOfRange) {
@@ -97,8 +100,8 @@ TEST(HostLinkBoard, RefusesWhatIsNotARegularFileOrSlotsOutOfRange) {
   dir.Write("small.link", "xy");
   auto grown = HostLinkBoard::Open(dir.File("small.link"), 4);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();
-  (*grown)->Publish(3, 2, 1);
-  EXPECT_TRUE((*grown)->SumsPending(2));
+  (*grown)->Publish(3, 2, 0, 1);
+  EXPECT_TRUE((*grown)->SumsPending(2, 0));
 }
 
 // An answer to `peer` of step `step`, named `name`, with a payload where `payload`.
@@ -135,7 +138,7 @@ TEST(HostLinkBoard, AServersAnswersWaitForItsHostsSums) {
   ZmqVanOptions o;
   o.send_window = 1;
   o.hold_answers = true;
-  o.yield_answer = [board](const SendRank& rank) { return board->SumsPending(rank.step); };
+  o.yield_answer = [board](const SendRank& rank) { return board->SumsPending(rank.step, rank.begin); };
   ZmqVan server(o);
   auto bound = server.Bind("tcp://127.0.0.1:0");
   ASSERT_TRUE(bound.ok()) << bound.status().ToString();
@@ -147,7 +150,7 @@ TEST(HostLinkBoard, AServersAnswersWaitForItsHostsSums) {
   ASSERT_TRUE(client.Send(std::move(hello)).ok());
   const std::string peer = RecvOne(server).peer;
 
-  aggregator->Publish(0, 3, 1);  // a sum of step 3 on its way from this host
+  aggregator->Publish(0, 3, 0, 1);  // a sum of step 3 on its way from this host
   ASSERT_TRUE(server.Send(Answer(peer, "params-3", 3, true)).ok());
   EXPECT_EQ(server.held(), 1u) << "an answer of step 3 should wait for the host's sum of step 3";
   ASSERT_TRUE(server.Send(Answer(peer, "ack", 3, false)).ok());
@@ -157,13 +160,13 @@ TEST(HostLinkBoard, AServersAnswersWaitForItsHostsSums) {
   EXPECT_EQ(ReceiveWhilePolling(server, client, 200), std::nullopt) << "step 3's answer should still wait";
   EXPECT_EQ(server.held(), 1u);
 
-  aggregator->Publish(0, 4, 1);  // the sum crossed; one of the next step is on its way
+  aggregator->Publish(0, 4, 0, 1);  // the sum crossed; one of the next step is on its way
   EXPECT_EQ(ReceiveWhilePolling(server, client, 2000), "params-3");
   EXPECT_EQ(server.held(), 0u);
-  aggregator->Publish(0, 0, 0);
+  aggregator->Publish(0, 0, 0, 0);
 
   // An aggregator that stops making progress holds nothing back for longer than kStaleMs.
-  aggregator->Publish(1, 4, 1);
+  aggregator->Publish(1, 4, 0, 1);
   ASSERT_TRUE(server.Send(Answer(peer, "params-4", 4, true)).ok());
   EXPECT_EQ(server.held(), 1u);
   const auto sent = std::chrono::steady_clock::now();

@@ -15,11 +15,12 @@ namespace psformer {
 // One host group's slot, a cache line of its own. Every process of the host maps the same bytes,
 // and a lock-free atomic is the same in all of them.
 struct alignas(64) HostLinkBoard::Slot {
-  std::atomic<int64_t> step;      // the oldest step of the sums on their way
+  std::atomic<int64_t> step;      // the first of the sums on their way: its step...
+  std::atomic<uint64_t> offset;   // ...and where it begins within its shard
   std::atomic<uint64_t> count;    // how many; 0 = none
   std::atomic<int64_t> since_ns;  // steady clock (CLOCK_MONOTONIC: the same in every process) of the last change
 };
-static_assert(sizeof(std::atomic<int64_t>) * 3 <= 64, "a slot is one cache line");
+static_assert(sizeof(std::atomic<int64_t>) * 4 <= 64, "a slot is one cache line");
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "the board's slots are shared between processes: their atomics must be lock-free");
 
@@ -77,19 +78,21 @@ HostLinkBoard::HostLinkBoard(std::string path, void* map, size_t bytes, int slot
 
 HostLinkBoard::~HostLinkBoard() { munmap(map_, bytes_); }
 
-void HostLinkBoard::Publish(int slot, int64_t oldest_step, uint64_t count) {
+void HostLinkBoard::Publish(int slot, int64_t step, uint64_t offset, uint64_t count) {
   if (slot < 0 || slot >= slots_) return;
   Slot& s = static_cast<Slot*>(map_)[slot];
-  if (count == 0) oldest_step = 0;
-  if (s.count.load(std::memory_order_relaxed) == count && s.step.load(std::memory_order_relaxed) == oldest_step) {
+  if (count == 0) step = 0, offset = 0;
+  if (s.count.load(std::memory_order_relaxed) == count && s.step.load(std::memory_order_relaxed) == step &&
+      s.offset.load(std::memory_order_relaxed) == offset) {
     return;
   }
-  s.step.store(oldest_step, std::memory_order_relaxed);
+  s.step.store(step, std::memory_order_relaxed);
+  s.offset.store(offset, std::memory_order_relaxed);
   s.count.store(count, std::memory_order_relaxed);
   s.since_ns.store(NowNs(), std::memory_order_release);
 }
 
-bool HostLinkBoard::SumsPending(int64_t step) const {
+bool HostLinkBoard::SumsPending(int64_t step, uint64_t offset) const {
   const int64_t now = NowNs();
   constexpr int64_t kStaleNs = kStaleMs * 1000 * 1000;
   const Slot* slots = static_cast<const Slot*>(map_);
@@ -97,7 +100,8 @@ bool HostLinkBoard::SumsPending(int64_t step) const {
     const Slot& s = slots[i];
     const int64_t since = s.since_ns.load(std::memory_order_acquire);
     if (s.count.load(std::memory_order_relaxed) == 0 || now - since >= kStaleNs || now < since) continue;
-    if (s.step.load(std::memory_order_relaxed) <= step) return true;
+    const int64_t first = s.step.load(std::memory_order_relaxed);
+    if (first < step || (first == step && s.offset.load(std::memory_order_relaxed) <= offset)) return true;
   }
   return false;
 }

@@ -48,11 +48,13 @@ class HostLinkBoard {
   HostLinkBoard(const HostLinkBoard&) = delete;
   HostLinkBoard& operator=(const HostLinkBoard&) = delete;
 
-  // Slot `slot`: the oldest step of `count` sums on their way (count 0: none). The slot's time
-  // moves only when what it says changes.
-  void Publish(int slot, int64_t oldest_step, uint64_t count);
-  // Whether any slot changed within kStaleMs says sums of `step` or earlier are on their way.
-  bool SumsPending(int64_t step) const;
+  // Slot `slot`: `count` sums on their way (count 0: none), the first of them by (step, offset):
+  // offset = where it begins within its shard, which orders a shard's pieces as forward needs
+  // them whichever shard it is. The slot's time moves only when what it says changes.
+  void Publish(int slot, int64_t step, uint64_t offset, uint64_t count);
+  // Whether any slot changed within kStaleMs has a sum on its way ranked no later than (step,
+  // offset).
+  bool SumsPending(int64_t step, uint64_t offset) const;
 
   int slots() const { return slots_; }
   const std::string& path() const { return path_; }

@@ -111,7 +111,8 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
 
 StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
                                                    int io_threads, Side side, const std::string& ipc_endpoint,
-                                                   std::shared_ptr<ShmFaultSwitch> shm_faults) {
+                                                   std::shared_ptr<ShmFaultSwitch> shm_faults,
+                                                   uint64_t shard_begin = 0) {
   std::optional<CurveKeys> keys;
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
@@ -131,8 +132,10 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
         int slots = 1;
         std::shared_ptr<HostLinkBoard> board;
         bool failed = false;
+        uint64_t shard_begin = 0;
       };
       auto state = std::make_shared<Board>(Board{std::move(path), std::max(1, HostGroups::Of(config).count())});
+      state->shard_begin = shard_begin;
       yield_answer = [state](const SendRank& rank) {
         if (!state->board && !state->failed) {
           auto board = HostLinkBoard::Open(state->path, state->slots);
@@ -144,7 +147,7 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
                              << "; this server's answers to other hosts do not wait for its host's sums";
           }
         }
-        return state->board && state->board->SumsPending(rank.step);
+        return state->board && state->board->SumsPending(rank.step, rank.begin - state->shard_begin);
       };
     }
   }
@@ -174,9 +177,9 @@ std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string
 }
 
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
-                                             const std::string& ipc_endpoint,
+                                             uint64_t shard_begin, const std::string& ipc_endpoint,
                                              std::shared_ptr<ShmFaultSwitch> shm_faults) {
-  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint, std::move(shm_faults));
+  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint, std::move(shm_faults), shard_begin);
 }
 
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads,

@@ -142,7 +142,7 @@ Status HostAggregator::Run() {
       return overdue;
     }
   }
-  for (const auto& board : link_boards_) board->Publish(options_.group, 0, 0);  // none on its way any more
+  for (const auto& board : link_boards_) board->Publish(options_.group, 0, 0, 0);  // none on its way any more
   PSF_LOG(Info) << "aggregator of host group " << options_.group << " stops; sums sent: " << stats_.sums_sent.load()
                 << ", pieces pulled: " << stats_.pulls_sent.load() << ", pulls served: " << stats_.pulls_served.load()
                 << ", resends: " << stats_.resends.load() << "; refused messages: " << stats_.rejected.ToString();
@@ -151,8 +151,10 @@ Status HostAggregator::Run() {
 
 void HostAggregator::PublishSumsOnTheirWay() {
   if (link_boards_.empty()) return;
-  const UpstreamRequests::Unanswered u = upstream_.SumsUnanswered(remote_shards_);
-  for (const auto& board : link_boards_) board->Publish(options_.group, u.step, u.count);
+  std::vector<uint64_t> begins;
+  for (const ServerScope& scope : scopes_) begins.push_back(scope.begin);
+  const UpstreamRequests::Unanswered u = upstream_.SumsUnanswered(remote_shards_, begins);
+  for (const auto& board : link_boards_) board->Publish(options_.group, u.step, u.offset, u.count);
 }
 
 void HostAggregator::Handle(RawMessage raw) {

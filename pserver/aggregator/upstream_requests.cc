@@ -1,8 +1,9 @@
 #include "pserver/aggregator/upstream_requests.h"
 
-#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "common/logging.h"
 #include "pserver/wire/gradient_rows.h"
@@ -72,12 +73,14 @@ void UpstreamRequests::Transmit(uint64_t sequence) {
   }
 }
 
-UpstreamRequests::Unanswered UpstreamRequests::SumsUnanswered(const std::vector<bool>& to) const {
+UpstreamRequests::Unanswered UpstreamRequests::SumsUnanswered(const std::vector<bool>& to,
+                                                              const std::vector<uint64_t>& shard_begins) const {
   Unanswered u;
   for (const auto& [sequence, up] : requests_) {
     const uint32_t shard = up.header.shard();
     if (up.kind != Upstream::kSum || shard >= to.size() || !to[shard]) continue;
-    u.step = u.count++ == 0 ? up.header.step() : std::min(u.step, up.header.step());
+    const std::pair<int64_t, uint64_t> rank{up.header.step(), up.header.begin() - shard_begins[shard]};
+    if (u.count++ == 0 || rank < std::make_pair(u.step, u.offset)) std::tie(u.step, u.offset) = rank;
   }
   return u;
 }

@@ -1,16 +1,16 @@
 // HostLinkBoard: a few bytes shared by the processes of one host, in a file beside a server's
 // Unix socket (its ipc:// endpoint's path + ".link", in the run directory), through which each
-// host aggregator of that host tells the server the oldest step of the sums it still has on their
-// way to other hosts' servers (sent and not yet acknowledged).
+// host aggregator of that host tells the server the first, by (step, offset within its shard), of
+// the sums it still has on their way to other hosts' servers (sent and not yet acknowledged).
 //
 // What it is for (cluster.sums_first; docs/architecture.md, "Send priority"): a host's link
 // carries two senders, its aggregator's sums to the other hosts' servers and its server's
 // answers to the other hosts' aggregators, each ranked in its own process and sharing the link
 // half and half as TCP does. The next forward waits on both crossings of a layer (its sum, then
 // its answer), so a sum should not wait behind answers the other host needs later. With the
-// board the server holds back its ranked answers to tcp:// peers of a step while sums of that
-// step or an earlier one are on their way from its host: one ranked queue per link, over two
-// processes.
+// board the server holds back a ranked answer to a tcp:// peer while a sum of its host ranked no
+// later is on its way (an earlier step's, or one of its step no later in forward order): one
+// ranked queue per link, over two processes.
 //
 // It never holds anything for long: a slot that has not changed for kStaleMs (an aggregator that
 // died, or whose sums wait on a server that does not answer) counts as empty, so the worst a

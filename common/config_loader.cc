@@ -455,6 +455,13 @@ void CheckCluster(const JobConfig& config, Checker* check) {
                  Str(cluster.slice_kib()), "must be in [0, 1048576] KiB (0 = whole messages)");
   check->Require(cluster.slice_kib() == 0 || cluster.send_window() > 0, "cluster.slice_kib", Str(cluster.slice_kib()),
                  "slices only messages held back: needs cluster.send_window > 0");
+  if (cluster.sums_first()) {
+    check->Require(cluster.send_window() > 0 && cluster.host_summing() && cluster.same_host_shm(), "cluster.sums_first",
+                   "true",
+                   "needs cluster.send_window > 0 (answers held back), cluster.host_summing = true (a host "
+                   "aggregator's sums to wait for) and cluster.same_host_shm = true (the host's processes meet "
+                   "beside the server's Unix socket)");
+  }
   CheckHostGroups(cluster, check);
   if (cluster.split_embedding()) {
     // Only pieces (overlap under BSP) leave before backward ends: elsewhere the split buys nothing.

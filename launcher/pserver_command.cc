@@ -131,7 +131,8 @@ int RunPserverCommand(const Args& args) {
     checkpoint_failures.Record(index, step, result);
   };
   o.shm_faults = std::make_shared<ShmFaultSwitch>();  // the fault plan arms, the ShmVan strikes
-  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)), role.ipc_endpoint,
+  auto van = MakeServerVan(config, FaultStream(FaultRole::kServer, static_cast<uint32_t>(index)),
+                           ShardOf(o.parameter_count, config.cluster().servers(), index).begin, role.ipc_endpoint,
                            o.shm_faults);
   if (!van.ok()) return ReportError("pserver", van.status());
   // Bytes in and out are counted at the Van, so that the server's own code stays out of it.

@@ -78,7 +78,8 @@ bool IsRunFile(Folder folder, const std::string& file) {
     case Folder::kValidBleu:
       return Numbered(name, "step-", ".hyp");
     case Folder::kIpc:
-      return Numbered(name, "pserver-", ".sock") || Numbered(name, "aggregator-", ".sock");
+      return Numbered(name, "pserver-", ".sock") || Numbered(name, "pserver-", ".sock.link") ||
+             Numbered(name, "aggregator-", ".sock");
     default:
       return false;
   }

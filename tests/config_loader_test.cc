@@ -276,5 +276,14 @@ TEST(ConfigLoader, SlicesAreBoundedAndNeedAWindow) {
   EXPECT_TRUE(ResolveConfig(copy, {"cluster.slice_kib=0", "cluster.send_window=0"}).ok());
 }
 
+TEST(ConfigLoader, SumsFirstNeedsHeldAnswersHostSummingAndTheSameHostPath) {
+  const std::string copy = ConfigPath("copy.pbtxt");
+  for (const char* without : {"cluster.send_window=0", "cluster.host_summing=false", "cluster.same_host_shm=false"}) {
+    ExpectRefusedNaming(copy, {"cluster.sums_first=true", without}, "cluster.sums_first");
+  }
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.sums_first=true"}).ok());
+  EXPECT_TRUE(ResolveConfig(copy, {"cluster.send_window=0"}).ok());
+}
+
 }  // namespace
 }  // namespace psformer

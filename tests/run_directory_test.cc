@@ -64,9 +64,11 @@ TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
   const std::string run = TrainedRun("run");
   const std::string notes = run + "/notes.txt";
   std::ofstream(notes) << "mine\n";
-  // What an earlier job with host summing leaves in ipc/: its aggregators' sockets.
+  // What an earlier job across hosts leaves in ipc/: its aggregators' sockets, its servers' link
+  // boards (cluster.sums_first).
   std::filesystem::create_directories(run + "/ipc");
   std::ofstream(run + "/ipc/aggregator-1.sock") << "";
+  std::ofstream(run + "/ipc/pserver-0.sock.link") << "board";
   // Ten steps only: the old run's checkpoint of step 20 must not survive to be mixed in.
   const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
@@ -77,6 +79,7 @@ TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 10"));
   EXPECT_EQ(ReadTextFile(notes), "mine\n");  // not a file of the run: left alone
   EXPECT_FALSE(std::filesystem::exists(run + "/ipc/aggregator-1.sock")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run + "/ipc/pserver-0.sock.link")) << r.output;
 }
 
 TEST_F(RunDirectory, OverwriteKeepsAndNamesFilesThatAreNotPsformers) {

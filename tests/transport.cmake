@@ -45,3 +45,6 @@ psformer_test(payload_sealer_test unit SOURCES payload_sealer_test.cc LIBS psfor
 # copy into place, outcomes in order, a damaged piece told, bf16 widened or kept.
 psformer_test(pull_landing_test unit SOURCES pull_landing_test.cc LIBS psformer_pserver psformer_common)
 psformer_test(zmq_slices_test integration SOURCES zmq_slices_test.cc LIBS psformer_common)
+# cluster.sums_first: the host link board a host aggregator publishes its sums on their way in,
+# and a server's answers to other hosts waiting on it (never for long, never without a payload).
+psformer_test(host_link_board_test integration SOURCES host_link_board_test.cc LIBS psformer_common)

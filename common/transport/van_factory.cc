@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/role_threads.h"
+#include "common/transport/host_link_board.h"
 #include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
 
@@ -18,7 +20,8 @@ enum class Side { kServer, kClient, kBoth };
 constexpr int kRefusedSendTimeoutMs = 30000;
 
 StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t fault_stream, const CurveKeys* keys,
-                                       int io_threads, Side side, const ShmVanOptions* shm = nullptr) {
+                                       int io_threads, Side side, const ShmVanOptions* shm = nullptr,
+                                       std::function<bool(const SendRank&)> yield_answer = nullptr) {
   const FaultyVanOptions faults = FaultyVanOptions::FromConfig(config.fault(), fault_stream);
   PSF_RETURN_IF_ERROR(faults.Validate());
   ZmqVanOptions zo;
@@ -40,6 +43,7 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
     zo.slice_bytes = config.cluster().slice_kib() * 1024;
   }
   zo.hold_answers = side == Side::kServer;
+  zo.yield_answer = std::move(yield_answer);
   if (!config.cluster().authenticate()) {
     PSF_LOG(Info) << "transport: cluster.authenticate = false; any process that reaches the endpoints may talk "
                      "to the servers";
@@ -107,14 +111,48 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
 
 StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
                                                    int io_threads, Side side, const std::string& ipc_endpoint,
-                                                   std::shared_ptr<ShmFaultSwitch> shm_faults) {
+                                                   std::shared_ptr<ShmFaultSwitch> shm_faults,
+                                                   uint64_t shard_begin = 0) {
   std::optional<CurveKeys> keys;
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
   }
   PSF_ASSIGN_OR_RETURN(const std::optional<ShmVanOptions> shm,
                        ShmOptionsFromEnvironment(config, side, ipc_endpoint, std::move(shm_faults)));
-  return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr);
+  std::function<bool(const SendRank&)> yield_answer;
+  if (side == Side::kServer && config.cluster().sums_first()) {
+    if (ipc_endpoint.empty()) {
+      PSF_LOG(Warning) << "cluster.sums_first: this server has no Unix socket (its run directory's path is too "
+                          "long?), so its answers to other hosts do not wait for its host's sums";
+    } else {
+      PSF_ASSIGN_OR_RETURN(std::string path, HostLinkBoard::PathFor(ipc_endpoint));
+      // Mapped on the first answer that asks: by then Bind has made the socket's directory.
+      struct Board {
+        std::string path;
+        int slots = 1;
+        std::shared_ptr<HostLinkBoard> board;
+        bool failed = false;
+        uint64_t shard_begin = 0;
+      };
+      auto state = std::make_shared<Board>(Board{std::move(path), std::max(1, HostGroups::Of(config).count())});
+      state->shard_begin = shard_begin;
+      yield_answer = [state](const SendRank& rank) {
+        if (!state->board && !state->failed) {
+          auto board = HostLinkBoard::Open(state->path, state->slots);
+          if (board.ok()) {
+            state->board = std::move(*board);
+          } else {
+            state->failed = true;
+            PSF_LOG(Warning) << "cluster.sums_first: " << board.status().message()
+                             << "; this server's answers to other hosts do not wait for its host's sums";
+          }
+        }
+        return state->board && state->board->SumsPending(rank.step, rank.begin - state->shard_begin);
+      };
+    }
+  }
+  return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr,
+                 std::move(yield_answer));
 }
 
 bool IsWildcardHost(const std::string& host) { return host.empty() || host == "*" || host == "0.0.0.0"; }
@@ -139,9 +177,9 @@ std::string ServerBindEndpoint(const proto::JobConfig& config, const std::string
 }
 
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
-                                             const std::string& ipc_endpoint,
+                                             uint64_t shard_begin, const std::string& ipc_endpoint,
                                              std::shared_ptr<ShmFaultSwitch> shm_faults) {
-  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint, std::move(shm_faults));
+  return MakeFromEnvironment(config, fault_stream, 1, Side::kServer, ipc_endpoint, std::move(shm_faults), shard_begin);
 }
 
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads,

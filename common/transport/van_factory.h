@@ -33,7 +33,7 @@ inline constexpr char kShmJobVariable[] = "PSFORMER_SHM_JOB";
 // clients reach it besides the endpoint it binds ("" = none; needs PSFORMER_SHM_JOB).
 // shm_faults: where the process's FaultPlan arms KILL_IN_SHM events (FaultPlan::shm_faults).
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
-                                             const std::string& ipc_endpoint = "",
+                                             uint64_t shard_begin, const std::string& ipc_endpoint = "",
                                              std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
 
 // A client's Van (Connect it to the servers): CURVE client trusting only the job's server key.

@@ -46,7 +46,10 @@ ZmqVan::ZmqVan(const ZmqVanOptions& options)
     : options_(options), context_(options.io_threads), assembler_(options.max_frame_bytes) {}
 
 ZmqVan::~ZmqVan() {
-  // What is still held goes to ZeroMQ first, while the peers take it, for up to the linger.
+  // What is still held goes to ZeroMQ first, while the peers take it, for up to the linger; no
+  // answer waits on the host's sums any more.
+  if (options_.yield_answer) PSF_LOG(Info) << "van: " << yielded_ << " answer(s) waited for this host's sums";
+  options_.yield_answer = nullptr;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(options_.linger_ms, 0));
   while (!held_.empty() && std::chrono::steady_clock::now() < until) {
     SendHeld();
@@ -229,6 +232,16 @@ StatusOr<ZmqVan::Handed> ZmqVan::Route(const std::string& peer, std::vector<Fram
   return Handed::kSent;
 }
 
+bool ZmqVan::Yields(Outgoing& out) {
+  if (!options_.yield_answer || out.message.rank.step == INT64_MIN || !Routed(out.message.peer) ||
+      !options_.yield_answer(out.message.rank)) {
+    return false;
+  }
+  if (!out.yielded) ++yielded_;
+  out.yielded = true;
+  return true;
+}
+
 bool ZmqVan::Holds(const std::string& peer) const {
   auto it = dealers_.find(peer);
   return it != dealers_.end() ? it->second.hold : Routed(peer);
@@ -248,7 +261,7 @@ Status ZmqVan::Send(RawMessage message) {
   const std::string peer = out.message.peer;
   // Behind others still held for the peer it waits among them, by rank; else it goes if it fits
   // (one in slices waits among the held, where its slices leave from).
-  if (!held_.count(peer) && !out.slices) {
+  if (!held_.count(peer) && !out.slices && !Yields(out)) {
     PSF_ASSIGN_OR_RETURN(const Handed handed, HandOver(out));
     if (handed == Handed::kSent) return Status::Ok();
   }
@@ -269,6 +282,7 @@ void ZmqVan::SendHeld() {
     std::string why;
     while (!h.queue.empty()) {
       Outgoing& out = h.queue.begin()->second;
+      if (Yields(out)) break;
       auto handed = HandOver(out);
       if (!handed.ok()) {
         // A broken connection: the message is lost as on the wire, and its sender's resend heals

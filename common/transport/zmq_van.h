@@ -29,7 +29,10 @@
 // kernel's socket buffer below ZeroMQ is a FIFO too: options.send_buffer_bytes caps it on held
 // connections. Where options.slice_bytes is set, a held message larger than that leaves as
 // slices of at most that many bytes (zmq_slices.h), so that one ranked before it waits behind one
-// slice instead of all of it. The destructor hands over what is held for up to linger_ms.
+// slice instead of all of it. Where options.yield_answer is set, a ranked held answer it says
+// to wait for stays held (retried as a held ROUTER is): a server yields its host's link to the
+// sums its host aggregator still has on their way (cluster.sums_first, host_link_board.h). The
+// destructor hands over what is held for up to linger_ms.
 //
 // Sealing (options.sealer, payload_sealer.h): instead of CURVE, every frame is sealed with
 // AES-256-GCM by Send on the caller's threads and opened by Recv; a message with a frame that
@@ -38,6 +41,7 @@
 #define PSFORMER_COMMON_TRANSPORT_ZMQ_VAN_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +87,9 @@ struct ZmqVanOptions {
   // With send_window: held messages larger than this leave in slices of at most this many bytes
   // (0 = whole). Any ZmqVan reassembles slices it receives, whatever its own options.
   int slice_bytes = 0;
+  // With hold_answers: whether a held answer with a payload, of this rank, waits (for now) instead
+  // of being handed to ZeroMQ; asked again every millisecond. Null = none waits.
+  std::function<bool(const SendRank&)> yield_answer;
 };
 
 class ZmqVan : public Van {
@@ -109,6 +116,7 @@ class ZmqVan : public Van {
     std::optional<SlicePlan> slices;  // set where it leaves in slices
     size_t sent = 0;                  // slices handed over
     std::optional<size_t> stream;     // the connection its slices take, once the first left
+    bool yielded = false;             // it waited for options.yield_answer at least once
   };
   // A peer's messages held back: by rank, then by the order they were sent.
   struct Held {
@@ -143,6 +151,8 @@ class ZmqVan : public Van {
   StatusOr<Handed> Route(const std::string& peer, std::vector<Frame>& frames);
   // Whether messages to `peer` are held back (send_window): a tcp:// DEALER or a held ROUTER.
   bool Holds(const std::string& peer) const;
+  // Whether `out`, an answer on a held ROUTER, waits for options.yield_answer (counted once).
+  bool Yields(Outgoing& out);
   // Whether a message to `peer` waits on a held ROUTER (whose room a poll cannot see).
   bool Routed(const std::string& peer) const;
   // The ROUTER a routed peer's name (made by Receive) points at; null for any other name.
@@ -164,6 +174,7 @@ class ZmqVan : public Van {
   std::map<std::string, Held> held_;     // by peer name; empty queues are removed.
   uint64_t sent_ = 0;                    // messages given to Send, to order equal ranks; slices' ids.
   SliceAssembler assembler_;             // slices received, until their messages are whole
+  uint64_t yielded_ = 0;                 // answers that waited for options.yield_answer
 };
 
 }  // namespace psformer

@@ -97,6 +97,22 @@ Status HostAggregator::Start() {
     PSF_RETURN_IF_ERROR(van_->Connect(UpstreamRequests::ServerPeer(static_cast<int>(k)), options_.servers[k]));
   }
   PSF_ASSIGN_OR_RETURN(endpoint_, van_->Bind(options_.endpoint));
+  if (options_.config.cluster().sums_first()) {
+    // The servers this aggregator reaches over ipc:// are on its host; every other one is across
+    // the host's link.
+    remote_shards_.assign(options_.servers.size(), false);
+    for (size_t k = 0; k < options_.servers.size(); ++k) {
+      if (options_.servers[k].rfind("ipc://", 0) != 0) {
+        remote_shards_[k] = true;
+        continue;
+      }
+      PSF_ASSIGN_OR_RETURN(const std::string path, HostLinkBoard::PathFor(options_.servers[k]));
+      PSF_ASSIGN_OR_RETURN(auto board, HostLinkBoard::Open(path, groups_.count()));
+      link_boards_.push_back(std::move(board));
+    }
+    PSF_LOG(Info) << "sums first (cluster.sums_first): " << link_boards_.size()
+                  << " server(s) of this host send their answers to other hosts after its sums";
+  }
   const int g = options_.group;
   PSF_LOG(Info) << "aggregator of host group " << g << " (workers " << groups_.first(g) << ".."
                 << groups_.first(g) + groups_.size(g) - 1 << ", incarnation " << options_.incarnation
@@ -119,16 +135,26 @@ Status HostAggregator::Run() {
     }
     PSF_RETURN_IF_ERROR(given_up_);
     upstream_.ResendDue();
+    PublishSumsOnTheirWay();
     if (all_gone_at_ && Clock::now() - *all_gone_at_ >= linger) break;
     if (Status overdue = upstream_.Overdue(Clock::now()); !overdue.ok()) {
       PSF_LOG(Error) << overdue.message();
       return overdue;
     }
   }
+  for (const auto& board : link_boards_) board->Publish(options_.group, 0, 0, 0);  // none on its way any more
   PSF_LOG(Info) << "aggregator of host group " << options_.group << " stops; sums sent: " << stats_.sums_sent.load()
                 << ", pieces pulled: " << stats_.pulls_sent.load() << ", pulls served: " << stats_.pulls_served.load()
                 << ", resends: " << stats_.resends.load() << "; refused messages: " << stats_.rejected.ToString();
   return Status::Ok();
+}
+
+void HostAggregator::PublishSumsOnTheirWay() {
+  if (link_boards_.empty()) return;
+  std::vector<uint64_t> begins;
+  for (const ServerScope& scope : scopes_) begins.push_back(scope.begin);
+  const UpstreamRequests::Unanswered u = upstream_.SumsUnanswered(remote_shards_, begins);
+  for (const auto& board : link_boards_) board->Publish(options_.group, u.step, u.offset, u.count);
 }
 
 void HostAggregator::Handle(RawMessage raw) {

@@ -41,6 +41,8 @@
 //   UpstreamRequests   the aggregator's requests to the servers, until answered, and resends
 //   ParameterCopies    the pulled parameters its workers read in place
 //   WorkerAnswers      answers and refusals to its workers (the server's ReplySender)
+//   HostLinkBoard      (cluster.sums_first) the oldest step of its sums on their way to other
+//                      hosts, for the servers of its host to send their answers to those hosts after
 // Its own code, by concern: host_aggregator.cc starts it, dispatches and follows epochs;
 // host_aggregator_sums.cc takes shares and sends sums; host_aggregator_pulls.cc answers pulls.
 //
@@ -59,6 +61,7 @@
 #include "common/fault_plan.h"
 #include "common/host_groups.h"
 #include "common/proto/config.pb.h"
+#include "common/transport/host_link_board.h"
 #include "common/transport/van.h"
 #include "pserver/aggregator/group_sum.h"
 #include "pserver/aggregator/parameter_copies.h"
@@ -140,6 +143,9 @@ class HostAggregator {
   bool PullAnswered(const Upstream& up, const WireMessage& reply);
   // A refusal of `up` by its server, passed on to the workers waiting for it.
   void PassOnRefusal(uint64_t sequence, const proto::Header& refusal);
+  // With cluster.sums_first: tells the servers of this host (their HostLinkBoards) the oldest step
+  // of the sums still on their way to other hosts' servers.
+  void PublishSumsOnTheirWay();
   // Follows a newer epoch: every sum and copy of the older one is forgotten.
   void EnterEpoch(uint64_t epoch);
   // The piece whose wire range is exactly [begin, end), or -1.
@@ -168,6 +174,9 @@ class HostAggregator {
   std::vector<int64_t> answered_step_;        // by slot: the last step whose sum the server answered
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
   std::vector<bool> goodbye_;                 // by the worker's place in the group
+  // cluster.sums_first: the boards of this host's servers, and the shards on other hosts.
+  std::vector<std::shared_ptr<HostLinkBoard>> link_boards_;
+  std::vector<bool> remote_shards_;
   std::optional<Clock::time_point> all_gone_at_;
   Status given_up_;  // set when a server's segment is given up on (UpstreamRequests::SegmentRefused)
   std::atomic<bool> stop_{false};

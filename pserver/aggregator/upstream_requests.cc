@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "common/logging.h"
 #include "pserver/wire/gradient_rows.h"
@@ -69,6 +71,18 @@ void UpstreamRequests::Transmit(uint64_t sequence) {
                      << proto::MessageType_Name(up.header.type()) << " to shard " << up.header.shard() << ": "
                      << s.message() << " (sent again later)";
   }
+}
+
+UpstreamRequests::Unanswered UpstreamRequests::SumsUnanswered(const std::vector<bool>& to,
+                                                              const std::vector<uint64_t>& shard_begins) const {
+  Unanswered u;
+  for (const auto& [sequence, up] : requests_) {
+    const uint32_t shard = up.header.shard();
+    if (up.kind != Upstream::kSum || shard >= to.size() || !to[shard]) continue;
+    const std::pair<int64_t, uint64_t> rank{up.header.step(), up.header.begin() - shard_begins[shard]};
+    if (u.count++ == 0 || rank < std::make_pair(u.step, u.offset)) std::tie(u.step, u.offset) = rank;
+  }
+  return u;
 }
 
 void UpstreamRequests::ResendDue() {

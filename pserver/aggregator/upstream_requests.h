@@ -82,6 +82,14 @@ class UpstreamRequests {
   std::map<uint64_t, Upstream> TakeAll() { return std::exchange(requests_, {}); }
   // A reply from `shard` arrived (its link is moving).
   void Heard(int shard) { resender_.Heard(shard, Resender::Clock::now()); }
+  // The sums to shards that `to` marks (by shard) not answered yet: how many, and the first by
+  // (step, offset within its shard), with shard k beginning at shard_begins[k].
+  struct Unanswered {
+    int64_t step = 0;
+    uint64_t offset = 0;
+    uint64_t count = 0;
+  };
+  Unanswered SumsUnanswered(const std::vector<bool>& to, const std::vector<uint64_t>& shard_begins) const;
   // Sends again every request whose wait has passed.
   void ResendDue();
   // Unavailable when a request has gone unanswered for longer than timeout_ms since it was first

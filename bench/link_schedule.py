@@ -170,15 +170,6 @@ def step_time(sizes, compute_s, link_bytes_per_s, variant, rows_fraction=0.15, s
                 link.send(when, rows, 0, ("pull", "E-rows" if variant.early_rows else "E"))
 
         done = link.run(delivered)
-        if variant.one_crossing:  # a layer is in once the other host's sum is; the embedding once all of it is
-            rows = done[("push", "E-rows")]
-            have.update({name: done[("push", name)] for name in half})
-            have.update({c: max(done[("push", c)], done[("push", "E-next-" + c)], rows) for c in chunk_names})
-            have["E-next"] = max(done[("push", "E-next-" + c)] for c in chunk_names)
-            # The rows this step touched: their lookup sum and dE's rows, which are in every block.
-            have["E-rows"] = max([rows] + [have[c] for c in chunk_names])
-            t = clock
-            continue
         for name in have:
             have[name] = done[("pull", name)]
         if variant.early_rows:

@@ -70,11 +70,10 @@ StatusOr<std::shared_ptr<HostLinkBoard>> HostLinkBoard::Open(const std::string& 
   }
   close(fd);
   if (!why.empty()) return Status::IoError("host link board " + path + ": " + why);
-  return std::shared_ptr<HostLinkBoard>(new HostLinkBoard(path, map, bytes, slots));
+  return std::shared_ptr<HostLinkBoard>(new HostLinkBoard(map, bytes, slots));
 }
 
-HostLinkBoard::HostLinkBoard(std::string path, void* map, size_t bytes, int slots)
-    : path_(std::move(path)), map_(map), bytes_(bytes), slots_(slots) {}
+HostLinkBoard::HostLinkBoard(void* map, size_t bytes, int slots) : map_(map), bytes_(bytes), slots_(slots) {}
 
 HostLinkBoard::~HostLinkBoard() { munmap(map_, bytes_); }
 

@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -56,14 +55,10 @@ class HostLinkBoard {
   // offset).
   bool SumsPending(int64_t step, uint64_t offset) const;
 
-  int slots() const { return slots_; }
-  const std::string& path() const { return path_; }
-
  private:
   struct Slot;
-  HostLinkBoard(std::string path, void* map, size_t bytes, int slots);
+  HostLinkBoard(void* map, size_t bytes, int slots);
 
-  std::string path_;
   void* map_;
   size_t bytes_;
   int slots_;

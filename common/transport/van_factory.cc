@@ -130,12 +130,12 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
       struct Board {
         std::string path;
         int slots = 1;
+        uint64_t shard_begin = 0;
         std::shared_ptr<HostLinkBoard> board;
         bool failed = false;
-        uint64_t shard_begin = 0;
       };
-      auto state = std::make_shared<Board>(Board{std::move(path), std::max(1, HostGroups::Of(config).count())});
-      state->shard_begin = shard_begin;
+      auto state =
+          std::make_shared<Board>(Board{std::move(path), std::max(1, HostGroups::Of(config).count()), shard_begin});
       yield_answer = [state](const SendRank& rank) {
         if (!state->board && !state->failed) {
           auto board = HostLinkBoard::Open(state->path, state->slots);

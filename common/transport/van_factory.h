@@ -32,6 +32,8 @@ inline constexpr char kShmJobVariable[] = "PSFORMER_SHM_JOB";
 // fault_stream: FaultStream(FaultRole::kServer, shard). ipc_endpoint: "ipc://PATH" where same-host
 // clients reach it besides the endpoint it binds ("" = none; needs PSFORMER_SHM_JOB).
 // shm_faults: where the process's FaultPlan arms KILL_IN_SHM events (FaultPlan::shm_faults).
+// shard_begin: where the server's shard begins (with cluster.sums_first, an answer's place in
+// forward order is its offset from there).
 StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uint64_t fault_stream,
                                              uint64_t shard_begin, const std::string& ipc_endpoint = "",
                                              std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);

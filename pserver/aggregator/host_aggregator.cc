@@ -101,6 +101,7 @@ Status HostAggregator::Start() {
     // The servers this aggregator reaches over ipc:// are on its host; every other one is across
     // the host's link.
     remote_shards_.assign(options_.servers.size(), false);
+    for (const ServerScope& scope : scopes_) shard_begins_.push_back(scope.begin);
     for (size_t k = 0; k < options_.servers.size(); ++k) {
       if (options_.servers[k].rfind("ipc://", 0) != 0) {
         remote_shards_[k] = true;
@@ -151,9 +152,7 @@ Status HostAggregator::Run() {
 
 void HostAggregator::PublishSumsOnTheirWay() {
   if (link_boards_.empty()) return;
-  std::vector<uint64_t> begins;
-  for (const ServerScope& scope : scopes_) begins.push_back(scope.begin);
-  const UpstreamRequests::Unanswered u = upstream_.SumsUnanswered(remote_shards_, begins);
+  const UpstreamRequests::Unanswered u = upstream_.SumsUnanswered(remote_shards_, shard_begins_);
   for (const auto& board : link_boards_) board->Publish(options_.group, u.step, u.offset, u.count);
 }
 

@@ -174,9 +174,11 @@ class HostAggregator {
   std::vector<int64_t> answered_step_;        // by slot: the last step whose sum the server answered
   std::map<int64_t, int> sums_sent_of_step_;  // for the fault plan: sums sent per step
   std::vector<bool> goodbye_;                 // by the worker's place in the group
-  // cluster.sums_first: the boards of this host's servers, and the shards on other hosts.
+  // cluster.sums_first: the boards of this host's servers, the shards on other hosts, and where
+  // each shard begins (a sum's place in forward order is its offset within its shard).
   std::vector<std::shared_ptr<HostLinkBoard>> link_boards_;
   std::vector<bool> remote_shards_;
+  std::vector<uint64_t> shard_begins_;
   std::optional<Clock::time_point> all_gone_at_;
   Status given_up_;  // set when a server's segment is given up on (UpstreamRequests::SegmentRefused)
   std::atomic<bool> stop_{false};

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +141,33 @@ inline bool WaitForStep(BackgroundJob* job, const std::string& run_dir, int64_t 
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     if (LastLoggedStep(run_dir) >= step) return true;
+    if (job->Exited()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The newest step of RUN_DIR with a complete checkpoint (its manifest written), or -1.
+inline int64_t NewestCompleteCheckpoint(const std::string& run_dir) {
+  int64_t newest = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/checkpoints", ec)) {
+    long long step = 0;
+    if (std::sscanf(entry.path().filename().c_str(), "step-%lld", &step) == 1 &&
+        std::filesystem::exists(entry.path() / "manifest.pbtxt")) {
+      newest = std::max<int64_t>(newest, step);
+    }
+  }
+  return newest;
+}
+
+// Waits until RUN_DIR holds a complete checkpoint of a step >= `step`; false if the job exits
+// first or time runs out.
+inline bool WaitForCheckpoint(BackgroundJob* job, const std::string& run_dir, int64_t step,
+                              std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (NewestCompleteCheckpoint(run_dir) >= step) return true;
     if (job->Exited()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -19,6 +19,7 @@ namespace {
 using testing::BackgroundJob;
 using testing::CommandResult;
 using testing::ModelDigest;
+using testing::NewestCompleteCheckpoint;
 using testing::RunPsformer;
 using testing::TempDir;
 
@@ -46,20 +47,6 @@ std::string CheckpointManifest(const std::string& run, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
   return run + "/checkpoints/" + name + "/manifest.pbtxt";
-}
-
-// The newest step with a complete checkpoint (its manifest written), or -1.
-int64_t NewestCompleteCheckpoint(const std::string& run) {
-  int64_t newest = -1;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(run + "/checkpoints", ec)) {
-    long long step = 0;
-    if (std::sscanf(entry.path().filename().c_str(), "step-%lld", &step) == 1 &&
-        std::filesystem::exists(entry.path() / "manifest.pbtxt")) {
-      newest = std::max<int64_t>(newest, step);
-    }
-  }
-  return newest;
 }
 
 // The step a worker's log says it stopped at, or -1.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -136,15 +137,20 @@ inline int64_t LastLoggedStep(const std::string& run_dir) {
   return last;
 }
 
-// Waits until metrics.jsonl logs a step >= `step`; false if the job exits first or time runs out.
-inline bool WaitForStep(BackgroundJob* job, const std::string& run_dir, int64_t step, std::chrono::seconds limit) {
+// Waits until `done()` holds, asked every 20 ms; false if the job exits first or time runs out.
+inline bool WaitUntil(BackgroundJob* job, std::chrono::seconds limit, const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (LastLoggedStep(run_dir) >= step) return true;
+    if (done()) return true;
     if (job->Exited()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+
+// Waits until metrics.jsonl logs a step >= `step`; false if the job exits first or time runs out.
+inline bool WaitForStep(BackgroundJob* job, const std::string& run_dir, int64_t step, std::chrono::seconds limit) {
+  return WaitUntil(job, limit, [&] { return LastLoggedStep(run_dir) >= step; });
 }
 
 // The newest step of RUN_DIR with a complete checkpoint (its manifest written), or -1.
@@ -165,13 +171,7 @@ inline int64_t NewestCompleteCheckpoint(const std::string& run_dir) {
 // first or time runs out.
 inline bool WaitForCheckpoint(BackgroundJob* job, const std::string& run_dir, int64_t step,
                               std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (NewestCompleteCheckpoint(run_dir) >= step) return true;
-    if (job->Exited()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return WaitUntil(job, limit, [&] { return NewestCompleteCheckpoint(run_dir) >= step; });
 }
 
 // The process ids a supervisor started ("started pid N" in its log).

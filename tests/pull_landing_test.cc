@@ -122,28 +122,33 @@ TEST(PullLanding, EndingWritesNothingOnceItReturns) {
   }
 }
 
+// One part of a split piece's answer (the named runs' values, or the rest's), its run table
+// first, in frames of `frame` values.
+WireMessage PartReply(const std::vector<float>& piece, const std::vector<ElementRun>& named, proto::PushPart which,
+                      bool bf16, size_t frame) {
+  std::vector<float> values;
+  const std::vector<ElementRun> runs = which == proto::ROWS ? named : ComplementRuns(named, piece.size());
+  for (const ElementRun& r : runs)
+    values.insert(values.end(), piece.begin() + r.offset, piece.begin() + r.offset + r.length);
+  WireMessage msg = Reply(values, bf16, frame);
+  msg.header.set_end(piece.size());
+  msg.header.set_part(which);
+  msg.header.set_runs(static_cast<uint32_t>(named.size()));
+  msg.payload.insert(msg.payload.begin(), Frame::Copy(named.data(), named.size() * kRunBytes));
+  std::vector<uint8_t> all;
+  for (const Frame& f : msg.payload) all.insert(all.end(), f.data(), f.data() + f.size());
+  msg.header.set_payload_bytes(all.size());
+  msg.header.set_payload_crc32c(Crc32c(0, all.data(), all.size()));
+  return msg;
+}
+
 // The two parts of a split piece (PARAMS with a run table: DENSE, all but the named runs; ROWS,
 // those runs) land run by run wherever they come from; the part that lands second makes the
 // whole piece's CRC as it travelled: fp32, bf16 kept as it came, or bf16 widened into fp32.
 TEST(PullLanding, TheTwoPartsOfASplitPieceLandAndTheSecondMakesThePiecesCrc) {
   const std::vector<float> piece = Values(40, -3.0f);
   const std::vector<ElementRun> named = {{2, 3}, {10, 8}, {39, 1}};
-  const auto part = [&](proto::PushPart which, bool bf16) {
-    std::vector<float> values;
-    const std::vector<ElementRun> runs = which == proto::ROWS ? named : ComplementRuns(named, piece.size());
-    for (const ElementRun& r : runs)
-      values.insert(values.end(), piece.begin() + r.offset, piece.begin() + r.offset + r.length);
-    WireMessage msg = Reply(values, bf16, 4);
-    msg.header.set_end(piece.size());
-    msg.header.set_part(which);
-    msg.header.set_runs(static_cast<uint32_t>(named.size()));
-    msg.payload.insert(msg.payload.begin(), Frame::Copy(named.data(), named.size() * kRunBytes));
-    std::vector<uint8_t> all;
-    for (const Frame& f : msg.payload) all.insert(all.end(), f.data(), f.data() + f.size());
-    msg.header.set_payload_bytes(all.size());
-    msg.header.set_payload_crc32c(Crc32c(0, all.data(), all.size()));
-    return msg;
-  };
+  const auto part = [&](proto::PushPart which, bool bf16) { return PartReply(piece, named, which, bf16, 4); };
   for (const bool bf16 : {false, true}) {
     for (const bool keep_bf16 : {false, true}) {
       if (keep_bf16 && !bf16) continue;
@@ -188,6 +193,29 @@ TEST(PullLanding, TheTwoPartsOfASplitPieceLandAndTheSecondMakesThePiecesCrc) {
       bad.header.set_part(proto::ROWS);
       EXPECT_FALSE(PullLanding::LandNow({3, 7, 0, std::move(bad), params.data(), nullptr, false}, 1).intact);
     }
+  }
+}
+
+// A piece large enough to be split over the copy threads, with runs and frames that end anywhere:
+// every split lands the same bytes, each where the table puts it.
+TEST(PullLanding, ASplitPieceLandsTheSameOverAnyNumberOfCopyThreads) {
+  const std::vector<float> piece = Values(300007, 1.0f);
+  std::vector<ElementRun> named = {{0, 5}};
+  for (uint32_t at = 1000; at + 700 < piece.size(); at += 2999) named.push_back({at, 512 + at % 97});
+  named.push_back({static_cast<uint32_t>(piece.size() - 3), 3});
+  for (const int threads : {1, 2, 3, 7}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    std::vector<float> params(piece.size(), -7.0f);
+    for (const proto::PushPart which : {proto::ROWS, proto::DENSE}) {
+      const PullLanding::Landed landed = PullLanding::LandNow(
+          {1, 7, 0, PartReply(piece, named, which, false, 1001), params.data(), nullptr, false}, threads);
+      EXPECT_TRUE(landed.intact);
+      if (which == proto::ROWS) {  // only the named runs so far; the rest as it was
+        for (const ElementRun& r : named) EXPECT_EQ(params[r.offset + r.length - 1], piece[r.offset + r.length - 1]);
+        EXPECT_EQ(params[6], -7.0f);
+      }
+    }
+    EXPECT_EQ(params, piece);
   }
 }
 

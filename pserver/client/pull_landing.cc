@@ -79,7 +79,7 @@ void PullLanding::Loop() {
 
 namespace {
 
-constexpr size_t kCrcGrain = 1 << 15;  // elements per thread at least
+constexpr size_t kGrain = 1 << 15;  // elements per thread at least (copies, checksums)
 
 // A part of a split piece: checked (CRC, then its table against its values), then each of its
 // runs written into place; with piece_crc, the whole piece's CRC as it travels after it.
@@ -92,24 +92,31 @@ bool LandPart(const PullLanding::Job& job, int copy_threads, uint32_t* piece_crc
   const std::vector<ElementRun> runs = h.part() == proto::ROWS ? table.runs : ComplementRuns(table.runs, n);
   const bool bf16 = h.dtype() == proto::BFLOAT16;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  uint64_t value = 0;
-  for (const ElementRun& r : runs) {
-    ForEachPayloadSpan(table.values.payload, elem, value, value + r.length,
-                       [&](const uint8_t* bytes, uint64_t first, uint64_t count) {
-                         const uint64_t at = r.offset + (first - value);
-                         if (!bf16) {
-                           std::memcpy(job.params + at, bytes, count * elem);
-                         } else if (job.params_bf16 != nullptr) {
-                           std::memcpy(job.params_bf16 + at, bytes, count * elem);
-                         } else {
-                           Bf16ToFloats(bytes, count, job.params + at);
-                         }
-                       });
-    value += r.length;
-  }
+  // The values lie end to end in the payload: run i's from starts[i]. Split over the copy
+  // threads by value, as a whole piece's copy is (elementwise: the same bytes land).
+  std::vector<uint64_t> starts(runs.size() + 1, 0);
+  for (size_t i = 0; i < runs.size(); ++i) starts[i + 1] = starts[i] + runs[i].length;
+  ParallelFor(copy_threads, starts.back(), kGrain, [&](int, size_t begin, size_t end) {
+    size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    for (uint64_t value = begin; value < end; ++r) {
+      const uint64_t stop = std::min<uint64_t>(end, starts[r + 1]);
+      ForEachPayloadSpan(table.values.payload, elem, value, stop,
+                         [&](const uint8_t* bytes, uint64_t first, uint64_t count) {
+                           const uint64_t at = runs[r].offset + (first - starts[r]);
+                           if (!bf16) {
+                             std::memcpy(job.params + at, bytes, count * elem);
+                           } else if (job.params_bf16 != nullptr) {
+                             std::memcpy(job.params_bf16 + at, bytes, count * elem);
+                           } else {
+                             Bf16ToFloats(bytes, count, job.params + at);
+                           }
+                         });
+      value = stop;
+    }
+  });
   if (!job.piece_crc) return true;
-  PartCrcs crc(ParallelPieces(copy_threads, n, kCrcGrain));
-  ParallelFor(copy_threads, n, kCrcGrain, [&](int part, size_t b, size_t e) {
+  PartCrcs crc(ParallelPieces(copy_threads, n, kGrain));
+  ParallelFor(copy_threads, n, kGrain, [&](int part, size_t b, size_t e) {
     if (!bf16) {
       crc.crc[part] = Crc32c(0, job.params + b, (e - b) * elem);
     } else if (job.params_bf16 != nullptr) {

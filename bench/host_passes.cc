@@ -7,8 +7,12 @@
 //   copy+crc   Crc32cSpans with a destination (a pull's piece checked in its copy into place)
 //   adam       AdamFused with the snapshot written (a server's update pass: 16 bytes read, 16
 //              written an element)
+//   land-rows  PullLanding::LandNow of a split piece's ROWS part: rows of 512 values, one in
+//              five of the array's (as a base batch names ~7,500 of 37,000), checked, then
+//              written run by run into place (the part a worker lands after backward)
+//   land-dense the same for the DENSE part, the other four rows in five
 // and prints, per pass and thread count, the best of --reps runs in GB/s of bytes moved (read +
-// written) and ns an element (4-byte elements).
+// written) and ns an element (4-byte elements; for land-*, an element of the part).
 //
 // Usage: psformer_host_passes [--mib M] [--reps R] [--max-threads T]
 //   M (default 256): MiB of each array; T (default the machine's threads).
@@ -25,6 +29,8 @@
 #include "common/adam.h"
 #include "common/crc32c.h"
 #include "common/parallel_for.h"
+#include "pserver/client/pull_landing.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 namespace {
@@ -65,6 +71,29 @@ bool ParseArgs(int argc, char** argv, Options* o) {
   return true;
 }
 
+// A split piece's part as a server answers it: its run table (one run a named row), then its
+// values in frames of at most 1 MiB, viewing `values` (which must outlive it).
+WireMessage PartOfPiece(size_t n, const std::vector<ElementRun>& named, proto::PushPart which,
+                        const std::vector<float>& values) {
+  WireMessage msg;
+  msg.header.set_type(proto::PARAMS);
+  msg.header.set_dtype(proto::FLOAT32);
+  msg.header.set_begin(0);
+  msg.header.set_end(n);
+  msg.header.set_part(which);
+  msg.header.set_runs(static_cast<uint32_t>(named.size()));
+  msg.payload.push_back(Frame::Copy(named.data(), named.size() * kRunBytes));
+  const size_t frame = (1 << 20) / sizeof(float);
+  for (size_t at = 0; at < values.size(); at += frame) {
+    msg.payload.push_back(
+        Frame::View(values.data() + at, std::min(frame, values.size() - at) * sizeof(float), nullptr));
+  }
+  uint32_t crc = 0;
+  for (const Frame& f : msg.payload) crc = Crc32c(crc, f.data(), f.size());
+  msg.header.set_payload_crc32c(crc);
+  return msg;
+}
+
 // The best time of `reps` runs of `pass`, in seconds.
 double Best(int reps, const std::function<void()>& pass) {
   double best = 1e30;
@@ -86,12 +115,12 @@ int Main(int argc, char** argv) {
   const AdamStepConstants k = AdamConstants(AdamHyper{}, 1000, 1e-4);
   uint64_t sink = 0;  // keeps the CRCs live
   std::printf("host passes over %zu MiB arrays, best of %d; GB/s counts bytes read + written\n", o.mib, o.reps);
-  std::printf("%-9s %7s %9s %8s\n", "pass", "threads", "GB/s", "ns/elem");
+  std::printf("%-10s %7s %9s %8s\n", "pass", "threads", "GB/s", "ns/elem");
   std::vector<int> counts;
   for (int t = 1; t < o.max_threads; t *= 2) counts.push_back(t);
   counts.push_back(o.max_threads);
   const auto row = [&](const char* name, int threads, double seconds, double bytes_moved) {
-    std::printf("%-9s %7d %9.1f %8.3f\n", name, threads, bytes_moved / seconds / 1e9, seconds / n * 1e9);
+    std::printf("%-10s %7d %9.1f %8.3f\n", name, threads, bytes_moved / seconds / 1e9, seconds / n * 1e9);
   };
   for (int t : counts) {
     row("read+crc", t, Best(o.reps, [&] { sink += Crc32cParallel(a.data(), bytes, t); }), bytes);
@@ -120,6 +149,31 @@ int Main(int argc, char** argv) {
       });
     });
     row("adam", t, s, 8.0 * bytes);
+  }
+  constexpr uint32_t kRow = 512;  // d_model values: one embedding row
+  std::vector<ElementRun> named;
+  for (uint32_t row = 0; (row + 1) * kRow <= n && (row + 1) * uint64_t{kRow} < (uint64_t{1} << 32); row += 5) {
+    named.push_back({row * kRow, kRow});
+  }
+  for (const proto::PushPart which : {proto::ROWS, proto::DENSE}) {
+    const std::vector<ElementRun> runs = which == proto::ROWS ? named : ComplementRuns(named, n);
+    size_t count = 0;
+    for (const ElementRun& r : runs) count += r.length;
+    const std::vector<float> values(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(count));
+    const WireMessage part = PartOfPiece(n, named, which, values);
+    for (int t : counts) {
+      bool intact = true;
+      const double s = Best(o.reps, [&] {
+        intact = intact && PullLanding::LandNow({0, 0, 0, part, out.data(), nullptr, false}, t).intact;
+      });
+      if (!intact) {
+        std::fprintf(stderr, "psformer_host_passes: a part did not land intact\n");
+        return 1;
+      }
+      // Its values read twice (the check, the copy) and written once; per element of the part.
+      std::printf("%-10s %7d %9.1f %8.3f\n", which == proto::ROWS ? "land-rows" : "land-dense", t,
+                  3.0 * count * sizeof(float) / s / 1e9, s / count * 1e9);
+    }
   }
   std::printf("(crc sum %llx)\n", static_cast<unsigned long long>(sink));
   return 0;

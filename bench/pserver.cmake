@@ -7,5 +7,5 @@ add_executable(streams_bench ${CMAKE_CURRENT_SOURCE_DIR}/streams_bench.cc)
 target_link_libraries(streams_bench PRIVATE psformer_pserver psformer_common)
 # Host memory passes (CRC, copy, copy + CRC, Adam) at 1, 2, 4 ... threads; bundled for GPU machines.
 add_executable(psformer_host_passes ${CMAKE_CURRENT_SOURCE_DIR}/host_passes.cc)
-target_link_libraries(psformer_host_passes PRIVATE psformer_common)
+target_link_libraries(psformer_host_passes PRIVATE psformer_pserver psformer_common)
 set_target_properties(psformer_host_passes PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})

@@ -166,5 +166,16 @@ TEST(CpuBackend, RangeDownloaderCopiesEachRangeWhenStarted) {
   EXPECT_EQ(host, values);
 }
 
+// InChunks: consecutive parts of at most `most`, the last the remainder; none for an empty
+// range; one for a range that fits, however large `most` is.
+TEST(RangeDownloader, InChunksCutsARangeIntoConsecutivePartsOfAtMostMost) {
+  EXPECT_EQ(InChunks({10, 35}, 10), (std::vector<ElementRange>{{10, 20}, {20, 30}, {30, 35}}));
+  EXPECT_EQ(InChunks({0, 20}, 10), (std::vector<ElementRange>{{0, 10}, {10, 20}}));
+  EXPECT_TRUE(InChunks({7, 7}, 3).empty());
+  EXPECT_EQ(InChunks({5, 9}, ~uint64_t{0}), (std::vector<ElementRange>{{5, 9}}));
+  EXPECT_EQ(InChunks({~uint64_t{0} - 5, ~uint64_t{0}}, 4),
+            (std::vector<ElementRange>{{~uint64_t{0} - 5, ~uint64_t{0} - 1}, {~uint64_t{0} - 1, ~uint64_t{0}}}));
+}
+
 }  // namespace
 }  // namespace psformer

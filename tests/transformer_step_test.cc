@@ -43,24 +43,28 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
   bool rounds_on_device() const override { return rounds_; }
   StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
                                                              size_t element_bytes) override {
-    return std::unique_ptr<RangeUploader>(std::make_unique<Lazy>(host, device, n, element_bytes, &awaited_, &awaits_));
+    return std::unique_ptr<RangeUploader>(
+        std::make_unique<Lazy>(host, device, n, element_bytes, &awaited_, &started_, &awaits_));
   }
   const std::vector<ElementRange>& awaited() const { return awaited_; }
+  const std::vector<ElementRange>& started() const { return started_; }  // every copy, in order
   size_t awaits() const { return awaits_.load(); }  // from any thread
 
  private:
   class Lazy final : public RangeUploader {
    public:
     Lazy(const void* host, void* device, size_t n, size_t bytes, std::vector<ElementRange>* awaited,
-         std::atomic<size_t>* awaits)
+         std::vector<ElementRange>* started, std::atomic<size_t>* awaits)
         : host_(static_cast<const char*>(host)),
           device_(static_cast<char*>(device)),
           n_(n),
           bytes_(bytes),
           awaited_(awaited),
+          started_(started),
           awaits_(awaits) {}
     void Start(const std::vector<ElementRange>& ranges) override {
       pending_ = ranges;
+      started_->insert(started_->end(), ranges.begin(), ranges.end());
       for (const ElementRange& r : ranges) {
         ASSERT_LE(r.end, n_);
         std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
@@ -69,6 +73,7 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
     void Add(ElementRange r) override {
       ASSERT_LE(r.end, n_);
       pending_.push_back(r);
+      started_->push_back(r);
       std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
     }
     void Await(uint64_t begin, uint64_t end) override {
@@ -86,11 +91,12 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
     char* device_;
     size_t n_, bytes_;
     std::vector<ElementRange>* awaited_;
+    std::vector<ElementRange>* started_;
     std::atomic<size_t>* awaits_;
     std::vector<ElementRange> pending_;
   };
   bool rounds_;
-  std::vector<ElementRange> awaited_;
+  std::vector<ElementRange> awaited_, started_;
   std::atomic<size_t> awaits_{0};
 };
 
@@ -344,6 +350,58 @@ TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
     EXPECT_EQ(lazy->awaited(), order);
     ExpectSameGradientBits(whole->grad(), arriving->grad());
   }
+}
+
+// A layer larger than a piece (cluster.piece_elements) crosses the bus in parts of at most a
+// piece, both ways: with the pull landing, each part's upload is its own copy, in forward order,
+// and the gradient is handed to the data path part by part, every element once; the bits are
+// those of a step whose layers go whole.
+TEST(TransformerStep, ALayerLargerThanAPieceIsCopiedInPartsOfAPiece) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_model()->set_layers(2);
+  config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+  proto::JobConfig small = config;
+  constexpr uint64_t kPiece = 64;
+  small.mutable_cluster()->set_piece_elements(kPiece);
+  auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(false);
+  const LazyUploadCpuBackend* lazy = lazy_backend.get();
+  auto parts = MakeStep(small, std::move(lazy_backend));
+  auto whole = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  const uint64_t n = parts->parameter_count();
+  whole->ParamsPulled(0, proto::FLOAT32);
+  whole->Compute(2, nullptr);
+
+  PullArrival arrival;
+  arrival.Reset();
+  parts->ParamsArriving(&arrival, proto::FLOAT32);
+  arrival.Landed(0, n);
+  arrival.Finish({Status::Ok(), 0, 0});
+  std::vector<ElementRange> handed;
+  parts->Compute(2, [&](uint64_t b, uint64_t e, const StepStats&) { handed.push_back({b, e}); });
+  for (size_t i = 0; i < handed.size(); ++i) EXPECT_EQ(parts->gradient_copies().WaitOldest(), handed[i]);
+  parts->ParamsPulled(0, proto::FLOAT32);
+  ExpectSameGradientBits(whole->grad(), parts->grad());
+
+  // Uploads: in forward order, each layer's parts consecutive, none over a piece, and together
+  // every layer once; a layer over a piece (the embedding, each encoder layer) in several.
+  std::vector<ElementRange> layers;
+  CpuBackend<float> cpu(1);
+  for (const auto& [b, e] : Transformer<float>(config.model(), parts->vocab_size(), &cpu).forward_ranges())
+    layers.push_back({b, e});
+  ASSERT_GT(layers.front().end - layers.front().begin, 2 * kPiece);
+  std::vector<ElementRange> expected;
+  for (const ElementRange& l : layers) {
+    for (uint64_t b = l.begin; b < l.end; b += kPiece) expected.push_back({b, std::min(l.end, b + kPiece)});
+  }
+  EXPECT_EQ(lazy->started(), expected);
+  // Downloads: none over a piece, every element once.
+  std::vector<int> copied(n, 0);
+  for (const ElementRange& r : handed) {
+    EXPECT_LE(r.end - r.begin, kPiece);
+    for (uint64_t i = r.begin; i < r.end; ++i) ++copied[i];
+  }
+  EXPECT_EQ(std::count(copied.begin(), copied.end(), 1), static_cast<std::ptrdiff_t>(n));
+  EXPECT_GT(handed.size(), layers.size());
 }
 
 // With the embedding's gradient in two parts, the lookups' part is copied off the device after

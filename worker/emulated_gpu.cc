@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/param_layout.h"
 #include "common/philox.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 namespace {
@@ -149,7 +150,8 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     : seed_(config.training().seed()),
       worker_(worker),
       step_time_(std::chrono::milliseconds(config.cluster().emulated_step_ms())),
-      seconds_per_byte_(1 / (1e9 * config.cluster().emulated_copy_gb_per_s())) {
+      seconds_per_byte_(1 / (1e9 * config.cluster().emulated_copy_gb_per_s())),
+      copy_chunk_(JobPieceElements(config)) {
   const int vocab = ResolvedVocabSize(config);
   PSF_CHECK(vocab > 0);
   const ParamLayout layout(config.model(), vocab);
@@ -194,7 +196,17 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
     released.push_back(range);
     release_at_.push_back(static_cast<double>(done) / n_);
   }
-  ranges_ = std::move(released);
+  // Each copied off in parts of at most a piece, as TransformerStep copies them (the parts of a
+  // range final at once leave one after another on the copy engine).
+  ranges_.clear();
+  std::vector<double> release_at;
+  for (size_t i = 0; i < released.size(); ++i) {
+    for (const ElementRange& c : InChunks({released[i].first, released[i].second}, copy_chunk_)) {
+      ranges_.push_back({c.begin, c.end});
+      release_at.push_back(release_at_[i]);
+    }
+  }
+  release_at_ = std::move(release_at);
   const int workers = std::max(1, config.cluster().workers());
   const int64_t total = config.batching().tgt_tokens_per_step();
   stats_.target_tokens = total / workers + (worker < total % workers ? 1 : 0);
@@ -247,8 +259,8 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
 
 EmulatedGpu::Clock::time_point EmulatedGpu::ForwardAsArriving(Clock::time_point now, Clock::duration forward,
                                                               const Arriving& arriving) {
-  // Uploads one after another, each once its layer has landed; a layer's forward once its upload
-  // and the layer before are done. The embedding is read first (the lookups, cheap) and computes
+  // Uploads one after another, each once its part of a layer has landed; a layer's forward once
+  // its uploads and the layer before are done. The embedding is read first (the lookups, cheap) and computes
   // last (the output projection, its share).
   Clock::time_point uploaded = std::max(now, device_free_);
   Clock::time_point computed = uploaded;
@@ -257,8 +269,10 @@ EmulatedGpu::Clock::time_point EmulatedGpu::ForwardAsArriving(Clock::time_point 
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Range& r = layers_[l];
-    arriving.await(r.first, r.second);
-    uploaded = std::max(uploaded, Clock::now()) + CopyTime(r.second - r.first, upload_bytes_);
+    for (const ElementRange& c : InChunks({r.first, r.second}, copy_chunk_)) {  // as TransformerStep's
+      arriving.await(c.begin, c.end);
+      uploaded = std::max(uploaded, Clock::now()) + CopyTime(c.end - c.begin, upload_bytes_);
+    }
     const bool embedding = l == 0 && layers_.size() > 1;
     computed = std::max(computed, uploaded) + (embedding ? Clock::duration::zero() : share(r));
   }

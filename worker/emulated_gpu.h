@@ -133,6 +133,7 @@ class EmulatedGpu {
   std::vector<Range> ranges_;
   std::vector<Range> layers_;        // the layers in the flat vector's (forward's) order
   std::vector<double> release_at_;   // (ranges_)
+  uint64_t copy_chunk_ = 0;          // the most elements of one copy, either way: a piece's
   StepStats stats_;                  // every step reports the same
   Clock::time_point device_free_{};  // when the device's work launched so far ends
   std::vector<int32_t> lookup_rows_;  // with split_embedding

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "pserver/wire/piece_table.h"
 
 namespace psformer {
 
@@ -14,7 +15,8 @@ TransformerStep::TransformerStep(const proto::JobConfig& config, int worker, std
       source_(std::move(source)),
       backend_(std::move(backend)),
       model_(std::make_unique<Transformer<float>>(config_.model(), source_->vocab_size(), backend_.get())),
-      split_embedding_(config.cluster().split_embedding()) {
+      split_embedding_(config.cluster().split_embedding()),
+      copy_chunk_(JobPieceElements(config)) {
   PSF_CHECK(model_->parameter_count() == parameter_count());
   model_->set_output_projection_blocks(config.cluster().output_projection_blocks());
 }
@@ -48,7 +50,11 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
                                                                          s->device_params_bf16_.data(), n,
                                                                          sizeof(uint16_t)));
   }
-  for (const auto& [begin, end] : s->model_->forward_ranges()) s->forward_ranges_.push_back({begin, end});
+  // Each layer uploaded in parts of at most a piece: a large one (the embedding, 19M values in the
+  // base model) starts crossing the bus with its first piece in, not its last.
+  for (const auto& [begin, end] : s->model_->forward_ranges()) {
+    for (const ElementRange& chunk : InChunks({begin, end}, s->copy_chunk_)) s->forward_ranges_.push_back(chunk);
+  }
   if (s->split_embedding_) {  // room for every row the lookups can name (the model's own buffer's)
     s->lookup_values_.resize(static_cast<size_t>(s->source_->vocab_size()) * config.model().d_model());
   }
@@ -105,8 +111,12 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
       named = true;
     }
     if (bf16) backend_->RoundToBf16(end - begin, device_grad_.data() + begin, device_grad_bf16_.data() + begin);
-    grad_download_->Start(begin, end);
-    on_copying(begin, end, s);
+    // A range of more than a piece leaves in parts of at most one: the data path sends the first
+    // while the rest still crosses the bus (the embedding's, final last, is 30% of the base model).
+    for (const ElementRange& chunk : InChunks({begin, end}, copy_chunk_)) {
+      grad_download_->Start(chunk.begin, chunk.end);
+      on_copying(chunk.begin, chunk.end, s);
+    }
   };
   const StepStats stats =
       model_->ForwardBackward(device_params_.data(), batch, key, device_grad_.data(), ready, need, lookups);
@@ -168,8 +178,9 @@ ParamsNeeded TransformerStep::StartParamUploads() {
     };
   }
   // The pull still landing (cluster.forward_as_pulled): a layer's copy is enqueued where forward
-  // first reads it, once the pull's pieces holding it are in, so the launching thread waits for
-  // that layer's pieces only, while the device runs the layers before.
+  // first reads it, chunk by chunk, each once the pull's pieces holding it are in, so the
+  // launching thread waits for that layer's pieces only, while the device runs the layers before
+  // and the layer's first chunks cross the bus.
   uploader->Start({});
   uploads_started_.assign(forward_ranges_.size(), false);
   return [this, uploader, bf16](uint64_t begin, uint64_t end) {

@@ -79,9 +79,10 @@ class TransformerStep final : public StepComputer {
                                                      // backward reports layers
   std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
-  std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order
+  std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order, in chunks
   std::vector<bool> uploads_started_;                // (forward_ranges_) this step's, as the pull lands
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
+  uint64_t copy_chunk_ = 0;                          // the most elements of one copy: a piece's
   LookupRows<float> device_lookups_;                 // the model's, on the device
   std::vector<float> lookup_values_;                 // their values, on the host (lookups_), room (vocab, d)
   std::unique_ptr<RangeDownloader> lookup_download_;  // device_lookups_.values to lookup_values_

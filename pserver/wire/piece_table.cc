@@ -123,11 +123,15 @@ bool PieceTable::IsRun(uint64_t begin, uint64_t end, int* first, int* last) cons
   return true;
 }
 
+uint64_t JobPieceElements(const proto::JobConfig& config) {
+  const int64_t max = config.cluster().piece_elements();
+  return max > 0 ? static_cast<uint64_t>(max) : kDefaultPieceElements;
+}
+
 PieceTable JobPieceTable(const proto::JobConfig& config, uint64_t total, const std::vector<uint64_t>& layer_starts) {
   const auto& c = config.cluster();
   if (!c.overlap() || c.consistency() != proto::ClusterConfig::BSP) return PieceTable(total, c.servers());
-  const uint64_t max = c.piece_elements() > 0 ? static_cast<uint64_t>(c.piece_elements()) : kDefaultPieceElements;
-  PieceTable table(total, c.servers(), layer_starts, max, c.spread_layers());
+  PieceTable table(total, c.servers(), layer_starts, JobPieceElements(config), c.spread_layers());
   if (c.split_embedding()) {
     // The embedding is the first layer: it ends where the first layer after it begins.
     uint64_t embedding_end = 0;

@@ -101,6 +101,9 @@ void PieceTable::ForEachModelRun(uint64_t begin, uint64_t end, F&& f) const {
 PieceTable JobPieceTable(const proto::JobConfig& config, uint64_t total, const std::vector<uint64_t>& layer_starts);
 // The elements of a piece when cluster.piece_elements is 0.
 constexpr uint64_t kDefaultPieceElements = uint64_t{1} << 22;
+// The most elements of one piece of a layer under BSP with overlap: cluster.piece_elements, or
+// kDefaultPieceElements when it is 0.
+uint64_t JobPieceElements(const proto::JobConfig& config);
 
 }  // namespace psformer
 

@@ -31,6 +31,16 @@ struct ElementRange {
 // Spelled out: CUDA translation units (C++17) include this too, where `= default` is not allowed.
 inline bool operator==(const ElementRange& a, const ElementRange& b) { return a.begin == b.begin && a.end == b.end; }
 
+// `range` cut into consecutive ranges of at most `most` elements (most > 0), in order: a large
+// layer copied in parts, so that its first part can be used while the rest crosses the bus.
+inline std::vector<ElementRange> InChunks(ElementRange range, uint64_t most) {
+  std::vector<ElementRange> chunks;
+  for (uint64_t b = range.begin; b < range.end; b = chunks.back().end) {
+    chunks.push_back({b, range.end - b > most ? b + most : range.end});
+  }
+  return chunks;
+}
+
 class RangeDownloader {
  public:
   virtual ~RangeDownloader() = default;

@@ -286,6 +286,37 @@ TEST_P(GradTransformer, GradientReadyReportsEachLayerOnceItsGradientIsFinal) {
   EXPECT_EQ(plain, grad);
 }
 
+// dE's blocks of rows: min(blocks, vocab) of them, none empty, in order, covering the vocabulary,
+// near-equal, and each beginning on an aligned row where their size allows it (the paper's
+// 37,000-piece vocabulary in 8 blocks: at multiples of 64 rows, 256 bytes of a dlogits row; a
+// vocabulary of 4625-row blocks started all but the first block 4 or 8 bytes off, where cuBLAS's
+// tensor-core kernels cannot run).
+TEST(OutputProjectionBlocks, NearEqualNonEmptyAndAlignedWhereTheirSizeAllows) {
+  struct Case {
+    int vocab, blocks, aligned_to;
+  };
+  for (const Case& c : {Case{37000, 8, 64}, Case{8000, 8, 64}, Case{32000, 3, 64}, Case{40, 8, 4}, Case{23, 8, 2},
+                        Case{5, 8, 1}, Case{1000, 1, 1}}) {
+    SCOPED_TRACE(std::to_string(c.vocab) + " rows in " + std::to_string(c.blocks));
+    const std::vector<std::pair<int, int>> blocks = OutputProjectionBlocks(c.vocab, c.blocks);
+    ASSERT_EQ(blocks.size(), static_cast<size_t>(std::min(c.vocab, c.blocks)));
+    int at = 0;
+    for (const auto& [first, last] : blocks) {
+      EXPECT_EQ(first, at);
+      EXPECT_EQ(first % c.aligned_to, 0);
+      EXPECT_LT(first, last);
+      const int ideal = c.vocab / static_cast<int>(blocks.size());
+      EXPECT_LE(std::abs((last - first) - ideal), c.aligned_to + 1);
+      at = last;
+    }
+    EXPECT_EQ(at, c.vocab);
+  }
+  // max_align 1: the near-equal blocks of before, wherever they begin.
+  const std::vector<std::pair<int, int>> plain = OutputProjectionBlocks(37000, 8, 1);
+  ASSERT_EQ(plain.size(), 8u);
+  for (int b = 0; b < 8; ++b) EXPECT_EQ(plain[b], std::make_pair(4625 * b, 4625 * (b + 1)));
+}
+
 // With LookupRows (cluster.split_embedding) the embedding's range holds the output projection's
 // part, reported first (before any layer, block by block of rows), and the lookups' part comes apart as the batch's
 // rows: dense + rows is the gradient without the split (in double, to rounding), and a row no

@@ -7,7 +7,7 @@
 // Usage: psformer_gpu_bench [--math fp32|tf32|bf16] [--sentences N] [--len L] [--steps N]
 //                           [--warmup N] [--vocab V] [--device D] [--peak-tflops X] [--profile 1]
 //                           [--fused-epilogues 0|1] [--config FILE --corpus DIR]
-//                           [--step-times FILE] [--upload 1]
+//                           [--step-times FILE] [--upload 1] [--split-blocks B [--block-align A]]
 // --config FILE --corpus DIR: instead of one synthetic batch, the batches a job of that config
 // trains on a prepared corpus (worker 0 of 1, steps 1 .. warmup + steps, the model and vocabulary
 // of the config and corpus): the bare GPU step of exactly what `psformer train` computes, with
@@ -17,6 +17,10 @@
 // TGT_LEN TGT_TOKENS", warmup steps included, numbered as the job numbers them), to set beside a
 // traced step of a job. --upload 1 times, inside each step, the upload of every parameter from
 // pinned host memory before forward, as a job's step has it (there overlapped with forward).
+// --split-blocks B times the step of cluster.split_embedding instead: the lookups' part of the
+// embedding's gradient kept apart (LookupRows) and dE made in B blocks of rows, each beginning on
+// a row aligned to up to A rows (--block-align, default 64; 1 gives the unaligned blocks of
+// before, whose products cuBLAS could not run on its 16-byte-aligned tensor-core kernels).
 // --profile 1 times every backend operation of the last step (timed_backend.h) and prints the
 // split; the step time it reports then includes a synchronisation per operation.
 #include <algorithm>
@@ -55,6 +59,8 @@ struct BenchOptions {
   std::string corpus;           // a prepared corpus (psformer prepare --out): its batches, not a synthetic one
   std::string step_times;       // a file for each step's time, or empty
   bool upload = false;          // each step uploads the parameters first
+  int split_blocks = 0;         // > 0: the split embedding's step, dE in this many blocks
+  int block_align = 64;         // (OutputProjectionBlocks' max_align)
 };
 
 StatusOr<int> ParseInt(const std::string& flag, const char* text, int min) {
@@ -112,6 +118,10 @@ StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     } else if (flag == "--upload") {
       PSF_ASSIGN_OR_RETURN(const int on, ParseInt(flag, value, 0));
       o.upload = on != 0;
+    } else if (flag == "--split-blocks") {
+      PSF_ASSIGN_OR_RETURN(o.split_blocks, ParseInt(flag, value, 1));
+    } else if (flag == "--block-align") {
+      PSF_ASSIGN_OR_RETURN(o.block_align, ParseInt(flag, value, 1));
     } else {
       return Status::InvalidArgument("unknown flag '" + flag + "'");
     }
@@ -215,6 +225,12 @@ int Run(const BenchOptions& o) {
   TimedBackend timed(&be, vocab);
   Backend<float>* model_backend = o.profile ? static_cast<Backend<float>*>(&timed) : &be;
   Transformer<float> model(config, vocab, model_backend);
+  LookupRows<float> lookup_rows;
+  LookupRows<float>* lookups = nullptr;
+  if (o.split_blocks > 0) {
+    model.set_output_projection_blocks(o.split_blocks, o.block_align);
+    lookups = &lookup_rows;
+  }
   const size_t n = model.parameter_count();
   std::vector<float> host(n);
   std::mt19937_64 rng(2);
@@ -251,8 +267,8 @@ int Run(const BenchOptions& o) {
     timed.Reset();
     const auto start = std::chrono::steady_clock::now();
     if (o.upload) params.Upload(host.data(), n);
-    const StepStats stats =
-        model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0}, grad.data());
+    const StepStats stats = model.ForwardBackward(params.data(), batch, DropoutKey{1, static_cast<uint32_t>(step), 0},
+                                                  grad.data(), nullptr, nullptr, lookups);
     be.Synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step > o.warmup) times.push_back(seconds);
@@ -275,11 +291,13 @@ int Run(const BenchOptions& o) {
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : PeakTflops(be.device_name(), o.math);
   const double tflops = flops / median / 1e12;
   const DeviceMemoryStats& mem = be.memory_stats();
+  std::string impl =
+      o.fused_epilogues ? (o.corpus.empty() ? "psformer-cuda" : "psformer-cuda-job-batches") : "psformer-cuda-unfused";
+  if (o.split_blocks > 0) impl += "-split" + std::to_string(o.split_blocks) + "-align" + std::to_string(o.block_align);
   std::printf(
       "impl=%s gpu=\"%s\" math=%s params=%zu batch=%dx%d src_tokens=%lld tgt_tokens=%lld "
       "step_ms=%.1f (min %.1f) tgt_tokens_per_s=%.0f tflops=%.1f mfu=%s peak_mem_gib=%.2f loss=%.4f\n",
-      o.fused_epilogues ? (o.corpus.empty() ? "psformer-cuda" : "psformer-cuda-job-batches") : "psformer-cuda-unfused",
-      be.device_name().c_str(), GemmMathName(o.math), n, static_cast<int>(sentences / steps + 0.5),
+      impl.c_str(), be.device_name().c_str(), GemmMathName(o.math), n, static_cast<int>(sentences / steps + 0.5),
       static_cast<int>((src_len + tgt_len) / (2 * steps) + 0.5), static_cast<long long>(src_tokens / steps),
       static_cast<long long>(tgt_tokens / steps), median * 1e3, times.front() * 1e3, tgt_tokens / steps / median,
       tflops, peak > 0 ? (std::to_string(100.0 * tflops / peak).substr(0, 5) + "%").c_str() : "n/a",

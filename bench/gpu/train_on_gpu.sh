@@ -8,7 +8,8 @@
 # metrics.jsonl), the device's span of each step (device_s: CUDA events from the upload to the
 # end of backward), the launching thread's CPU (launch_cpu_s), the target tokens a step, and the
 # step over the bare GPU step: psformer_gpu_bench timing forward + backward of exactly the same
-# batches with no servers (its --config/--corpus mode), printed first.
+# batches with no servers (its --config/--corpus mode), printed first; where a job splits the
+# embedding, also the bare split step, with dE's blocks of rows aligned (as jobs make them) and not.
 #
 # Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--keep DIR]
 #                        [--job-timeout S] [--jobs LIST] [--no-bare] [--set F=V ...]
@@ -86,6 +87,15 @@ if [[ $backend == CUDA && $bare -eq 1 ]]; then
   # job's uploads would add were none of them hidden behind forward.
   echo "== the same, 30 steps, each uploading every parameter first"
   "$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps 30 --upload 1 || true
+  if [[ $jobs == *split* ]]; then
+    # The split embedding's bare step: dE in 8 blocks of rows aligned to 64 rows (as jobs make it),
+    # and unaligned as before (cuBLAS's tensor-core kernels need 16-byte-aligned operands).
+    for align in 64 1; do
+      echo "== the same, 30 steps, the split embedding's step: dE in 8 blocks, aligned to up to $align rows"
+      "$bin/psformer_gpu_bench" --math bf16 --config "$config" --corpus "$corpus" --warmup 5 --steps 30 \
+        --split-blocks 8 --block-align "$align" || true
+    done
+  fi
 fi
 
 # Means over the metrics lines after the first fifth of the steps, per step: "STEP DEVICE CPU TOKENS".

@@ -137,13 +137,20 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   return stats;
 }
 
-std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks) {
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks, int max_align) {
   const int count = std::max(1, std::min(blocks, vocab));
+  // A block's product reads dlogits from column `first` on: cuBLAS's tensor-core kernels need
+  // 16-byte aligned matrices, and slower ones run on any other. So every block begins at a
+  // multiple of `align` rows (up to 64 by default: 256 bytes), as large as the blocks' size
+  // allows; the ideal boundaries are at least `align` apart, so no block is empty.
+  int align = 1;
+  while (2 * align <= max_align && 2 * align <= vocab / count) align *= 2;
+  const auto start = [&](int b) {
+    const int ideal = static_cast<int>(static_cast<int64_t>(vocab) * b / count);
+    return ideal / align * align;
+  };
   std::vector<std::pair<int, int>> out;
-  for (int b = 0; b < count; ++b) {
-    out.emplace_back(static_cast<int>(static_cast<int64_t>(vocab) * b / count),
-                     static_cast<int>(static_cast<int64_t>(vocab) * (b + 1) / count));
-  }
+  for (int b = 0; b < count; ++b) out.emplace_back(start(b), b + 1 < count ? start(b + 1) : vocab);
   return out;
 }
 
@@ -185,7 +192,8 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   } else {
     // The output projection's part is all E's range will hold: final block by block of rows.
     const uint64_t width = static_cast<uint64_t>(d_);
-    for (const auto& [first, last] : OutputProjectionBlocks(vocab_, output_projection_blocks_)) {
+    for (const auto& [first, last] :
+         OutputProjectionBlocks(vocab_, output_projection_blocks_, output_projection_align_)) {
       be->Gemm(Transpose::kYes, Transpose::kNo, last - first, d_, static_cast<int>(nt), T(1), dlogits + first, vocab_,
                decoder_out_, d_, T(1), grad + embedding_ + first * width, d_);
       report({embedding_ + first * width, embedding_ + last * width});

@@ -63,8 +63,11 @@ struct LookupRows {
 // each as soon as it is done: backward's first product is the largest, and its pieces can be on
 // their way while the rest of it runs (bench/link_schedule.py: at a link-bound step, 0.76 -> 0.84
 // of the compute step with 8 blocks). The blocks of rows [first, second) of a vocabulary of
-// `vocab` rows: min(blocks, vocab) near-equal runs, in order, covering [0, vocab).
-std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks);
+// `vocab` rows: min(blocks, vocab) near-equal runs, in order, covering [0, vocab), each beginning
+// at a multiple of the largest power of two up to `max_align` rows that their size allows (the
+// product then reads its operand from an aligned address: cuBLAS's fast kernels need 16 bytes;
+// max_align 1 gives the unaligned blocks of before, for the GPU bench to compare).
+std::vector<std::pair<int, int>> OutputProjectionBlocks(int vocab, int blocks, int max_align = 64);
 
 template <typename T>
 class Transformer {
@@ -89,7 +92,10 @@ class Transformer {
                             const GradientReady& ready = nullptr, const ParamsNeeded& need = nullptr,
                             LookupRows<T>* lookups = nullptr);
   // The blocks a ForwardBackward with LookupRows makes dE in (OutputProjectionBlocks); 1 at first.
-  void set_output_projection_blocks(int blocks) { output_projection_blocks_ = blocks; }
+  void set_output_projection_blocks(int blocks, int max_align = 64) {
+    output_projection_blocks_ = blocks;
+    output_projection_align_ = max_align;
+  }
   // The layers' ranges of the flat vector in the order forward first reads them (the embedding,
   // the encoder's layers, its final norm, the decoder's, its final norm): disjoint, covering it.
   std::vector<std::pair<uint64_t, uint64_t>> forward_ranges() const;
@@ -114,6 +120,7 @@ class Transformer {
   bool pre_ln_;
   uint64_t embedding_;  // offset of E
   int output_projection_blocks_ = 1;
+  int output_projection_align_ = 64;  // (OutputProjectionBlocks' max_align)
   Embedding<T> src_embedding_, tgt_embedding_;
   std::vector<std::unique_ptr<EncoderLayer<T>>> encoder_;
   std::vector<std::unique_ptr<DecoderLayer<T>>> decoder_;

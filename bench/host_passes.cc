@@ -18,6 +18,7 @@
 //   M (default 256): MiB of each array; T (default the machine's threads).
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -152,9 +153,8 @@ int Main(int argc, char** argv) {
   }
   constexpr uint32_t kRow = 512;  // d_model values: one embedding row
   std::vector<ElementRun> named;
-  for (uint32_t row = 0; (row + 1) * kRow <= n && (row + 1) * uint64_t{kRow} < (uint64_t{1} << 32); row += 5) {
-    named.push_back({row * kRow, kRow});
-  }
+  const uint64_t tabled = std::min<uint64_t>(n, UINT32_MAX);  // a run table's offsets are 32-bit
+  for (uint64_t at = 0; at + kRow <= tabled; at += 5 * kRow) named.push_back({static_cast<uint32_t>(at), kRow});
   for (const proto::PushPart which : {proto::ROWS, proto::DENSE}) {
     const std::vector<ElementRun> runs = which == proto::ROWS ? named : ComplementRuns(named, n);
     size_t count = 0;

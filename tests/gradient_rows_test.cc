@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -212,6 +213,26 @@ TEST(GradientRows, TablesOfEveryKindAnnounceTheirValues) {
   m.header.set_named(true);
   EXPECT_TRUE(HasRunTable(m.header));
   EXPECT_EQ(TabledValues(m.header, table.named), 20u) << "a named DENSE push: the whole piece";
+}
+
+// The runs' elements laid end to end, cut anywhere: each part names its runs and their covered
+// elements in order, and the parts together cover every element of every run once.
+TEST(GradientRows, RunPartsCoverTheRunsLaidEndToEnd) {
+  const std::vector<ElementRun> runs = {{3, 4}, {10, 1}, {20, 5}};
+  const std::vector<uint64_t> starts = RunStarts(runs);
+  EXPECT_EQ(starts, (std::vector<uint64_t>{0, 4, 5, 10}));
+  const auto parts = [&](uint64_t begin, uint64_t end) {
+    std::vector<std::array<uint64_t, 3>> out;
+    ForEachRunPart(starts, begin, end, [&](size_t r, uint64_t first, uint64_t last) {
+      out.push_back({r, first, last});
+    });
+    return out;
+  };
+  EXPECT_EQ(parts(0, 10), (std::vector<std::array<uint64_t, 3>>{{0, 0, 4}, {1, 0, 1}, {2, 0, 5}}));
+  EXPECT_EQ(parts(2, 7), (std::vector<std::array<uint64_t, 3>>{{0, 2, 4}, {1, 0, 1}, {2, 0, 2}}));
+  EXPECT_EQ(parts(5, 6), (std::vector<std::array<uint64_t, 3>>{{2, 0, 1}}));
+  EXPECT_TRUE(parts(4, 4).empty());
+  EXPECT_EQ(RunStarts({}), std::vector<uint64_t>{0});
 }
 
 }  // namespace

@@ -92,17 +92,14 @@ bool LandPart(const PullLanding::Job& job, int copy_threads, uint32_t* piece_crc
   const std::vector<ElementRun> runs = h.part() == proto::ROWS ? table.runs : ComplementRuns(table.runs, n);
   const bool bf16 = h.dtype() == proto::BFLOAT16;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  // The values lie end to end in the payload: run i's from starts[i]. Split over the copy
-  // threads by value, as a whole piece's copy is (elementwise: the same bytes land).
-  std::vector<uint64_t> starts(runs.size() + 1, 0);
-  for (size_t i = 0; i < runs.size(); ++i) starts[i + 1] = starts[i] + runs[i].length;
+  // The values lie end to end in the payload (RunStarts). Split over the copy threads by value,
+  // as a whole piece's copy is (elementwise: the same bytes land).
+  const std::vector<uint64_t> starts = RunStarts(runs);
   ParallelFor(copy_threads, starts.back(), kGrain, [&](int, size_t begin, size_t end) {
-    size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
-    for (uint64_t value = begin; value < end; ++r) {
-      const uint64_t stop = std::min<uint64_t>(end, starts[r + 1]);
-      ForEachPayloadSpan(table.values.payload, elem, value, stop,
-                         [&](const uint8_t* bytes, uint64_t first, uint64_t count) {
-                           const uint64_t at = runs[r].offset + (first - starts[r]);
+    ForEachRunPart(starts, begin, end, [&](size_t r, uint64_t first, uint64_t last) {
+      ForEachPayloadSpan(table.values.payload, elem, starts[r] + first, starts[r] + last,
+                         [&](const uint8_t* bytes, uint64_t value, uint64_t count) {
+                           const uint64_t at = runs[r].offset + (value - starts[r]);
                            if (!bf16) {
                              std::memcpy(job.params + at, bytes, count * elem);
                            } else if (job.params_bf16 != nullptr) {
@@ -111,8 +108,7 @@ bool LandPart(const PullLanding::Job& job, int copy_threads, uint32_t* piece_crc
                              Bf16ToFloats(bytes, count, job.params + at);
                            }
                          });
-      value = stop;
-    }
+    });
   });
   if (!job.piece_crc) return true;
   PartCrcs crc(ParallelPieces(copy_threads, n, kGrain));

@@ -9,6 +9,7 @@
 #include "common/lr_schedule.h"
 #include "common/parallel_for.h"
 #include "common/transport/van.h"
+#include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
 namespace {
@@ -137,22 +138,17 @@ void ShardOptimizer::ApplyPieceRuns(int64_t step, int piece, const PieceGradient
   const size_t offset = piece_starts_[piece];
   const size_t n = PieceEnd(piece) - offset;
   const std::vector<ElementRun> runs = inside ? named : ComplementRuns(named, n);
-  // The pass runs over the runs' elements laid end to end: starts[i] is where run i begins there.
-  std::vector<uint64_t> starts(runs.size() + 1, 0);
-  for (size_t i = 0; i < runs.size(); ++i) starts[i + 1] = starts[i] + runs[i].length;
+  // The pass runs over the runs' elements laid end to end (RunStarts).
+  const std::vector<uint64_t> starts = RunStarts(runs);
   const float tokens = static_cast<float>(target_tokens);
   ParallelFor(threads_, starts.back(), kBlock, [&](int, size_t begin, size_t end) {
     std::vector<float> block(grad.parts.empty() ? 0 : kBlock);
-    size_t r = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
-    for (size_t at = begin; at < end; ++r) {
-      const size_t stop = std::min<size_t>(end, starts[r + 1]);
-      for (size_t b = at; b < stop; b += kBlock) {
-        const size_t e = std::min(stop, b + kBlock);
-        const size_t from = runs[r].offset + (b - starts[r]);
-        UpdateRange(k, grad, tokens, offset, from, from + (e - b), block.data());
+    ForEachRunPart(starts, begin, end, [&](size_t r, uint64_t first, uint64_t last) {
+      for (uint64_t b = first; b < last; b += kBlock) {
+        const size_t from = runs[r].offset + b;
+        UpdateRange(k, grad, tokens, offset, from, from + (std::min(last, b + kBlock) - b), block.data());
       }
-      at = stop;
-    }
+    });
   });
   next_->named[piece] = named;
   next_->crc_stale[piece] = 1;

@@ -118,6 +118,12 @@ std::vector<ElementRun> MergedRuns(std::vector<ElementRun> all) {
   return merged;
 }
 
+std::vector<uint64_t> RunStarts(std::span<const ElementRun> runs) {
+  std::vector<uint64_t> starts(runs.size() + 1, 0);
+  for (size_t i = 0; i < runs.size(); ++i) starts[i + 1] = starts[i] + runs[i].length;
+  return starts;
+}
+
 std::vector<ElementRun> ComplementRuns(std::span<const ElementRun> runs, uint64_t size) {
   std::vector<ElementRun> gaps;
   uint64_t at = 0;

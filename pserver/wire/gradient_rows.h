@@ -12,6 +12,7 @@
 #ifndef PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_
 #define PSFORMER_PSERVER_WIRE_GRADIENT_ROWS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -66,6 +67,22 @@ std::vector<ElementRun> ComplementRuns(std::span<const ElementRun> runs, uint64_
 // Whether every run of `inner` lies within the union of `outer` (both ascending, disjoint; outer
 // merged).
 bool RunsWithin(std::span<const ElementRun> inner, std::span<const ElementRun> outer);
+
+// The runs' elements laid end to end (as a run table's values lie): run i's begin at starts[i],
+// and starts.back() is their count.
+std::vector<uint64_t> RunStarts(std::span<const ElementRun> runs);
+// Calls fn(i, first, last) for each run i that elements [begin, end) of the runs laid end to end
+// cover, [first, last) the covered elements counted from run i's start, in order: the part of
+// the runs one thread of a ParallelFor over [0, starts.back()) takes.
+template <typename Fn>
+void ForEachRunPart(const std::vector<uint64_t>& starts, uint64_t begin, uint64_t end, Fn fn) {
+  size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+  for (uint64_t at = begin; at < end; ++i) {
+    const uint64_t stop = std::min(end, starts[i + 1]);
+    if (stop > at) fn(i, at - starts[i], stop - starts[i]);
+    at = stop;
+  }
+}
 
 // Checks what a ROWS payload says of itself: a table frame of exactly header.runs() runs, each
 // non-empty, ascending, disjoint and inside [begin, end), value frames of whole elements, and as

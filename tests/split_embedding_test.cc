@@ -12,14 +12,17 @@
 #include <map>
 
 #include "common/adam.h"
+#include "common/bfloat16.h"
+#include "common/crc32c.h"
 #include "common/lr_schedule.h"
 #include "common/transport/forwarding_van.h"
+#include "common/transport/shm_van.h"
 #include "common/transport/zmq_van.h"
-#include "common/crc32c.h"
 #include "pserver/server/bsp_policy.h"
 #include "pserver/server/shard_optimizer.h"
 #include "pserver/wire/piece_table.h"
 #include "tests/pserver_test_util.h"
+#include "tests/test_util.h"
 
 namespace psformer::testing {
 namespace {
@@ -425,6 +428,144 @@ TEST(SplitEmbedding, ServersRefuseAPushOfTheWrongPart) {
   const Status s = client->Wait(*push);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("split_embedding"), std::string::npos) << s.ToString();
+}
+
+// What a split job's worker sends over same-host shared memory, with its gradient in its client's
+// push memory (as a GPU worker's data path puts it: PsClient::AllocatePushMemory).
+struct OverShm {
+  std::vector<float> params;
+  uint64_t copied = 0;  // payload frames copied into a slot, over both workers
+  uint64_t lent = 0;    // payload frames lent in place
+};
+
+// 2 workers, 2 servers, 3 steps of the split job over same-host shared memory, `wire` on the
+// wire (bf16: the gradient rounded by the caller, PushBf16, as a GPU rounds it). The rows' values
+// lie in push memory too when `rows_in_push_memory`, and are then, with bf16, rounded by the caller
+// (PushRowsBf16); else they lie on the heap and the client rounds them (PushRows).
+OverShm RunSplitOverShm(proto::DType wire, bool rows_in_push_memory) {
+  constexpr int kWorkers = 2, kSteps = 3;
+  const bool bf16 = wire == proto::BFLOAT16;
+  TempDir dir;
+  proto::JobConfig config = SplitConfig(kWorkers, 2);
+  if (bf16) config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::BF16);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  ServerGroup group(config, kTotal, "", false, 2, kLayers, dir.path().string());
+  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<ShmVan*> vans;
+  std::vector<std::shared_ptr<void>> grad_memory, rows_memory;
+  for (int w = 0; w < kWorkers; ++w) {
+    PsClientOptions o;
+    o.pieces = pieces;
+    o.job_id = kJobId;
+    o.id = static_cast<uint32_t>(w);
+    o.servers = group.endpoints();
+    o.parameter_count = kTotal;
+    o.frame_bytes = 4096;
+    o.gradient_dtype = wire;
+    o.timeout_ms = 20000;
+    ShmVanOptions shm;
+    shm.job_id = kJobId;
+    shm.threshold_bytes = 512;  // a piece's rows' values (17 rows of 20) go through shared memory, its runs inline
+    auto van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), shm);
+    vans.push_back(van.get());
+    auto client = PsClient::Create(std::move(o), std::move(van));
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    if (!client.ok()) return {};
+    clients.push_back(std::move(client).value());
+    grad_memory.push_back(clients[w]->AllocatePushMemory(kTotal * sizeof(float)));
+    rows_memory.push_back(clients[w]->AllocatePushMemory(kEmbedding * sizeof(float)));
+  }
+  std::vector<float> params(kTotal);
+  for (int64_t t = 1; t <= kSteps; ++t) {
+    std::vector<PsClient::Ticket> pushes(kWorkers);
+    std::vector<std::vector<int32_t>> rows(kWorkers);
+    std::vector<std::vector<float>> heap_values(kWorkers);
+    for (int w = 0; w < kWorkers; ++w) {
+      EXPECT_TRUE(clients[w]->AwaitLentPushes().ok());
+      const std::vector<float> g = Gradient(w, t, kTotal);
+      rows[w] = Rows(w, t);
+      heap_values[w] = RowValues(w, t, rows[w].size());
+      auto* grad = static_cast<float*>(grad_memory[w].get());
+      auto* grad_bf16 = static_cast<uint16_t*>(grad_memory[w].get());
+      if (bf16) {
+        FloatsToBf16(g.data(), g.size(), grad_bf16);
+      } else {
+        std::copy(g.begin(), g.end(), grad);
+      }
+      auto begun = bf16 ? clients[w]->BeginPushBf16(t, grad_bf16, Tokens(w, t), 1.0)
+                        : clients[w]->BeginPush(t, grad, Tokens(w, t), 1.0);
+      EXPECT_TRUE(begun.ok()) << begun.status().ToString();
+      pushes[w] = *begun;
+      EXPECT_TRUE(clients[w]->PushReady(pushes[w], 0, kTotal).ok());
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      const std::vector<float>& v = heap_values[w];
+      Status rows_sent;
+      if (!rows_in_push_memory) {
+        rows_sent = clients[w]->PushRows(pushes[w], rows[w], v.data(), kWidth);
+      } else if (bf16) {
+        auto* to = static_cast<uint16_t*>(rows_memory[w].get());
+        FloatsToBf16(v.data(), v.size(), to);
+        rows_sent = clients[w]->PushRowsBf16(pushes[w], rows[w], to, kWidth);
+      } else {
+        auto* to = static_cast<float*>(rows_memory[w].get());
+        std::copy(v.begin(), v.end(), to);
+        rows_sent = clients[w]->PushRows(pushes[w], rows[w], to, kWidth);
+      }
+      EXPECT_TRUE(rows_sent.ok()) << rows_sent.ToString();
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      const Status s = clients[w]->Wait(pushes[w]);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      auto pull = clients[w]->Pull(t, params.data());
+      EXPECT_TRUE(pull.ok() && clients[w]->Wait(*pull).ok());
+    }
+  }
+  OverShm out;
+  out.params = params;
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_TRUE(clients[w]->AwaitLentPushes().ok());
+    EXPECT_EQ(vans[w]->frames_on_loan(), 0u);
+    out.copied += vans[w]->stats().frames_sent_shm;
+    out.lent += vans[w]->stats().frames_lent;
+  }
+  return out;
+}
+
+// A GPU worker copies the lookups' values off its device into push memory, rounded there when
+// bf16 travels: then the ROWS parts, like the rest, reach same-host servers lent in place (not a
+// frame copied into a slot), and the weights are those of rows pushed from the heap.
+TEST(SplitEmbedding, RowsFromPushMemoryAreLentInPlaceAndGiveTheSameWeights) {
+  const OverShm heap = RunSplitOverShm(proto::FLOAT32, false), lent = RunSplitOverShm(proto::FLOAT32, true);
+  EXPECT_GT(heap.copied, 0u) << "the rows' values from the heap are copied into slots";
+  EXPECT_EQ(lent.copied, 0u);
+  EXPECT_GT(lent.lent, heap.lent);
+  EXPECT_TRUE(BitwiseEqual(heap.params, Reference(2, 3, true)));
+  EXPECT_TRUE(BitwiseEqual(lent.params, heap.params));
+
+  // bf16: rounded by the caller (as a device rounds) or by the client, the same bits travel.
+  const OverShm client_rounded = RunSplitOverShm(proto::BFLOAT16, false);
+  const OverShm caller_rounded = RunSplitOverShm(proto::BFLOAT16, true);
+  EXPECT_GT(client_rounded.copied, 0u);
+  EXPECT_EQ(caller_rounded.copied, 0u);
+  EXPECT_TRUE(BitwiseEqual(caller_rounded.params, client_rounded.params));
+  EXPECT_FALSE(BitwiseEqual(caller_rounded.params, heap.params)) << "the rounding is real";
+}
+
+TEST(SplitEmbedding, RowsRoundedByTheCallerNeedBf16OnTheWire) {
+  const proto::JobConfig config = SplitConfig(1, 1);
+  const auto pieces = std::make_shared<const PieceTable>(JobPieceTable(config, kTotal, kLayers));
+  const std::vector<float> g = Gradient(0, 1, kTotal);
+  ServerGroup group(config, kTotal, "", false, 2, kLayers);
+  auto client = MakeClient(group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, pieces);
+  auto push = client->BeginPush(1, g.data(), Tokens(0, 1), 1.0);
+  ASSERT_TRUE(push.ok());
+  const std::vector<uint16_t> rounded(kWidth, 0);
+  const Status s = client->PushRowsBf16(*push, std::vector<int32_t>{2}, rounded.data(), kWidth);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("FLOAT32"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <span>
 #include <thread>
 #include <vector>
@@ -436,6 +437,47 @@ TEST(TransformerStep, TheLookupsCopyIsAwaitedByTheDataPathNotByCompute) {
     EXPECT_EQ(std::memcmp(got.values, want.values, count * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(late->grad().data(), immediate->grad().data(), late->parameter_count() * sizeof(float)), 0);
   }
+}
+
+// With bf16 gradients on a device that rounds, the lookups' part leaves the device rounded too
+// (values_bf16; no fp32 values), as the host's rounding of the fp32 lookups of the same step, and
+// into memory it was moved to (the data path's lendable memory), where it is then read.
+TEST(TransformerStep, Bf16LookupsAreRoundedOnTheDeviceIntoTheMemoryTheyWereMovedTo) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_cluster()->set_split_embedding(true);
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).message();
+  auto host = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  auto device = MakeStep(config, std::make_unique<DeviceRoundingCpuBackend>());
+  EXPECT_EQ(host->leaving_lookup_bytes(), 2 * device->leaving_lookup_bytes());  // fp32, and bf16
+  const size_t bytes = device->leaving_lookup_bytes();
+  ASSERT_GT(bytes, 0u);
+  std::shared_ptr<void> moved(operator new(bytes), [](void* p) { operator delete(p); });
+  ASSERT_TRUE(device->MoveLookupsTo(moved).ok());
+  for (TransformerStep* s : {host.get(), device.get()}) s->ParamsPulled(0, proto::FLOAT32);
+  for (const int64_t step : {2, 3}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    host->Compute(step, nullptr);
+    host->AwaitLookups();
+    device->Compute(step, nullptr);
+    device->AwaitLookups();
+    const StepComputer::Lookups& want = host->lookups();
+    const StepComputer::Lookups& got = device->lookups();
+    ASSERT_GT(want.rows.size(), 0u);
+    ASSERT_NE(want.values, nullptr);
+    EXPECT_EQ(want.values_bf16, nullptr);
+    EXPECT_EQ(got.values, nullptr);
+    ASSERT_EQ(got.values_bf16, static_cast<const uint16_t*>(moved.get()));
+    ASSERT_EQ(std::vector<int32_t>(got.rows.begin(), got.rows.end()),
+              std::vector<int32_t>(want.rows.begin(), want.rows.end()));
+    const size_t count = want.rows.size() * want.width;
+    std::vector<uint16_t> expected(count);
+    FloatsToBf16(want.values, count, expected.data());
+    size_t nonzero = 0;
+    for (size_t i = 0; i < count; ++i) nonzero += want.values[i] != 0.0f;
+    ASSERT_GT(nonzero, count / 2);  // real values, not zeros any path would match
+    EXPECT_EQ(std::vector<uint16_t>(got.values_bf16, got.values_bf16 + count), expected);
+  }
+  EXPECT_TRUE(device->MoveLookupsTo(nullptr).IsInvalidArgument());
 }
 
 // Compute writes nothing of the gradient's host arrays before its guard (GuardGradientWrites)

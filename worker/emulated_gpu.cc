@@ -87,6 +87,20 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   void Download(float* grad, uint16_t* grad_bf16, uint64_t begin, uint64_t end, Clock::time_point at) {
     jobs_.Push({false, {}, grad, grad_bf16, begin, end, at, grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float)});
   }
+  // The lookups' values `from` (n) copied into `to`, or rounded into `to_bf16`, at `at`; counted
+  // apart from the gradient's downloads (AwaitLookups).
+  void Lookups(const float* from, uint64_t n, float* to, uint16_t* to_bf16, Clock::time_point at) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++lookups_launched_;
+    }
+    jobs_.Push({false, {}, to, to_bf16, 0, n, at, to_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float), from});
+  }
+  // Waits until every Lookups copy launched so far is done.
+  void AwaitLookups() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    complete_cv_.wait(lock, [&] { return lookups_done_ == lookups_launched_; });
+  }
   // A download launched now into the last step's gradient (Step launches its own with times).
   void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, last_grad_bf16_, begin, end, Clock::now()); }
   ElementRange WaitOldest() override {
@@ -110,6 +124,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     uint64_t begin = 0, end = 0;  // upload: [0, n)
     Clock::time_point at;
     size_t bytes = sizeof(float);  // per element copied
+    const float* from = nullptr;   // a Lookups copy: its values (into grad or grad_bf16 [0, end))
   };
 
   void Loop() {
@@ -119,6 +134,12 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
       const Clock::time_point start = Clock::now();
       if (job->upload) {
         key_ = job->key;
+      } else if (job->from != nullptr) {  // the lookups' values, made once
+        if (job->grad_bf16 != nullptr) {
+          FloatsToBf16(job->from, job->end, job->grad_bf16);
+        } else {
+          std::copy(job->from, job->from + job->end, job->grad);
+        }
       } else {
         FillEmulatedGradient(key_, job->begin, job->end, job->grad);
         if (job->grad_bf16 != nullptr) {
@@ -129,7 +150,11 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
       if (job->upload) continue;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        complete_.push_back({job->begin, job->end});
+        if (job->from != nullptr) {
+          ++lookups_done_;
+        } else {
+          complete_.push_back({job->begin, job->end});
+        }
       }
       complete_cv_.notify_all();
     }
@@ -143,6 +168,8 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   std::mutex mutex_;
   std::condition_variable complete_cv_;
   std::deque<ElementRange> complete_;  // GUARDED_BY(mutex_): downloads done, not yet returned
+  uint64_t lookups_launched_ = 0;      // GUARDED_BY(mutex_)
+  uint64_t lookups_done_ = 0;          // GUARDED_BY(mutex_)
   std::thread thread_;                 // last: starts once the rest is built
 };
 
@@ -250,12 +277,18 @@ StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, u
     if (ready) ready(range.first, range.second, stats_);
   }
   device_free_ = forward_end + backward;
-  lookups_ready_ = device_free_ + CopyTime(lookup_values_.size());
   if (!ready) {
     for (size_t i = 0; i < ranges_.size(); ++i) engine_->WaitOldest();
   }
   return stats_;
 }
+
+void EmulatedGpu::CopyLookups(float* to, uint16_t* to_bf16) {
+  if (lookup_values_.empty()) return;
+  engine_->Lookups(lookup_values_.data(), lookup_values_.size(), to, to_bf16, device_free_);
+}
+
+void EmulatedGpu::AwaitLookups() { engine_->AwaitLookups(); }
 
 EmulatedGpu::Clock::time_point EmulatedGpu::ForwardAsArriving(Clock::time_point now, Clock::duration forward,
                                                               const Arriving& arriving) {

@@ -108,10 +108,14 @@ class EmulatedGpu {
   // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the
   // output projection's part, which backward computes first), and each step also looks up these rows:
   // cluster.emulated_lookup_rows of them, spread evenly over the vocabulary, with values made
-  // once. Their copy off the device follows backward: it ends at lookups_ready() of the last Step.
+  // once, copied off the device after backward (CopyLookups).
   const std::vector<int32_t>& lookup_rows() const { return lookup_rows_; }
   const std::vector<float>& lookup_values() const { return lookup_values_; }
-  Clock::time_point lookups_ready() const { return lookups_ready_; }
+  // Launches the copy of the last Step's lookups' values into `to` (lookup_values().size()), or,
+  // rounded as the device rounds them, into `to_bf16`, once that Step's backward is done on the
+  // device; AwaitLookups returns once it has landed. REQUIRES: the memory outlives the copy.
+  void CopyLookups(float* to, uint16_t* to_bf16);
+  void AwaitLookups();
 
  private:
   class CopyEngine;
@@ -138,7 +142,6 @@ class EmulatedGpu {
   Clock::time_point device_free_{};  // when the device's work launched so far ends
   std::vector<int32_t> lookup_rows_;  // with split_embedding
   std::vector<float> lookup_values_;
-  Clock::time_point lookups_ready_{};
   std::unique_ptr<CopyEngine> engine_;
 };
 

@@ -1,6 +1,5 @@
 #include "worker/emulated_step.h"
 
-#include <thread>
 #include <utility>
 
 #include "common/config_loader.h"
@@ -16,6 +15,8 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
   if (config.cluster().gradient_dtype() == proto::ClusterConfig::BF16) GradientLeavesAsBf16();
   // And takes bf16 parameters as they came, widening them there.
   if (config.cluster().param_dtype() == proto::ClusterConfig::BF16) ParamsArriveAsBf16();
+  // The lookups' values leave the device as the rest of the gradient does, rounded or not.
+  if (!gpu_->lookup_values().empty()) MakeLookupArray(gpu_->lookup_values().size());
 }
 
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {
@@ -41,14 +42,15 @@ StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying)
   if (!gpu_->lookup_rows().empty()) {
     // The lookups' part is copied off the device after backward, as a GPU worker's is, and
     // awaited by the data path (AwaitLookups).
-    lookups_ready_ = gpu_->lookups_ready();
-    lookups_ = Lookups{gpu_->lookup_rows(), gpu_->lookup_values().data(),
-                       static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size())};
+    gpu_->CopyLookups(lookup_values_.data(), lookup_values_bf16_.data());
+    lookups_ = Lookups{gpu_->lookup_rows(), lookup_values_.data(),
+                       static_cast<uint64_t>(gpu_->lookup_values().size() / gpu_->lookup_rows().size()),
+                       lookup_values_bf16_.data()};
   }
   return stats;
 }
 
-void EmulatedStep::AwaitLookups() { std::this_thread::sleep_until(lookups_ready_); }
+void EmulatedStep::AwaitLookups() { gpu_->AwaitLookups(); }
 
 StatusOr<ValidationResult> EmulatedStep::Validate(std::vector<std::string>* /*hypotheses*/) {
   return Status::Unimplemented("an emulated GPU has no model to validate");

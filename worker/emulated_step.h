@@ -21,7 +21,7 @@ class EmulatedStep final : public StepComputer {
   bool computes_as_pulled() const override { return true; }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
-  // Sleeps until the last step's lookups are off the emulated device (EmulatedGpu::lookups_ready).
+  // Waits until the last step's lookups are off the emulated device (EmulatedGpu::AwaitLookups).
   void AwaitLookups() override;
   double last_device_s() override { return gpu_->step_seconds(); }
   void ParamsPulled(uint32_t digest, proto::DType dtype) override {
@@ -38,7 +38,6 @@ class EmulatedStep final : public StepComputer {
   std::unique_ptr<EmulatedGpu> gpu_;
   int vocab_;
   uint32_t params_digest_ = 0;  // of the last pull: what the next step's gradients are keyed by
-  EmulatedGpu::Clock::time_point lookups_ready_{};  // of the last Compute
 };
 
 }  // namespace psformer

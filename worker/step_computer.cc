@@ -1,5 +1,6 @@
 #include "worker/step_computer.h"
 
+#include <string>
 #include <utility>
 
 #include "common/logging.h"
@@ -10,17 +11,37 @@
 
 namespace psformer {
 
-Status StepComputer::MoveGradientTo(std::shared_ptr<void> memory) {
-  if (!memory) return Status::InvalidArgument("step computer: no memory to move the gradient to");
+namespace {
+
+Status CheckMovedMemory(const std::shared_ptr<void>& memory, const char* what) {
+  if (!memory) return Status::InvalidArgument(std::string("step computer: no memory to move the ") + what + " to");
   if (reinterpret_cast<uintptr_t>(memory.get()) % alignof(float) != 0) {
-    return Status::InvalidArgument("step computer: gradient memory not aligned for its elements");
+    return Status::InvalidArgument(std::string("step computer: the memory for the ") + what +
+                                   " is not aligned for its elements");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status StepComputer::MoveGradientTo(std::shared_ptr<void> memory) {
+  PSF_RETURN_IF_ERROR(CheckMovedMemory(memory, "gradient"));
   if (grad_bf16_.empty()) {
     grad_.Adopt(std::move(memory));
   } else {
     grad_bf16_.Adopt(std::move(memory));
   }
   return GradientMoved();
+}
+
+Status StepComputer::MoveLookupsTo(std::shared_ptr<void> memory) {
+  PSF_RETURN_IF_ERROR(CheckMovedMemory(memory, "lookups' values"));
+  if (lookup_values_bf16_.empty()) {
+    lookup_values_.Adopt(std::move(memory));
+  } else {
+    lookup_values_bf16_.Adopt(std::move(memory));
+  }
+  return LookupsMoved();
 }
 
 StatusOr<std::unique_ptr<StepComputer>> MakeStepComputer(const proto::JobConfig& config, int worker, int gpu,

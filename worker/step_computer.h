@@ -123,11 +123,14 @@ class StepComputer {
   // the last Compute's embedding gradient, which grad()'s embedding range then leaves out (it
   // holds the output projection's part, handed over first): the embedding's rows the batch looked
   // up, ascending, and their gradient (rows.size() x width), in host memory, complete once
-  // AwaitLookups has returned and unchanged until the next Compute. Without the split, no rows.
+  // AwaitLookups has returned and unchanged until the next Compute: in `values`, or, when the
+  // gradient leaves the device rounded (grad_bf16()), rounded there too, in `values_bf16` (the
+  // other null). Without the split, no rows.
   struct Lookups {
     std::span<const int32_t> rows;
     const float* values = nullptr;
     uint64_t width = 0;
+    const uint16_t* values_bf16 = nullptr;
   };
   const Lookups& lookups() const { return lookups_; }
   // Waits until lookups() holds the last Compute's values. Their copy off the device begins
@@ -151,6 +154,15 @@ class StepComputer {
   // (PsClient::AllocatePushMemory). Fails as the computer's copies cannot be aimed at it.
   // REQUIRES: no Compute in flight, no copy of a gradient still to be waited for.
   Status MoveGradientTo(std::shared_ptr<void> memory);
+  // The bytes of the array the lookups' values leave the device into (room for every row); 0
+  // without the split embedding.
+  size_t leaving_lookup_bytes() const {
+    return lookup_values_bf16_.empty() ? lookup_values_.size() * sizeof(float)
+                                       : lookup_values_bf16_.size() * sizeof(uint16_t);
+  }
+  // As MoveGradientTo, for that array (leaving_lookup_bytes() long): the lookups' values, too,
+  // then cross host memory once, by their copy off the device.
+  Status MoveLookupsTo(std::shared_ptr<void> memory);
   // What Compute calls before its first write into grad(), grad_bf16() or lookups() (after
   // forward, before backward's first copy off the device): the data path returns from it once
   // nothing reads the last step's push from them any more (WorkerDataPath::SettlePush), since a
@@ -168,6 +180,17 @@ class StepComputer {
   void GradientLeavesAsBf16() { grad_bf16_ = HostArray<uint16_t>(params_.size()); }
   // MoveGradientTo has moved the leaving array: copies aimed at the old one aim at the new.
   virtual Status GradientMoved() { return Status::Ok(); }
+  // Makes room for `n` lookup values leaving the device (split embedding): rounded to bf16 when
+  // the gradient leaves so (after GradientLeavesAsBf16), else fp32.
+  void MakeLookupArray(size_t n) {
+    if (grad_bf16_.empty()) {
+      lookup_values_ = HostArray<float>(n);
+    } else {
+      lookup_values_bf16_ = HostArray<uint16_t>(n);
+    }
+  }
+  // MoveLookupsTo has moved the lookups' array: copies aimed at the old one aim at the new.
+  virtual Status LookupsMoved() { return Status::Ok(); }
   // Makes params_bf16() where bf16 pulls land.
   void ParamsArriveAsBf16() { params_bf16_.assign(params_.size(), 0); }
   // Whether the last pull left the parameters in params_bf16_ (else in params_).
@@ -176,6 +199,8 @@ class StepComputer {
   std::vector<float> params_;          // host, (n)
   HostArray<float> grad_;              // host, (n)
   HostArray<uint16_t> grad_bf16_;      // host, (n) or empty
+  HostArray<float> lookup_values_;     // host, room for every row's lookups, or empty...
+  HostArray<uint16_t> lookup_values_bf16_;  // ...or this, rounded (MakeLookupArray)
   std::vector<uint16_t> params_bf16_;  // host, (n) or empty
   proto::DType pulled_dtype_ = proto::FLOAT32;
   PullArrival* arrival_ = nullptr;  // the pull landing while the next Compute runs, or null

@@ -56,7 +56,9 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
     for (const ElementRange& chunk : InChunks({begin, end}, s->copy_chunk_)) s->forward_ranges_.push_back(chunk);
   }
   if (s->split_embedding_) {  // room for every row the lookups can name (the model's own buffer's)
-    s->lookup_values_.resize(static_cast<size_t>(s->source_->vocab_size()) * config.model().d_model());
+    const size_t room = static_cast<size_t>(s->source_->vocab_size()) * config.model().d_model();
+    s->MakeLookupArray(room);  // rounded on the device, as the rest of the gradient, or not
+    if (!s->lookup_values_bf16_.empty()) s->device_lookups_bf16_ = s->backend_->Allocate<uint16_t>(room);
   }
   if (with_bleu) {
     PSF_ASSIGN_OR_RETURN(s->valid_bleu_, ValidBleu::Create(config, s->source_->vocab_size(), s->source_->ValidBatches(),
@@ -137,23 +139,42 @@ void TransformerStep::StartLookupsCopy() {
   const uint64_t width = static_cast<uint64_t>(config_.model().d_model());
   const uint64_t count = device_lookups_.rows.size() * width;
   AwaitLookups();  // a step whose lookups were never pushed (it ended the run): its copy first
-  lookups_ = Lookups{device_lookups_.rows, lookup_values_.data(), width};
+  const bool bf16 = !lookup_values_bf16_.empty();
+  lookups_ = Lookups{device_lookups_.rows, bf16 ? nullptr : lookup_values_.data(), width,
+                     bf16 ? lookup_values_bf16_.data() : nullptr};
   if (count == 0) return;
-  if (device_lookups_.values != lookups_aimed_at_) {  // the model's buffer, made in the first step
-    lookup_download_.reset();                         // lets go of (unpins) the host array first
+  // Rounded where they were computed, as the rest of the gradient: half the bytes cross the bus.
+  if (bf16) backend_->RoundToBf16(count, device_lookups_.values, device_lookups_bf16_.data());
+  const void* device = bf16 ? static_cast<const void*>(device_lookups_bf16_.data()) : device_lookups_.values;
+  if (device != lookups_aimed_at_) {  // the model's buffer, made in the first step
+    lookup_download_.reset();         // lets go of (unpins) the host array first
     lookups_aimed_at_ = nullptr;
-    auto made = backend_->MakeRangeDownloader(device_lookups_.values, lookup_values_.data(), lookup_values_.size());
+    auto made =
+        bf16 ? backend_->MakeBf16RangeDownloader(device_lookups_bf16_.data(), lookup_values_bf16_.data(),
+                                                 lookup_values_bf16_.size())
+             : backend_->MakeRangeDownloader(device_lookups_.values, lookup_values_.data(), lookup_values_.size());
     if (!made.ok()) {  // copied here, then: slower, still right
       PSF_LOG(Warning) << "the lookups' copy off the device runs on the launching thread: " << made.status().ToString();
-      backend_->CopyToHost(lookup_values_.data(), device_lookups_.values, count * sizeof(float));
+      if (bf16) {
+        backend_->CopyToHost(lookup_values_bf16_.data(), device, count * sizeof(uint16_t));
+      } else {
+        backend_->CopyToHost(lookup_values_.data(), device, count * sizeof(float));
+      }
       return;
     }
     lookup_download_ = std::move(*made);
-    lookups_aimed_at_ = device_lookups_.values;
+    lookups_aimed_at_ = device;
   }
   // Queued behind backward on the device; the data path's thread waits for it (AwaitLookups).
   lookup_download_->Start(0, count);
   lookups_copying_ = true;
+}
+
+Status TransformerStep::LookupsMoved() {
+  AwaitLookups();
+  lookup_download_.reset();  // aimed again, at the new array, by the next step's copy
+  lookups_aimed_at_ = nullptr;
+  return Status::Ok();
 }
 
 void TransformerStep::AwaitLookups() {

@@ -56,6 +56,7 @@ class TransformerStep final : public StepComputer {
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
+  Status LookupsMoved() override;
   // With split_embedding_: starts the copy of this step's lookups' part from the device into
   // lookups_ (awaited by AwaitLookups, on the data path's thread).
   void StartLookupsCopy();
@@ -84,9 +85,9 @@ class TransformerStep final : public StepComputer {
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   uint64_t copy_chunk_ = 0;                          // the most elements of one copy: a piece's
   LookupRows<float> device_lookups_;                 // the model's, on the device
-  std::vector<float> lookup_values_;                 // their values, on the host (lookups_), room (vocab, d)
-  std::unique_ptr<RangeDownloader> lookup_download_;  // device_lookups_.values to lookup_values_
-  const float* lookups_aimed_at_ = nullptr;           // the device array lookup_download_ reads
+  DeviceBuffer<uint16_t> device_lookups_bf16_;       // their values rounded, when the gradient leaves so
+  std::unique_ptr<RangeDownloader> lookup_download_;  // the values (or their rounding) to lookup_values_(bf16_)
+  const void* lookups_aimed_at_ = nullptr;            // the device array lookup_download_ reads
   bool lookups_copying_ = false;                      // a copy started and not yet awaited
   std::unique_ptr<ValidBleu> valid_bleu_;            // with validation BLEU only
 };

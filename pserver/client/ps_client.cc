@@ -143,6 +143,18 @@ Status PsClient::CheckRows(const Request& r, std::span<const int32_t> rows, uint
 }
 
 Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width) {
+  return PushRowsOf(ticket, rows, values, nullptr, width);
+}
+
+Status PsClient::PushRowsBf16(Ticket ticket, std::span<const int32_t> rows, const uint16_t* values, uint64_t width) {
+  if (options_.gradient_dtype != proto::BFLOAT16) {
+    return Status::InvalidArgument("ps client: rows rounded to bf16, but this job's gradients travel as FLOAT32");
+  }
+  return PushRowsOf(ticket, rows, nullptr, values, width);
+}
+
+Status PsClient::PushRowsOf(Ticket ticket, std::span<const int32_t> rows, const float* values, const uint16_t* rounded,
+                            uint64_t width) {
   auto it = requests_.find(ticket);
   if (it == requests_.end() || it->second.type != proto::PUSH) {
     return Status::InvalidArgument("ps client: PushRows for " + std::to_string(ticket) + ", not a push in flight");
@@ -156,12 +168,15 @@ Status PsClient::PushRows(Ticket ticket, std::span<const int32_t> rows, const fl
     return Status::InvalidArgument("ps client: PushRows brings rows that NameRows did not name");
   }
   r.rows_reported = true;
-  r.rows_values = values;
-  if (options_.gradient_dtype == proto::BFLOAT16) {
+  if (rounded != nullptr) {  // rounded where they were computed: sent as they are
+    r.rows_values = rounded;
+  } else if (options_.gradient_dtype == proto::BFLOAT16) {
     r.payload->rows_bf16.resize(rows.size() * width);
     ParallelFor(options_.copy_threads, r.payload->rows_bf16.size(), kBf16Grain,
                 [&](int, size_t b, size_t e) { FloatsToBf16(values + b, e - b, r.payload->rows_bf16.data() + b); });
     r.rows_values = r.payload->rows_bf16.data();
+  } else {
+    r.rows_values = values;
   }
   for (int part = 0; part < static_cast<int>(r.parts.size()); ++part) {
     Part& p = r.parts[part];

@@ -138,6 +138,9 @@ class PsClient {
   // values (rows.size() x width). `values` stays the caller's until Wait, as grad does (with bf16
   // on the wire a rounded copy travels). Once per push; InvalidArgument without split pieces.
   Status PushRows(Ticket ticket, std::span<const int32_t> rows, const float* values, uint64_t width);
+  // The same for values already rounded to bf16 (a GPU worker rounds them on its device): sent as
+  // they are, with no pass over them here. InvalidArgument unless gradient_dtype is BFLOAT16.
+  Status PushRowsBf16(Ticket ticket, std::span<const int32_t> rows, const uint16_t* values, uint64_t width);
   // Names, before the embedding's range is reported (PushReady), the rows PushRows will bring:
   // the DENSE parts carry them, and each server updates every other row of its embedding pieces
   // as soon as every worker's DENSE part is in (docs/wire-protocol.md, "Rows named up front").
@@ -285,7 +288,7 @@ class PsClient {
     const uint16_t* rounded = nullptr;  // the caller's bf16 gradient (BeginPushBf16), sent as it is
     uint16_t* bf16 = nullptr;           // the bf16 copy of grad, filled part by part as they are sent
     PushPayload* payload = nullptr;     // payload_owner's, for the ROWS parts' tables and values
-    const void* rows_values = nullptr;  // PushRows' values, fp32 or (rounded copy) bf16
+    const void* rows_values = nullptr;  // PushRows' values: fp32, the caller's bf16, or a rounded copy
     bool rows_reported = false;
     std::vector<int32_t> named_rows;    // NameRows'
     bool rows_named = false;
@@ -300,6 +303,9 @@ class PsClient {
   // A push's and a pull's: PieceParts, a split piece's as its DENSE part, then a ROWS part per
   // split piece (the two siblings).
   std::vector<Part> SplitParts() const;
+  // PushRows of fp32 `values` or of bf16 `rounded` ones (the other null).
+  Status PushRowsOf(Ticket ticket, std::span<const int32_t> rows, const float* values, const uint16_t* rounded,
+                    uint64_t width);
   // Rows a push may name or bring: ascending, distinct, inside the embedding (`width` each).
   Status CheckRows(const Request& r, std::span<const int32_t> rows, uint64_t width) const;
   std::vector<Part> ShardParts() const;
@@ -344,7 +350,8 @@ class PsClient {
   // has let go of it too (ZeroMQ sent it; a lent frame's receiver released it), so that the
   // caller may write the memory again. Unavailable after timeout_ms.
   Status ReleasePayload(Request* r);
-  // Whether `r`'s payload lies in AllocatePushMemory's memory (lent in place, given back late).
+  // Whether any of `r`'s payload (its gradient, its rows' values) lies in AllocatePushMemory's
+  // memory (lent in place, given back late).
   bool FromPushMemory(const Request& r) const;
   // Moves every shard into `epoch` (begun at `start`), following any newer epoch a shard names.
   Status EnterEpoch(uint64_t epoch, int64_t start);

@@ -171,9 +171,13 @@ Status PsClient::ReleasePayload(Request* r) {
 }
 
 bool PsClient::FromPushMemory(const Request& r) const {
-  const char* at = r.rounded != nullptr ? reinterpret_cast<const char*>(r.rounded) : reinterpret_cast<const char*>(r.grad);
-  return std::any_of(push_memory_.begin(), push_memory_.end(),
-                     [&](const PushMemory& m) { return !m.alive.expired() && at >= m.begin && at < m.begin + m.bytes; });
+  const auto lent = [&](const void* p) {
+    const char* at = static_cast<const char*>(p);
+    return at != nullptr && std::any_of(push_memory_.begin(), push_memory_.end(), [&](const PushMemory& m) {
+             return !m.alive.expired() && at >= m.begin && at < m.begin + m.bytes;
+           });
+  };
+  return lent(r.rounded != nullptr ? static_cast<const void*>(r.rounded) : r.grad) || lent(r.rows_values);
 }
 
 std::shared_ptr<void> PsClient::AllocatePushMemory(size_t bytes) {

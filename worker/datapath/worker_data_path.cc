@@ -43,6 +43,12 @@ StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::Jo
   std::shared_ptr<void> memory;
   if (sent_as_computed) memory = client->AllocatePushMemory(computer->leaving_gradient_bytes());
   if (memory) PSF_RETURN_IF_ERROR(computer->MoveGradientTo(std::move(memory)).WithContext("gradient memory"));
+  // The lookups' part of the embedding's gradient (split embedding) likewise.
+  std::shared_ptr<void> lookups;
+  if (sent_as_computed && computer->leaving_lookup_bytes() > 0) {
+    lookups = client->AllocatePushMemory(computer->leaving_lookup_bytes());
+  }
+  if (lookups) PSF_RETURN_IF_ERROR(computer->MoveLookupsTo(std::move(lookups)).WithContext("lookups' memory"));
   // Made after the move: the outbound stage waits on the copies aimed at the new memory.
   return std::make_unique<WorkerDataPath>(config, faults, computer, std::move(client));
 }
@@ -135,7 +141,10 @@ Status WorkerDataPath::FinishPush(const StepStats& stats) {
     if (c.pieces().has_split()) {  // the lookups' part of the embedding's gradient: final last
       computer_->AwaitLookups();   // its copy off the device, on this thread, not the launching one
       const StepComputer::Lookups& lookups = computer_->lookups();
-      PSF_RETURN_IF_ERROR(c.PushRows(*push_.ticket, lookups.rows, lookups.values, lookups.width).WithContext(what));
+      PSF_RETURN_IF_ERROR((lookups.values_bf16 != nullptr
+                               ? c.PushRowsBf16(*push_.ticket, lookups.rows, lookups.values_bf16, lookups.width)
+                               : c.PushRows(*push_.ticket, lookups.rows, lookups.values, lookups.width))
+                              .WithContext(what));
     }
     if (overlap_ && !pull_ && push_.step < config_.training().max_steps())
       PSF_RETURN_IF_ERROR(PullEarly(c, push_.step));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "common/bfloat16.h"
 #include "common/philox.h"
@@ -403,6 +404,44 @@ TEST_F(CudaOps, CachingAllocatorReusesFreedBlocks) {
     gpu_->Fill(a.size(), 1.0f, a.data());
   }
   EXPECT_EQ(gpu_->memory_stats().device_allocations, before);
+}
+
+// Staged copies (the batch's token ids) keep the stream's order with the kernels around them,
+// and the host array may be written again as soon as StageToDevice returns: each buffer holds
+// what the array held at its call. Blocks are reused once their copies are done.
+TEST_F(CudaOps, StagedCopiesKeepStreamOrderAndFreeTheHostArrayAtOnce) {
+  constexpr size_t kN = 50000;  // 200 KB: more than one staging block's minimum
+  std::vector<DeviceBuffer<int32_t>> bufs;
+  std::vector<int32_t> host(kN);
+  for (int b = 0; b < 4; ++b) {
+    bufs.push_back(gpu_->Allocate<int32_t>(kN));
+    std::iota(host.begin(), host.end(), b * 1000);
+    bufs[b].Stage(host.data(), kN);
+  }
+  std::fill(host.begin(), host.end(), -1);  // written again before the device took the copies
+  for (int b = 0; b < 4; ++b) {
+    std::vector<int32_t> got(kN), want(kN);
+    std::iota(want.begin(), want.end(), b * 1000);
+    bufs[b].Download(got.data(), kN);
+    EXPECT_EQ(got, want) << "buffer " << b;
+  }
+  // Behind a kernel on the same memory, and before one: the stream's order decides.
+  auto x = gpu_->Allocate<float>(kN);
+  std::vector<float> ones(kN, 1.0f);
+  gpu_->Fill(kN, 5.0f, x.data());
+  x.Stage(ones.data(), kN);
+  EXPECT_EQ(ToHost(x), ones);
+  x.Stage(ones.data(), kN);
+  gpu_->Fill(kN, 5.0f, x.data());
+  EXPECT_EQ(ToHost(x), std::vector<float>(kN, 5.0f));
+  // Every step the same few copies: a block is reused once its copy is done, so there are never
+  // more blocks than copies in flight at once (4 here).
+  for (int step = 0; step < 20; ++step) {
+    for (int b = 0; b < 4; ++b) bufs[b].Stage(host.data(), kN);
+    gpu_->Synchronize();
+  }
+  EXPECT_GE(gpu_->staging_blocks(), 1u);
+  EXPECT_LE(gpu_->staging_blocks(), 4u);
 }
 
 }  // namespace

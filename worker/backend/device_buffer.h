@@ -19,6 +19,13 @@ class DeviceMemory {
   virtual void FreeBytes(void* ptr) = 0;
   virtual void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
+  // CopyToDevice for the small copies a step makes on the thread that launches its work (the
+  // batch's token ids): in order with the device's other work, and without waiting for it;
+  // `host_src` may change once it returns (a device backend stages the bytes). This default is
+  // CopyToDevice.
+  virtual void StageToDevice(void* device_dst, const void* host_src, size_t bytes) {
+    CopyToDevice(device_dst, host_src, bytes);
+  }
   // Waits until every operation issued so far is complete (a no-op on CPU).
   virtual void Synchronize() = 0;
 };
@@ -56,6 +63,7 @@ class DeviceBuffer {
     return data_;
   }
   void Upload(const E* host, size_t n) { memory_->CopyToDevice(data_, host, n * sizeof(E)); }
+  void Stage(const E* host, size_t n) { memory_->StageToDevice(data_, host, n * sizeof(E)); }
   void Download(E* host, size_t n) const { memory_->CopyToHost(host, data_, n * sizeof(E)); }
 
  private:

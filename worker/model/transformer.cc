@@ -83,12 +83,13 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
             std::all_of(batch.tgt_in.begin(), batch.tgt_in.end(), in_vocab) &&
             std::all_of(batch.tgt_out.begin(), batch.tgt_out.end(), in_vocab));
   Backend<T>* be = be_;
+  // Staged: the launching thread does not wait for the device to take them.
   src_.Reserve(be, ns);
-  src_.Upload(batch.src.data(), ns);
+  src_.Stage(batch.src.data(), ns);
   tgt_in_.Reserve(be, nt);
-  tgt_in_.Upload(batch.tgt_in.data(), nt);
+  tgt_in_.Stage(batch.tgt_in.data(), nt);
   tgt_out_.Reserve(be, nt);
-  tgt_out_.Upload(batch.tgt_out.data(), nt);
+  tgt_out_.Stage(batch.tgt_out.data(), nt);
 
   needed(embedding_range_);
   const T* x = src_embedding_.Forward(params, src_.data(), batch_, src_len_, key);
@@ -167,7 +168,7 @@ StepStats Transformer<T>::ForwardBackward(const T* params, const Batch& batch, c
   be->Fill(layout_.total_size(), T(0), grad);
   const int32_t *src_ids = nullptr, *tgt_ids = nullptr;
   if (lookups != nullptr) {
-    // Each token's row, uploaded before forward: a copy to a device waits for its stream.
+    // Each token's row, staged for the device before forward.
     lookups->rows = BatchRows(batch);
     lookups->values = nullptr;
     src_ids = UploadRowIds(batch.src, &src_rows_);
@@ -268,7 +269,7 @@ const int32_t* Transformer<T>::UploadRowIds(const std::vector<int32_t>& tokens, 
   std::vector<int32_t> ids(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) ids[i] = row_of_[tokens[i]];
   out->Reserve(be_, ids.size());
-  out->Upload(ids.data(), ids.size());
+  out->Stage(ids.data(), ids.size());
   return out->data();
 }
 

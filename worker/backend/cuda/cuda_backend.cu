@@ -13,6 +13,7 @@
 #include "worker/backend/cuda/cuda_kernels.h"
 #include "worker/backend/cuda/cuda_range_downloader.h"
 #include "worker/backend/cuda/cuda_range_uploader.h"
+#include "worker/backend/cuda/host_staging.h"
 #include "worker/backend/cuda/lt_affine.h"
 
 namespace psformer {
@@ -101,6 +102,7 @@ CudaBackend::~CudaBackend() {
   cublas_workspace_ = DeviceBuffer<char>();
   lt_workspace_ = DeviceBuffer<char>();
   lt_affine_.reset();
+  staging_.reset();
   sum_result_ = DeviceBuffer<double>();
   pe_ = DeviceBuffer<float>();
   cublasDestroy(cublas_);
@@ -120,6 +122,13 @@ void CudaBackend::CopyToDevice(void* device_dst, const void* host_src, size_t by
   PSF_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   PSF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
+
+void CudaBackend::StageToDevice(void* device_dst, const void* host_src, size_t bytes) {
+  if (!staging_) staging_ = std::make_unique<HostStaging>();
+  staging_->Copy(stream_, device_dst, host_src, bytes);
+}
+
+size_t CudaBackend::staging_blocks() const { return staging_ ? staging_->blocks() : 0; }
 
 void CudaBackend::CopyToHost(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes == 0) return;

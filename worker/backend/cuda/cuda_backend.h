@@ -3,7 +3,8 @@
 // accumulation on tensor cores); every other operation is a kernel of this folder
 // (cuda_kernels.h) with the CPU backend's semantics: identical Philox dropout masks, the same
 // masking and label smoothing, deterministic reductions (fixed orders, no timing-dependent
-// atomics). All work goes to one stream, in issue order; DeviceMemory copies and Sum synchronise.
+// atomics). All work goes to one stream, in issue order; DeviceMemory copies and Sum synchronise,
+// except StageToDevice's.
 // The exception is MakeRangeDownloader: its copies to the host run on a copy stream of their own
 // into pinned host memory (cuda_range_downloader.h; unverified on a GPU so far).
 // Device memory comes from a caching allocator (caching_allocator.h), so the step loop reaches
@@ -54,6 +55,7 @@ struct CudaBackendOptions {
 };
 
 class LtAffine;
+class HostStaging;
 
 class CudaBackend final : public Backend<float> {
  public:
@@ -76,6 +78,8 @@ class CudaBackend final : public Backend<float> {
   void FreeBytes(void* ptr) override;
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override;
+  // Through pinned blocks (host_staging.h): the launching thread does not wait.
+  void StageToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   void Synchronize() override;
   StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
   StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
@@ -133,6 +137,8 @@ class CudaBackend final : public Backend<float> {
   const std::string& device_name() const { return device_name_; }
   // Device memory handed out by the caching allocator (peaks since creation).
   const DeviceMemoryStats& memory_stats() const { return allocator_.stats(); }
+  // Pinned blocks StageToDevice has made so far.
+  size_t staging_blocks() const;
 
  private:
   // Scratch for one operation at a time (ops run in stream order, so one buffer serves all).
@@ -150,6 +156,7 @@ class CudaBackend final : public Backend<float> {
   CUevent_st* span_end_ = nullptr;
   DeviceTimeline timeline_;              // each MarkSpanStart's anchor, for the trace's device lanes
   std::unique_ptr<LtAffine> lt_affine_;  // null without fused epilogues
+  std::unique_ptr<HostStaging> staging_;  // StageToDevice's blocks, made on first use
   // Declared before every buffer: buffers are freed into it when the backend goes.
   CachingAllocator allocator_;
   DeviceBuffer<char> workspace_;

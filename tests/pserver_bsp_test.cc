@@ -212,21 +212,10 @@ TEST(PserverBsp, PushesLentInPlaceFromPushMemoryGiveTheWeightsOfCopiedOnes) {
   std::vector<float*> grads;
   std::vector<std::shared_ptr<void>> memory;
   for (int w = 0; w < kWorkers; ++w) {
-    PsClientOptions o;
-    o.job_id = kJobId;
-    o.id = static_cast<uint32_t>(w);
-    o.servers = group.endpoints();
-    o.parameter_count = kTotal;
-    o.frame_bytes = 4096;
-    o.timeout_ms = 20000;
-    ShmVanOptions shm;
-    shm.job_id = kJobId;
-    shm.threshold_bytes = 1024;  // this test's frames are small
-    auto van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), shm);
-    vans.push_back(van.get());
-    auto client = PsClient::Create(std::move(o), std::move(van));
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    clients.push_back(std::move(client).value());
+    ShmVan* van = nullptr;
+    clients.push_back(MakeShmClient(group, kTotal, w, /*threshold_bytes=*/1024, &van));  // small frames here
+    ASSERT_NE(clients[w], nullptr);
+    vans.push_back(van);
     memory.push_back(clients[w]->AllocatePushMemory(kTotal * sizeof(float)));
     grads.push_back(static_cast<float*>(memory[w].get()));
   }

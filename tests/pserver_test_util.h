@@ -185,6 +185,31 @@ inline std::unique_ptr<PsClient> MakeClient(const ServerGroup& group, uint64_t t
   return client.ok() ? std::move(client).value() : nullptr;
 }
 
+// A client of `group` over same-host shared memory: payload frames of `threshold_bytes` and more
+// go through its ShmVan (*van, for its stats), smaller ones inline.
+inline std::unique_ptr<PsClient> MakeShmClient(const ServerGroup& group, uint64_t total, int worker,
+                                               uint64_t threshold_bytes, ShmVan** van,
+                                               proto::DType dtype = proto::FLOAT32,
+                                               std::shared_ptr<const PieceTable> pieces = nullptr) {
+  PsClientOptions o;
+  o.pieces = std::move(pieces);
+  o.job_id = kJobId;
+  o.id = static_cast<uint32_t>(worker);
+  o.servers = group.endpoints();
+  o.parameter_count = total;
+  o.frame_bytes = 4096;
+  o.gradient_dtype = dtype;
+  o.timeout_ms = 20000;
+  ShmVanOptions shm;
+  shm.job_id = kJobId;
+  shm.threshold_bytes = threshold_bytes;
+  auto shm_van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), shm);
+  *van = shm_van.get();
+  auto client = PsClient::Create(std::move(o), std::move(shm_van));
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  return client.ok() ? std::move(client).value() : nullptr;
+}
+
 // The BSP update computed directly on the whole vector: sum in worker order (with host groups,
 // common/host_groups.h: each group's gradients in worker order, then the groups' sums in group
 // order), normalise by the step's tokens, AdamUpdate with the schedule. Independent of servers,

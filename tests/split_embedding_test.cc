@@ -454,24 +454,11 @@ OverShm RunSplitOverShm(proto::DType wire, bool rows_in_push_memory) {
   std::vector<ShmVan*> vans;
   std::vector<std::shared_ptr<void>> grad_memory, rows_memory;
   for (int w = 0; w < kWorkers; ++w) {
-    PsClientOptions o;
-    o.pieces = pieces;
-    o.job_id = kJobId;
-    o.id = static_cast<uint32_t>(w);
-    o.servers = group.endpoints();
-    o.parameter_count = kTotal;
-    o.frame_bytes = 4096;
-    o.gradient_dtype = wire;
-    o.timeout_ms = 20000;
-    ShmVanOptions shm;
-    shm.job_id = kJobId;
-    shm.threshold_bytes = 512;  // a piece's rows' values (17 rows of 20) go through shared memory, its runs inline
-    auto van = std::make_unique<ShmVan>(std::make_unique<ZmqVan>(), shm);
-    vans.push_back(van.get());
-    auto client = PsClient::Create(std::move(o), std::move(van));
-    EXPECT_TRUE(client.ok()) << client.status().ToString();
-    if (!client.ok()) return {};
-    clients.push_back(std::move(client).value());
+    // A piece's rows' values (17 rows of 20) go through shared memory, its runs inline.
+    ShmVan* van = nullptr;
+    clients.push_back(MakeShmClient(group, kTotal, w, /*threshold_bytes=*/512, &van, wire, pieces));
+    if (clients[w] == nullptr) return {};
+    vans.push_back(van);
     grad_memory.push_back(clients[w]->AllocatePushMemory(kTotal * sizeof(float)));
     rows_memory.push_back(clients[w]->AllocatePushMemory(kEmbedding * sizeof(float)));
   }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "common/bfloat16.h"
 #include "common/philox.h"
@@ -199,6 +200,9 @@ class Backend : public DeviceMemory {
   virtual void ReluBackward(size_t n, const T* y, const T* dy, T* dx) = 0;
   // The sum of x, in double, returned to the host.
   virtual double Sum(size_t n, const T* x) = 0;
+  // The sums of x and of y, returned to the host together: a device backend waits for its
+  // stream once, not twice. This default calls Sum twice.
+  virtual std::pair<double, double> SumPair(size_t n, const T* x, const T* y) { return {Sum(n, x), Sum(n, y)}; }
 
   // ---- Loss ----
   // Label-smoothed cross entropy over logits (rows, vocab) with targets (rows); the definition

@@ -48,9 +48,9 @@ namespace psformer {
 class WorkerDataPath {
  public:
   // The data path of `computer`, whose gradient (and lookups' values, with the split embedding)
-  // it first moves into memory the client's transport lends in place (StepComputer::MoveGradientTo,
-  // MoveLookupsTo), where what is computed is what travels. REQUIRES: config, faults and computer outlive the data
-  // path; `client` is connected.
+  // it first moves into memory the client's transport lends in place (StepComputer::
+  // MoveGradientTo, MoveLookupsTo), where what is computed is what travels. REQUIRES: config,
+  // faults and computer outlive the data path; `client` is connected.
   static StatusOr<std::unique_ptr<WorkerDataPath>> Create(const proto::JobConfig& config, const FaultPlan& faults,
                                                           StepComputer* computer, std::unique_ptr<PsClient> client);
   // As Create, leaving the gradient and the lookups where they are.

@@ -1,6 +1,7 @@
 #include "worker/model/transformer.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/logging.h"
 #include "common/trace.h"
@@ -122,9 +123,10 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
   T* correct = token_correct_.Reserve(be, nt);
   be->CrossEntropy(static_cast<int>(nt), vocab_, static_cast<T>(config_.label_smoothing()), logits, tgt_out_.data(),
                    kPadId, loss, correct, want_gradient ? logits : nullptr);
+  double correct_sum = 0;
   {
     const TraceSpan traced("loss_to_host");  // on a GPU: waits until forward has run
-    stats.loss_sum = be->Sum(nt, loss);
+    std::tie(stats.loss_sum, correct_sum) = be->SumPair(nt, loss, correct);  // one wait for both
   }
   stats.nll_sum = stats.loss_sum;
   if (!want_gradient && config_.label_smoothing() > 0) {
@@ -132,7 +134,7 @@ StepStats Transformer<T>::Forward(const T* params, const Batch& batch, const Dro
     be->CrossEntropy(static_cast<int>(nt), vocab_, T(0), logits, tgt_out_.data(), kPadId, loss, correct, nullptr);
     stats.nll_sum = be->Sum(nt, loss);
   }
-  stats.correct = static_cast<int64_t>(be->Sum(nt, correct) + 0.5);
+  stats.correct = static_cast<int64_t>(correct_sum + 0.5);
   stats.target_tokens = static_cast<int64_t>(
       std::count_if(batch.tgt_out.begin(), batch.tgt_out.end(), [](int32_t t) { return t != kPadId; }));
   return stats;

@@ -85,7 +85,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     PSF_ASSIGN_OR_RETURN(backend->lt_affine_, LtAffine::Create());
     backend->lt_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
   }
-  backend->sum_result_ = backend->Allocate<double>(1);
+  backend->sum_result_ = backend->Allocate<double>(2);
   // Spelled out: nvcc (C++17) will not move into the converting constructor, g++ calls std::move redundant.
   return StatusOr<std::unique_ptr<CudaBackend>>(std::move(backend));
 }
@@ -98,6 +98,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   if (span_start_ != nullptr) cudaEventDestroy(span_start_);
   if (span_end_ != nullptr) cudaEventDestroy(span_end_);
+  if (stream_done_ != nullptr) cudaEventDestroy(stream_done_);
   workspace_ = DeviceBuffer<char>();
   cublas_workspace_ = DeviceBuffer<char>();
   lt_workspace_ = DeviceBuffer<char>();
@@ -117,10 +118,18 @@ void* CudaBackend::AllocateBytes(size_t bytes) {
 
 void CudaBackend::FreeBytes(void* ptr) { allocator_.Free(ptr); }
 
+void CudaBackend::AwaitStream() {
+  if (stream_done_ == nullptr) {
+    PSF_CUDA_CHECK(cudaEventCreateWithFlags(&stream_done_, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
+  PSF_CUDA_CHECK(cudaEventRecord(stream_done_, stream_));
+  PSF_CUDA_CHECK(cudaEventSynchronize(stream_done_));
+}
+
 void CudaBackend::CopyToDevice(void* device_dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   PSF_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
-  PSF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  AwaitStream();
 }
 
 void CudaBackend::StageToDevice(void* device_dst, const void* host_src, size_t bytes) {
@@ -132,11 +141,14 @@ size_t CudaBackend::staging_blocks() const { return staging_ ? staging_->blocks(
 
 void CudaBackend::CopyToHost(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes == 0) return;
+  // Asleep until the work before the copy is done (a copy into pageable memory would wait for it
+  // in cudaMemcpyAsync itself); then only the copy is waited for.
+  AwaitStream();
   PSF_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
   PSF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void CudaBackend::Synchronize() { PSF_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::Synchronize() { AwaitStream(); }
 
 StatusOr<std::unique_ptr<RangeDownloader>> CudaBackend::MakeRangeDownloader(const float* device, float* host,
                                                                             size_t n) {
@@ -326,6 +338,15 @@ double CudaBackend::Sum(size_t n, const float* x) {
   double result = 0;
   CopyToHost(&result, sum_result_.data(), sizeof(double));
   return result;
+}
+
+std::pair<double, double> CudaBackend::SumPair(size_t n, const float* x, const float* y) {
+  // One after the other on the stream: the workspace serves both.
+  k::LaunchSum(stream_, n, x, sum_result_.data(), Workspace(k::SumWorkspaceBytes()));
+  k::LaunchSum(stream_, n, y, sum_result_.data() + 1, Workspace(k::SumWorkspaceBytes()));
+  double result[2] = {0, 0};
+  CopyToHost(result, sum_result_.data(), sizeof(result));
+  return {result[0], result[1]};
 }
 
 void CudaBackend::CrossEntropy(int rows, int vocab, float epsilon, const float* logits, const int32_t* targets,

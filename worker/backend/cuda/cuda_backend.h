@@ -3,8 +3,8 @@
 // accumulation on tensor cores); every other operation is a kernel of this folder
 // (cuda_kernels.h) with the CPU backend's semantics: identical Philox dropout masks, the same
 // masking and label smoothing, deterministic reductions (fixed orders, no timing-dependent
-// atomics). All work goes to one stream, in issue order; DeviceMemory copies and Sum synchronise,
-// except StageToDevice's.
+// atomics). All work goes to one stream, in issue order; DeviceMemory copies and Sum wait for it
+// (asleep, on a blocking-sync event), except StageToDevice.
 // The exception is MakeRangeDownloader: its copies to the host run on a copy stream of their own
 // into pinned host memory (cuda_range_downloader.h; unverified on a GPU so far).
 // Device memory comes from a caching allocator (caching_allocator.h), so the step loop reaches
@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "worker/backend/backend.h"
@@ -128,6 +129,7 @@ class CudaBackend final : public Backend<float> {
   void ReluForward(size_t n, const float* x, float* y) override;
   void ReluBackward(size_t n, const float* y, const float* dy, float* dx) override;
   double Sum(size_t n, const float* x) override;
+  std::pair<double, double> SumPair(size_t n, const float* x, const float* y) override;
   void CrossEntropy(int rows, int vocab, float epsilon, const float* logits, const int32_t* targets, int32_t pad_id,
                     float* loss, float* correct, float* dlogits) override;
 
@@ -143,6 +145,9 @@ class CudaBackend final : public Backend<float> {
  private:
   // Scratch for one operation at a time (ops run in stream order, so one buffer serves all).
   void* Workspace(size_t bytes);
+  // Returns once the work issued so far is done, asleep (a blocking-sync event): a thread that
+  // spins in cudaStreamSynchronize holds a core the host's passes need.
+  void AwaitStream();
   // Positional encodings (len, dim) on the device, computed on the host in double exactly as
   // the CPU backend computes them, and kept while shapes fit.
   const float* PositionalEncoding(int len, int dim);
@@ -154,6 +159,7 @@ class CudaBackend final : public Backend<float> {
   cublasContext* cublas_;
   CUevent_st* span_start_ = nullptr;  // timing events of MarkSpanStart / MarkSpanEnd, made on first use
   CUevent_st* span_end_ = nullptr;
+  CUevent_st* stream_done_ = nullptr;    // AwaitStream's, made on first use
   DeviceTimeline timeline_;              // each MarkSpanStart's anchor, for the trace's device lanes
   std::unique_ptr<LtAffine> lt_affine_;  // null without fused epilogues
   std::unique_ptr<HostStaging> staging_;  // StageToDevice's blocks, made on first use
@@ -162,7 +168,7 @@ class CudaBackend final : public Backend<float> {
   DeviceBuffer<char> workspace_;
   DeviceBuffer<char> cublas_workspace_;
   DeviceBuffer<char> lt_workspace_;  // cuBLASLt's scratch for lt_affine_
-  DeviceBuffer<double> sum_result_;  // (1)
+  DeviceBuffer<double> sum_result_;  // (2): Sum's, SumPair's
   DeviceBuffer<float> pe_;           // (pe_len_, pe_dim_)
   int pe_len_ = 0;
   int pe_dim_ = 0;

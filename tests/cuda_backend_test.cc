@@ -350,6 +350,13 @@ TEST_F(CudaOps, SumInDouble) {
   EXPECT_NEAR(first, expected, 1e-9 * std::max(1.0, std::abs(expected)));
   EXPECT_EQ(gpu_->Sum(x.size(), g.data()), first);
   EXPECT_EQ(gpu_->Sum(0, g.data()), 0.0);
+  // Two sums fetched in one copy (the loss and the accuracy after forward) are each Sum's bits.
+  const std::vector<float> y = RandomFloats(rng_, x.size());
+  auto gy = ToDevice(gpu_.get(), y);
+  const auto [sx, sy] = gpu_->SumPair(x.size(), g.data(), gy.data());
+  EXPECT_EQ(sx, first);
+  EXPECT_EQ(sy, gpu_->Sum(y.size(), gy.data()));
+  EXPECT_NE(sx, sy);
 }
 
 TEST_F(CudaOps, CrossEntropyLossCorrectAndGradient) {

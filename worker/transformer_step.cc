@@ -146,6 +146,7 @@ void TransformerStep::StartLookupsCopy() {
   // Rounded where they were computed, as the rest of the gradient: half the bytes cross the bus.
   if (bf16) backend_->RoundToBf16(count, device_lookups_.values, device_lookups_bf16_.data());
   const void* device = bf16 ? static_cast<const void*>(device_lookups_bf16_.data()) : device_lookups_.values;
+  void* host = bf16 ? static_cast<void*>(lookup_values_bf16_.data()) : lookup_values_.data();
   if (device != lookups_aimed_at_) {  // the model's buffer, made in the first step
     lookup_download_.reset();         // lets go of (unpins) the host array first
     lookups_aimed_at_ = nullptr;
@@ -155,11 +156,7 @@ void TransformerStep::StartLookupsCopy() {
              : backend_->MakeRangeDownloader(device_lookups_.values, lookup_values_.data(), lookup_values_.size());
     if (!made.ok()) {  // copied here, then: slower, still right
       PSF_LOG(Warning) << "the lookups' copy off the device runs on the launching thread: " << made.status().ToString();
-      if (bf16) {
-        backend_->CopyToHost(lookup_values_bf16_.data(), device, count * sizeof(uint16_t));
-      } else {
-        backend_->CopyToHost(lookup_values_.data(), device, count * sizeof(float));
-      }
+      backend_->CopyToHost(host, device, count * (bf16 ? sizeof(uint16_t) : sizeof(float)));
       return;
     }
     lookup_download_ = std::move(*made);

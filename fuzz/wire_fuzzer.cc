@@ -1,9 +1,9 @@
 // libFuzzer target for the path every received message takes (docs/wire-protocol.md): the
 // frames become a RawMessage as a Van delivers it, ParseMessage splits header and payload, the
-// server's and the client's validators judge it, and a message either accepts is read as floats
-// the way the server and the client then read it (also with the checksum made right, see
-// below). Nothing may crash, read out of bounds or hit undefined behaviour, whatever the bytes.
-// Built and run by scripts/fuzz.
+// server's and the client's validators judge it, and a message either accepts is read the way
+// that side then reads it: a push as the server sums it, a PARAMS reply landed by the client's
+// PullLanding (also with the checksum made right, see below). Nothing may crash, read out of bounds or hit undefined
+// behaviour, whatever the bytes. Built and run by scripts/fuzz.
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "fuzz/fuzz_frames.h"
 #include "fuzz/wire_scope.h"
+#include "pserver/client/pull_landing.h"
 #include "pserver/wire/gradient_rows.h"
 #include "pserver/wire/message_validator.h"
 #include "pserver/wire/wire_message.h"
@@ -40,30 +41,57 @@ void ReadRows(const WireMessage& msg) {
   (void)SumRows(parts);
 }
 
-// One side's verdict: a refusal is counted and described; an accepted message of the type that
-// side reads the payload of (`payload_type`) has it read.
-void JudgeAt(const Refusal& verdict, const WireMessage& msg, proto::MessageType payload_type,
-             RejectCounters* counters) {
-  if (verdict) {
-    counters->Count(verdict->reason);
-    (void)verdict->ToString();
-  } else if (msg.header.type() == payload_type) {
-    ReadPayload(msg);
-  }
+// An accepted DENSE push that names rows, read as a server reads it: its table kept apart, the
+// values after it as a whole piece's.
+void ReadNamedDense(const WireMessage& msg) {
+  RunTable table;
+  PSF_CHECK(!ParseRunTable(msg, &table));  // the validator parsed it already
+  (void)MergedRuns(table.runs);
+  WireMessage values = msg;
+  values.payload = table.values.payload;
+  ReadPayload(values);
 }
 
+// An accepted PARAMS reply landed as the client lands it (a part of a split piece by its run
+// table), into floats and, for bf16, as it came; the second time with the piece's CRC made.
+void LandParams(const WireMessage& msg) {
+  const uint64_t n = msg.header.end() - msg.header.begin();
+  std::vector<float> params(n, 0.0f);
+  std::vector<uint16_t> params_bf16(n, 0);
+  PullLanding::Job job;
+  job.msg = msg;
+  job.params = params.data();
+  (void)PullLanding::LandNow(job, 1);
+  job.params_bf16 = params_bf16.data();
+  job.piece_crc = true;
+  (void)PullLanding::LandNow(job, 2);
+}
+
+// Whether one side accepts the message; a refusal is counted and described.
+bool Accepts(const Refusal& verdict, RejectCounters* counters) {
+  if (!verdict) return true;
+  counters->Count(verdict->reason);
+  (void)verdict->ToString();
+  return false;
+}
+
+// Each side judges the message, and reads what it accepts the way that side reads it.
 void Judge(const WireMessage& msg) {
   RejectCounters counters;
-  JudgeAt(ValidateAtServer(msg, FuzzServerScope()), msg, proto::PUSH, &counters);
-  // A job that splits the embedding: DENSE pushes read as any, ROWS pushes by their run table.
-  if (const Refusal split = ValidateAtServer(msg, FuzzSplitServerScope())) {
-    counters.Count(split->reason);
-  } else if (msg.header.type() == proto::PUSH && msg.header.part() == proto::ROWS) {
-    ReadRows(msg);
-  } else if (msg.header.type() == proto::PUSH) {
-    ReadPayload(msg);
+  const proto::Header& h = msg.header;
+  if (Accepts(ValidateAtServer(msg, FuzzServerScope()), &counters) && h.type() == proto::PUSH) ReadPayload(msg);
+  // A job that splits the embedding: ROWS pushes read by their run table, DENSE ones that name
+  // rows after their table, the others as any.
+  if (Accepts(ValidateAtServer(msg, FuzzSplitServerScope()), &counters) && h.type() == proto::PUSH) {
+    if (h.part() == proto::ROWS) {
+      ReadRows(msg);
+    } else if (h.part() == proto::DENSE && h.named()) {
+      ReadNamedDense(msg);
+    } else {
+      ReadPayload(msg);
+    }
   }
-  JudgeAt(ValidateAtClient(msg, FuzzClientScope()), msg, proto::PARAMS, &counters);
+  if (Accepts(ValidateAtClient(msg, FuzzClientScope()), &counters) && h.type() == proto::PARAMS) LandParams(msg);
   (void)counters.ToString();
 }
 

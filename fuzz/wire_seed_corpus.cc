@@ -86,7 +86,25 @@ int Main(int argc, char** argv) {
   const std::vector<ElementRun> runs = {{1, 3}, {6, 2}};
   std::vector<Frame> rows_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
   for (Frame& f : Payload(5, 4, 12)) rows_payload.push_back(std::move(f));
-  split_seeds.emplace_back("push_rows", EncodeMessage("s", rows, std::move(rows_payload)));
+  split_seeds.emplace_back("push_rows", EncodeMessage("s", rows, rows_payload));
+  // A DENSE push that names its rows first: the table, then the whole piece's values.
+  proto::Header named = dense;
+  named.set_named(true);
+  named.set_runs(2);
+  std::vector<Frame> named_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
+  for (Frame& f : Payload(10, 4, 16)) named_payload.push_back(std::move(f));
+  split_seeds.emplace_back("push_dense_named", EncodeMessage("s", named, std::move(named_payload)));
+  // The split piece's pull answered in two parts: its rows, then the other elements.
+  proto::Header params_rows = params;
+  params_rows.set_end(r.begin + 10);
+  params_rows.set_part(proto::ROWS);
+  params_rows.set_runs(2);
+  seeds.emplace_back("params_rows", EncodeMessage("s", params_rows, std::move(rows_payload)));
+  proto::Header params_dense = params_rows;
+  params_dense.set_part(proto::DENSE);
+  std::vector<Frame> dense_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
+  for (Frame& f : Payload(5, 4, 12)) dense_payload.push_back(std::move(f));
+  seeds.emplace_back("params_dense", EncodeMessage("s", params_dense, std::move(dense_payload)));
   const size_t plain = seeds.size();
   for (auto& seed : split_seeds) seeds.push_back(std::move(seed));
   for (size_t i = 0; i < seeds.size(); ++i) {

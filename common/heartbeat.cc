@@ -20,7 +20,7 @@ HeartbeatSender::HeartbeatSender(int interval_ms) : interval_ms_(interval_ms) {
 HeartbeatSender::~HeartbeatSender() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   stop_cv_.notify_all();
@@ -28,12 +28,12 @@ HeartbeatSender::~HeartbeatSender() {
 }
 
 void HeartbeatSender::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     const char beat = 1;
     // A full pipe (supervisor busy) or a closed one (supervisor gone) is not our problem here.
     [[maybe_unused]] ssize_t n = write(fd_, &beat, 1);
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_));
+    lock.WaitFor(&stop_cv_, std::chrono::milliseconds(interval_ms_));
   }
 }
 

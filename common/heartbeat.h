@@ -7,8 +7,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <thread>
+
+#include "common/thread_annotations.h"
 
 namespace psformer {
 
@@ -25,9 +26,9 @@ class HeartbeatSender {
   void Loop();
   int fd_ = -1;
   int interval_ms_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable stop_cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  bool stop_ PSF_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -9,19 +9,19 @@
 #include <ctime>
 #include <filesystem>
 #include <iterator>
-#include <mutex>
 
 #include "common/clock_text.h"
 #include "common/enum_name.h"
+#include "common/thread_annotations.h"
 
 namespace psformer {
 namespace {
 
 struct LogState {
-  std::mutex mu;
-  std::string tag = "psformer";
-  FILE* file = nullptr;  // GUARDED_BY(mu)
-  bool to_stderr = true;
+  Mutex mu;
+  std::string tag PSF_GUARDED_BY(mu) = "psformer";
+  FILE* file PSF_GUARDED_BY(mu) = nullptr;
+  bool to_stderr PSF_GUARDED_BY(mu) = true;
 };
 
 LogState& State() {
@@ -43,13 +43,15 @@ void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
 
 void SetLogTag(const std::string& tag) {
-  std::lock_guard<std::mutex> lock(State().mu);
-  State().tag = tag;
+  LogState& s = State();
+  MutexLock lock(&s.mu);
+  s.tag = tag;
 }
 
 void SetLogToStderr(bool on) {
-  std::lock_guard<std::mutex> lock(State().mu);
-  State().to_stderr = on;
+  LogState& s = State();
+  MutexLock lock(&s.mu);
+  s.to_stderr = on;
 }
 
 Status SetLogFile(const std::string& path) {
@@ -58,9 +60,10 @@ Status SetLogFile(const std::string& path) {
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) return Status::IoError("cannot open log file " + path);
-  std::lock_guard<std::mutex> lock(State().mu);
-  if (State().file != nullptr) std::fclose(State().file);
-  State().file = f;
+  LogState& s = State();
+  MutexLock lock(&s.mu);
+  if (s.file != nullptr) std::fclose(s.file);
+  s.file = f;
   return Status::Ok();
 }
 
@@ -73,7 +76,7 @@ void LogLine(LogLevel level, const char* file, int line, const std::string& mess
     if (*c == '/') base = c + 1;
   }
   LogState& s = State();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   char prefix[160];
   std::snprintf(prefix, sizeof(prefix), "%s %s.%03d %s %s:%d] ", LevelLetter(level), stamp.c_str(),
                 static_cast<int>(tv.tv_usec / 1000), s.tag.c_str(), base, line);

@@ -7,8 +7,9 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
+
+#include "common/thread_annotations.h"
 
 namespace psformer {
 namespace {
@@ -43,7 +44,7 @@ class HelperPool {
     call->pieces = pieces;
     call->body = &body;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       while (static_cast<int>(helpers_) < std::min(pieces - 1, kMaxHelpers)) {
         std::thread([this] { Loop(); }).detach();
         ++helpers_;
@@ -52,8 +53,8 @@ class HelperPool {
     }
     work_cv_.notify_all();
     Work(*call);
-    std::unique_lock<std::mutex> lock(call->mutex);
-    call->done_cv.wait(lock, [&] { return call->finished == call->pieces; });
+    MutexLock lock(&call->mutex);
+    while (call->finished != call->pieces) lock.Wait(&call->done_cv);
   }
 
  private:
@@ -64,16 +65,16 @@ class HelperPool {
     int pieces = 0;
     const std::function<void(int)>* body = nullptr;  // valid until finished == pieces
     std::atomic<int> next{0};                        // the next piece to claim
-    std::mutex mutex;
+    Mutex mutex;
     std::condition_variable done_cv;
-    int finished = 0;  // GUARDED_BY(mutex)
+    int finished PSF_GUARDED_BY(mutex) = 0;
   };
 
   // Claims and runs pieces of `call` until none is left.
   static void Work(Call& call) {
     for (int p = call.next.fetch_add(1); p < call.pieces; p = call.next.fetch_add(1)) {
       (*call.body)(p);
-      std::lock_guard<std::mutex> lock(call.mutex);
+      MutexLock lock(&call.mutex);
       if (++call.finished == call.pieces) call.done_cv.notify_all();
     }
   }
@@ -83,22 +84,23 @@ class HelperPool {
     while (true) {
       std::shared_ptr<Call> call;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        work_cv_.wait(lock, [&] {
+        MutexLock lock(&mutex_);
+        while (true) {
           // Calls with nothing left to claim leave the queue.
           while (!calls_.empty() && calls_.front()->next.load() >= calls_.front()->pieces) calls_.pop_front();
-          return !calls_.empty();
-        });
+          if (!calls_.empty()) break;
+          lock.Wait(&work_cv_);
+        }
         call = calls_.front();
       }
       Work(*call);
     }
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable work_cv_;
-  std::deque<std::shared_ptr<Call>> calls_;  // GUARDED_BY(mutex_): oldest first
-  size_t helpers_ = 0;                       // GUARDED_BY(mutex_)
+  std::deque<std::shared_ptr<Call>> calls_ PSF_GUARDED_BY(mutex_);  // oldest first
+  size_t helpers_ PSF_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace

@@ -10,12 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "common/json_text.h"
 #include "common/logging.h"
+#include "common/thread_annotations.h"
 #include "common/write_file.h"
 
 namespace psformer {
@@ -32,15 +32,15 @@ struct SpanRecord {
 };
 
 struct State {
-  std::mutex mutex;
-  std::string path;  // GUARDED_BY(mutex), as the rest
-  std::string process;
-  TraceWindow window;
-  bool entered = false;  // the window was entered...
-  bool written = false;  // ...and its file written
-  std::vector<SpanRecord> spans;
-  std::map<int, std::string> thread_names;
-  size_t dropped = 0;
+  Mutex mutex;
+  std::string path PSF_GUARDED_BY(mutex);
+  std::string process PSF_GUARDED_BY(mutex);
+  TraceWindow window PSF_GUARDED_BY(mutex);
+  bool entered PSF_GUARDED_BY(mutex) = false;  // the window was entered...
+  bool written PSF_GUARDED_BY(mutex) = false;  // ...and its file written
+  std::vector<SpanRecord> spans PSF_GUARDED_BY(mutex);
+  std::map<int, std::string> thread_names PSF_GUARDED_BY(mutex);
+  size_t dropped PSF_GUARDED_BY(mutex) = 0;
 };
 
 State& state() {
@@ -57,7 +57,7 @@ int ThreadId() {
 // name.
 void Record(const SpanRecord& span, const char* lane_name) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (s.written) return;
   if (s.spans.size() >= kMaxSpans) {
     ++s.dropped;
@@ -77,7 +77,7 @@ bool ParseCount(std::string_view text, int64_t* value) {
 }
 
 // The file's text: spans as complete events ("X"), then the names of the process and threads.
-std::string TraceJson(const State& s) {
+std::string TraceJson(const State& s) PSF_REQUIRES(s.mutex) {
   const int pid = static_cast<int>(getpid());
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
@@ -105,8 +105,7 @@ std::string TraceJson(const State& s) {
   return out;
 }
 
-// REQUIRES: s.mutex held.
-Status WriteLocked(State& s) {
+Status WriteLocked(State& s) PSF_REQUIRES(s.mutex) {
   if (!s.entered || s.written) return Status::Ok();
   s.written = true;
   std::error_code ec;
@@ -135,7 +134,7 @@ StatusOr<TraceWindow> TraceWindowFromEnvironment() {
 
 void Trace::Configure(const std::string& path, const std::string& process, TraceWindow window) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(&s.mutex);
   s.path = path;
   s.process = process;
   s.window = window;
@@ -154,7 +153,7 @@ Status Trace::ConfigureFromEnvironment(const std::string& run_dir, const std::st
 
 void Trace::AtStep(int64_t step) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (s.window.steps == 0 || s.written) return;
   const bool inside = step >= s.window.first_step && step < s.window.first_step + s.window.steps;
   if (inside) s.entered = true;
@@ -168,7 +167,7 @@ void Trace::AtStep(int64_t step) {
 Status Trace::Finish() {
   on_.store(false, std::memory_order_relaxed);
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  MutexLock lock(&s.mutex);
   return WriteLocked(s);
 }
 

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/param_layout.h"
 #include "common/philox.h"
+#include "common/thread_annotations.h"
 #include "pserver/wire/piece_table.h"
 
 namespace psformer {
@@ -91,21 +92,21 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   // apart from the gradient's downloads (AwaitLookups).
   void Lookups(const float* from, uint64_t n, float* to, uint16_t* to_bf16, Clock::time_point at) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       ++lookups_launched_;
     }
     jobs_.Push({false, {}, to, to_bf16, 0, n, at, to_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float), from});
   }
   // Waits until every Lookups copy launched so far is done.
   void AwaitLookups() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    complete_cv_.wait(lock, [&] { return lookups_done_ == lookups_launched_; });
+    MutexLock lock(&mutex_);
+    while (lookups_done_ != lookups_launched_) lock.Wait(&complete_cv_);
   }
   // A download launched now into the last step's gradient (Step launches its own with times).
   void Start(uint64_t begin, uint64_t end) override { Download(last_grad_, last_grad_bf16_, begin, end, Clock::now()); }
   ElementRange WaitOldest() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    complete_cv_.wait(lock, [&] { return !complete_.empty(); });
+    MutexLock lock(&mutex_);
+    while (complete_.empty()) lock.Wait(&complete_cv_);
     const ElementRange oldest = complete_.front();
     complete_.pop_front();
     return oldest;
@@ -149,7 +150,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
       std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin, job->bytes));
       if (job->upload) continue;
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         if (job->from != nullptr) {
           ++lookups_done_;
         } else {
@@ -165,11 +166,11 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   uint16_t* last_grad_bf16_ = nullptr;
   EmulatedGradientKey key_;  // the engine thread's: the last upload's
   StageQueue<Job> jobs_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable complete_cv_;
-  std::deque<ElementRange> complete_;  // GUARDED_BY(mutex_): downloads done, not yet returned
-  uint64_t lookups_launched_ = 0;      // GUARDED_BY(mutex_)
-  uint64_t lookups_done_ = 0;          // GUARDED_BY(mutex_)
+  std::deque<ElementRange> complete_ PSF_GUARDED_BY(mutex_);  // downloads done, not yet returned
+  uint64_t lookups_launched_ PSF_GUARDED_BY(mutex_) = 0;
+  uint64_t lookups_done_ PSF_GUARDED_BY(mutex_) = 0;
   std::thread thread_;                 // last: starts once the rest is built
 };
 

@@ -58,7 +58,7 @@ PayloadSealer::Key PayloadSealer::DeriveKey(const uint8_t* salt) const {
 
 PayloadSealer::Key PayloadSealer::SenderKey(const uint8_t* salt) {
   const std::string id(reinterpret_cast<const char*>(salt), kSaltBytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = senders_.find(id);
   if (it == senders_.end()) {
     if (senders_.size() > 4096) senders_.clear();  // restarted peers leave salts behind

@@ -22,11 +22,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/transport/frame.h"
 
 namespace psformer {
@@ -61,8 +61,8 @@ class PayloadSealer {
   std::array<uint8_t, kSaltBytes> salt_{};
   Key own_key_{};
   std::atomic<uint64_t> counter_{0};
-  std::mutex mutex_;
-  std::map<std::string, Key> senders_;  // by salt
+  Mutex mutex_;
+  std::map<std::string, Key> senders_ PSF_GUARDED_BY(mutex_);  // by salt
 };
 
 // A fresh random payload key (32 bytes), for a job.

@@ -13,11 +13,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <vector>
 
 #include "common/logging.h"
+#include "common/thread_annotations.h"
 
 namespace psformer {
 
@@ -90,17 +90,23 @@ std::string ShmSegmentName(uint64_t job_id, pid_t pid, uint64_t nonce, uint32_t 
   return name;
 }
 
+namespace {
+struct ProcessNonce {
+  Mutex mu;
+  pid_t drawn_in PSF_GUARDED_BY(mu) = 0;
+  uint64_t value PSF_GUARDED_BY(mu) = 0;
+};
+}  // namespace
+
 uint64_t ShmProcessNonce() {
-  static std::mutex mu;
-  static pid_t drawn_in = 0;  // GUARDED_BY(mu)
-  static uint64_t nonce = 0;  // GUARDED_BY(mu)
-  std::lock_guard<std::mutex> lock(mu);
-  if (drawn_in != getpid()) {
+  static ProcessNonce nonce;
+  MutexLock lock(&nonce.mu);
+  if (nonce.drawn_in != getpid()) {
     std::random_device random;
-    nonce = static_cast<uint64_t>(random()) << 32 | random();
-    drawn_in = getpid();
+    nonce.value = static_cast<uint64_t>(random()) << 32 | random();
+    nonce.drawn_in = getpid();
   }
-  return nonce;
+  return nonce.value;
 }
 
 std::string ShmJobPrefix(uint64_t job_id) {

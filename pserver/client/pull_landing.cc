@@ -18,7 +18,7 @@ PullLanding::PullLanding(int copy_threads) : copy_threads_(copy_threads), thread
 
 PullLanding::~PullLanding() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     closing_ = true;
     jobs_.clear();  // their frames go back to their senders now
   }
@@ -29,7 +29,7 @@ PullLanding::~PullLanding() {
 void PullLanding::Land(Job job) {
   ++handed_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     jobs_.push_back(std::move(job));
   }
   work_cv_.notify_one();
@@ -38,7 +38,7 @@ void PullLanding::Land(Job job) {
 std::vector<PullLanding::Landed> PullLanding::TakeLanded() {
   std::vector<Landed> out;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     out.swap(landed_);
   }
   taken_ += out.size();
@@ -46,13 +46,16 @@ std::vector<PullLanding::Landed> PullLanding::TakeLanded() {
 }
 
 void PullLanding::WaitForLanded(std::chrono::microseconds limit) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  landed_cv_.wait_for(lock, limit, [&] { return !landed_.empty(); });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  MutexLock lock(&mutex_);
+  while (landed_.empty()) {
+    if (lock.WaitUntil(&landed_cv_, deadline) == std::cv_status::timeout) return;
+  }
 }
 
 void PullLanding::Quiesce() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  landed_cv_.wait(lock, [&] { return landed_count_ == handed_; });
+  MutexLock lock(&mutex_);
+  while (landed_count_ != handed_) lock.Wait(&landed_cv_);
 }
 
 void PullLanding::Loop() {
@@ -60,8 +63,8 @@ void PullLanding::Loop() {
   while (true) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return !jobs_.empty() || closing_; });
+      MutexLock lock(&mutex_);
+      while (jobs_.empty() && !closing_) lock.Wait(&work_cv_);
       if (jobs_.empty()) return;  // closing
       job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -69,7 +72,7 @@ void PullLanding::Loop() {
     const Landed landed = LandNow(job, copy_threads_);
     job = Job();  // lets go of the frames before the outcome is seen (a slot back to its sender)
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       landed_.push_back(landed);
       ++landed_count_;
     }

@@ -20,10 +20,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -81,12 +81,12 @@ class PullLanding {
   const int copy_threads_;
   uint64_t handed_ = 0;  // client thread only
   uint64_t taken_ = 0;   // client thread only
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable work_cv_, landed_cv_;
-  std::deque<Job> jobs_;        // GUARDED_BY(mutex_)
-  std::vector<Landed> landed_;  // GUARDED_BY(mutex_)
-  uint64_t landed_count_ = 0;   // GUARDED_BY(mutex_): jobs landed since creation
-  bool closing_ = false;        // GUARDED_BY(mutex_)
+  std::deque<Job> jobs_ PSF_GUARDED_BY(mutex_);
+  std::vector<Landed> landed_ PSF_GUARDED_BY(mutex_);
+  uint64_t landed_count_ PSF_GUARDED_BY(mutex_) = 0;  // jobs landed since creation
+  bool closing_ PSF_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

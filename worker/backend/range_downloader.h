@@ -15,10 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <vector>
 
 #include "common/logging.h"
+#include "common/thread_annotations.h"
 #include "worker/backend/device_buffer.h"
 
 namespace psformer {
@@ -69,11 +69,11 @@ class ImmediateRangeDownloader final : public RangeDownloader {
   void Start(uint64_t begin, uint64_t end) override {
     PSF_CHECK(begin <= end && end <= n_);
     if (end > begin) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     complete_.push_back({begin, end});
   }
   ElementRange WaitOldest() override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     PSF_CHECK(!complete_.empty());  // WaitOldest with no copy started
     const ElementRange oldest = complete_.front();
     complete_.pop_front();
@@ -85,8 +85,8 @@ class ImmediateRangeDownloader final : public RangeDownloader {
   const T* device_;  // (n)
   T* host_;          // (n)
   size_t n_;
-  std::mutex mutex_;
-  std::deque<ElementRange> complete_;  // started (and so complete), not yet returned; GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::deque<ElementRange> complete_ PSF_GUARDED_BY(mutex_);  // started (and so complete), not yet returned
 };
 
 }  // namespace psformer

@@ -17,7 +17,7 @@ ThreadPool::~ThreadPool() { Stop(); }
 
 void ThreadPool::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   start_.notify_all();
@@ -32,7 +32,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     body_ = &body;
     n_ = n;
     pending_ = parts - 1;
@@ -40,8 +40,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
   start_.notify_all();
   body(0, n / parts);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  MutexLock lock(&mu_);
+  while (pending_ != 0) lock.Wait(&done_);
   body_ = nullptr;
 }
 
@@ -52,8 +52,8 @@ void ThreadPool::WorkerLoop(int index) {
     const std::function<void(int64_t, int64_t)>* body;
     int64_t n;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(&mu_);
+      while (!stop_ && generation_ == seen) lock.Wait(&start_);
       if (stop_) return;
       seen = generation_;
       body = body_;
@@ -61,7 +61,7 @@ void ThreadPool::WorkerLoop(int index) {
     }
     (*body)(n * index / parts, n * (index + 1) / parts);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (--pending_ == 0) done_.notify_one();
     }
   }

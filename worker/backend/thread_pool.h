@@ -8,9 +8,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/thread_annotations.h"
 
 namespace psformer {
 
@@ -35,13 +36,13 @@ class ThreadPool {
 
   const int parts_;  // set before any worker starts: workers read it
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable start_, done_;
-  const std::function<void(int64_t, int64_t)>* body_ = nullptr;  // GUARDED_BY(mu_)
-  int64_t n_ = 0;                                                // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;                                      // GUARDED_BY(mu_)
-  int pending_ = 0;                                              // GUARDED_BY(mu_)
-  bool stop_ = false;                                            // GUARDED_BY(mu_)
+  const std::function<void(int64_t, int64_t)>* body_ PSF_GUARDED_BY(mu_) = nullptr;
+  int64_t n_ PSF_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ PSF_GUARDED_BY(mu_) = 0;
+  int pending_ PSF_GUARDED_BY(mu_) = 0;
+  bool stop_ PSF_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace psformer

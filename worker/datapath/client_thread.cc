@@ -12,7 +12,7 @@ ClientThread::ClientThread(std::unique_ptr<PsClient> client) : client_(std::move
 
 ClientThread::~ClientThread() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
   cv_.notify_one();
@@ -21,7 +21,7 @@ ClientThread::~ClientThread() {
 
 void ClientThread::Post(Command command) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     commands_.push_back(std::move(command));
   }
   cv_.notify_one();
@@ -32,10 +32,10 @@ void ClientThread::Loop() {
   while (true) {
     Command command;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (commands_.empty() && !stopping_ && client_->has_requests()) {
         // Replies may be coming: take them in, looking at the queue again at least every kReplyPollMs.
-        lock.unlock();
+        lock.Unlock();
         const Status taken = [&] {
           const TraceSpan traced("progress");
           return client_->Progress(kReplyPollMs);
@@ -46,7 +46,7 @@ void ClientThread::Loop() {
         }
         continue;
       }
-      cv_.wait(lock, [&] { return !commands_.empty() || stopping_; });
+      while (commands_.empty() && !stopping_) lock.Wait(&cv_);
       if (commands_.empty()) break;  // stopping, and nothing left to run
       command = std::move(commands_.front());
       commands_.pop_front();

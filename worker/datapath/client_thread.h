@@ -20,13 +20,13 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "pserver/client/ps_client.h"
 
 namespace psformer {
@@ -67,10 +67,10 @@ class ClientThread {
 
   std::unique_ptr<PsClient> client_;  // only the thread touches it
   Status progress_error_;             // only the thread touches it
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<Command> commands_;  // GUARDED_BY(mutex_)
-  bool stopping_ = false;         // GUARDED_BY(mutex_)
+  std::deque<Command> commands_ PSF_GUARDED_BY(mutex_);
+  bool stopping_ PSF_GUARDED_BY(mutex_) = false;
   std::thread thread_;            // last: starts once the rest is built
 };
 

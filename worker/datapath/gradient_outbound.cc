@@ -18,15 +18,15 @@ GradientOutbound::~GradientOutbound() {
 
 void GradientOutbound::Copying(ElementRange range, const StepStats& stats) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ++handed_;
   }
   queue_.Push({range, stats});
 }
 
 void GradientOutbound::Drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  posted_cv_.wait(lock, [&] { return posted_ == handed_; });
+  MutexLock lock(&mutex_);
+  while (posted_ != handed_) lock.Wait(&posted_cv_);
 }
 
 void GradientOutbound::Loop() {
@@ -40,7 +40,7 @@ void GradientOutbound::Loop() {
     PSF_CHECK(copied == item->range);  // copies complete in the order they were handed over
     client_->Post([this, item = *item](PsClient& client) { sink_(client, item.range, item.stats); });
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       ++posted_;
     }
     posted_cv_.notify_all();

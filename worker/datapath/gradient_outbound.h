@@ -12,9 +12,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "worker/backend/range_downloader.h"
 #include "worker/datapath/client_thread.h"
 #include "worker/datapath/stage_queue.h"
@@ -52,10 +52,10 @@ class GradientOutbound {
   ClientThread* client_;
   Sink sink_;
   StageQueue<Item> queue_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable posted_cv_;
-  uint64_t handed_ = 0;  // GUARDED_BY(mutex_): ranges given to Copying...
-  uint64_t posted_ = 0;  // GUARDED_BY(mutex_): ...and posted to the client thread
+  uint64_t handed_ PSF_GUARDED_BY(mutex_) = 0;  // ranges given to Copying...
+  uint64_t posted_ PSF_GUARDED_BY(mutex_) = 0;  // ...and posted to the client thread
   std::thread thread_;   // last: starts once the rest is built
 };
 

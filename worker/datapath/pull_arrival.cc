@@ -6,7 +6,7 @@
 namespace psformer {
 
 void PullArrival::Reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   landed_.clear();
   outcome_.reset();
 }
@@ -14,7 +14,7 @@ void PullArrival::Reset() {
 void PullArrival::Landed(uint64_t begin, uint64_t end) {
   if (begin >= end) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     // Insert in order, then merge with the neighbours it touches or overlaps.
     auto at = std::lower_bound(landed_.begin(), landed_.end(), std::make_pair(begin, end));
     at = landed_.insert(at, {begin, end});
@@ -33,7 +33,7 @@ void PullArrival::Landed(uint64_t begin, uint64_t end) {
 
 void PullArrival::Finish(Outcome outcome) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     outcome_ = std::move(outcome);
   }
   cv_.notify_all();
@@ -49,15 +49,15 @@ bool PullArrival::Covered(uint64_t begin, uint64_t end) const {
 }
 
 Status PullArrival::Await(uint64_t begin, uint64_t end) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return outcome_.has_value() || Covered(begin, end); });
+  MutexLock lock(&mutex_);
+  while (!outcome_.has_value() && !Covered(begin, end)) lock.Wait(&cv_);
   if (outcome_ && !outcome_->status.ok()) return outcome_->status;
   return Status::Ok();
 }
 
 PullArrival::Outcome PullArrival::AwaitAll() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return outcome_.has_value(); });
+  MutexLock lock(&mutex_);
+  while (!outcome_.has_value()) lock.Wait(&cv_);
   return *outcome_;
 }
 

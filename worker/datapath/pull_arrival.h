@@ -15,11 +15,11 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace psformer {
 
@@ -46,13 +46,13 @@ class PullArrival {
   Outcome AwaitAll();
 
  private:
-  bool Covered(uint64_t begin, uint64_t end) const;  // REQUIRES: mutex_ held
+  bool Covered(uint64_t begin, uint64_t end) const PSF_REQUIRES(mutex_);
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
   // Disjoint ranges that have landed, ascending and merged where they touch.
-  std::vector<std::pair<uint64_t, uint64_t>> landed_;  // GUARDED_BY(mutex_)
-  std::optional<Outcome> outcome_;                     // GUARDED_BY(mutex_)
+  std::vector<std::pair<uint64_t, uint64_t>> landed_ PSF_GUARDED_BY(mutex_);
+  std::optional<Outcome> outcome_ PSF_GUARDED_BY(mutex_);
 };
 
 }  // namespace psformer

@@ -8,9 +8,10 @@
 
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <utility>
+
+#include "common/thread_annotations.h"
 
 namespace psformer {
 
@@ -19,15 +20,15 @@ class StageQueue {
  public:
   void Push(T item) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       items_.push_back(std::move(item));
     }
     cv_.notify_one();
   }
   // The oldest item, once there is one; nullopt once the queue is closed and empty.
   std::optional<T> Pop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return !items_.empty() || closed_; });
+    MutexLock lock(&mutex_);
+    while (items_.empty() && !closed_) lock.Wait(&cv_);
     if (items_.empty()) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
@@ -36,17 +37,17 @@ class StageQueue {
   // Pop ends with nullopt once the items pushed before are taken.
   void Close() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       closed_ = true;
     }
     cv_.notify_all();
   }
 
  private:
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable cv_;
-  std::deque<T> items_;  // GUARDED_BY(mutex_)
-  bool closed_ = false;  // GUARDED_BY(mutex_)
+  std::deque<T> items_ PSF_GUARDED_BY(mutex_);
+  bool closed_ PSF_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace psformer

@@ -81,7 +81,7 @@ void CudaRangeDownloader::PinHost() {
 
 cudaEvent_t CudaRangeDownloader::TakeEvent() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!free_events_.empty()) {
       cudaEvent_t e = free_events_.back();
       free_events_.pop_back();
@@ -116,14 +116,14 @@ void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
     started.traced_copied = DeviceTimeline::NewEvent();
     PSF_CUDA_CHECK(cudaEventRecord(started.traced_copied, copy_stream_));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   in_flight_.push_back(started);
 }
 
 ElementRange CudaRangeDownloader::WaitOldest() {
   InFlight oldest;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     PSF_CHECK(!in_flight_.empty());
     oldest = in_flight_.front();
   }
@@ -137,7 +137,7 @@ ElementRange CudaRangeDownloader::WaitOldest() {
     DeviceTimeline::DestroyEvent(oldest.traced_final);
     DeviceTimeline::DestroyEvent(oldest.traced_copied);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   in_flight_.pop_front();
   free_events_.push_back(oldest.done);
   return oldest.range;

@@ -21,10 +21,10 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "worker/backend/cuda/device_timeline.h"
 #include "worker/backend/range_downloader.h"
 
@@ -89,9 +89,9 @@ class CudaRangeDownloader final : public RangeDownloader {
   size_t n_;
   size_t element_bytes_;
   bool host_pinned_ = false;
-  std::mutex mutex_;                      // guards the two below
-  std::deque<InFlight> in_flight_;        // started, not yet returned, in start order
-  std::vector<CUevent_st*> free_events_;  // done events of returned ranges, for reuse
+  Mutex mutex_;
+  std::deque<InFlight> in_flight_ PSF_GUARDED_BY(mutex_);        // started, not yet returned, in start order
+  std::vector<CUevent_st*> free_events_ PSF_GUARDED_BY(mutex_);  // done events of returned ranges, for reuse
 };
 
 }  // namespace psformer

@@ -37,6 +37,13 @@ std::vector<Frame> Payload(uint64_t elements, size_t bytes_per, size_t frame_byt
   return frames;
 }
 
+// A run table frame, then `values` fp32 values in frames of at most `frame_bytes`.
+std::vector<Frame> Tabled(const std::vector<ElementRun>& runs, uint64_t values, size_t frame_bytes) {
+  std::vector<Frame> frames = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
+  for (Frame& f : Payload(values, 4, frame_bytes)) frames.push_back(std::move(f));
+  return frames;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: wire_seed_corpus DIR\n";
@@ -80,31 +87,26 @@ int Main(int argc, char** argv) {
   dense.set_end(r.begin + 10);
   dense.set_part(proto::DENSE);
   split_seeds.emplace_back("push_dense", EncodeMessage("s", dense, Payload(10, 4, 16)));
+  // The runs [1, 4) and [6, 8) of the piece's 10 elements: 5 named.
+  const std::vector<ElementRun> runs = {{1, 3}, {6, 2}};
   proto::Header rows = dense;
   rows.set_part(proto::ROWS);
-  rows.set_runs(2);
-  const std::vector<ElementRun> runs = {{1, 3}, {6, 2}};
-  std::vector<Frame> rows_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
-  for (Frame& f : Payload(5, 4, 12)) rows_payload.push_back(std::move(f));
-  split_seeds.emplace_back("push_rows", EncodeMessage("s", rows, rows_payload));
+  rows.set_runs(runs.size());
+  split_seeds.emplace_back("push_rows", EncodeMessage("s", rows, Tabled(runs, 5, 12)));
   // A DENSE push that names its rows first: the table, then the whole piece's values.
   proto::Header named = dense;
   named.set_named(true);
-  named.set_runs(2);
-  std::vector<Frame> named_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
-  for (Frame& f : Payload(10, 4, 16)) named_payload.push_back(std::move(f));
-  split_seeds.emplace_back("push_dense_named", EncodeMessage("s", named, std::move(named_payload)));
+  named.set_runs(runs.size());
+  split_seeds.emplace_back("push_dense_named", EncodeMessage("s", named, Tabled(runs, 10, 16)));
   // The split piece's pull answered in two parts: its rows, then the other elements.
   proto::Header params_rows = params;
   params_rows.set_end(r.begin + 10);
   params_rows.set_part(proto::ROWS);
-  params_rows.set_runs(2);
-  seeds.emplace_back("params_rows", EncodeMessage("s", params_rows, std::move(rows_payload)));
+  params_rows.set_runs(runs.size());
+  seeds.emplace_back("params_rows", EncodeMessage("s", params_rows, Tabled(runs, 5, 12)));
   proto::Header params_dense = params_rows;
   params_dense.set_part(proto::DENSE);
-  std::vector<Frame> dense_payload = {Frame::Copy(runs.data(), runs.size() * kRunBytes)};
-  for (Frame& f : Payload(5, 4, 12)) dense_payload.push_back(std::move(f));
-  seeds.emplace_back("params_dense", EncodeMessage("s", params_dense, std::move(dense_payload)));
+  seeds.emplace_back("params_dense", EncodeMessage("s", params_dense, Tabled(runs, 5, 12)));
   const size_t plain = seeds.size();
   for (auto& seed : split_seeds) seeds.push_back(std::move(seed));
   for (size_t i = 0; i < seeds.size(); ++i) {

@@ -1,11 +1,16 @@
 // ZmqVan over loopback TCP and ipc: whole multipart messages both ways, routing replies back to
 // the sender, and zero-copy sends that release the caller's buffer once sent. With CURVE: the
 // job's client talks, a client without keys or with another client keypair is refused (its
-// messages never arrive) while the server goes on serving the job's client; keys in text form.
+// messages never arrive) while the server goes on serving the job's client, and a refused
+// client's Send waiting for room ends when asked to stop; keys in text form.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "common/transport/curve_keys.h"
@@ -133,14 +138,34 @@ TEST(ZmqVanCurve, JobClientTalksOverIpc) {
   CurveRoundTrip("ipc://" + dir.File("curve.sock"));
 }
 
-TEST(ZmqVanCurve, ForeignClientsAreRefusedAndTheJobsClientIsStillServed) {
-  auto keys = GenerateCurveKeys();
-  auto other = GenerateCurveKeys();
-  ASSERT_TRUE(keys.ok() && other.ok());
-  ZmqVan server(WithKeys(keys->ForServer()));
-  auto bound = server.Bind("tcp://127.0.0.1:0");
-  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+// A job's server on loopback, and another job's keys to be refused with.
+class ZmqVanRefusal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto job = GenerateCurveKeys();
+    auto foreign = GenerateCurveKeys();
+    ASSERT_TRUE(job.ok() && foreign.ok());
+    keys_ = *job;
+    other_ = *foreign;
+    server_ = std::make_unique<ZmqVan>(WithKeys(keys_.ForServer()));
+    auto bound = server_->Bind("tcp://127.0.0.1:0");
+    ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+    endpoint_ = *bound;
+  }
 
+  // Another job's client keypair, knowing this server's public key.
+  CurveKeys Stranger() const {
+    CurveKeys stranger = other_;
+    stranger.server_public = keys_.server_public;
+    return stranger.ForClient();
+  }
+
+  CurveKeys keys_, other_;
+  std::unique_ptr<ZmqVan> server_;
+  std::string endpoint_;
+};
+
+TEST_F(ZmqVanRefusal, ForeignClientsAreRefusedAndTheJobsClientIsStillServed) {
   // No keys at all: the CURVE handshake never completes, nothing arrives.
   // A refused client's Send may fail (libzmq dropped its connection) or queue: either way,
   // nothing reaches the server.
@@ -148,34 +173,81 @@ TEST(ZmqVanCurve, ForeignClientsAreRefusedAndTheJobsClientIsStillServed) {
   plain.linger_ms = 0;
   plain.send_timeout_ms = 1000;
   ZmqVan no_keys(plain);
-  ASSERT_TRUE(no_keys.Connect("srv", *bound).ok());
+  ASSERT_TRUE(no_keys.Connect("srv", endpoint_).ok());
   no_keys.Send(Text("srv", "let me in")).ok();
   // Another job's client keypair, even knowing this server's public key: the ZAP handler refuses it.
-  CurveKeys stranger = *other;
-  stranger.server_public = keys->server_public;
-  ZmqVan wrong_client(WithKeys(stranger.ForClient()));
-  ASSERT_TRUE(wrong_client.Connect("srv", *bound).ok());
+  ZmqVan wrong_client(WithKeys(Stranger()));
+  ASSERT_TRUE(wrong_client.Connect("srv", endpoint_).ok());
   wrong_client.Send(Text("srv", "let me in too")).ok();
   // The right client keys but another server key: the client refuses the server (and would
   // never talk to an impostor).
-  CurveKeys wrong_server = keys->ForClient();
-  wrong_server.server_public = other->server_public;
+  CurveKeys wrong_server = keys_.ForClient();
+  wrong_server.server_public = other_.server_public;
   ZmqVan misled(WithKeys(wrong_server));
-  ASSERT_TRUE(misled.Connect("srv", *bound).ok());
+  ASSERT_TRUE(misled.Connect("srv", endpoint_).ok());
   misled.Send(Text("srv", "hello?")).ok();
 
-  for (int i = 0; i < 20 && server.refused_clients() == 0; ++i) {
-    EXPECT_FALSE(RecvWithin(server, 100).has_value()) << "a foreign client's message arrived";
+  for (int i = 0; i < 20 && server_->refused_clients() == 0; ++i) {
+    EXPECT_FALSE(RecvWithin(*server_, 100).has_value()) << "a foreign client's message arrived";
   }
-  EXPECT_GE(server.refused_clients(), 1u);
-  EXPECT_FALSE(RecvWithin(server, 1000).has_value()) << "a foreign client's message arrived";
+  EXPECT_GE(server_->refused_clients(), 1u);
+  EXPECT_FALSE(RecvWithin(*server_, 1000).has_value()) << "a foreign client's message arrived";
 
-  ZmqVan client(WithKeys(keys->ForClient()));
-  ASSERT_TRUE(client.Connect("srv", *bound).ok());
-  ASSERT_NO_FATAL_FAILURE(Exchange(server, client, "job member", "welcome"));
+  ZmqVan client(WithKeys(keys_.ForClient()));
+  ASSERT_TRUE(client.Connect("srv", endpoint_).ok());
+  ASSERT_NO_FATAL_FAILURE(Exchange(*server_, client, "job member", "welcome"));
   EXPECT_FALSE(RecvWithin(no_keys, 0).has_value());
   EXPECT_FALSE(RecvWithin(wrong_client, 0).has_value());
   EXPECT_FALSE(RecvWithin(misled, 0).has_value());
+}
+
+std::atomic<int> g_interruptions{0};
+
+// A refused client's Send waits for room that never comes (libzmq dropped its connection): a
+// signal reaching the waiting thread does not end the wait, and stop_waiting does, at once,
+// long before send_timeout_ms (what lets a worker asked to stop while its HELLO waits exit).
+TEST_F(ZmqVanRefusal, ASendWaitingForRoomEndsWhenAskedToStopAndNotOnASignal) {
+  ZmqVanOptions o = WithKeys(Stranger());
+  o.send_timeout_ms = 120000;
+  std::atomic<bool> stop{false};
+  o.stop_waiting = [&stop] { return stop.load(); };
+  ZmqVan refused(o);
+  ASSERT_TRUE(refused.Connect("srv", endpoint_).ok());
+
+  struct sigaction count = {}, old = {};
+  count.sa_handler = [](int) { g_interruptions.fetch_add(1); };
+  sigemptyset(&count.sa_mask);  // no SA_RESTART: the wait sees EINTR
+  ASSERT_EQ(sigaction(SIGUSR1, &count, &old), 0);
+  // Messages queue until libzmq, refused, drops the connection; from then on a Send waits.
+  using Clock = std::chrono::steady_clock;
+  std::atomic<int64_t> waiting_since{0};  // when the Send in progress began (ns), 0 = none
+  const pthread_t sender = pthread_self();
+  std::thread asker([&] {
+    for (int i = 0; i < 400; ++i) {  // at most ~20 s for a Send to wait 200 ms
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t since = waiting_since.load();
+      if (since != 0 && Clock::now().time_since_epoch().count() - since > 200'000'000) break;
+    }
+    for (int i = 0; i < 3; ++i) {
+      pthread_kill(sender, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    stop.store(true);
+  });
+  Status sent = Status::Ok();
+  for (int i = 0; i < 100 && sent.ok(); ++i) {
+    waiting_since.store(Clock::now().time_since_epoch().count());
+    sent = refused.Send(Text("srv", "let me in"));
+    waiting_since.store(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  asker.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_GE(server_->refused_clients(), 1u);
+  EXPECT_EQ(g_interruptions.load(), 3);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.message().find("asked to stop while waiting for room to queue a message to srv"), std::string::npos)
+      << sent.ToString();
 }
 
 TEST(ZmqVanCurve, RefusesToServeOrConnectWithoutItsSecret) {

@@ -109,8 +109,8 @@ class WorkerLoop {
 
 Status WorkerLoop::Connect() {
   // The job's transport: CURVE-authenticated, with the config's injected faults (van_factory.h).
-  PSF_ASSIGN_OR_RETURN(
-      auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2, faults_.shm_faults()));
+  PSF_ASSIGN_OR_RETURN(auto van, MakeClientVan(config_, FaultStream(FaultRole::kWorker, options_.index), 2,
+                                               faults_.shm_faults(), WorkerStopRequested));
   PSF_ASSIGN_OR_RETURN(auto client, PsClient::Create(ClientOptions(proto::WORKER), std::move(van)));
   PSF_ASSIGN_OR_RETURN(data_path_, WorkerDataPath::Create(config_, faults_, computer_.get(), std::move(client)));
   return Status::Ok();

@@ -21,7 +21,8 @@ constexpr int kRefusedSendTimeoutMs = 30000;
 
 StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t fault_stream, const CurveKeys* keys,
                                        int io_threads, Side side, const ShmVanOptions* shm = nullptr,
-                                       std::function<bool(const SendRank&)> yield_answer = nullptr) {
+                                       std::function<bool(const SendRank&)> yield_answer = nullptr,
+                                       std::function<bool()> stop_waiting = nullptr) {
   const FaultyVanOptions faults = FaultyVanOptions::FromConfig(config.fault(), fault_stream);
   PSF_RETURN_IF_ERROR(faults.Validate());
   ZmqVanOptions zo;
@@ -30,9 +31,11 @@ StatusOr<std::unique_ptr<Van>> MakeVan(const proto::JobConfig& config, uint64_t 
   zo.streams = config.cluster().streams();
   zo.io_threads = std::max(io_threads, zo.streams);
   // A server that refuses this client's handshake (other CURVE keys, or none where it wants
-  // them) leaves nothing to queue to: a Send fails after this long instead of hanging, where a
-  // signal asking the process to stop could not reach it.
+  // them) leaves nothing to queue to: a Send fails after this long instead of hanging, and at
+  // once when stop_waiting says the process was asked to stop (the signal that asked may have
+  // reached any of its threads, not the one waiting).
   if (side != Side::kServer) zo.send_timeout_ms = kRefusedSendTimeoutMs;
+  zo.stop_waiting = std::move(stop_waiting);
   // Servers and aggregators poll their Vans in a loop, so they may hold back what they send
   // over tcp:// (an aggregator's sums to other hosts' servers, a server's answers to peers that
   // came over tcp://) and send it by need; a worker's client thread waits on its own commands
@@ -111,8 +114,8 @@ StatusOr<std::optional<ShmVanOptions>> ShmOptionsFromEnvironment(const proto::Jo
 
 StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& config, uint64_t fault_stream,
                                                    int io_threads, Side side, const std::string& ipc_endpoint,
-                                                   std::shared_ptr<ShmFaultSwitch> shm_faults,
-                                                   uint64_t shard_begin = 0) {
+                                                   std::shared_ptr<ShmFaultSwitch> shm_faults, uint64_t shard_begin = 0,
+                                                   std::function<bool()> stop_waiting = nullptr) {
   std::optional<CurveKeys> keys;
   if (config.cluster().authenticate()) {
     PSF_ASSIGN_OR_RETURN(keys, CurveKeysFromEnvironment());
@@ -134,8 +137,8 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
         std::shared_ptr<HostLinkBoard> board;
         bool failed = false;
       };
-      auto state =
-          std::make_shared<Board>(Board{std::move(path), std::max(1, HostGroups::Of(config).count()), shard_begin});
+      auto state = std::make_shared<Board>(
+          Board{std::move(path), std::max(1, HostGroups::Of(config).count()), shard_begin, nullptr, false});
       yield_answer = [state](const SendRank& rank) {
         if (!state->board && !state->failed) {
           auto board = HostLinkBoard::Open(state->path, state->slots);
@@ -152,7 +155,7 @@ StatusOr<std::unique_ptr<Van>> MakeFromEnvironment(const proto::JobConfig& confi
     }
   }
   return MakeVan(config, fault_stream, keys ? &*keys : nullptr, io_threads, side, shm ? &*shm : nullptr,
-                 std::move(yield_answer));
+                 std::move(yield_answer), std::move(stop_waiting));
 }
 
 bool IsWildcardHost(const std::string& host) { return host.empty() || host == "*" || host == "0.0.0.0"; }
@@ -183,8 +186,10 @@ StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uin
 }
 
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads,
-                                             std::shared_ptr<ShmFaultSwitch> shm_faults) {
-  return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient, "", std::move(shm_faults));
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults,
+                                             std::function<bool()> stop_waiting) {
+  return MakeFromEnvironment(config, fault_stream, io_threads, Side::kClient, "", std::move(shm_faults), 0,
+                             std::move(stop_waiting));
 }
 
 StatusOr<std::unique_ptr<Van>> MakeAggregatorVan(const proto::JobConfig& config, uint64_t fault_stream,

@@ -13,6 +13,7 @@
 #define PSFORMER_COMMON_TRANSPORT_VAN_FACTORY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,8 +42,11 @@ StatusOr<std::unique_ptr<Van>> MakeServerVan(const proto::JobConfig& config, uin
 // A client's Van (Connect it to the servers): CURVE client trusting only the job's server key.
 // fault_stream: FaultStream(FaultRole::kWorker, worker) or FaultStream(FaultRole::kControl, id).
 // io_threads: ZeroMQ I/O threads of its context. shm_faults: as for MakeServerVan.
+// stop_waiting: true once the process is asked to stop; a Send waiting for room to queue (to a
+// server that refused this client's CURVE handshake) then fails at once (ZmqVanOptions).
 StatusOr<std::unique_ptr<Van>> MakeClientVan(const proto::JobConfig& config, uint64_t fault_stream, int io_threads = 1,
-                                             std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr);
+                                             std::shared_ptr<ShmFaultSwitch> shm_faults = nullptr,
+                                             std::function<bool()> stop_waiting = nullptr);
 
 // A host group's aggregator's Van (pserver/aggregator/host_aggregator.h): Bind it for the group's
 // workers (a CURVE server to them) and Connect it to the servers (a CURVE client of theirs), so

@@ -68,7 +68,10 @@ void ZmqVan::ConfigureSocket(zmq::socket_t& socket, bool hold) {
   socket.set(zmq::sockopt::rcvhwm, 0);
   socket.set(zmq::sockopt::linger, options_.linger_ms);
   if (options_.max_frame_bytes >= 0) socket.set(zmq::sockopt::maxmsgsize, options_.max_frame_bytes);
-  if (options_.send_timeout_ms >= 0) socket.set(zmq::sockopt::sndtimeo, options_.send_timeout_ms);
+  // With stop_waiting, the wait for room is taken in short turns (SendFrames counts them).
+  int wait_ms = options_.send_timeout_ms;
+  if (options_.stop_waiting) wait_ms = wait_ms < 0 ? kStopCheckMs : std::min(wait_ms, kStopCheckMs);
+  if (wait_ms >= 0) socket.set(zmq::sockopt::sndtimeo, wait_ms);
 }
 
 StatusOr<std::unique_ptr<zmq::socket_t>> ZmqVan::MakeRouter(bool hold) {
@@ -144,20 +147,34 @@ Status ZmqVan::Connect(const std::string& peer, const std::string& endpoint) {
 }
 
 Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from) {
-  try {
-    for (size_t i = from; i < frames.size(); ++i) {
-      const bool last = i + 1 == frames.size();
-      auto sent = socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore);
-      if (!sent) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto waited_out = [&] {
+    return options_.send_timeout_ms >= 0 &&
+           std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(options_.send_timeout_ms);
+  };
+  for (size_t i = from; i < frames.size(); ++i) {
+    const bool last = i + 1 == frames.size();
+    while (true) {
+      try {
+        if (socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore)) break;
+      } catch (const zmq::error_t& e) {
+        // A signal reached this thread while it waited: the wait goes on unless it asks to stop.
+        if (e.num() != EINTR || !options_.stop_waiting) {
+          return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
+        }
+      }
+      if (options_.stop_waiting && options_.stop_waiting()) {
+        return Status::Unavailable("van: asked to stop while waiting for room to queue a message to " + peer +
+                                   (options_.curve ? " (did it refuse this process's CURVE keys?)" : ""));
+      }
+      if (waited_out()) {
         return Status::Unavailable("van: cannot queue a message to " + peer + " for " +
                                    std::to_string(options_.send_timeout_ms) + " ms" +
                                    (options_.curve ? " (did it refuse this process's CURVE keys?)" : ""));
       }
     }
-    return Status::Ok();
-  } catch (const zmq::error_t& e) {
-    return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
   }
+  return Status::Ok();
 }
 
 StatusOr<ZmqVan::Handed> ZmqVan::HandOver(Outgoing& out) {

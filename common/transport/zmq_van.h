@@ -65,6 +65,10 @@ struct ZmqVanOptions {
   // forever. Queuing waits only while a peer has no connection object at all, which after
   // Connect happens when the peer refused our CURVE handshake (libzmq then drops it).
   int send_timeout_ms = -1;
+  // While a Send waits for room (above), asked every kStopCheckMs: true makes that Send fail at
+  // once (Unavailable), so a process asked to stop (a signal handler sets what this reads) is not
+  // held for send_timeout_ms, whichever of its threads the signal reached. Null = never.
+  std::function<bool()> stop_waiting;
   // The job's CURVE keys; unset = no authentication, no encryption. Bind needs server_secret
   // (ForServer), Connect needs client_secret (ForClient).
   std::optional<CurveKeys> curve;
@@ -129,7 +133,10 @@ class ZmqVan : public Van {
     std::unique_ptr<zmq::socket_t> socket;
     bool hold = false;
   };
-  // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be.
+  // How often a Send waiting for room asks options.stop_waiting.
+  static constexpr int kStopCheckMs = 50;
+  // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be; a wait
+  // interrupted by a signal goes on unless options.stop_waiting says to stop.
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
   // The whole message waiting at `socket` (from `name`, or from the routing id when `router`
   // is set: the index in routers_ it came to); nullopt where that was a slice and more are to

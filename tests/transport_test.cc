@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -160,6 +163,19 @@ class ZmqVanRefusal : public ::testing::Test {
     return stranger.ForClient();
   }
 
+  // Foreign clients have sent: the server refuses at least one and receives nothing from them
+  // (for `settle_ms` more), then serves a client of the job.
+  void ExpectRefusedAndTheJobServed(int settle_ms) {
+    for (int i = 0; i < 20 && server_->refused_clients() == 0; ++i) {
+      EXPECT_FALSE(RecvWithin(*server_, 100).has_value()) << "a foreign client's message arrived";
+    }
+    EXPECT_GE(server_->refused_clients(), 1u);
+    EXPECT_FALSE(RecvWithin(*server_, settle_ms).has_value()) << "a foreign client's message arrived";
+    ZmqVan client(WithKeys(keys_.ForClient()));
+    ASSERT_TRUE(client.Connect("srv", endpoint_).ok());
+    ASSERT_NO_FATAL_FAILURE(Exchange(*server_, client, "job member", "welcome"));
+  }
+
   CurveKeys keys_, other_;
   std::unique_ptr<ZmqVan> server_;
   std::string endpoint_;
@@ -187,15 +203,7 @@ TEST_F(ZmqVanRefusal, ForeignClientsAreRefusedAndTheJobsClientIsStillServed) {
   ASSERT_TRUE(misled.Connect("srv", endpoint_).ok());
   misled.Send(Text("srv", "hello?")).ok();
 
-  for (int i = 0; i < 20 && server_->refused_clients() == 0; ++i) {
-    EXPECT_FALSE(RecvWithin(*server_, 100).has_value()) << "a foreign client's message arrived";
-  }
-  EXPECT_GE(server_->refused_clients(), 1u);
-  EXPECT_FALSE(RecvWithin(*server_, 1000).has_value()) << "a foreign client's message arrived";
-
-  ZmqVan client(WithKeys(keys_.ForClient()));
-  ASSERT_TRUE(client.Connect("srv", endpoint_).ok());
-  ASSERT_NO_FATAL_FAILURE(Exchange(*server_, client, "job member", "welcome"));
+  ASSERT_NO_FATAL_FAILURE(ExpectRefusedAndTheJobServed(1000));
   EXPECT_FALSE(RecvWithin(no_keys, 0).has_value());
   EXPECT_FALSE(RecvWithin(wrong_client, 0).has_value());
   EXPECT_FALSE(RecvWithin(misled, 0).has_value());
@@ -218,6 +226,7 @@ TEST_F(ZmqVanRefusal, ASendWaitingForRoomEndsWhenAskedToStopAndNotOnASignal) {
   count.sa_handler = [](int) { g_interruptions.fetch_add(1); };
   sigemptyset(&count.sa_mask);  // no SA_RESTART: the wait sees EINTR
   ASSERT_EQ(sigaction(SIGUSR1, &count, &old), 0);
+  g_interruptions.store(0);
   // Messages queue until libzmq, refused, drops the connection; from then on a Send waits.
   using Clock = std::chrono::steady_clock;
   std::atomic<int64_t> waiting_since{0};  // when the Send in progress began (ns), 0 = none
@@ -248,6 +257,42 @@ TEST_F(ZmqVanRefusal, ASendWaitingForRoomEndsWhenAskedToStopAndNotOnASignal) {
   ASSERT_FALSE(sent.ok());
   EXPECT_NE(sent.message().find("asked to stop while waiting for room to queue a message to srv"), std::string::npos)
       << sent.ToString();
+}
+
+// A signal that reaches the authentication handler's thread must not stop it: without a
+// handler, libzmq would admit any client that knows the server's public key.
+TEST_F(ZmqVanRefusal, ASignalDoesNotStopTheAuthenticationHandler) {
+  {
+    ZmqVan client(WithKeys(keys_.ForClient()));  // answered: the handler's thread is running
+    ASSERT_TRUE(client.Connect("srv", endpoint_).ok());
+    ASSERT_NO_FATAL_FAILURE(Exchange(*server_, client, "before", "the signals"));
+  }
+  // The handler's thread, by the name it takes once it runs.
+  pid_t handler = 0;
+  for (int i = 0; i < 100 && handler == 0; ++i) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      if (testing::ReadTextFile(task.path() / "comm") == "psf-zap\n") {
+        handler = std::stoi(task.path().filename().string());
+      }
+    }
+    if (handler == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(handler, 0) << "no thread named psf-zap";
+  struct sigaction count = {}, old = {};
+  count.sa_handler = [](int) { g_interruptions.fetch_add(1); };
+  sigemptyset(&count.sa_mask);  // no SA_RESTART: a wait the signal reaches sees EINTR
+  ASSERT_EQ(sigaction(SIGUSR1, &count, &old), 0);
+  g_interruptions.store(0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(syscall(SYS_tgkill, getpid(), handler, SIGUSR1), 0) << "the handler's thread has ended";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ZmqVan stranger(WithKeys(Stranger()));
+  ASSERT_TRUE(stranger.Connect("srv", endpoint_).ok());
+  stranger.Send(Text("srv", "let me in")).ok();
+  ASSERT_NO_FATAL_FAILURE(ExpectRefusedAndTheJobServed(500));
+  EXPECT_EQ(g_interruptions.load(), 0);
+  sigaction(SIGUSR1, &old, nullptr);
 }
 
 TEST(ZmqVanCurve, RefusesToServeOrConnectWithoutItsSecret) {

@@ -1,5 +1,8 @@
 #include "common/transport/zap_handler.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
 #include <vector>
 
@@ -40,6 +43,14 @@ ZapHandler::~ZapHandler() {
 }
 
 void ZapHandler::Serve() {
+  // No signal is for this thread. One that reached it would end its poll with EINTR, which
+  // cppzmq throws, and the handler would stop; with no handler, libzmq admits any client that
+  // knows the server's public key (ZMQ_ZAP_ENFORCE_DOMAIN is a draft option). Blocked here, a
+  // process's signals reach a thread that handles them.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  pthread_setname_np(pthread_self(), "psf-zap");  // in top, gdb and perf; set once signals are blocked
   try {
     while (!stop_.load()) {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};

@@ -221,10 +221,7 @@ GroupedRun RunJob(const proto::JobConfig& config, int steps, const RunOptions& o
       EXPECT_TRUE(s.ok()) << "worker " << w << ", step " << t << ": " << s.ToString();
     }
   }
-  for (int w = 0; w < workers; ++w) {
-    Status s = clients[w]->Wait(pulls[w]);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
+  ExpectEachEndsWell(clients, pulls);
   for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
   GroupedRun run;
   run.params = params[0];

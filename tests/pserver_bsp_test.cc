@@ -94,15 +94,9 @@ std::vector<float> RunBspInPieces(int workers, int servers, int steps, const std
       }
     }
     for (int w = 0; w < workers; ++w) pulls[w] = *clients[w]->Pull(t, params[w].data());
-    for (int w = 0; w < workers; ++w) {
-      Status s = clients[w]->Wait(pushes[w]);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
+    ExpectEachEndsWell(clients, pushes);
   }
-  for (int w = 0; w < workers; ++w) {
-    Status s = clients[w]->Wait(pulls[w]);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
+  ExpectEachEndsWell(clients, pulls);
   for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
   for (int k = 0; k < servers; ++k) {
     const int shard_pieces = pieces->EndOf(k) - pieces->FirstOf(k);

@@ -259,6 +259,15 @@ class ReferenceTrainer {
   std::vector<float> params_, m_, v_;  // (n)
 };
 
+// Waits on each client's ticket in turn (clients[w] on tickets[w]); each must end well.
+inline void ExpectEachEndsWell(std::vector<std::unique_ptr<PsClient>>& clients,
+                               const std::vector<PsClient::Ticket>& tickets) {
+  for (size_t w = 0; w < clients.size(); ++w) {
+    const Status s = clients[w]->Wait(tickets[w]);
+    EXPECT_TRUE(s.ok()) << "client " << w << ": " << s.ToString();
+  }
+}
+
 // Bitwise equality with the first differing index in the message.
 inline ::testing::AssertionResult BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();

@@ -185,15 +185,9 @@ std::vector<float> RunSplit(int workers, int servers, int steps, bool with_rows,
       EXPECT_TRUE(clients[w]->PushRows(pushes[w], rows[w], values[w].data(), kWidth).ok());
       pulls[w] = *clients[w]->Pull(t, params[w].data());
     }
-    for (int w = 0; w < workers; ++w) {
-      Status s = clients[w]->Wait(pushes[w]);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
+    ExpectEachEndsWell(clients, pushes);
   }
-  for (int w = 0; w < workers; ++w) {
-    Status s = clients[w]->Wait(pulls[w]);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
+  ExpectEachEndsWell(clients, pulls);
   for (int w = 1; w < workers; ++w) EXPECT_TRUE(BitwiseEqual(params[w], params[0]));
   if (fault_van != nullptr) {
     EXPECT_GT(fault_van->rows_seen(), 2);  // the lost one was sent again

@@ -158,10 +158,9 @@ Status ZmqVan::SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, con
       try {
         if (socket.send(ZeroCopyMessage(frames[i]), last ? zmq::send_flags::none : zmq::send_flags::sndmore)) break;
       } catch (const zmq::error_t& e) {
-        // A signal reached this thread while it waited: the wait goes on unless it asks to stop.
-        if (e.num() != EINTR || !options_.stop_waiting) {
-          return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
-        }
+        // A signal reached this thread (a stop request, whichever thread it was meant for):
+        // nothing was queued, and the send goes on as a wait for room would.
+        if (e.num() != EINTR) return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
       }
       if (options_.stop_waiting && options_.stop_waiting()) {
         return Status::Unavailable("van: asked to stop while waiting for room to queue a message to " + peer +
@@ -208,6 +207,7 @@ StatusOr<ZmqVan::Handed> ZmqVan::HandOver(Outgoing& out) {
           continue;
         }
       } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;  // a signal, as for no room: held, and tried again
         return Status::Unavailable("van: send to peer failed: " + std::string(e.what()));
       }
     }
@@ -236,14 +236,17 @@ StatusOr<ZmqVan::Handed> ZmqVan::Route(const std::string& peer, std::vector<Fram
     return Status::Unavailable("van: unknown peer (not connected, and not one that wrote to this Van)");
   }
   const Router& router = *found;
-  try {
-    // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH and, on
-    // a ROUTER that holds, a full connection into EAGAIN (whole messages count against it, so
-    // once the id is taken the rest always are).
-    const auto flags = zmq::send_flags::sndmore | (router.hold ? zmq::send_flags::dontwait : zmq::send_flags::none);
-    if (!router.socket->send(zmq::buffer(peer.data() + 2, peer.size() - 2), flags)) return Handed::kNoRoom;
-  } catch (const zmq::error_t& e) {
-    return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
+  // The routing id goes first; ROUTER_MANDATORY turns an unknown id into EHOSTUNREACH and, on
+  // a ROUTER that holds, a full connection into EAGAIN (whole messages count against it, so
+  // once the id is taken the rest always are). A signal (EINTR) queued nothing: sent again.
+  const auto flags = zmq::send_flags::sndmore | (router.hold ? zmq::send_flags::dontwait : zmq::send_flags::none);
+  while (true) {
+    try {
+      if (!router.socket->send(zmq::buffer(peer.data() + 2, peer.size() - 2), flags)) return Handed::kNoRoom;
+      break;
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return Status::Unavailable("van: peer unreachable: " + std::string(e.what()));
+    }
   }
   PSF_RETURN_IF_ERROR(SendFrames(*router.socket, frames, "routed peer", 0));
   return Handed::kSent;

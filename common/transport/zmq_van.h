@@ -135,8 +135,8 @@ class ZmqVan : public Van {
   };
   // How often a Send waiting for room asks options.stop_waiting.
   static constexpr int kStopCheckMs = 50;
-  // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be; a wait
-  // interrupted by a signal goes on unless options.stop_waiting says to stop.
+  // Queues frames[from..] to `socket`, waiting for room (send_timeout_ms) if need be. A signal
+  // fails no send: an interrupted one goes on (unless options.stop_waiting says to stop).
   Status SendFrames(zmq::socket_t& socket, std::vector<Frame>& frames, const std::string& peer, size_t from);
   // The whole message waiting at `socket` (from `name`, or from the routing id when `router`
   // is set: the index in routers_ it came to); nullopt where that was a slice and more are to

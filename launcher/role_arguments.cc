@@ -1,5 +1,6 @@
 #include "launcher/role_arguments.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include "common/config_loader.h"
@@ -155,6 +156,20 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
   if (line.arguments.threads < 0) {
     line.exit_status =
         ReportError(command, "--threads " + std::to_string(line.arguments.threads) + " must be >= 0", kExitUsage);
+    return line;
+  }
+  // Where the role writes its metrics, checkpoints and logs: psformer train and launch make it,
+  // and a role started by hand must not find out only when it first writes.
+  std::error_code ec;
+  const std::string& run_dir = line.arguments.run_dir;
+  if (!std::filesystem::is_directory(run_dir, ec)) {
+    line.exit_status =
+        ReportError(command,
+                    "--run-dir " + run_dir +
+                        (std::filesystem::exists(run_dir, ec) ? " is not a directory" : ": no such directory") +
+                        " (psformer train makes the run directory; a role started by hand needs "
+                        "an existing one)",
+                    kExitUsage);
     return line;
   }
   // Before any pool or transport is made (common/role_threads.h).

@@ -158,20 +158,6 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
         ReportError(command, "--threads " + std::to_string(line.arguments.threads) + " must be >= 0", kExitUsage);
     return line;
   }
-  // Where the role writes its metrics, checkpoints and logs: psformer train and launch make it,
-  // and a role started by hand must not find out only when it first writes.
-  std::error_code ec;
-  const std::string& run_dir = line.arguments.run_dir;
-  if (!std::filesystem::is_directory(run_dir, ec)) {
-    line.exit_status =
-        ReportError(command,
-                    "--run-dir " + run_dir +
-                        (std::filesystem::exists(run_dir, ec) ? " is not a directory" : ": no such directory") +
-                        " (psformer train makes the run directory; a role started by hand needs "
-                        "an existing one)",
-                    kExitUsage);
-    return line;
-  }
   // Before any pool or transport is made (common/role_threads.h).
   SetPayloadThreads(line.arguments.threads);
   auto config = ResolveConfig(line.arguments.config, {});
@@ -201,6 +187,20 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
     line.exit_status = ReportError(
         command, "--index " + std::to_string(line.arguments.index) + " is outside 0.." + std::to_string(roles - 1) + field,
         kExitUsage);
+    return line;
+  }
+  // Where the role writes its metrics, checkpoints and logs: psformer train and launch make it,
+  // and a role started by hand must not find out only when it first writes.
+  std::error_code ec;
+  const std::string& run_dir = line.arguments.run_dir;
+  if (!std::filesystem::is_directory(run_dir, ec)) {
+    line.exit_status =
+        ReportError(command,
+                    "--run-dir " + run_dir +
+                        (std::filesystem::exists(run_dir, ec) ? " is not a directory" : ": no such directory") +
+                        " (psformer train makes the run directory; a role started by hand needs "
+                        "an existing one)",
+                    kExitUsage);
     return line;
   }
   RoleSlot slot;

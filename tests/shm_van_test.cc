@@ -93,6 +93,50 @@ TEST(ShmVan, LargeFramesTravelThroughSharedMemoryBothWays) {
   EXPECT_EQ(p.client->stats().frames_received_shm, 1u);
 }
 
+// A receiver asked to register its peers' memory (a GPU worker) registers each peer segment
+// once, as it maps it (one mapped before the ask at once): a frame received through shared
+// memory then lies in pinned memory, an inline one or any other address does not; a pin that
+// fails (null) leaves its segment unpinned. Each registration is undone when its mapping goes,
+// once the van and every frame viewing it are gone.
+TEST(ShmVan, PeerSegmentsAreRegisteredOnceAsTheyAreMapped) {
+  int pins = 0, unpins = 0;
+  bool fail = false;
+  std::vector<std::pair<const void*, size_t>> pinned;
+  {
+    Pair p;
+    const std::string big = Pattern(3 << 20, 3);
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", big})).ok());
+    RawMessage first = RecvOne(*p.server);  // maps the client's first segment, unasked
+    ASSERT_EQ(first.frames.size(), 2u);
+    EXPECT_FALSE(p.server->PeerMemoryPinned(first.frames[1].data(), first.frames[1].size()));
+    p.server->PinPeerMemory([&](void* data, size_t bytes) -> std::shared_ptr<void> {
+      ++pins;
+      if (fail) return nullptr;
+      pinned.push_back({data, bytes});
+      return std::shared_ptr<void>(data, [&](void*) { ++unpins; });
+    });
+    EXPECT_EQ(pins, 1) << "the segment mapped already";
+    EXPECT_TRUE(p.server->PeerMemoryPinned(first.frames[1].data(), first.frames[1].size()));
+    EXPECT_FALSE(p.server->PeerMemoryPinned(first.frames[0].data(), first.frames[0].size())) << "an inline frame";
+    EXPECT_FALSE(p.server->PeerMemoryPinned(big.data(), big.size())) << "the heap";
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", big})).ok());
+    RawMessage second = RecvOne(*p.server);  // the same segment: no new registration
+    EXPECT_EQ(pins, 1);
+    EXPECT_TRUE(p.server->PeerMemoryPinned(second.frames[1].data(), second.frames[1].size()));
+    // A frame too large for its first segment makes the client a second one, pinned as mapped.
+    const std::string huge = Pattern(40 << 20, 4);
+    fail = true;
+    ASSERT_TRUE(p.client->Send(Message("srv", {"h", huge})).ok());
+    RawMessage third = RecvOne(*p.server);
+    ASSERT_EQ(third.frames.size(), 2u);
+    EXPECT_EQ(third.frames[1].bytes(), huge);
+    EXPECT_EQ(pins, 2);
+    EXPECT_FALSE(p.server->PeerMemoryPinned(third.frames[1].data(), third.frames[1].size())) << "its pin failed";
+    EXPECT_EQ(unpins, 0);
+  }
+  EXPECT_EQ(unpins, 1) << "the one registration made, undone once its mapping went";
+}
+
 // A sender that leaves the payload's CRC-32C to the Van gets the CRC of every payload frame, in
 // order, those copied into a slot (checksummed in the copy) and those inline alike, whether the
 // copies run on one thread or are split over several; a plain ZeroMQ Van, never asked, still

@@ -24,6 +24,8 @@ class ForwardingVan : public Van {
   bool ChecksumsPayloadTo(const std::string& peer) const override { return inner_->ChecksumsPayloadTo(peer); }
   std::shared_ptr<void> AllocatePayload(size_t bytes) override { return inner_->AllocatePayload(bytes); }
   void TakeBackUnclaimed() override { inner_->TakeBackUnclaimed(); }
+  void PinPeerMemory(PinFn pin) override { inner_->PinPeerMemory(std::move(pin)); }
+  bool PeerMemoryPinned(const void* data, size_t n) const override { return inner_->PeerMemoryPinned(data, n); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override { return inner_->Recv(timeout_ms); }
 
   Van& inner() { return *inner_; }

@@ -278,8 +278,18 @@ bool ShmSegment::StillLinked() const {
 }
 
 ShmSegment::~ShmSegment() {
+  pin_.reset();  // unregistered while still mapped
   if (base_ != nullptr) munmap(base_, mapped_bytes_);
   if (owner_) shm_unlink(name_.c_str());
+}
+
+void ShmSegment::Pin(const std::function<std::shared_ptr<void>(void* data, size_t bytes)>& pin) {
+  if (!pin_ && base_ != nullptr) pin_ = pin(base_, mapped_bytes_);
+}
+
+bool ShmSegment::PinnedAndHolds(const void* p, size_t n) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  return pin_ != nullptr && b >= base_ && n <= mapped_bytes_ && b - base_ <= static_cast<ptrdiff_t>(mapped_bytes_ - n);
 }
 
 std::optional<ShmSegment::Slot> ShmSegment::Reserve(uint64_t size) {

@@ -33,6 +33,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -142,6 +143,13 @@ class ShmSegment {
   StatusOr<const uint8_t*> Claim(uint32_t slot, uint64_t generation, uint64_t offset, uint64_t size);
   void Release(uint32_t slot, uint64_t generation);
 
+  // Registers the whole mapping (page aligned) with `pin` (a device driver's registration, so
+  // that a device reads the bytes by DMA) and keeps what it returns until the mapping goes; null
+  // from `pin`: not registered. Once per segment.
+  void Pin(const std::function<std::shared_ptr<void>(void* data, size_t bytes)>& pin);
+  // Whether a Pin registered the mapping and it holds `n` bytes at `p`.
+  bool PinnedAndHolds(const void* p, size_t n) const;
+
  private:
   struct Header;
   struct SlotEntry;
@@ -158,6 +166,7 @@ class ShmSegment {
   uint8_t* data_ = nullptr;  // the data area
   uint64_t capacity_ = 0;
   uint32_t slot_count_ = 0;
+  std::shared_ptr<void> pin_;  // Pin's: let go of before the mapping is unmapped
 };
 
 }  // namespace psformer

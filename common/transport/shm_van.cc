@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -375,8 +376,19 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& nam
     }
   }
   PSF_ASSIGN_OR_RETURN(std::shared_ptr<ShmSegment> seg, ShmSegment::Open(name, options_.job_id));
+  if (pin_) seg->Pin(pin_);
   mapped_.emplace(name, seg);
   return seg;
+}
+
+void ShmVan::PinPeerMemory(PinFn pin) {
+  pin_ = std::move(pin);
+  for (auto& [name, seg] : mapped_) seg->Pin(pin_);
+}
+
+bool ShmVan::PeerMemoryPinned(const void* data, size_t n) const {
+  // A frame whose segment is no longer in mapped_ (its creator gone) counts as not pinned.
+  return std::any_of(mapped_.begin(), mapped_.end(), [&](const auto& m) { return m.second->PinnedAndHolds(data, n); });
 }
 
 void ShmVan::Unpack(RawMessage& message) {

@@ -112,6 +112,9 @@ class ShmVan : public ForwardingVan {
   // Unpublishes every lent slot no receiver has claimed, and takes back the claims of receivers
   // that died; the frames go back to their owners (Van::TakeBackUnclaimed).
   void TakeBackUnclaimed() override;
+  // Registers each peer segment as it is mapped (those mapped already at once).
+  void PinPeerMemory(PinFn pin) override;
+  bool PeerMemoryPinned(const void* data, size_t n) const override;
 
   const ShmVanStats& stats() const { return stats_; }
   // Lent frames whose receivers have not released them yet (as of the last Send).
@@ -155,6 +158,7 @@ class ShmVan : public ForwardingVan {
   bool cannot_create_ = false;  // a segment could not be made: stop trying
   bool warned_inline_ = false;
   std::map<std::string, std::shared_ptr<ShmSegment>> mapped_;  // other processes' segments, by name
+  PinFn pin_;                                                  // PinPeerMemory's: each of mapped_ registered with it
   std::vector<std::weak_ptr<ShmSegment>> payload_segments_;    // AllocatePayload's
   bool cannot_create_payload_ = false;
   std::vector<Lent> lent_;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
@@ -58,6 +59,15 @@ class Van {
   // will come for them (every peer answered a later message on the same connections) need not
   // wait for the Van's patience. Memory a live receiver claimed stays lent until it lets go.
   virtual void TakeBackUnclaimed() {}
+
+  // For a receiver whose device reads received payloads where they lie (a GPU worker uploading
+  // pulled parameters): every shared-memory segment of a peer this Van maps, now and later, is
+  // registered with `pin` (the driver's cudaHostRegister), which returns what unregisters it, or
+  // null where it could not. PeerMemoryPinned: whether `n` bytes at `data` (a received frame's)
+  // lie in a segment so registered. A Van that maps no peer memory (the default) has none.
+  using PinFn = std::function<std::shared_ptr<void>(void* data, size_t bytes)>;
+  virtual void PinPeerMemory(PinFn /*pin*/) {}
+  virtual bool PeerMemoryPinned(const void* /*data*/, size_t /*n*/) const { return false; }
 
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
   // Returns nullopt when none arrived in time.

@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -17,6 +19,7 @@
 
 #include "common/crc32c.h"
 #include "tests/pserver_test_util.h"
+#include "tests/test_util.h"
 #include "worker/datapath/client_thread.h"
 #include "worker/datapath/gradient_outbound.h"
 #include "worker/datapath/pull_arrival.h"
@@ -29,6 +32,7 @@ using testing::kJobId;
 using testing::MakeClient;
 using testing::PsConfig;
 using testing::ServerGroup;
+using testing::TempDir;
 
 constexpr uint64_t kTotal = 20000;
 
@@ -93,6 +97,36 @@ TEST(PullArrival, AwaitsARangeUntilEveryPieceOfItHasLanded) {
   failed.join();
   EXPECT_TRUE(arrival.Await(5, 10).IsAborted());
   EXPECT_EQ(arrival.AwaitAll().status.message(), "rolling back");
+}
+
+// Pieces left where they came are reported with their frames and kept until the next pull:
+// LentIn gives those that hold elements of a range, in model order, and nothing once reset.
+TEST(PullArrival, KeepsTheLentPiecesUntilTheNextPull) {
+  const auto lent = [](uint64_t model, uint64_t n) {
+    std::vector<float> v(n, static_cast<float>(model));
+    return std::make_shared<const LentParams>(LentParams{model, sizeof(float), {Frame::Copy(v.data(), n * 4)}});
+  };
+  PullArrival arrival;
+  arrival.Reset();
+  arrival.Landed(20, 30, lent(20, 10));
+  arrival.Landed(0, 10, lent(0, 10));
+  arrival.Landed(10, 20);  // written into params()
+  arrival.Landed(30, 40, lent(30, 10));
+  const auto models = [&](uint64_t b, uint64_t e) {
+    std::vector<uint64_t> out;
+    for (const auto& l : arrival.LentIn(b, e)) out.push_back(l->model);
+    return out;
+  };
+  EXPECT_EQ(models(0, 40), (std::vector<uint64_t>{0, 20, 30}));
+  EXPECT_EQ(models(5, 25), (std::vector<uint64_t>{0, 20}));
+  EXPECT_EQ(models(10, 20), (std::vector<uint64_t>{}));
+  EXPECT_EQ(models(29, 31), (std::vector<uint64_t>{20, 30}));
+  EXPECT_EQ(models(40, 50), (std::vector<uint64_t>{}));
+  EXPECT_TRUE(arrival.Await(0, 40).ok());
+  std::weak_ptr<const LentParams> kept = arrival.LentIn(0, 1).front();
+  arrival.Reset();
+  EXPECT_TRUE(kept.expired()) << "a reset lets go of the last pull's frames";
+  EXPECT_TRUE(arrival.LentIn(0, 40).empty());
 }
 
 TEST(ClientThread, RunsCommandsInOrderOnItsOwnThread) {
@@ -272,7 +306,8 @@ TEST(PsClient, ObservedLandingsCoverThePullOnceItIsIn) {
   std::vector<std::pair<uint64_t, uint64_t>> landed;
   ASSERT_TRUE(client
                   ->ObserveLandings(*pull,
-                                    [&](uint64_t b, uint64_t e) {
+                                    [&](uint64_t b, uint64_t e, const std::shared_ptr<const LentParams>& lent) {
+                                      ASSERT_EQ(lent, nullptr) << "a pull without lend lends nothing";
                                       for (uint64_t i = b; i < e; ++i) {
                                         ASSERT_EQ(params[i], testing::InitValue(i)) << i << " reported, not landed";
                                       }
@@ -288,7 +323,108 @@ TEST(PsClient, ObservedLandingsCoverThePullOnceItIsIn) {
     covered = e;
   }
   EXPECT_EQ(covered, kTotal);
-  EXPECT_TRUE(client->ObserveLandings(*pull, [](uint64_t, uint64_t) {}).IsInvalidArgument()) << "waited for";
+  EXPECT_TRUE(client->ObserveLandings(*pull, [](uint64_t, uint64_t, const std::shared_ptr<const LentParams>&) {})
+                  .IsInvalidArgument())
+      << "waited for";
+}
+
+// A pull that lends leaves every (whole) piece where it came: each is reported with frames that
+// hold the servers' values, nothing is written into the parameters, and the frames stay valid
+// after the pull's Wait for as long as they are kept. A pull without lend writes every piece.
+TEST(PsClient, ALendingPullLeavesEveryPieceWhereItCameAndWritesNothing) {
+  TwoServers servers;
+  auto client = MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces);
+  std::vector<float> params(kTotal, 0);
+  auto pull = client->Pull(0, params.data(), proto::FLOAT32, /*lend=*/true);
+  ASSERT_TRUE(pull.ok());
+  std::vector<std::shared_ptr<const LentParams>> kept;
+  ASSERT_TRUE(client
+                  ->ObserveLandings(*pull,
+                                    [&](uint64_t b, uint64_t e, const std::shared_ptr<const LentParams>& lent) {
+                                      ASSERT_NE(lent, nullptr) << "[" << b << ", " << e << ") was written";
+                                      EXPECT_EQ(lent->model, b);
+                                      EXPECT_EQ(lent->size(), e - b);
+                                      kept.push_back(lent);
+                                    })
+                  .ok());
+  ASSERT_TRUE(client->Wait(*pull).ok());
+  EXPECT_GT(kept.size(), 2u);
+  EXPECT_EQ(client->pulled_parts_lent(), kept.size());
+  EXPECT_EQ(client->pulled_parts_written(), 0u);
+  EXPECT_TRUE(std::all_of(params.begin(), params.end(), [](float x) { return x == 0; })) << "a lent pull wrote";
+  uint64_t covered = 0;
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a->model < b->model; });
+  for (const auto& l : kept) {
+    EXPECT_EQ(l->model, covered);
+    l->ForEachSpan(0, kTotal, [&](uint64_t at, const uint8_t* bytes, uint64_t count) {
+      for (uint64_t k = 0; k < count; ++k) {
+        float x;
+        std::memcpy(&x, bytes + 4 * k, 4);
+        ASSERT_EQ(x, testing::InitValue(at + k)) << at + k;
+      }
+    });
+    covered += l->size();
+  }
+  EXPECT_EQ(covered, kTotal);
+  ASSERT_TRUE(client->Wait(*client->Pull(0, params.data())).ok());
+  EXPECT_EQ(client->pulled_parts_written(), kept.size());
+  for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(params[i], testing::InitValue(i)) << i;
+}
+
+// A client whose device reads registered memory only (PsClient::PinPeerMemory) leaves a piece
+// where it came only if it lies in a peer's shared memory that registered: from same-host
+// servers (their snapshots lent in place) every piece, unless the registration failed; from
+// servers over TCP none. What is not left is written, and the values are the servers' either way.
+TEST(PsClient, APinnedOnlyLendingPullLeavesWhatLiesInRegisteredSharedMemory) {
+  TempDir dir;
+  // Replies in frames large enough for shared memory (ShmVanOptions::threshold_bytes).
+  constexpr uint64_t kBig = 200000;
+  proto::JobConfig config = PsConfig(1, 2, proto::ClusterConfig::BSP);
+  config.mutable_cluster()->set_frame_bytes(1 << 20);
+  ServerGroup group(config, kBig, "", false, 2, {}, dir.path().string());
+  ServerGroup tcp(config, kBig);
+  struct Case {
+    const char* name;
+    bool shm;
+    bool pin_ok;
+    bool lends;
+  };
+  for (const Case& c : {Case{"shm, registered", true, true, true}, Case{"shm, registration failed", true, false, false},
+                        Case{"tcp", false, true, false}}) {
+    SCOPED_TRACE(c.name);
+    ShmVan* van = nullptr;
+    std::unique_ptr<PsClient> client =
+        c.shm ? testing::MakeShmClient(group, kBig, 0, /*threshold_bytes=*/1024, &van) : MakeClient(tcp, kBig, 0);
+    ASSERT_NE(client, nullptr);
+    int pins = 0;
+    client->PinPeerMemory([&](void* data, size_t) -> std::shared_ptr<void> {
+      ++pins;
+      return c.pin_ok ? std::shared_ptr<void>(data, [](void*) {}) : nullptr;
+    });
+    std::vector<float> params(kBig, 0);
+    auto pull = client->Pull(0, params.data(), proto::FLOAT32, /*lend=*/true);
+    ASSERT_TRUE(pull.ok());
+    std::vector<std::shared_ptr<const LentParams>> kept;
+    ASSERT_TRUE(client
+                    ->ObserveLandings(*pull,
+                                      [&](uint64_t, uint64_t, const std::shared_ptr<const LentParams>& lent) {
+                                        if (lent) kept.push_back(lent);
+                                      })
+                    .ok());
+    ASSERT_TRUE(client->Wait(*pull).ok());
+    EXPECT_EQ(pins > 0, c.shm) << "a peer segment mapped, and registered once";
+    if (c.lends) {
+      EXPECT_EQ(client->pulled_parts_written(), 0u);
+      EXPECT_EQ(client->pulled_parts_lent(), kept.size());
+      uint64_t covered = 0;
+      for (const auto& l : kept) covered += l->size();
+      EXPECT_EQ(covered, kBig);
+    } else {
+      EXPECT_TRUE(kept.empty());
+      EXPECT_GT(client->pulled_parts_written(), 0u);
+      for (uint64_t i = 0; i < kBig; ++i) ASSERT_EQ(params[i], testing::InitValue(i)) << i;
+    }
+  }
 }
 
 }  // namespace

@@ -104,6 +104,71 @@ TEST(PullLanding, ADamagedPieceIsToldAndBf16LandsWidenedOrAsItCame) {
   }
 }
 
+// A piece left where it came (Job::lend) is checked and not written: its outcome hands on the
+// frames it came in, which hold exactly the values sent, span by span over any range; damaged, it
+// is told and hands nothing on. A bf16 piece for fp32 parameters is widened into them as before.
+TEST(PullLanding, ALentPieceIsCheckedWhereItLiesAndNotWritten) {
+  PullLanding landing(2);
+  std::vector<float> params(3000, -1.0f);
+  std::vector<uint16_t> as_bf16(3000, 7);
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + 0.5f * static_cast<float>(i % 64);  // exact in bf16
+  landing.Land({1, 7, 1000, Reply(v, false, 333), params.data() + 1000, nullptr, false, true});
+  landing.Land({2, 7, 1000, Reply(v, false, 333, /*damaged=*/true), params.data() + 1000, nullptr, false, true});
+  landing.Land({3, 7, 2000, Reply(v, true, 128), nullptr, as_bf16.data() + 2000, false, true});
+  landing.Land({4, 7, 0, Reply(v, true, 128), params.data(), nullptr, false, true});
+  const std::vector<PullLanding::Landed> landed = TakeAll(landing);
+  ASSERT_EQ(landed.size(), 4u);
+  EXPECT_TRUE(landed[0].intact);
+  EXPECT_FALSE(landed[1].intact);
+  EXPECT_EQ(landed[1].lent, nullptr) << "a damaged piece is handed on";
+  EXPECT_TRUE(landed[2].intact);
+  EXPECT_TRUE(landed[3].intact);
+  EXPECT_EQ(landed[3].lent, nullptr) << "bf16 widened into fp32 cannot be left as it came";
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(params[i], v[i]) << i;  // widened
+    ASSERT_EQ(params[1000 + i], -1.0f) << "a lent piece was written at " << i;
+    ASSERT_EQ(as_bf16[2000 + i], 7) << "a lent piece was written at " << i;
+  }
+  // The lent pieces' values, read back through ForEachSpan over ranges that begin and end
+  // inside frames, and over ranges beyond the piece.
+  const std::shared_ptr<const LentParams> fp32 = landed[0].lent, bf16 = landed[2].lent;
+  ASSERT_NE(fp32, nullptr);
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(fp32->model, 1000u);
+  EXPECT_EQ(fp32->element_bytes, 4u);
+  EXPECT_EQ(fp32->size(), v.size());
+  EXPECT_EQ(bf16->element_bytes, 2u);
+  for (const auto& [b, e] :
+       std::vector<std::pair<uint64_t, uint64_t>>{{0, 5000}, {1100, 1700}, {1332, 1334}, {1999, 2001}}) {
+    uint64_t next = std::max<uint64_t>(b, 1000);
+    fp32->ForEachSpan(b, e, [&](uint64_t at, const uint8_t* bytes, uint64_t count) {
+      ASSERT_EQ(at, next);
+      for (uint64_t k = 0; k < count; ++k) {
+        float x;
+        std::memcpy(&x, bytes + 4 * k, 4);
+        ASSERT_EQ(x, v[at - 1000 + k]) << at + k;
+      }
+      next = at + count;
+    });
+    EXPECT_EQ(next, std::min<uint64_t>(e, 2000)) << "[" << b << ", " << e << ")";
+  }
+  uint64_t seen = 0;
+  bf16->ForEachSpan(2000, 3000, [&](uint64_t at, const uint8_t* bytes, uint64_t count) {
+    for (uint64_t k = 0; k < count; ++k) {
+      uint16_t h;
+      std::memcpy(&h, bytes + 2 * k, 2);
+      ASSERT_EQ(h, FloatToBf16(v[at - 2000 + k])) << at + k;
+    }
+    seen += count;
+  });
+  EXPECT_EQ(seen, v.size());
+  int none = 0;
+  fp32->ForEachSpan(0, 1000, [&](uint64_t, const uint8_t*, uint64_t) { ++none; });
+  fp32->ForEachSpan(2000, 2500, [&](uint64_t, const uint8_t*, uint64_t) { ++none; });
+  EXPECT_EQ(none, 0) << "a span outside the piece";
+}
+
 TEST(PullLanding, EndingWritesNothingOnceItReturns) {
   // Jobs still queued at the end are dropped, the one being landed finishes first: after the
   // destructor, nothing writes into the destinations any more (each is intact or untouched).

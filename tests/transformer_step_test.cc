@@ -64,27 +64,29 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
           started_(started),
           awaits_(awaits) {}
     void Start(const std::vector<ElementRange>& ranges) override {
-      pending_ = ranges;
-      started_->insert(started_->end(), ranges.begin(), ranges.end());
-      for (const ElementRange& r : ranges) {
-        ASSERT_LE(r.end, n_);
-        std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
-      }
+      pending_.clear();
+      for (const ElementRange& r : ranges) Add(r);
     }
-    void Add(ElementRange r) override {
+    void Add(ElementRange r) override { AddFrom(r, host_ + r.begin * bytes_); }
+    void AddFrom(ElementRange r, const void* src) override {
       ASSERT_LE(r.end, n_);
-      pending_.push_back(r);
+      pending_.push_back({r, static_cast<const char*>(src)});
       started_->push_back(r);
       std::memset(device_ + r.begin * bytes_, 0xFF, (r.end - r.begin) * bytes_);
     }
     void Await(uint64_t begin, uint64_t end) override {
       awaited_->push_back({begin, end});
-      std::erase_if(pending_, [&](const ElementRange& r) {
-        if (r.end <= begin || end <= r.begin) return false;
-        std::memcpy(device_ + r.begin * bytes_, host_ + r.begin * bytes_, (r.end - r.begin) * bytes_);
+      std::erase_if(pending_, [&](const Pending& p) {
+        if (p.range.end <= begin || end <= p.range.begin) return false;
+        std::memcpy(device_ + p.range.begin * bytes_, p.src, (p.range.end - p.range.begin) * bytes_);
         return true;
       });
       ++*awaits_;
+    }
+    void Quiesce() override {  // every copy reads its source now, awaited or not
+      for (const Pending& p : pending_)
+        std::memcpy(device_ + p.range.begin * bytes_, p.src, (p.range.end - p.range.begin) * bytes_);
+      pending_.clear();
     }
 
    private:
@@ -94,7 +96,11 @@ class LazyUploadCpuBackend final : public CpuBackend<float> {
     std::vector<ElementRange>* awaited_;
     std::vector<ElementRange>* started_;
     std::atomic<size_t>* awaits_;
-    std::vector<ElementRange> pending_;
+    struct Pending {
+      ElementRange range;
+      const char* src;
+    };
+    std::vector<Pending> pending_;
   };
   bool rounds_;
   std::vector<ElementRange> awaited_, started_;
@@ -297,29 +303,56 @@ TEST(TransformerStep, ParametersUploadedLayerByLayerWhereForwardNeedsThemGiveThe
 // one before (a forward that waited for the whole pull would stall, and is caught), and the
 // parameters are zero until they land; the gradient is bit for bit the one of a step whose
 // parameters were all in before it began (fp32, and bf16 widened on the device).
-TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
-  for (const bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "bf16 parameters" : "fp32 parameters");
-    proto::JobConfig config = Bf16CopyConfig();
+// A step to compute from a pull still landing, beside its reference: `whole` has computed step 2
+// from parameters all in place (fp32, or bf16 widened on the device); `arriving`'s are zeroed,
+// the pull's values kept in `pulled` (and as bf16) for a test to land.
+struct ArrivingAndWhole {
+  explicit ArrivingAndWhole(bool bf16) : config(Bf16CopyConfig()), bf16(bf16) {
     config.mutable_model()->set_layers(2);
     config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
     if (bf16) config.mutable_cluster()->set_param_dtype(proto::ClusterConfig::BF16);
-    const LazyAndPlain made = MakeLazyAndPlain(config, bf16);
-    const LazyUploadCpuBackend* lazy = made.lazy;
-    TransformerStep* arriving = made.layered.get();
-    TransformerStep* whole = made.whole.get();
-    const uint64_t n = arriving->parameter_count();
-    const proto::DType dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
+    made = MakeLazyAndPlain(config, bf16);
+    arriving = made.layered.get();
+    whole = made.whole.get();
+    n = arriving->parameter_count();
+    dtype = bf16 ? proto::BFLOAT16 : proto::FLOAT32;
     if (bf16) FloatsToBf16(whole->params().data(), n, whole->params_bf16());
     whole->ParamsPulled(0, dtype);
     whole->Compute(2, nullptr);
-
-    // The pull's values, landing layer by layer into zeroed parameters.
-    const std::vector<float> pulled = arriving->params();
-    std::vector<uint16_t> pulled_bf16(n);
+    pulled = arriving->params();
+    pulled_bf16.resize(n);
     FloatsToBf16(pulled.data(), n, pulled_bf16.data());
     std::fill(arriving->params().begin(), arriving->params().end(), 0.0f);
     if (bf16) std::fill(arriving->params_bf16(), arriving->params_bf16() + n, uint16_t{0});
+  }
+  // The pull's [b, e) into arriving's host array, as the client writes a piece.
+  void Write(uint64_t b, uint64_t e) {
+    if (bf16) {
+      std::copy(pulled_bf16.begin() + b, pulled_bf16.begin() + e, arriving->params_bf16() + b);
+    } else {
+      std::copy(pulled.begin() + b, pulled.begin() + e, arriving->params().begin() + b);
+    }
+  }
+
+  proto::JobConfig config;
+  bool bf16;
+  LazyAndPlain made;
+  TransformerStep* arriving = nullptr;
+  TransformerStep* whole = nullptr;
+  uint64_t n = 0;
+  proto::DType dtype = proto::FLOAT32;
+  std::vector<float> pulled;
+  std::vector<uint16_t> pulled_bf16;
+};
+
+TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 parameters" : "fp32 parameters");
+    ArrivingAndWhole s(bf16);
+    const LazyUploadCpuBackend* lazy = s.made.lazy;
+    TransformerStep* arriving = s.arriving;
+    const proto::DType dtype = s.dtype;
+    const proto::JobConfig& config = s.config;
     std::vector<ElementRange> order;
     CpuBackend<float> cpu(1);
     for (const auto& [b, e] : Transformer<float>(config.model(), arriving->vocab_size(), &cpu).forward_ranges())
@@ -331,11 +364,7 @@ TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
     std::thread lander([&] {
       for (size_t k = 0; k < order.size(); ++k) {
         const ElementRange r = order[k];
-        if (bf16) {
-          std::copy(pulled_bf16.begin() + r.begin, pulled_bf16.begin() + r.end, arriving->params_bf16() + r.begin);
-        } else {
-          std::copy(pulled.begin() + r.begin, pulled.begin() + r.end, arriving->params().begin() + r.begin);
-        }
+        s.Write(r.begin, r.end);
         arrival.Landed(r.begin, r.end);
         // The next layer only once forward has read this one (bounded: 20 s).
         int waited = 0;
@@ -349,7 +378,57 @@ TEST(TransformerStep, ForwardReadsEachLayerAsItsPiecesLand) {
     arriving->ParamsPulled(0, dtype);
     EXPECT_FALSE(stalled) << "forward waited for more than the layer it read next";
     EXPECT_EQ(lazy->awaited(), order);
-    ExpectSameGradientBits(whole->grad(), arriving->grad());
+    ExpectSameGradientBits(s.whole->grad(), arriving->grad());
+  }
+}
+
+// Pieces the pull left where they came (PsClient::Pull's lend) are uploaded from there, the
+// rest from params(): with every other piece lent (pieces of 97 values, which begin and end
+// inside layers, in frames of 50), params() is never written where they lie, and the gradient is
+// bit for bit the one of a step whose parameters all came into params() (fp32, and bf16 widened
+// on the device). Once Compute has returned the step holds none of the lent frames.
+TEST(TransformerStep, PiecesLeftWhereTheyCameAreUploadedFromThere) {
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 parameters" : "fp32 parameters");
+    ArrivingAndWhole s(bf16);
+    TransformerStep* arriving = s.arriving;
+    ASSERT_TRUE(arriving->reads_lent_params());
+    const uint64_t n = s.n;
+    const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+    const char* values =
+        bf16 ? reinterpret_cast<const char*>(s.pulled_bf16.data()) : reinterpret_cast<const char*>(s.pulled.data());
+    PullArrival arrival;
+    arrival.Reset();
+    std::vector<std::weak_ptr<const LentParams>> lent;
+    std::vector<ElementRange> lent_ranges;
+    constexpr uint64_t kPiece = 97, kFrame = 50;
+    for (uint64_t b = 0, k = 0; b < n; b += kPiece, ++k) {
+      const uint64_t e = std::min(n, b + kPiece);
+      if (k % 2 == 1) {
+        LentParams l{b, elem, {}};
+        for (uint64_t f = b; f < e; f += kFrame)
+          l.frames.push_back(Frame::Copy(values + f * elem, (std::min(e, f + kFrame) - f) * elem));
+        auto shared = std::make_shared<const LentParams>(std::move(l));
+        lent.push_back(shared);
+        lent_ranges.push_back({b, e});
+        arrival.Landed(b, e, std::move(shared));
+      } else {
+        s.Write(b, e);
+        arrival.Landed(b, e);
+      }
+    }
+    arrival.Finish({Status::Ok(), 0, 0});
+    arriving->ParamsArriving(&arrival, s.dtype);
+    arriving->Compute(2, nullptr);
+    arriving->ParamsPulled(0, s.dtype);
+    ExpectSameGradientBits(s.whole->grad(), arriving->grad());
+    for (const ElementRange& r : lent_ranges) {
+      for (uint64_t i = r.begin; i < r.end; ++i) {
+        ASSERT_EQ(bf16 ? arriving->params_bf16()[i] : arriving->params()[i], 0) << i << " was written";
+      }
+    }
+    arrival.Reset();
+    for (const auto& l : lent) EXPECT_TRUE(l.expired()) << "the step still holds a lent piece";
   }
 }
 

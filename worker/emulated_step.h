@@ -19,6 +19,8 @@ class EmulatedStep final : public StepComputer {
 
   int vocab_size() const override { return vocab_; }
   bool computes_as_pulled() const override { return true; }
+  // Its uploads read no bytes (only their time is emulated): pieces may stay where they came.
+  bool reads_lent_params() const override { return true; }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
   // Waits until the last step's lookups are off the emulated device (EmulatedGpu::AwaitLookups).

@@ -89,6 +89,13 @@ class StepComputer {
   }
   // Whether Compute can begin while the pull is still landing (ParamsArriving).
   virtual bool computes_as_pulled() const { return false; }
+  // Whether such a Compute reads the pieces the arrival reports lent (PullArrival::LentIn) where
+  // they lie, so that the pull need not copy them into params() (PsClient::Pull's lend).
+  virtual bool reads_lent_params() const { return false; }
+  // Where it reads them only from memory registered with its device's driver (a GPU's DMA): what
+  // registers a peer's shared memory, and returns what unregisters it (null where it could not),
+  // callable on any thread. Null: it reads any host memory.
+  virtual std::function<std::shared_ptr<void>(void* host, size_t bytes)> peer_memory_pinner() { return nullptr; }
   // Instead of ParamsPulled before Compute: the next Compute's parameters are landing in
   // params() (or params_bf16()) as `dtype`, and `arrival` says which have landed; its forward
   // reads each layer once its range has (PullArrival::Await) and, where it needs the digest,

@@ -209,7 +209,7 @@ ParamsNeeded TransformerStep::StartParamUploads() {
       // nothing of this step (it learns of the failure from the pull itself).
       const Status landed = arrival_->Await(r.begin, r.end);
       (void)landed;
-      uploader->Add(r);
+      UploadLanded(uploader, r, bf16);
       uploads_started_[i] = true;
     }
     uploader->Await(begin, end);
@@ -217,9 +217,29 @@ ParamsNeeded TransformerStep::StartParamUploads() {
   };
 }
 
-void TransformerStep::CheckEveryLayerUploaded() const {
+void TransformerStep::UploadLanded(RangeUploader* uploader, ElementRange r, bool bf16) {
+  uint64_t at = r.begin;  // what is before `at` is started
+  for (std::shared_ptr<const LentParams>& lent : arrival_->LentIn(r.begin, r.end)) {
+    PSF_CHECK(lent->element_bytes == (bf16 ? sizeof(uint16_t) : sizeof(float)));
+    lent->ForEachSpan(r.begin, r.end, [&](uint64_t first, const uint8_t* bytes, uint64_t count) {
+      if (at < first) uploader->Add({at, first});  // a piece landed in the host array
+      uploader->AddFrom({first, first + count}, bytes);
+      at = first + count;
+    });
+    lent_uploading_.push_back(std::move(lent));
+    lent_uploader_ = uploader;
+  }
+  if (at < r.end) uploader->Add({at, r.end});
+}
+
+void TransformerStep::CheckEveryLayerUploaded() {
   if (arrival_ == nullptr) return;
   for (const bool started : uploads_started_) PSF_CHECK(started);  // forward read every layer
+  if (lent_uploading_.empty()) return;
+  // Forward has read them on the device already (its loss has been read), so this waits for
+  // nothing on a GPU; then the servers may have their snapshot's memory back.
+  lent_uploader_->Quiesce();
+  lent_uploading_.clear();
 }
 
 void TransformerStep::UploadParams() {

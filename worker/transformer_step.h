@@ -32,6 +32,13 @@ class TransformerStep final : public StepComputer {
 
   int vocab_size() const override { return source_->vocab_size(); }
   bool computes_as_pulled() const override { return true; }
+  bool reads_lent_params() const override { return true; }
+  // A device that copies by DMA only from registered memory: the peers' shared memory is
+  // registered with it (Backend::PinHostMemory) as the client maps it.
+  std::function<std::shared_ptr<void>(void* host, size_t bytes)> peer_memory_pinner() override {
+    if (backend_->uploads_from_any_host_memory()) return nullptr;
+    return [backend = backend_.get()](void* host, size_t bytes) { return backend->PinHostMemory(host, bytes); };
+  }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return *grad_download_; }
   void AwaitLookups() override;
@@ -51,8 +58,12 @@ class TransformerStep final : public StepComputer {
   // With the pull still landing (arrival_), a layer's upload is started in the hook, once its
   // pieces are in.
   ParamsNeeded StartParamUploads();
-  // With arrival_: every layer's upload was started (forward read every layer). Checked.
-  void CheckEveryLayerUploaded() const;
+  // With arrival_: the upload of chunk r of a layer, whose pieces have landed: from where the
+  // lent ones lie (PullArrival::LentIn), the rest from the host array.
+  void UploadLanded(RangeUploader* uploader, ElementRange r, bool bf16);
+  // With arrival_: every layer's upload was started (forward read every layer). Checked. Then
+  // the lent pieces uploaded are let go of once their copies have read them.
+  void CheckEveryLayerUploaded();
   // (Re)makes grad_download_, aimed at grad_bf16_ when the gradient leaves rounded, else grad_.
   Status AimGradientCopies();
   Status GradientMoved() override { return AimGradientCopies(); }
@@ -82,6 +93,9 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order, in chunks
   std::vector<bool> uploads_started_;                // (forward_ranges_) this step's, as the pull lands
+  // Lent pieces (pull_landing.h) this step's uploads read, kept until their copies have.
+  std::vector<std::shared_ptr<const LentParams>> lent_uploading_;
+  RangeUploader* lent_uploader_ = nullptr;           // the uploader reading them
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   uint64_t copy_chunk_ = 0;                          // the most elements of one copy: a piece's
   LookupRows<float> device_lookups_;                 // the model's, on the device

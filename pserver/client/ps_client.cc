@@ -45,7 +45,12 @@ PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
   landing_ = std::make_unique<PullLanding>(options_.copy_threads);
 }
 
-PsClient::~PsClient() = default;
+PsClient::~PsClient() {
+  if (pulled_parts_written_ + pulled_parts_lent_ > 0) {
+    PSF_LOG(Info) << "ps client: " << pulled_parts_written_ << " pulled part(s) written into the parameters, "
+                  << pulled_parts_lent_ << " left where they came";
+  }
+}
 
 StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, std::unique_ptr<Van> van) {
   if (options.servers.empty()) return Status::InvalidArgument("ps client: no server endpoints given");
@@ -403,18 +408,23 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   return van_->Send(EncodeMessage(peer, std::move(h), std::move(payload)));
 }
 
-StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DType dtype) {
+StatusOr<PsClient::Ticket> PsClient::Pull(int64_t step, float* params, proto::DType dtype, bool lend) {
   if (dtype != proto::FLOAT32 && dtype != proto::BFLOAT16) {
     return Status::InvalidArgument("ps client: parameters travel as FLOAT32 or BFLOAT16");
   }
-  return PullInto(step, params, nullptr, dtype);
+  return PullInto(step, params, nullptr, dtype, lend);
 }
 
-StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params) {
-  return PullInto(step, nullptr, params, proto::BFLOAT16);
+StatusOr<PsClient::Ticket> PsClient::PullBf16(int64_t step, uint16_t* params, bool lend) {
+  return PullInto(step, nullptr, params, proto::BFLOAT16, lend);
 }
 
-Status PsClient::ObserveLandings(Ticket ticket, std::function<void(uint64_t begin, uint64_t end)> landed) {
+void PsClient::PinPeerMemory(Van::PinFn pin) {
+  van_->PinPeerMemory(std::move(pin));
+  lend_pinned_only_ = true;
+}
+
+Status PsClient::ObserveLandings(Ticket ticket, LandedFn landed) {
   auto it = requests_.find(ticket);
   if (it == requests_.end() || it->second.type != proto::PULL) {
     return Status::InvalidArgument("ps client: ticket " + std::to_string(ticket) + " is not a pull in flight");
@@ -427,10 +437,12 @@ Status PsClient::ObserveLandings(Ticket ticket, std::function<void(uint64_t begi
   return Status::Ok();
 }
 
-StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype) {
+StatusOr<PsClient::Ticket> PsClient::PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype,
+                                              bool lend) {
   const Ticket ticket = next_ticket_++;
   Request& r = NewRequest(ticket, proto::PULL, step, SplitParts());
   r.dtype = dtype;
+  r.lend = lend;
   r.params = params;
   r.params_bf16 = params_bf16;
   r.part_crcs.assign(r.parts.size(), 0);

@@ -179,16 +179,27 @@ class PsClient {
   // params: (parameter_count)
   // `dtype` BFLOAT16 asks the servers for bf16-rounded parameters (half the bytes; widened into
   // `params` on arrival).
-  StatusOr<Ticket> Pull(int64_t step, float* params, proto::DType dtype = proto::FLOAT32);
+  // `lend`: a whole piece that arrives as `params` keeps it (fp32 here, bf16 in PullBf16) is
+  // checked but not written there: ObserveLandings hands its frames on where they lie
+  // (LentParams, pull_landing.h), for a caller that reads it from there (a worker uploading it to
+  // its device). Other pieces (split ones, bf16 widened into fp32) are written as without it.
+  StatusOr<Ticket> Pull(int64_t step, float* params, proto::DType dtype = proto::FLOAT32, bool lend = false);
   // A BFLOAT16 pull whose pieces land in `params` as they came (bf16, in model order), for a
   // caller that widens them itself (a GPU worker, on its device).   params: (parameter_count)
-  StatusOr<Ticket> PullBf16(int64_t step, uint16_t* params);
-  // Calls landed(begin, end) on this thread, in Progress or Wait, for each range of the model
-  // that the pull `ticket` has written and checked from now on (a piece pulled in two parts once
-  // both are in), and at once for those it already has: so that a forward pass can begin before
-  // the whole pull is in. Until Wait returns; InvalidArgument for a ticket that is not a pull in
-  // flight.
-  Status ObserveLandings(Ticket ticket, std::function<void(uint64_t begin, uint64_t end)> landed);
+  StatusOr<Ticket> PullBf16(int64_t step, uint16_t* params, bool lend = false);
+  // Calls landed(begin, end, lent) on this thread, in Progress or Wait, for each range of the
+  // model that the pull `ticket` has checked and written from now on (a piece pulled in two parts
+  // once both are in), and at once for those it already has: so that a forward pass can begin
+  // before the whole pull is in. `lent` is set for a piece left where it came (Pull's lend): the
+  // range was checked there and not written. Until Wait returns; InvalidArgument for a ticket
+  // that is not a pull in flight.
+  // For a caller whose device copies only registered memory by DMA (a GPU worker): the Van
+  // registers the peers' shared memory it maps with `pin` (Van::PinPeerMemory), and from now on a
+  // pull's lend leaves only pieces that lie in memory so registered where they came; the others
+  // (over TCP, or where registration failed) are written into the parameters as without lend.
+  void PinPeerMemory(Van::PinFn pin);
+  using LandedFn = std::function<void(uint64_t begin, uint64_t end, const std::shared_ptr<const LentParams>& lent)>;
+  Status ObserveLandings(Ticket ticket, LandedFn landed);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
   // server sent back (with its reason), Aborted when the job is rolling back (call Rollback), or
   // Unavailable after timeout_ms.
@@ -231,6 +242,10 @@ class PsClient {
 
   // Pushes the servers recognised as already applied (exactly-once), since creation.
   uint64_t duplicate_acks() const { return duplicate_acks_; }
+  // Pulled parts answered since creation: written into the caller's parameters, and left where
+  // they came (Pull's lend). The destructor logs both, once any part was pulled.
+  uint64_t pulled_parts_written() const { return pulled_parts_written_; }
+  uint64_t pulled_parts_lent() const { return pulled_parts_lent_; }
   // Replies refused by validation (counted by reason).
   const RejectCounters& rejected_replies() const { return rejected_; }
   // Whether a wait ended because a server's shared-memory segment kept being refused
@@ -262,6 +277,7 @@ class PsClient {
     bool via_aggregator = false;  // sent to the host group's aggregator, not to the shard
     bool landing = false;         // PULL: its reply handed to the landing thread, outcome not yet taken
     bool answered = false;
+    std::shared_ptr<const LentParams> lent;  // PULL with lend: the answer, where it lies
     bool sent() const { return send.count() > 0; }
   };
   struct PushPayload;  // what a push's frames keep alive (ps_client.cc)
@@ -276,7 +292,8 @@ class PsClient {
     double pulled_loss_sum = 0;           // PULL: what its pieces said of the step (BSP)...
     uint64_t pulled_tokens = 0;           // ...0: not said.
     std::vector<uint32_t> part_crcs;      // PULL: each answered part's payload CRC-32C
-    std::function<void(uint64_t, uint64_t)> on_landed;  // PULL: ObserveLandings'
+    LandedFn on_landed;                   // PULL: ObserveLandings'
+    bool lend = false;                    // PULL: whole pieces left where they come (Pull's)
     proto::DType dtype = proto::FLOAT32;  // PULL: the element type asked of the servers.
     int64_t min_step = INT64_MAX;         // HELLO: smallest step reported.
     std::vector<uint64_t> epochs;         // HELLO: each shard's epoch...
@@ -311,7 +328,7 @@ class PsClient {
   std::vector<Part> ShardParts() const;
   Request& NewRequest(Ticket ticket, proto::MessageType type, int64_t step, std::vector<Part> parts);
   // Pull into fp32 `params` or, as they came, into bf16 `params_bf16` (the other null).
-  StatusOr<Ticket> PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype);
+  StatusOr<Ticket> PullInto(int64_t step, float* params, uint16_t* params_bf16, proto::DType dtype, bool lend);
   // BeginPush of an fp32 `grad` or of a bf16 `rounded` one (the other null).
   StatusOr<Ticket> BeginPushOf(int64_t step, const float* grad, const uint16_t* rounded, uint64_t target_tokens,
                                double loss_sum);
@@ -372,6 +389,9 @@ class PsClient {
   std::vector<PushMemory> push_memory_;  // what AllocatePushMemory handed out
   Ticket next_ticket_ = 1;
   uint64_t duplicate_acks_ = 0;
+  bool lend_pinned_only_ = false;  // PinPeerMemory's
+  uint64_t pulled_parts_written_ = 0;
+  uint64_t pulled_parts_lent_ = 0;
   uint64_t epoch_ = 0;
   int64_t epoch_start_ = 0;
   bool job_finished_ = false;

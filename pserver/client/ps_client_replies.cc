@@ -116,7 +116,14 @@ bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   // The second part of a split piece to land makes the piece's CRC (the other lands first).
   const bool piece_crc =
       options_.pull_digest && p.sibling >= 0 && (r.parts[p.sibling].answered || r.parts[p.sibling].landing);
-  landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16, piece_crc});
+  // Left where it came: a whole piece arriving as its destination keeps it (Pull's lend), and
+  // where the caller reads registered memory only, lying in it (PinPeerMemory).
+  const bool lend = r.lend && p.piece_part == proto::WHOLE &&
+                    (h.dtype() == proto::FLOAT32 ? params != nullptr : params_bf16 != nullptr) &&
+                    (!lend_pinned_only_ || std::all_of(msg.payload.begin(), msg.payload.end(), [&](const Frame& f) {
+                      return van_->PeerMemoryPinned(f.data(), f.size());
+                    }));
+  landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16, piece_crc, lend});
   p.landing = true;
   return false;  // answered once it has landed (TakeLandings)
 }
@@ -154,6 +161,8 @@ void PsClient::TakeLandings() {
     p.landing = false;
     if (!TookLanded(r, p, l) || p.answered) continue;
     p.answered = true;
+    p.lent = l.lent;
+    ++(l.lent ? pulled_parts_lent_ : pulled_parts_written_);
     if (r.remaining > 0) --r.remaining;  // 0 already when the request was ended early (a rollback)
     if (r.on_landed) ReportLanded(r, p);
   }
@@ -162,7 +171,7 @@ void PsClient::TakeLandings() {
 void PsClient::ReportLanded(const Request& r, const Part& p) {
   // A piece pulled in two parts has landed once both have (each writes some of its rows).
   if (p.sibling >= 0 && !r.parts[p.sibling].answered) return;
-  r.on_landed(p.model, p.model + (p.end - p.begin));
+  r.on_landed(p.model, p.model + (p.end - p.begin), p.lent);
 }
 
 void PsClient::SettleLandings(const Request& r) {

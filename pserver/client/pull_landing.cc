@@ -147,6 +147,13 @@ PullLanding::Landed PullLanding::LandNow(const Job& job, int copy_threads) {
     return out;
   }
   // The dtype is the pull's (the client checked it): FLOAT32 or BFLOAT16.
+  if (job.lend && (h.dtype() == proto::FLOAT32 ? job.params != nullptr : job.params_bf16 != nullptr)) {
+    // Checked where it lies; a validated message's frames hold whole elements.
+    out.intact = PayloadCrc32c(job.msg.payload, copy_threads) == h.payload_crc32c();
+    if (out.intact)
+      out.lent = std::make_shared<const LentParams>(LentParams{job.model, DTypeBytes(h.dtype()), job.msg.payload});
+    return out;
+  }
   if (h.dtype() == proto::FLOAT32) {
     out.intact = CopyCheckedFloats(job.msg, job.params, copy_threads);
   } else if (job.params_bf16 != nullptr) {

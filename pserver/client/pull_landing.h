@@ -11,6 +11,12 @@
 // Pieces land in the order given; the destination is written only by the landing thread until
 // its outcome has been taken.
 //
+// A piece may also be left where it came in (Job::lend): its CRC-32C is checked, nothing is
+// copied, and the outcome hands its frames on (LentParams) for a computer that reads them where
+// they lie, uploading them to its device. On the same host they view the server's snapshot in
+// shared memory (shm_van.h), which stays as it is while they live: the parameters then cross
+// this host's memory once, from the server's update to the device, as the gradient does.
+//
 // Thread safety: Land, TakeLanded, WaitForLanded, Quiesce and busy on the client's thread; the
 // landing thread is internal.
 #ifndef PSFORMER_PSERVER_CLIENT_PULL_LANDING_H_
@@ -20,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -27,6 +34,31 @@
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
+
+// A pulled piece left where it came in (PullLanding::Job::lend), its CRC-32C checked: the frames
+// of its payload, which keep the memory they view (a server's snapshot in shared memory, or the
+// transport's buffers) as it was checked for as long as they live.
+struct LentParams {
+  uint64_t model = 0;         // the piece's first element in the flat vector
+  size_t element_bytes = 0;   // 4: fp32; 2: bf16 as it came
+  std::vector<Frame> frames;  // the payload in order, each a whole number of elements
+
+  uint64_t size() const {  // elements
+    uint64_t n = 0;
+    for (const Frame& f : frames) n += f.size() / element_bytes;
+    return n;
+  }
+
+  // Calls fn(at, bytes, count) for each run of elements of [begin, end) (of the flat vector)
+  // that the piece holds, in order: `bytes` holds elements [at, at + count).
+  template <typename Fn>
+  void ForEachSpan(uint64_t begin, uint64_t end, Fn fn) const {
+    const uint64_t b = begin > model ? begin - model : 0;
+    if (end <= model || b >= end - model) return;
+    ForEachPayloadSpan(frames, element_bytes, b, end - model,
+                       [&](const uint8_t* bytes, uint64_t first, uint64_t count) { fn(model + first, bytes, count); });
+  }
+};
 
 class PullLanding {
  public:
@@ -43,6 +75,10 @@ class PullLanding {
     // element run. `piece_crc`: the other part has landed before it, so once this one is in place
     // the CRC-32C of the whole piece, as it travels, is made (Landed::crc32c).
     bool piece_crc = false;
+    // A whole piece arriving as its destination keeps it (fp32 for params, bf16 for
+    // params_bf16) is only checked, not copied: Landed::lent hands its frames on, and the
+    // destination is not written. Any other piece is copied as without it.
+    bool lend = false;
   };
   struct Landed {
     uint64_t sequence = 0;
@@ -51,6 +87,7 @@ class PullLanding {
     double loss_sum = 0;  // what the header said of the step
     uint64_t target_tokens = 0;
     bool piece_crc = false;
+    std::shared_ptr<const LentParams> lent = nullptr;  // intact and lent (Job::lend): where it lies
   };
 
   explicit PullLanding(int copy_threads);

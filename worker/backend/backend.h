@@ -56,6 +56,7 @@ class Backend : public DeviceMemory {
   // Pins host[0, bytes) while the returned handle lives, so copies to and from it are DMA at the
   // bus's speed (CUDA: cudaHostRegister). A backend whose memory is the host's pins nothing and
   // returns null; a failure to pin is logged (copies still work, slower) and returns null too.
+  // Callable on any thread, and the handle may go on any.
   virtual std::shared_ptr<void> PinHostMemory(void* /*host*/, size_t /*bytes*/) { return nullptr; }
 
   // ---- Device time ----
@@ -84,6 +85,12 @@ class Backend : public DeviceMemory {
                                                                      size_t element_bytes) {
     return std::unique_ptr<RangeUploader>(std::make_unique<ImmediateRangeUploader>(this, host, device, n, element_bytes));
   }
+
+  // Whether a RangeUploader's AddFrom copies from any host memory at the same speed (a backend
+  // whose memory is the host's): then a worker's pulled pieces are uploaded from where they came
+  // in, not first copied into its parameters' host array. A device backend whose copies are DMA
+  // only from memory registered with its driver says false.
+  virtual bool uploads_from_any_host_memory() const { return true; }
 
   // ---- bf16 on the wire (cluster.gradient_dtype, param_dtype BF16) ----
   // Whether the backend computes beside the host (a GPU): then a worker rounds its gradient to

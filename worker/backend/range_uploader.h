@@ -33,6 +33,14 @@ class RangeUploader {
   // operations as it (not for any issued since): for a range whose host values arrive later.
   // REQUIRES: as Start's; Start was called since the uploader was made.
   virtual void Add(ElementRange range) = 0;
+  // The same from `src`, whose elements are device[range)'s values, instead of host[range): a
+  // pulled piece left where it came in (pserver/client/pull_landing.h's LentParams).
+  // REQUIRES: as Add's; src's range.end - range.begin elements stay as they are until Quiesce
+  // has returned.
+  virtual void AddFrom(ElementRange range, const void* src) = 0;
+  // Returns once every copy started has read its host bytes (the calling thread sleeps if it
+  // must wait): a source given to AddFrom may then change or go.
+  virtual void Quiesce() = 0;
   // Backend operations issued after this call see device[begin, end) as the last Start copied
   // it: they wait (on the device; the calling thread does not) for the copies of the started
   // ranges that overlap [begin, end).
@@ -59,7 +67,13 @@ class ImmediateRangeUploader final : public RangeUploader {
     }
   }
   void Add(ElementRange range) override { Start({range}); }
+  void AddFrom(ElementRange r, const void* src) override {
+    PSF_CHECK(r.begin <= r.end && r.end <= n_);
+    if (r.end > r.begin)
+      memory_->CopyToDevice(device_ + r.begin * element_bytes_, src, (r.end - r.begin) * element_bytes_);
+  }
   void Await(uint64_t /*begin*/, uint64_t /*end*/) override {}
+  void Quiesce() override {}
 
  private:
   DeviceMemory* memory_;

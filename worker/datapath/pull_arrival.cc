@@ -9,12 +9,14 @@ void PullArrival::Reset() {
   MutexLock lock(&mutex_);
   landed_.clear();
   outcome_.reset();
+  lent_.clear();
 }
 
-void PullArrival::Landed(uint64_t begin, uint64_t end) {
+void PullArrival::Landed(uint64_t begin, uint64_t end, std::shared_ptr<const LentParams> lent) {
   if (begin >= end) return;
   {
     MutexLock lock(&mutex_);
+    if (lent) lent_[lent->model] = std::move(lent);
     // Insert in order, then merge with the neighbours it touches or overlaps.
     auto at = std::lower_bound(landed_.begin(), landed_.end(), std::make_pair(begin, end));
     at = landed_.insert(at, {begin, end});
@@ -59,6 +61,18 @@ PullArrival::Outcome PullArrival::AwaitAll() {
   MutexLock lock(&mutex_);
   while (!outcome_.has_value()) lock.Wait(&cv_);
   return *outcome_;
+}
+
+std::vector<std::shared_ptr<const LentParams>> PullArrival::LentIn(uint64_t begin, uint64_t end) const {
+  std::vector<std::shared_ptr<const LentParams>> out;
+  MutexLock lock(&mutex_);
+  // Pieces are disjoint: the one beginning at or before `begin` may reach into the range.
+  auto it = lent_.upper_bound(begin);
+  if (it != lent_.begin()) --it;
+  for (; it != lent_.end() && it->first < end; ++it) {
+    if (it->second->model + it->second->size() > begin) out.push_back(it->second);
+  }
+  return out;
 }
 
 }  // namespace psformer

@@ -8,18 +8,25 @@
 // A pull that fails (a server gone, a rollback) ends every wait at once with its status: forward
 // then reads whatever params() holds, and the data path pushes nothing of that step.
 //
+// A piece the pull left where it came (PsClient::Pull's lend) is reported with its frames: it is
+// not in params(), and the computer reads it from there (LentIn); the arrival keeps the frames
+// until the next Reset.
+//
 // Thread safety: Reset, Landed and Finish from one thread (the client's); Await, AwaitAll and
-// finished from any.
+// LentIn from any.
 #ifndef PSFORMER_WORKER_DATAPATH_PULL_ARRIVAL_H_
 #define PSFORMER_WORKER_DATAPATH_PULL_ARRIVAL_H_
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "pserver/client/pull_landing.h"
 
 namespace psformer {
 
@@ -34,8 +41,9 @@ class PullArrival {
 
   // A new pull: nothing landed, not finished.
   void Reset();
-  // Elements [begin, end) are in params() (every part of them checked).
-  void Landed(uint64_t begin, uint64_t end);
+  // Elements [begin, end) are in params() (every part of them checked), or, with `lent`, checked
+  // where `lent` views them.
+  void Landed(uint64_t begin, uint64_t end, std::shared_ptr<const LentParams> lent = nullptr);
   // The pull's Wait returned: with OK every element has landed.
   void Finish(Outcome outcome);
 
@@ -44,15 +52,19 @@ class PullArrival {
   Status Await(uint64_t begin, uint64_t end);
   // Sleeps until the pull has ended, and returns how.
   Outcome AwaitAll();
+  // The lent pieces that hold elements of [begin, end) and have landed, in model order.
+  std::vector<std::shared_ptr<const LentParams>> LentIn(uint64_t begin, uint64_t end) const;
 
  private:
   bool Covered(uint64_t begin, uint64_t end) const PSF_REQUIRES(mutex_);
 
-  Mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable cv_;
   // Disjoint ranges that have landed, ascending and merged where they touch.
   std::vector<std::pair<uint64_t, uint64_t>> landed_ PSF_GUARDED_BY(mutex_);
   std::optional<Outcome> outcome_ PSF_GUARDED_BY(mutex_);
+  // The lent pieces that have landed, by their first element.
+  std::map<uint64_t, std::shared_ptr<const LentParams>> lent_ PSF_GUARDED_BY(mutex_);
 };
 
 }  // namespace psformer

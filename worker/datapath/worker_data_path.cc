@@ -49,6 +49,11 @@ StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::Jo
     lookups = client->AllocatePushMemory(computer->leaving_lookup_bytes());
   }
   if (lookups) PSF_RETURN_IF_ERROR(computer->MoveLookupsTo(std::move(lookups)).WithContext("lookups' memory"));
+  // Pulled pieces read where they came (LendsPull) by a device that reads registered memory only:
+  // the servers' shared memory registered with it as the client maps it.
+  if (config.cluster().forward_as_pulled() && computer->computes_as_pulled() && computer->reads_lent_params()) {
+    if (auto pin = computer->peer_memory_pinner()) client->PinPeerMemory(std::move(pin));
+  }
   // Made after the move: the outbound stage waits on the copies aimed at the new memory.
   return std::make_unique<WorkerDataPath>(config, faults, computer, std::move(client));
 }
@@ -68,7 +73,7 @@ Status WorkerDataPath::PullParameters(int64_t step, double* first_reply_s) {
   uint32_t digest = 0;
   const proto::DType dtype = PullDtype(step);
   PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, dtype));
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, dtype, false));
     PSF_RETURN_IF_ERROR(SettlePush(c));
     PSF_RETURN_IF_ERROR(c.Wait(pull).WithContext("pull of step " + std::to_string(step)));
     *first_reply_s = c.last_wait_first_reply_s();
@@ -83,10 +88,13 @@ Status WorkerDataPath::PullWhileComputing(int64_t step, std::function<void(PsCli
   const proto::DType dtype = PullDtype(step);
   PsClient::Ticket ticket = 0;
   PSF_RETURN_IF_ERROR(client_.Call([&](PsClient& c) -> Status {
-    PSF_ASSIGN_OR_RETURN(ticket, PullAfter(c, step, dtype));
+    PSF_ASSIGN_OR_RETURN(ticket, PullAfter(c, step, dtype, LendsPull(step)));
     arrival_.Reset();
     pull_failure_ = Status::Ok();
-    return c.ObserveLandings(ticket, [this](uint64_t begin, uint64_t end) { arrival_.Landed(begin, end); });
+    return c.ObserveLandings(ticket,
+                             [this](uint64_t begin, uint64_t end, const std::shared_ptr<const LentParams>& lent) {
+                               arrival_.Landed(begin, end, lent);
+                             });
   }));
   computer_->ParamsArriving(&arrival_, dtype);
   client_.Post([this, ticket, step, pulled = std::move(pulled)](PsClient& c) {
@@ -111,7 +119,7 @@ Status WorkerDataPath::ConfirmPull(int64_t step, double* first_reply_s) {
 
 Status WorkerDataPath::PullFinal(int64_t step) {
   return client_.Call([&](PsClient& c) -> Status {
-    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, proto::FLOAT32));
+    PSF_ASSIGN_OR_RETURN(auto pull, PullAfter(c, step, proto::FLOAT32, false));
     PSF_RETURN_IF_ERROR(SettlePush(c));
     return c.Wait(pull).WithContext("final pull");
   });
@@ -208,28 +216,35 @@ StatusOr<PsClient::Ticket> WorkerDataPath::StartPush(PsClient& client, const Ste
 Status WorkerDataPath::PullEarly(PsClient& client, int64_t step) {
   // Its forward pass has read params() (or params_bf16()) already (every backend computes from
   // its own copy), so the pieces may land there while backward goes on.
-  PSF_ASSIGN_OR_RETURN(pull_, StartPull(client, step, PullDtype(step)));
+  PSF_ASSIGN_OR_RETURN(pull_, StartPull(client, step, PullDtype(step), LendsPull(step)));
   pull_step_ = step;
   pull_dtype_ = PullDtype(step);
+  pull_lends_ = LendsPull(step);
   return Status::Ok();
 }
 
-StatusOr<PsClient::Ticket> WorkerDataPath::PullAfter(PsClient& client, int64_t step, proto::DType dtype) {
+StatusOr<PsClient::Ticket> WorkerDataPath::PullAfter(PsClient& client, int64_t step, proto::DType dtype, bool lend) {
   std::optional<PsClient::Ticket> in_flight = std::exchange(pull_, std::nullopt);
-  if (in_flight && pull_step_ == step && pull_dtype_ == dtype) return *in_flight;
+  if (in_flight && pull_step_ == step && pull_dtype_ == dtype && (lend || !pull_lends_)) return *in_flight;
   if (in_flight) {
-    // Asked for something else (a final fp32 pull after a bf16 one): let it finish first, so
-    // that its replies cannot land in params() later.
+    // Asked for something else (a final fp32 pull after a bf16 one, every piece in params()
+    // after one that lends): let it finish first, so that its replies cannot land in params()
+    // later.
     PSF_RETURN_IF_ERROR(client.Wait(*in_flight).WithContext("pull of step " + std::to_string(pull_step_)));
   }
-  return StartPull(client, step, dtype);
+  return StartPull(client, step, dtype, lend);
 }
 
-StatusOr<PsClient::Ticket> WorkerDataPath::StartPull(PsClient& client, int64_t step, proto::DType dtype) {
+StatusOr<PsClient::Ticket> WorkerDataPath::StartPull(PsClient& client, int64_t step, proto::DType dtype, bool lend) {
   // bf16 parameters land as they came where the computer widens them itself (on its device).
   uint16_t* as_bf16 = computer_->params_bf16();
-  if (dtype == proto::BFLOAT16 && as_bf16 != nullptr) return client.PullBf16(step, as_bf16);
-  return client.Pull(step, computer_->params().data(), dtype);
+  if (dtype == proto::BFLOAT16 && as_bf16 != nullptr) return client.PullBf16(step, as_bf16, lend);
+  return client.Pull(step, computer_->params().data(), dtype, lend);
+}
+
+bool WorkerDataPath::LendsPull(int64_t step) const {
+  return computer_->reads_lent_params() && computer_->computes_as_pulled() && config_.cluster().forward_as_pulled() &&
+         !ValidationDue(config_.training(), step);
 }
 
 proto::DType WorkerDataPath::PullDtype(int64_t step) const {

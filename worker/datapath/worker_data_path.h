@@ -120,11 +120,16 @@ class WorkerDataPath {
   // On the client thread: the early pull of the parameters after `step`, once.
   Status PullEarly(PsClient& client, int64_t step);
   // On the client thread: a pull of the parameters after `step`: the one in flight if it asks
-  // for the same.
-  StatusOr<PsClient::Ticket> PullAfter(PsClient& client, int64_t step, proto::DType dtype);
+  // for the same. `lend`: pieces may be left where they come (PullWhileComputing's); without it
+  // every piece must land in params() (a pull in flight that lends is waited for and sent again).
+  StatusOr<PsClient::Ticket> PullAfter(PsClient& client, int64_t step, proto::DType dtype, bool lend);
   // Sends a pull of the parameters after `step` as `dtype` into the computer's params() (or, for
-  // bf16 into a computer that widens them itself, its params_bf16()).
-  StatusOr<PsClient::Ticket> StartPull(PsClient& client, int64_t step, proto::DType dtype);
+  // bf16 into a computer that widens them itself, its params_bf16()), lending as `lend` says.
+  StatusOr<PsClient::Ticket> StartPull(PsClient& client, int64_t step, proto::DType dtype, bool lend);
+  // Whether the pull of the parameters after `step` leaves its pieces where they come: only
+  // for a step computed as it lands by a computer that reads them there, never after a step
+  // that may be validated (validation reads params()). Like PullDtype, the step's alone.
+  bool LendsPull(int64_t step) const;
   // The element type of the pull of the parameters after `step`: bf16 when the config says so,
   // except after the steps that are validated (the metrics describe the fp32 masters). It depends
   // on the step alone: every worker, restarted or not, computes a step from the same values.
@@ -143,6 +148,7 @@ class WorkerDataPath {
   std::optional<PsClient::Ticket> pull_;  // the pull sent early, not yet waited for...
   int64_t pull_step_ = -1;                // ...of the parameters after this step,
   proto::DType pull_dtype_ = proto::FLOAT32;
+  bool pull_lends_ = false;
   Status pull_failure_;  // the pull a step computes from failed: nothing of the step is pushed
   // The pull a step computes from as it lands (PullWhileComputing): written by the client thread,
   // awaited by the computer.

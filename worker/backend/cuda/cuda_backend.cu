@@ -176,15 +176,20 @@ void CudaBackend::WidenBf16(size_t n, const uint16_t* x, float* out) { k::Launch
 
 std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
-  const cudaError_t err = cudaHostRegister(host, bytes, cudaHostRegisterDefault);
+  // Callable on any thread (the client's registers the peers' shared memory as it maps it): the
+  // device made current there, so no other device gets a context, and portable, so that the
+  // registration holds whichever thread's context copies from it.
+  cudaError_t err = cudaSetDevice(device_);
+  if (err == cudaSuccess) err = cudaHostRegister(host, bytes, cudaHostRegisterPortable);
   if (err != cudaSuccess) {
     cudaGetLastError();  // not sticky, but keep it out of later launch checks
     PSF_LOG(Warning) << "cannot pin " << (bytes >> 20) << " MiB of host memory (" << cudaGetErrorString(err)
                      << "); copies to the GPU read it as pageable memory, at a fraction of the bus's speed";
     return nullptr;
   }
-  return std::shared_ptr<void>(host, [bytes](void* p) {
-    const cudaError_t unpinned = cudaHostUnregister(p);
+  return std::shared_ptr<void>(host, [bytes, device = device_](void* p) {
+    cudaError_t unpinned = cudaSetDevice(device);
+    if (unpinned == cudaSuccess) unpinned = cudaHostUnregister(p);
     if (unpinned != cudaSuccess) {
       cudaGetLastError();
       PSF_LOG(Warning) << "unpinning " << (bytes >> 20) << " MiB of host memory failed: "

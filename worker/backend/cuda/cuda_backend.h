@@ -82,6 +82,8 @@ class CudaBackend final : public Backend<float> {
   // Through pinned blocks (host_staging.h): the launching thread does not wait.
   void StageToDevice(void* device_dst, const void* host_src, size_t bytes) override;
   void Synchronize() override;
+  // Pageable memory (a peer's shared-memory segment, unregistered) would be copied synchronously.
+  bool uploads_from_any_host_memory() const override { return false; }
   StatusOr<std::unique_ptr<RangeDownloader>> MakeRangeDownloader(const float* device, float* host, size_t n) override;
   StatusOr<std::unique_ptr<RangeUploader>> MakeRangeUploader(const void* host, void* device, size_t n,
                                                              size_t element_bytes) override;

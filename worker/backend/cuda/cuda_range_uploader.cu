@@ -43,6 +43,7 @@ CudaRangeUploader::~CudaRangeUploader() {
   EmitTraced();
   for (cudaEvent_t e : events_) warn(cudaEventDestroy(e), "cudaEventDestroy");
   if (computed_ != nullptr) warn(cudaEventDestroy(computed_), "cudaEventDestroy");
+  if (quiesced_ != nullptr) warn(cudaEventDestroy(quiesced_), "cudaEventDestroy");
   if (upload_stream_ != nullptr) warn(cudaStreamDestroy(upload_stream_), "cudaStreamDestroy");
 }
 
@@ -66,7 +67,19 @@ void CudaRangeUploader::Start(const std::vector<ElementRange>& ranges) {
   for (const ElementRange& r : ranges) Add(r);
 }
 
-void CudaRangeUploader::Add(ElementRange r) {
+void CudaRangeUploader::Add(ElementRange r) { Enqueue(r, host_ + r.begin * element_bytes_); }
+
+void CudaRangeUploader::AddFrom(ElementRange r, const void* src) { Enqueue(r, static_cast<const char*>(src)); }
+
+void CudaRangeUploader::Quiesce() {
+  if (quiesced_ == nullptr) {
+    PSF_CUDA_CHECK(cudaEventCreateWithFlags(&quiesced_, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
+  PSF_CUDA_CHECK(cudaEventRecord(quiesced_, upload_stream_));
+  PSF_CUDA_CHECK(cudaEventSynchronize(quiesced_));
+}
+
+void CudaRangeUploader::Enqueue(ElementRange r, const char* src) {
   // Behind the wait Start put on the upload stream: not behind kernels issued since.
   PSF_CHECK(r.begin <= r.end && r.end <= n_);
   const size_t i = started_.size();
@@ -82,10 +95,9 @@ void CudaRangeUploader::Add(ElementRange r) {
     started.traced_begin = DeviceTimeline::NewEvent();
     PSF_CUDA_CHECK(cudaEventRecord(started.traced_begin, upload_stream_));
   }
-  const size_t at = r.begin * element_bytes_;
   if (r.end > r.begin) {
-    PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + at, host_ + at, (r.end - r.begin) * element_bytes_, cudaMemcpyHostToDevice,
-                                   upload_stream_));
+    PSF_CUDA_CHECK(cudaMemcpyAsync(device_ + r.begin * element_bytes_, src, (r.end - r.begin) * element_bytes_,
+                                   cudaMemcpyHostToDevice, upload_stream_));
   }
   PSF_CUDA_CHECK(cudaEventRecord(events_[i], upload_stream_));
   if (traced) {

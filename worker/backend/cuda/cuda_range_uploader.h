@@ -53,7 +53,11 @@ class CudaRangeUploader final : public RangeUploader {
 
   void Start(const std::vector<ElementRange>& ranges) override;
   void Add(ElementRange range) override;
+  // From `src`: registered host memory (cudaHostRegister) for the copy to be a DMA that the
+  // calling thread does not wait for; pageable memory is copied too, synchronously.
+  void AddFrom(ElementRange range, const void* src) override;
   void Await(uint64_t begin, uint64_t end) override;
+  void Quiesce() override;
 
  private:
   struct Started {
@@ -66,11 +70,14 @@ class CudaRangeUploader final : public RangeUploader {
   };
   // Adds the last Start's traced copies to the trace, and lets go of their events.
   void EmitTraced();
+  // Add's and AddFrom's: device[range) from src.
+  void Enqueue(ElementRange range, const char* src);
 
   CUstream_st* compute_stream_;  // the backend's
   const DeviceTimeline* timeline_;  // the backend's, or null
   CUstream_st* upload_stream_ = nullptr;
   CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
+  CUevent_st* quiesced_ = nullptr;  // Quiesce's (blocking sync), made on first use
   const char* host_;                // (n * element_bytes_)
   char* device_;                    // (n * element_bytes_)
   size_t n_;

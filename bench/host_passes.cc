@@ -11,6 +11,9 @@
 //              five of the array's (as a base batch names ~7,500 of 37,000), checked, then
 //              written run by run into place (the part a worker lands after backward)
 //   land-dense the same for the DENSE part, the other four rows in five
+//   land-whole PullLanding::LandNow of a whole piece in 1 MiB frames: copied into place, its
+//              CRC-32C checked in the copy (a pull that writes params())
+//   land-lent  the same piece left where it came (Job::lend): its CRC-32C checked in one read
 // and prints, per pass and thread count, the best of --reps runs in GB/s of bytes moved (read +
 // written) and ns an element (4-byte elements; for land-*, an element of the part).
 //
@@ -73,7 +76,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 }
 
 // A split piece's part as a server answers it: its run table (one run a named row), then its
-// values in frames of at most 1 MiB, viewing `values` (which must outlive it).
+// values in frames of at most 1 MiB, viewing `values` (which must outlive it). WHOLE: a whole
+// piece, its values alone.
 WireMessage PartOfPiece(size_t n, const std::vector<ElementRun>& named, proto::PushPart which,
                         const std::vector<float>& values) {
   WireMessage msg;
@@ -82,8 +86,10 @@ WireMessage PartOfPiece(size_t n, const std::vector<ElementRun>& named, proto::P
   msg.header.set_begin(0);
   msg.header.set_end(n);
   msg.header.set_part(which);
-  msg.header.set_runs(static_cast<uint32_t>(named.size()));
-  msg.payload.push_back(Frame::Copy(named.data(), named.size() * kRunBytes));
+  if (which != proto::WHOLE) {
+    msg.header.set_runs(static_cast<uint32_t>(named.size()));
+    msg.payload.push_back(Frame::Copy(named.data(), named.size() * kRunBytes));
+  }
   const size_t frame = (1 << 20) / sizeof(float);
   for (size_t at = 0; at < values.size(); at += frame) {
     msg.payload.push_back(
@@ -150,6 +156,25 @@ int Main(int argc, char** argv) {
       });
     });
     row("adam", t, s, 8.0 * bytes);
+  }
+  // A whole piece pulled: copied into the parameters with its CRC-32C checked in the copy
+  // (land-whole), or checked where it lies and left there for its upload (land-lent).
+  {
+    const WireMessage whole = PartOfPiece(n, {}, proto::WHOLE, a);
+    for (const bool lend : {false, true}) {
+      for (int t : counts) {
+        bool intact = true;
+        const double s = Best(o.reps, [&] {
+          const PullLanding::Landed l = PullLanding::LandNow({0, 0, 0, whole, out.data(), nullptr, false, lend}, t);
+          intact = intact && l.intact && (l.lent != nullptr) == lend;
+        });
+        if (!intact) {
+          std::fprintf(stderr, "psformer_host_passes: a whole piece did not land intact\n");
+          return 1;
+        }
+        row(lend ? "land-lent" : "land-whole", t, s, (lend ? 1.0 : 2.0) * bytes);
+      }
+    }
   }
   constexpr uint32_t kRow = 512;  // d_model values: one embedding row
   std::vector<ElementRun> named;

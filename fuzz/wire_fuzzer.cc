@@ -53,7 +53,8 @@ void ReadNamedDense(const WireMessage& msg) {
 }
 
 // An accepted PARAMS reply landed as the client lands it (a part of a split piece by its run
-// table), into floats and, for bf16, as it came; the second time with the piece's CRC made.
+// table), into floats and, for bf16, as it came; the second time with the piece's CRC made; the
+// third left where it came (a whole piece: checked, then read span by span as an upload reads it).
 void LandParams(const WireMessage& msg) {
   const uint64_t n = msg.header.end() - msg.header.begin();
   std::vector<float> params(n, 0.0f);
@@ -65,6 +66,21 @@ void LandParams(const WireMessage& msg) {
   job.params_bf16 = params_bf16.data();
   job.piece_crc = true;
   (void)PullLanding::LandNow(job, 2);
+  job.piece_crc = false;
+  job.lend = true;
+  job.params = msg.header.dtype() == proto::FLOAT32 ? params.data() : nullptr;
+  job.params_bf16 = msg.header.dtype() == proto::FLOAT32 ? nullptr : params_bf16.data();
+  const PullLanding::Landed lent = PullLanding::LandNow(job, 2);
+  if (lent.lent == nullptr) return;
+  uint64_t seen = 0;
+  uint8_t sink = 0;
+  lent.lent->ForEachSpan(0, n, [&](uint64_t at, const uint8_t* bytes, uint64_t count) {
+    PSF_CHECK(at == seen);  // in order, end to end
+    if (count > 0) sink ^= bytes[0] ^ bytes[count * lent.lent->element_bytes - 1];
+    seen += count;
+  });
+  PSF_CHECK(seen == lent.lent->size() && seen == n);  // the whole piece
+  (void)sink;
 }
 
 // Whether one side accepts the message; a refusal is counted and described.

@@ -9,7 +9,10 @@
 # end of backward), the launching thread's CPU (launch_cpu_s), the target tokens a step, and the
 # step over the bare GPU step: psformer_gpu_bench timing forward + backward of exactly the same
 # batches with no servers (its --config/--corpus mode), printed first; where a job splits the
-# embedding, also the bare split step, with dE's blocks of rows aligned (as jobs make them) and not.
+# embedding, also the bare split step, with dE's blocks of rows aligned (as jobs make them) and not;
+# and the pulled parts the worker uploaded from the servers' shared memory where they lay, against
+# those written into its parameters first ("left / written": all written means the driver refused
+# to register that memory, and its warning is printed).
 #
 # Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--keep DIR]
 #                        [--job-timeout S] [--jobs LIST] [--no-bare] [--set F=V ...]
@@ -119,8 +122,15 @@ keep_job() {
 }
 
 echo
-echo "| servers | wire | overlap | embedding | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+# The worker's pulled parts left where they came (uploaded from the servers' shared memory) and
+# written into its parameters, as its client logged them at its end: "LEFT/WRITTEN".
+pulled_parts() {
+  sed -n 's/.*ps client: \([0-9]*\) pulled part(s) written into the parameters, \([0-9]*\) left where they came.*/\2\/\1/p' \
+    "$1/logs/worker-0.log" 2>/dev/null | tail -1
+}
+
+echo "| servers | wire | overlap | embedding | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step | pulled parts left / written |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 status=0
 for job in "${job_list[@]}"; do
   read -r servers wire overlap split <<<"$job"
@@ -135,16 +145,19 @@ for job in "${job_list[@]}"; do
     --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 ${sets[@]+"${sets[@]}"} \
     --run-dir "$run" >"$run.out" 2>&1; then
     keep_job "$run"
-    echo "| $servers | $wire | $overlap | $embedding | failed: see below | | | | | |"
+    echo "| $servers | $wire | $overlap | $embedding | failed: see below | | | | | | |"
     tail -20 "$run.out" >&2
     status=1
     continue
   fi
   keep_job "$run"
   read -r step device cpu tokens < <(means "$run")
+  parts=$(pulled_parts "$run")
   awk -v s="$servers" -v w="$wire" -v o="$overlap" -v e="$embedding" -v step="$step" -v device="$device" -v cpu="$cpu" \
-    -v tokens="$tokens" -v bare="${bare_ms:-}" 'BEGIN {
-      printf "| %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s |\n", s, w, o, e, step * 1000, device * 1000,
-        (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens }'
+    -v tokens="$tokens" -v bare="${bare_ms:-}" -v parts="${parts:--}" 'BEGIN {
+      printf "| %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s | %s |\n", s, w, o, e, step * 1000, device * 1000,
+        (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens, parts }'
+  # A registration of the servers' shared memory that failed (the parts are then written).
+  grep -h "cannot pin" "$run/logs/worker-0.log" 2>/dev/null | head -2 >&2 || true
 done
 exit $status

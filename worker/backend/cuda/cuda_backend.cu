@@ -184,7 +184,8 @@ std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
   if (err != cudaSuccess) {
     cudaGetLastError();  // not sticky, but keep it out of later launch checks
     PSF_LOG(Warning) << "cannot pin " << (bytes >> 20) << " MiB of host memory (" << cudaGetErrorString(err)
-                     << "); copies to the GPU read it as pageable memory, at a fraction of the bus's speed";
+                     << "); the GPU does not copy it by DMA (a copy to the device reads it as pageable memory, at a "
+                        "fraction of the bus's speed; a server's shared memory is copied into pinned memory first)";
     return nullptr;
   }
   return std::shared_ptr<void>(host, [bytes, device = device_](void* p) {

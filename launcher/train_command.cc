@@ -254,7 +254,8 @@ int RunTrainCommand(const Args& args) {
   request.mode = resume                           ? RunDirectoryMode::kResume
                  : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
                                                   : RunDirectoryMode::kFresh;
-  const Status files = CheckConfigFiles(*config);
+  Status files = CheckConfigFiles(*config);
+  if (files.ok()) files = CheckVocabularyMatchesData(*config);
   if (values["dry-run"].as<bool>())
     return DryRun(*config, placement, files, values.count("run-dir") ? &request : nullptr);
   if (!files.ok()) return ReportError("train", files);

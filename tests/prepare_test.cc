@@ -139,6 +139,48 @@ TEST(Prepare, WritesReadableCorpusAndReportsEveryDropReason) {
   EXPECT_EQ(bytes(dir.File("out/train.bin")), bytes(dir.File("out2/train.bin")));
 }
 
+// A config whose model.vocab_size differs from its corpus's (configs/base.pbtxt names the
+// paper's 37,000; this corpus has 60 pieces) is refused before anything starts, naming both and
+// the fix: servers would size the embedding by the one and workers by the other, and the job
+// would fail at its first pull with a range error, restarting five times. Equal or 0: served.
+TEST(Prepare, ATrainWhoseVocabularySizeIsNotTheCorpusesIsRefusedUpFront) {
+  TempDir dir;
+  const TextCorpus text = MakeText(300, 3);
+  dir.Write("train.en", text.src);
+  dir.Write("train.es", text.tgt);
+  ASSERT_EQ(Prepare(dir, "--src " + Quote(dir.File("train.en")) + " --tgt " + Quote(dir.File("train.es")) +
+                             " --vocab-size 60")
+                .exit_status,
+            0);
+  const std::string run = dir.File("run");
+  const auto r = RunPsformer("train --config configs/base.pbtxt --set data.train_dir=" + Quote(dir.File("out")) +
+                             " --set cluster.backend=CPU --run-dir " + Quote(run));
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("psformer train: error: model.vocab_size = 37000 but " + dir.File("out/spm.model") +
+                          " has 60 pieces"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("set model.vocab_size=60, or 0 to take it from the data"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "the run directory was made";
+
+  proto::JobConfig config;
+  FillDefaults(&config);
+  config.mutable_data()->set_task(proto::DataConfig::CORPUS);
+  config.mutable_data()->set_train_dir(dir.File("out"));
+  for (const int vocab : {61, 59}) {
+    config.mutable_model()->set_vocab_size(vocab);
+    EXPECT_TRUE(CheckVocabularyMatchesData(config).IsInvalidArgument()) << vocab;
+    EXPECT_TRUE(MakeBatchSource(config).status().IsInvalidArgument()) << vocab << ": a worker refuses it too";
+  }
+  for (const int vocab : {60, 0}) {
+    config.mutable_model()->set_vocab_size(vocab);
+    EXPECT_TRUE(CheckVocabularyMatchesData(config).ok()) << vocab;
+    auto source = MakeBatchSource(config);
+    ASSERT_TRUE(source.ok()) << vocab << ": " << source.status().ToString();
+    EXPECT_EQ((*source)->vocab_size(), 60);
+  }
+}
+
 TEST(Prepare, ProgressOnATerminalOnly) {
   TempDir dir;
   const TextCorpus train = MakeText(300, 3);

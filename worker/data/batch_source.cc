@@ -21,6 +21,18 @@ int32_t LongestRow(const ParallelCorpus& corpus) {
   return longest;
 }
 
+// model.vocab_size, where set, is the corpus's `pieces` (CheckVocabularyMatchesData).
+Status VocabularyMatches(const proto::JobConfig& config, int pieces) {
+  const int model_vocab = config.model().vocab_size();
+  if (model_vocab == 0 || model_vocab == pieces) return Status::Ok();
+  const std::string spm = (std::filesystem::path(config.data().train_dir()) / "spm.model").string();
+  return Status::InvalidArgument(
+      "model.vocab_size = " + std::to_string(model_vocab) + " but " + spm + " has " + std::to_string(pieces) +
+      " pieces (the servers would size the embedding for " + std::to_string(model_vocab) + " rows, the workers for " +
+      std::to_string(pieces) + "); set model.vocab_size=" + std::to_string(pieces) +
+      ", or 0 to take it from the data, or prepare the corpus with --vocab-size " + std::to_string(model_vocab));
+}
+
 // data.task = CORPUS: the directory `psformer prepare` wrote.
 StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& config) {
   const std::filesystem::path dir = config.data().train_dir();
@@ -44,11 +56,7 @@ StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& 
     }
     valid = std::move(file).value();
   }
-  const int model_vocab = config.model().vocab_size();
-  if (model_vocab != 0 && model_vocab < vocabulary->size()) {
-    return Status::InvalidArgument("model.vocab_size = " + std::to_string(model_vocab) + " is smaller than the " +
-                                   std::to_string(vocabulary->size()) + " pieces of " + (dir / "spm.model").string());
-  }
+  PSF_RETURN_IF_ERROR(VocabularyMatches(config, vocabulary->size()));
   for (const ParallelCorpus* corpus : std::initializer_list<const ParallelCorpus*>{train->get(), valid.get()}) {
     if (corpus == nullptr) continue;
     const int32_t longest = LongestRow(*corpus);
@@ -66,6 +74,20 @@ StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& 
 }
 
 }  // namespace
+
+Status CheckVocabularyMatchesData(const proto::JobConfig& config) {
+  if (config.data().task() != proto::DataConfig::CORPUS || config.model().vocab_size() == 0 ||
+      config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    return Status::Ok();
+  }
+  const std::filesystem::path spm = std::filesystem::path(config.data().train_dir()) / "spm.model";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(spm, ec)) return Status::Ok();
+  auto vocabulary = SubwordVocabulary::FromFile(spm.string());
+  if (!vocabulary.ok())
+    return vocabulary.status().WithContext("data.train_dir = \"" + config.data().train_dir() + "\"");
+  return VocabularyMatches(config, vocabulary->size());
+}
 
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config) {
   const SamplerOptions options = SamplerOptionsFromConfig(config);

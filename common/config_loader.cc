@@ -589,9 +589,17 @@ Status CheckConfigFiles(const JobConfig& config) {
   std::error_code ec;
   // Emulated workers read no data (worker/emulated_gpu.h).
   const bool emulated = config.cluster().backend() == proto::ClusterConfig::EMULATED;
-  if (d.task() == proto::DataConfig::CORPUS && !emulated && !std::filesystem::is_directory(d.train_dir(), ec)) {
+  if (d.task() != proto::DataConfig::CORPUS || emulated) return Status::Ok();
+  if (!std::filesystem::is_directory(d.train_dir(), ec)) {
     return Status::NotFound("data.train_dir = \"" + d.train_dir() +
                             "\": directory does not exist (run `psformer prepare` first)");
+  }
+  // What every worker opens first: without them the job would start and its workers fail.
+  for (const char* file : {"spm.model", "train.bin"}) {
+    if (!std::filesystem::is_regular_file(std::filesystem::path(d.train_dir()) / file, ec)) {
+      return Status::NotFound("data.train_dir = \"" + d.train_dir() + "\" has no " + file +
+                              ": not a directory `psformer prepare` wrote (run it with --out there first)");
+    }
   }
   return Status::Ok();
 }

@@ -182,6 +182,21 @@ TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
   Status files = CheckConfigFiles(*config);
   ASSERT_FALSE(files.ok());
   EXPECT_NE(files.message().find("/nonexistent/data"), std::string::npos);
+  // A directory that `psformer prepare` did not write (its files named, the first missing).
+  testing::TempDir dir;
+  config->mutable_data()->set_train_dir(dir.path().string());
+  files = CheckConfigFiles(*config);
+  EXPECT_TRUE(files.IsNotFound());
+  EXPECT_NE(files.message().find("has no spm.model: not a directory `psformer prepare` wrote"), std::string::npos)
+      << files.message();
+  dir.Write("spm.model", "x");
+  files = CheckConfigFiles(*config);
+  EXPECT_NE(files.message().find("has no train.bin"), std::string::npos) << files.message();
+  dir.Write("train.bin", "x");
+  EXPECT_TRUE(CheckConfigFiles(*config).ok()) << "what the files hold is the workers' to check";
+  config->mutable_cluster()->set_backend(proto::ClusterConfig::EMULATED);
+  std::filesystem::remove(dir.File("train.bin"));
+  EXPECT_TRUE(CheckConfigFiles(*config).ok()) << "emulated workers read no data";
 }
 
 TEST(ConfigLoader, FaultEventMustNameAnExistingRole) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <set>
 #include <span>
 #include <thread>
 #include <vector>
@@ -401,13 +402,20 @@ TEST(TransformerStep, PiecesLeftWhereTheyCameAreUploadedFromThere) {
     arrival.Reset();
     std::vector<std::weak_ptr<const LentParams>> lent;
     std::vector<ElementRange> lent_ranges;
+    std::vector<ElementRange> end_to_end;  // lent pieces whose frames lie end to end in memory
     constexpr uint64_t kPiece = 97, kFrame = 50;
     for (uint64_t b = 0, k = 0; b < n; b += kPiece, ++k) {
       const uint64_t e = std::min(n, b + kPiece);
       if (k % 2 == 1) {
+        // Each frame a copy of its own, or (every other lent piece) views of one array, as a
+        // server's snapshot is lent frame by frame.
         LentParams l{b, elem, {}};
-        for (uint64_t f = b; f < e; f += kFrame)
-          l.frames.push_back(Frame::Copy(values + f * elem, (std::min(e, f + kFrame) - f) * elem));
+        for (uint64_t f = b; f < e; f += kFrame) {
+          const size_t bytes = (std::min(e, f + kFrame) - f) * elem;
+          l.frames.push_back(k % 4 == 1 ? Frame::Copy(values + f * elem, bytes)
+                                        : Frame::View(values + f * elem, bytes, nullptr));
+        }
+        if (k % 4 == 3) end_to_end.push_back({b, e});
         auto shared = std::make_shared<const LentParams>(std::move(l));
         lent.push_back(shared);
         lent_ranges.push_back({b, e});
@@ -429,6 +437,20 @@ TEST(TransformerStep, PiecesLeftWhereTheyCameAreUploadedFromThere) {
     }
     arrival.Reset();
     for (const auto& l : lent) EXPECT_TRUE(l.expired()) << "the step still holds a lent piece";
+    // Frames that lie end to end went as one copy: no two uploads meet inside such a piece but
+    // where a layer ends (each layer's upload is its own).
+    std::set<uint64_t> layer_starts;
+    CpuBackend<float> cpu(1);
+    for (const auto& [b, e] : Transformer<float>(s.config.model(), arriving->vocab_size(), &cpu).forward_ranges())
+      layer_starts.insert(b);
+    const std::vector<ElementRange>& started = s.made.lazy->started();
+    for (size_t i = 1; i < started.size(); ++i) {
+      if (started[i - 1].end != started[i].begin || layer_starts.count(started[i].begin)) continue;
+      for (const ElementRange& p : end_to_end) {
+        EXPECT_FALSE(p.begin < started[i].begin && started[i].begin < p.end)
+            << "a copy split at " << started[i].begin << " inside [" << p.begin << ", " << p.end << ")";
+      }
+    }
   }
 }
 

@@ -218,17 +218,33 @@ ParamsNeeded TransformerStep::StartParamUploads() {
 }
 
 void TransformerStep::UploadLanded(RangeUploader* uploader, ElementRange r, bool bf16) {
-  uint64_t at = r.begin;  // what is before `at` is started
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  uint64_t at = r.begin;  // what is before `at` is started, or pending
+  // Frames that lie end to end (a server's snapshot, lent frame by frame) go as one copy.
+  ElementRange pending{r.begin, r.begin};
+  const uint8_t* pending_bytes = nullptr;
+  const auto flush = [&] {
+    if (pending.end > pending.begin) uploader->AddFrom(pending, pending_bytes);
+    pending = {at, at};
+  };
   for (std::shared_ptr<const LentParams>& lent : arrival_->LentIn(r.begin, r.end)) {
-    PSF_CHECK(lent->element_bytes == (bf16 ? sizeof(uint16_t) : sizeof(float)));
+    PSF_CHECK(lent->element_bytes == elem);
     lent->ForEachSpan(r.begin, r.end, [&](uint64_t first, const uint8_t* bytes, uint64_t count) {
-      if (at < first) uploader->Add({at, first});  // a piece landed in the host array
-      uploader->AddFrom({first, first + count}, bytes);
-      at = first + count;
+      const bool follows = pending.end > pending.begin && pending.end == first &&
+                           pending_bytes + (pending.end - pending.begin) * elem == bytes;
+      if (!follows) {
+        flush();
+        if (at < first) uploader->Add({at, first});  // a piece landed in the host array
+        pending = {first, first};
+        pending_bytes = bytes;
+      }
+      pending.end = first + count;
+      at = pending.end;
     });
     lent_uploading_.push_back(std::move(lent));
     lent_uploader_ = uploader;
   }
+  flush();
   if (at < r.end) uploader->Add({at, r.end});
 }
 

@@ -187,7 +187,7 @@ ParamsNeeded TransformerStep::StartParamUploads() {
   // first gradient range is on the host (its copy follows forward on the device), and a later
   // pull after Compute's copies have landed.
   const bool bf16 = pulled_bf16();
-  RangeUploader* uploader = bf16 ? bf16_upload_.get() : param_upload_.get();
+  RangeUploader* uploader = ParamUploader();
   if (arrival_ == nullptr) {
     uploader->Start(forward_ranges_);
     return [this, uploader, bf16](uint64_t begin, uint64_t end) {
@@ -242,7 +242,6 @@ void TransformerStep::UploadLanded(RangeUploader* uploader, ElementRange r, bool
       at = pending.end;
     });
     lent_uploading_.push_back(std::move(lent));
-    lent_uploader_ = uploader;
   }
   flush();
   if (at < r.end) uploader->Add({at, r.end});
@@ -254,7 +253,7 @@ void TransformerStep::CheckEveryLayerUploaded() {
   if (lent_uploading_.empty()) return;
   // Forward has read them on the device already (its loss has been read), so this waits for
   // nothing on a GPU; then the servers may have their snapshot's memory back.
-  lent_uploader_->Quiesce();
+  ParamUploader()->Quiesce();
   lent_uploading_.clear();
 }
 

@@ -58,6 +58,8 @@ class TransformerStep final : public StepComputer {
   // With the pull still landing (arrival_), a layer's upload is started in the hook, once its
   // pieces are in.
   ParamsNeeded StartParamUploads();
+  // The uploader of the last pull's parameters: of bf16 ones as they came, or of fp32.
+  RangeUploader* ParamUploader() const { return pulled_bf16() ? bf16_upload_.get() : param_upload_.get(); }
   // With arrival_: the upload of chunk r of a layer, whose pieces have landed: from where the
   // lent ones lie (PullArrival::LentIn), the rest from the host array.
   void UploadLanded(RangeUploader* uploader, ElementRange r, bool bf16);
@@ -95,7 +97,6 @@ class TransformerStep final : public StepComputer {
   std::vector<bool> uploads_started_;                // (forward_ranges_) this step's, as the pull lands
   // Lent pieces (pull_landing.h) this step's uploads read, kept until their copies have.
   std::vector<std::shared_ptr<const LentParams>> lent_uploading_;
-  RangeUploader* lent_uploader_ = nullptr;           // the uploader reading them
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   uint64_t copy_chunk_ = 0;                          // the most elements of one copy: a piece's
   LookupRows<float> device_lookups_;                 // the model's, on the device

@@ -116,13 +116,12 @@ bool PsClient::HandleParams(WireMessage msg, Request& r, Part& p) {
   // The second part of a split piece to land makes the piece's CRC (the other lands first).
   const bool piece_crc =
       options_.pull_digest && p.sibling >= 0 && (r.parts[p.sibling].answered || r.parts[p.sibling].landing);
-  // Left where it came: a whole piece arriving as its destination keeps it (Pull's lend), and
-  // where the caller reads registered memory only, lying in it (PinPeerMemory).
-  const bool lend = r.lend && p.piece_part == proto::WHOLE &&
-                    (h.dtype() == proto::FLOAT32 ? params != nullptr : params_bf16 != nullptr) &&
-                    (!lend_pinned_only_ || std::all_of(msg.payload.begin(), msg.payload.end(), [&](const Frame& f) {
-                      return van_->PeerMemoryPinned(f.data(), f.size());
-                    }));
+  // Left where it came (Pull's lend) where the caller reads registered memory only if it lies in
+  // it (PinPeerMemory); which pieces can be is the landing's rule (PullLanding::Job::lend).
+  const bool lend =
+      r.lend && (!lend_pinned_only_ || std::all_of(msg.payload.begin(), msg.payload.end(), [&](const Frame& f) {
+        return van_->PeerMemoryPinned(f.data(), f.size());
+      }));
   landing_->Land({sequence, r.step, p.model, std::move(msg), params, params_bf16, piece_crc, lend});
   p.landing = true;
   return false;  // answered once it has landed (TakeLandings)

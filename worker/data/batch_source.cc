@@ -81,8 +81,6 @@ Status CheckVocabularyMatchesData(const proto::JobConfig& config) {
     return Status::Ok();
   }
   const std::filesystem::path spm = std::filesystem::path(config.data().train_dir()) / "spm.model";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(spm, ec)) return Status::Ok();
   auto vocabulary = SubwordVocabulary::FromFile(spm.string());
   if (!vocabulary.ok())
     return vocabulary.status().WithContext("data.train_dir = \"" + config.data().train_dir() + "\"");

@@ -34,8 +34,8 @@ StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& c
 // A prepared corpus (data.task CORPUS, read by workers) and a model.vocab_size set in the config
 // must agree: the servers size the embedding by the config and the workers by the corpus's
 // spm.model, so a job of two sizes would fail at its first pull. InvalidArgument naming both and
-// the fix (or spm.model's own error); OK for the copy task, emulated workers, vocab_size 0 (taken
-// from the data) and a directory or spm.model that is not there (MakeBatchSource names that).
+// the fix (or spm.model's own error, a missing one too); OK for the copy task, emulated workers
+// and vocab_size 0 (taken from the data).
 Status CheckVocabularyMatchesData(const proto::JobConfig& config);
 
 }  // namespace psformer

@@ -14,6 +14,11 @@
 //   land-whole PullLanding::LandNow of a whole piece in 1 MiB frames: copied into place, its
 //              CRC-32C checked in the copy (a pull that writes params())
 //   land-lent  the same piece left where it came (Job::lend): its CRC-32C checked in one read
+//   grad-then-crc  a CPU worker's gradient copied off its "device" (one thread, as the launching
+//              thread copies it), then its push's CRC-32C read (split over the threads): what
+//              its copy and its client did before the copy recorded block CRCs
+//   grad-recorded  the same copy recording each block's CRC (ImmediateRangeDownloader with
+//              RecordBlockCrcs), then the push's CRC from the record (BlockCrcs::Crc32cOf): now
 // and prints, per pass and thread count, the best of --reps runs in GB/s of bytes moved (read +
 // written) and ns an element (4-byte elements; for land-*, an element of the part).
 //
@@ -31,10 +36,12 @@
 #include <vector>
 
 #include "common/adam.h"
+#include "common/block_crcs.h"
 #include "common/crc32c.h"
 #include "common/parallel_for.h"
 #include "pserver/client/pull_landing.h"
 #include "pserver/wire/gradient_rows.h"
+#include "worker/backend/range_downloader.h"
 
 namespace psformer {
 namespace {
@@ -101,6 +108,16 @@ WireMessage PartOfPiece(size_t n, const std::vector<ElementRun>& named, proto::P
   return msg;
 }
 
+// A "device" whose memory is the host's, as the CPU backend's.
+class HostMemory final : public DeviceMemory {
+ public:
+  void* AllocateBytes(size_t bytes) override { return std::calloc(bytes, 1); }
+  void FreeBytes(void* p) override { std::free(p); }
+  void CopyToDevice(void* d, const void* h, size_t bytes) override { std::memcpy(d, h, bytes); }
+  void CopyToHost(void* h, const void* d, size_t bytes) override { std::memcpy(h, d, bytes); }
+  void Synchronize() override {}
+};
+
 // The best time of `reps` runs of `pass`, in seconds.
 double Best(int reps, const std::function<void()>& pass) {
   double best = 1e30;
@@ -122,12 +139,12 @@ int Main(int argc, char** argv) {
   const AdamStepConstants k = AdamConstants(AdamHyper{}, 1000, 1e-4);
   uint64_t sink = 0;  // keeps the CRCs live
   std::printf("host passes over %zu MiB arrays, best of %d; GB/s counts bytes read + written\n", o.mib, o.reps);
-  std::printf("%-10s %7s %9s %8s\n", "pass", "threads", "GB/s", "ns/elem");
+  std::printf("%-13s %7s %9s %8s\n", "pass", "threads", "GB/s", "ns/elem");
   std::vector<int> counts;
   for (int t = 1; t < o.max_threads; t *= 2) counts.push_back(t);
   counts.push_back(o.max_threads);
   const auto row = [&](const char* name, int threads, double seconds, double bytes_moved) {
-    std::printf("%-10s %7d %9.1f %8.3f\n", name, threads, bytes_moved / seconds / 1e9, seconds / n * 1e9);
+    std::printf("%-13s %7d %9.1f %8.3f\n", name, threads, bytes_moved / seconds / 1e9, seconds / n * 1e9);
   };
   for (int t : counts) {
     row("read+crc", t, Best(o.reps, [&] { sink += Crc32cParallel(a.data(), bytes, t); }), bytes);
@@ -176,6 +193,29 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  // A CPU worker's gradient leaving: copied by the launching thread in pieces of 4M values, then
+  // checksummed for its push, before (a read) and now (from the blocks the copy recorded).
+  {
+    HostMemory memory;
+    constexpr size_t kPiece = size_t{4} << 20;
+    for (const bool record : {false, true}) {
+      ImmediateRangeDownloader<float> copies(&memory, a.data(), out.data(), n);
+      const BlockCrcs* crcs = record ? copies.RecordBlockCrcs() : nullptr;
+      for (int t : counts) {
+        const double s = Best(o.reps, [&] {
+          for (size_t at = 0; at < n; at += kPiece) {
+            const size_t e = std::min(n, at + kPiece);
+            copies.Start(at, e);
+            copies.WaitOldest();
+            const size_t piece_bytes = (e - at) * sizeof(float);
+            sink += record ? *crcs->Crc32cOf(out.data() + at, piece_bytes)
+                           : Crc32cParallel(out.data() + at, piece_bytes, t);
+          }
+        });
+        row(record ? "grad-recorded" : "grad-then-crc", t, s, (record ? 2.0 : 3.0) * bytes);
+      }
+    }
+  }
   constexpr uint32_t kRow = 512;  // d_model values: one embedding row
   std::vector<ElementRun> named;
   const uint64_t tabled = std::min<uint64_t>(n, UINT32_MAX);  // a run table's offsets are 32-bit
@@ -196,7 +236,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
       // Its values read twice (the check, the copy) and written once; per element of the part.
-      std::printf("%-10s %7d %9.1f %8.3f\n", which == proto::ROWS ? "land-rows" : "land-dense", t,
+      std::printf("%-13s %7d %9.1f %8.3f\n", which == proto::ROWS ? "land-rows" : "land-dense", t,
                   3.0 * count * sizeof(float) / s / 1e9, s / count * 1e9);
     }
   }

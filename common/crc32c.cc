@@ -61,6 +61,27 @@ Gf2Operator ZeroBytesOperator(size_t bytes) {
 // linear map for kStripe zero bytes (precomputed). Same value as one chain.
 constexpr size_t kStripe = 4096;
 
+// Feeds the three kStripe-byte stripes at p into the registers c0, c1, c2 (one each, in three
+// independent chains) and, when kCopy, stores them at out as well.
+template <bool kCopy>
+__attribute__((target("sse4.2"))) inline void ThreeStripes(const uint8_t* p, [[maybe_unused]] uint8_t* out,
+                                                           uint64_t* c0, uint64_t* c1, uint64_t* c2) {
+  for (size_t i = 0; i < kStripe; i += 8) {
+    uint64_t w0, w1, w2;
+    std::memcpy(&w0, p + i, 8);
+    std::memcpy(&w1, p + kStripe + i, 8);
+    std::memcpy(&w2, p + 2 * kStripe + i, 8);
+    *c0 = __builtin_ia32_crc32di(*c0, w0);
+    *c1 = __builtin_ia32_crc32di(*c1, w1);
+    *c2 = __builtin_ia32_crc32di(*c2, w2);
+    if constexpr (kCopy) {
+      std::memcpy(out + i, &w0, 8);
+      std::memcpy(out + kStripe + i, &w1, 8);
+      std::memcpy(out + 2 * kStripe + i, &w2, 8);
+    }
+  }
+}
+
 // Reads n bytes at p into the CRC register and, when kCopy, stores each word read at out as
 // well: the copy costs no second pass over the source. One body for both, so that the fused
 // routine computes exactly what Crc32c does.
@@ -71,20 +92,7 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const ui
   uint64_t c = crc;
   while (n >= 3 * kStripe) {
     uint64_t c1 = 0, c2 = 0;
-    for (size_t i = 0; i < kStripe; i += 8) {
-      uint64_t w0, w1, w2;
-      std::memcpy(&w0, p + i, 8);
-      std::memcpy(&w1, p + kStripe + i, 8);
-      std::memcpy(&w2, p + 2 * kStripe + i, 8);
-      c = __builtin_ia32_crc32di(c, w0);
-      c1 = __builtin_ia32_crc32di(c1, w1);
-      c2 = __builtin_ia32_crc32di(c2, w2);
-      if constexpr (kCopy) {
-        std::memcpy(out + i, &w0, 8);
-        std::memcpy(out + kStripe + i, &w1, 8);
-        std::memcpy(out + 2 * kStripe + i, &w2, 8);
-      }
-    }
+    ThreeStripes<kCopy>(p, out, &c, &c1, &c2);
     // The register after the first stripe, fed the second from there (linear: shifted state xor
     // the second chain's own result), then the third.
     c = Apply(kShift, Apply(kShift, static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^ static_cast<uint32_t>(c2);
@@ -112,6 +120,21 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const ui
   }
   return c32;
 }
+
+// Crc32c(0, block) of the three kCrcBlockBytes blocks at p, in three chains at once, into
+// crcs[0..2] (returned: crcs[0]); with out, the bytes are copied there too.
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardwareBlocks3(const uint8_t* p, uint8_t* out, uint32_t* crcs) {
+  static_assert(kCrcBlockBytes == kStripe);
+  uint64_t c0 = 0xFFFFFFFFu, c1 = 0xFFFFFFFFu, c2 = 0xFFFFFFFFu;
+  if (out != nullptr) {
+    ThreeStripes<true>(p, out, &c0, &c1, &c2);
+  } else {
+    ThreeStripes<false>(p, out, &c0, &c1, &c2);
+  }
+  crcs[1] = ~static_cast<uint32_t>(c1);
+  crcs[2] = ~static_cast<uint32_t>(c2);
+  return ~static_cast<uint32_t>(c0);
+}
 #endif
 
 }  // namespace
@@ -135,6 +158,84 @@ uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, size_t len_b) {
     if (len_b & 1) crc_a = Apply(kZeroBytesPow2[k], crc_a);
   }
   return crc_a ^ crc_b;
+}
+
+void BlockCrc32cs(const void* src, size_t blocks, uint32_t* crcs, void* dst) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+#if defined(__x86_64__)
+  static const bool has_sse42 = __builtin_cpu_supports("sse4.2");
+  if (has_sse42) {
+    // Three blocks at a time in three chains, as Crc32cHardware runs its stripes, each its own CRC.
+    for (; blocks >= 3; blocks -= 3, p += 3 * kCrcBlockBytes, crcs += 3) {
+      crcs[0] = Crc32cHardwareBlocks3(p, out, crcs);
+      if (out != nullptr) out += 3 * kCrcBlockBytes;
+    }
+  }
+#endif
+  for (size_t i = 0; i < blocks; ++i, p += kCrcBlockBytes) {
+    crcs[i] = out != nullptr ? CopyWithCrc32c(out, p, kCrcBlockBytes) : Crc32c(0, p, kCrcBlockBytes);
+    if (out != nullptr) out += kCrcBlockBytes;
+  }
+}
+
+uint32_t Crc32cAppendBlock(uint32_t crc_a, uint32_t crc_b) {
+  // The register's map for kCrcBlockBytes zero bytes as four tables of its bytes' images.
+  static const std::array<std::array<uint32_t, 256>, 4> kTables = [] {
+    const Gf2Operator op = ZeroBytesOperator(kCrcBlockBytes);
+    std::array<std::array<uint32_t, 256>, 4> t{};
+    for (int k = 0; k < 4; ++k) {
+      for (uint32_t b = 0; b < 256; ++b) t[k][b] = Apply(op, b << (8 * k));
+    }
+    return t;
+  }();
+  return kTables[0][crc_a & 0xFF] ^ kTables[1][(crc_a >> 8) & 0xFF] ^ kTables[2][(crc_a >> 16) & 0xFF] ^
+         kTables[3][crc_a >> 24] ^ crc_b;
+}
+
+const Crc32cLaneConstants& Crc32cBlockLaneConstants() {
+  static const Crc32cLaneConstants kConstants = [] {
+    Crc32cLaneConstants k{};
+    for (int s = 0; s < 5; ++s) {
+      const Gf2Operator op = ZeroBytesOperator(size_t{128} << s);
+      for (int i = 0; i < 32; ++i) k.shift[s][i] = op[i];
+    }
+    // Crc32c(0, x) = ~(register from ~0 over x) = map(~0) ^ register from 0 over x ^ ~0.
+    k.finish = Apply(ZeroBytesOperator(kCrcBlockBytes), 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
+    return k;
+  }();
+  return kConstants;
+}
+
+uint32_t Crc32cBlockByLanes(const void* block) {
+  static_assert(kCrcBlockBytes == 32 * 128);
+  static const std::array<std::array<uint32_t, 256>, 4> kSlices = [] {
+    std::array<std::array<uint32_t, 256>, 4> t{};
+    t[0] = kTable;
+    for (int k = 1; k < 4; ++k) {
+      for (int i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ kTable[t[k - 1][i] & 0xFF];
+    }
+    return t;
+  }();
+  const Crc32cLaneConstants& k = Crc32cBlockLaneConstants();
+  const auto* bytes = static_cast<const uint8_t*>(block);
+  uint32_t lane[32];
+  for (int l = 0; l < 32; ++l) {
+    uint32_t c = 0;
+    for (int j = 0; j < 32; ++j) {
+      uint32_t word;
+      std::memcpy(&word, bytes + 128 * l + 4 * j, 4);
+      c ^= word;
+      c = kSlices[3][c & 0xFF] ^ kSlices[2][(c >> 8) & 0xFF] ^ kSlices[1][(c >> 16) & 0xFF] ^ kSlices[0][c >> 24];
+    }
+    lane[l] = c;
+  }
+  for (int s = 0; s < 5; ++s) {
+    Gf2Operator op;
+    std::copy(std::begin(k.shift[s]), std::end(k.shift[s]), op.begin());
+    for (int l = 0; l < 32; l += 2 << s) lane[l] = Apply(op, lane[l]) ^ lane[l + (1 << s)];
+  }
+  return lane[0] ^ k.finish;
 }
 
 uint32_t Crc32cParallel(const void* data, size_t n, int threads) {

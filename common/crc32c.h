@@ -51,6 +51,32 @@ struct CrcSpan {
 // combined in order, so the result does not depend on `threads`.
 uint32_t Crc32cSpans(const std::vector<CrcSpan>& spans, int threads, uint32_t crc = 0);
 
+// The block a CRC-32C is recorded for where an array is written (block_crcs.h): small enough
+// that a stretch's unaligned ends cost little to read again, large enough that joining blocks
+// costs nothing beside reading them.
+constexpr size_t kCrcBlockBytes = 4096;
+
+// crcs[i] = Crc32c(0, src + i * kCrcBlockBytes, kCrcBlockBytes) for i < blocks; with dst, the
+// bytes are also copied there in the same pass (CopyWithCrc32c's).
+void BlockCrc32cs(const void* src, size_t blocks, uint32_t* crcs, void* dst = nullptr);
+
+// Crc32cCombine(crc_a, crc_b, kCrcBlockBytes), by four table lookups.
+uint32_t Crc32cAppendBlock(uint32_t crc_a, uint32_t crc_b);
+
+// How a GPU computes a block's CRC (worker/backend/cuda/crc32c_kernels.h): 32 lanes each take
+// the CRC register from 0 over 128 consecutive bytes (no inversions: the register is linear in
+// the bytes), then pairs of neighbouring results are joined in five rounds, the left one moved on
+// by the register's map for the right one's length (128, 256 ... 2048 zero bytes: `shift`, as 32
+// columns of a GF(2) matrix), and `finish` turns the whole block's register into Crc32c(0, block).
+struct Crc32cLaneConstants {
+  uint32_t shift[5][32];
+  uint32_t finish;
+};
+const Crc32cLaneConstants& Crc32cBlockLaneConstants();
+// Crc32c(0, block, kCrcBlockBytes) computed exactly as the GPU does (the lanes one after the
+// other): the kernel's reference twin, tested against Crc32c.
+uint32_t Crc32cBlockByLanes(const void* block);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_CRC32C_H_

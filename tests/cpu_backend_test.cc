@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "tests/device_test_util.h"
 #include "tests/model_test_util.h"
 #include "worker/backend/thread_pool.h"
@@ -164,6 +165,36 @@ TEST(CpuBackend, RangeDownloaderCopiesEachRangeWhenStarted) {
   downloader->Start(3, 6);
   EXPECT_TRUE(downloader->WaitOldest() == (ElementRange{3, 6}));
   EXPECT_EQ(host, values);
+}
+
+// A downloader that records its copies' block CRCs (RangeDownloader::RecordBlockCrcs): once a
+// range is returned, the CRC of any stretch inside it is known and right, and the bytes copied
+// are the device's; bytes of ranges not yet copied are unknown.
+TEST(RangeDownloader, RecordsTheBlockCrcsOfWhatItCopies) {
+  CpuBackend<float> be(1);
+  std::vector<float> values(10 * 1024 + 300);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  DeviceBuffer<float> device = testing::ToDevice(&be, values);
+  std::vector<float> host(values.size(), 0.0f);
+  auto made = be.MakeRangeDownloader(device.data(), host.data(), host.size());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<RangeDownloader> downloader = std::move(made).value();
+  BlockCrcs* crcs = downloader->RecordBlockCrcs();
+  ASSERT_NE(crcs, nullptr);
+  const auto crc_of = [&](size_t b, size_t e) { return crcs->Crc32cOf(host.data() + b, (e - b) * sizeof(float)); };
+  for (const ElementRange r : {ElementRange{0, 3000}, ElementRange{3000, 3001}, ElementRange{3001, values.size()}}) {
+    downloader->Start(r.begin, r.end);
+    ASSERT_TRUE(downloader->WaitOldest() == r);
+  }
+  EXPECT_EQ(host, values);
+  for (const ElementRange r : {ElementRange{0, 3000}, ElementRange{100, 2900}, ElementRange{3001, values.size()},
+                               ElementRange{0, values.size()}}) {
+    const std::optional<uint32_t> crc = crc_of(r.begin, r.end);
+    ASSERT_TRUE(crc.has_value()) << r.begin << ".." << r.end;
+    EXPECT_EQ(*crc, Crc32c(0, host.data() + r.begin, (r.end - r.begin) * sizeof(float))) << r.begin << ".." << r.end;
+  }
+  // Block 2 (elements 2048..3072) lies across three copies: recorded by none, so unknown alone.
+  EXPECT_FALSE(crc_of(2040, 3080));
 }
 
 // InChunks: consecutive parts of at most `most`, the last the remainder; none for an empty

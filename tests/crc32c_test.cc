@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
+
+#include "common/block_crcs.h"
 
 namespace psformer {
 namespace {
@@ -125,6 +129,89 @@ TEST(Crc32c, SpansGiveTheCrcOfTheWholeAndTheirCopiesForAnyThreadCount) {
     }
   }
   EXPECT_EQ(Crc32cSpans({}, 4, 0x1234u), 0x1234u);
+}
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> bytes(n);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  return bytes;
+}
+
+// Each block's CRC as Crc32c computes it, in any count (three chains at a time, the rest one by
+// one), and with dst the bytes copied too; appending a block's CRC is combining it.
+TEST(BlockCrc32cs, EachBlocksCrcIsCrc32cOfItAndTheCopyIsExact) {
+  const std::vector<uint8_t> src = RandomBytes(8 * kCrcBlockBytes, 7);
+  for (size_t blocks = 0; blocks <= 8; ++blocks) {
+    SCOPED_TRACE(blocks);
+    std::vector<uint32_t> crcs(blocks + 1, 12345);
+    std::vector<uint8_t> dst(src.size(), 0);
+    BlockCrc32cs(src.data(), blocks, crcs.data(), dst.data());
+    for (size_t i = 0; i < blocks; ++i) {
+      EXPECT_EQ(crcs[i], Crc32c(0, src.data() + i * kCrcBlockBytes, kCrcBlockBytes)) << i;
+    }
+    EXPECT_EQ(crcs[blocks], 12345u) << "wrote past the blocks";
+    EXPECT_TRUE(std::equal(src.begin(), src.begin() + blocks * kCrcBlockBytes, dst.begin()));
+    EXPECT_TRUE(std::all_of(dst.begin() + blocks * kCrcBlockBytes, dst.end(), [](uint8_t b) { return b == 0; }));
+    std::vector<uint32_t> read_only(blocks + 1, 0);
+    BlockCrc32cs(src.data(), blocks, read_only.data());
+    for (size_t i = 0; i < blocks; ++i) EXPECT_EQ(read_only[i], crcs[i]);
+  }
+  for (uint32_t a : {0u, 1u, 0xDEADBEEFu, 0xFFFFFFFFu}) {
+    EXPECT_EQ(Crc32cAppendBlock(a, 0x12345678u), Crc32cCombine(a, 0x12345678u, kCrcBlockBytes));
+  }
+}
+
+// A stretch's CRC from the blocks recorded is Crc32c of its bytes, wherever it begins and ends
+// and whichever of its blocks were recorded; it is unknown when none was, outside the array, or
+// once the record is invalidated. It comes from the record, not the bytes: a wrong entry gives a
+// wrong CRC.
+TEST(BlockCrcs, AStretchsCrcComesFromTheRecordedBlocksAndReadsOnlyTheRest) {
+  constexpr size_t kBlocks = 10;
+  const std::vector<uint8_t> bytes = RandomBytes(kBlocks * kCrcBlockBytes + 1000, 11);
+  std::vector<BlockCrcs::Entry> entries(BlockCrcs::Blocks(bytes.size()), BlockCrcs::Entry{0, 0});
+  ASSERT_EQ(entries.size(), kBlocks);
+  BlockCrcs record(bytes.data(), bytes.size(), entries.data());
+  EXPECT_FALSE(record.Crc32cOf(bytes.data(), bytes.size())) << "nothing recorded yet";
+  for (size_t b = 0; b < kBlocks; b += 2)
+    record.Record(b, Crc32c(0, bytes.data() + b * kCrcBlockBytes, kCrcBlockBytes));
+  std::mt19937 rng(3);
+  int known = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const size_t begin = rng() % bytes.size(), end = begin + rng() % (bytes.size() - begin + 1);
+    const std::optional<uint32_t> crc = record.Crc32cOf(bytes.data() + begin, end - begin);
+    const auto [first, last] = BlockCrcs::WholeBlocks(begin, end);
+    bool any = false;
+    for (size_t b = first; b < last; ++b) any = any || b % 2 == 0;
+    ASSERT_EQ(crc.has_value(), any) << begin << ".." << end;
+    if (crc) {
+      ++known;
+      ASSERT_EQ(*crc, Crc32c(0, bytes.data() + begin, end - begin)) << begin << ".." << end;
+    }
+  }
+  EXPECT_GT(known, 500);  // most stretches hold a recorded block
+  EXPECT_FALSE(record.Crc32cOf(bytes.data() + 10, bytes.size())) << "runs past the array";
+  const uint8_t before[8] = {};
+  EXPECT_FALSE(record.Crc32cOf(before, sizeof(before))) << "not in the array";
+  entries[2].crc ^= 1;
+  EXPECT_NE(*record.Crc32cOf(bytes.data(), bytes.size()), Crc32c(0, bytes.data(), bytes.size()));
+  record.Invalidate();
+  EXPECT_FALSE(record.Crc32cOf(bytes.data(), bytes.size())) << "stale after Invalidate";
+  record.Record(4, Crc32c(0, bytes.data() + 4 * kCrcBlockBytes, kCrcBlockBytes));
+  EXPECT_EQ(*record.Crc32cOf(bytes.data(), bytes.size()), Crc32c(0, bytes.data(), bytes.size()))
+      << "only block 4 counts now: the wrong entry 2 is stale";
+}
+
+// The GPU's way to a block's CRC (lanes of 128 bytes joined in five rounds), run on the host:
+// Crc32c of the block, for any bytes.
+TEST(Crc32cBlockByLanes, IsCrc32cOfTheBlock) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    const std::vector<uint8_t> block = RandomBytes(kCrcBlockBytes, seed);
+    EXPECT_EQ(Crc32cBlockByLanes(block.data()), Crc32c(0, block.data(), block.size())) << seed;
+  }
+  const std::vector<uint8_t> zeros(kCrcBlockBytes, 0), ones(kCrcBlockBytes, 0xFF);
+  EXPECT_EQ(Crc32cBlockByLanes(zeros.data()), Crc32c(0, zeros.data(), zeros.size()));
+  EXPECT_EQ(Crc32cBlockByLanes(ones.data()), Crc32c(0, ones.data(), ones.size()));
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // gradient of a whole upload. Labelled gpu; skipped where no GPU is present.
 // Written on a machine without a GPU: these tests have compiled but not yet run on one.
 #include "worker/backend/cuda/cuda_range_downloader.h"
-#include "worker/backend/cuda/cuda_range_uploader.h"
 
 #include <gtest/gtest.h>
 
@@ -13,12 +12,15 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "tests/cuda_test_util.h"
 #include "tests/model_test_util.h"
+#include "worker/backend/cuda/cuda_range_uploader.h"
 #include "worker/model/transformer.h"
 
 namespace psformer {
@@ -203,6 +205,56 @@ TEST_F(CudaRangeDownloaderTest, ParametersUploadedByLayersGiveTheGradientOfAWhol
                           [&](uint64_t b, uint64_t e) { uploader->Await(b, e); });
     EXPECT_EQ(FirstBitDifference(ToHost(grad), expected), -1) << "step " << step;
   }
+}
+
+// The block CRCs a copy records on the GPU (RecordBlockCrcs, crc32c_kernels.cu) are the host's
+// Crc32c of the bytes that arrived, fp32 and bf16 arrays alike; a stretch across blocks no copy
+// holds whole is unknown alone; a second copy of the same range records the new bytes' CRCs.
+TEST_F(CudaRangeDownloaderTest, BlockCrcsRecordedOnTheGpuAreTheHostsCrc32cOfWhatArrived) {
+  const size_t n = 40 * 1024 + 123;
+  std::mt19937 rng(9);
+  std::vector<float> values(n);
+  for (float& v : values) v = static_cast<float>(rng() % 100000) * 1e-3f - 50.0f;
+  DeviceBuffer<float> device = ToDevice<float>(gpu_.get(), values);
+  std::vector<float> host(n, 0.0f);
+  std::unique_ptr<RangeDownloader> downloader = MakeDownloader(gpu_.get(), device, &host);
+  ASSERT_NE(downloader, nullptr);
+  BlockCrcs* crcs = downloader->RecordBlockCrcs();
+  ASSERT_NE(crcs, nullptr) << "the GPU's CRCs disagreed with the host's (see the warning)";
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {  // new device values, copied again over the same ranges
+      for (float& v : values) v = -v + 1.0f;
+      gpu_->CopyToDevice(device.data(), values.data(), n * sizeof(float));
+    }
+    const std::vector<ElementRange> ranges{{0, 10000}, {10000, 10001}, {10001, n}};
+    for (const ElementRange& r : ranges) downloader->Start(r.begin, r.end);
+    for (const ElementRange& r : ranges) ASSERT_TRUE(downloader->WaitOldest() == r);
+    ASSERT_EQ(FirstBitDifference(host, values), -1);
+    for (const ElementRange& r :
+         {ElementRange{0, 10000}, ElementRange{17, 9000}, ElementRange{10001, n}, ElementRange{0, n}}) {
+      const std::optional<uint32_t> crc = crcs->Crc32cOf(host.data() + r.begin, (r.end - r.begin) * sizeof(float));
+      ASSERT_TRUE(crc.has_value()) << r.begin << ".." << r.end;
+      EXPECT_EQ(*crc, Crc32c(0, host.data() + r.begin, (r.end - r.begin) * sizeof(float))) << r.begin << ".." << r.end;
+    }
+    // Block 9 (elements 9216 .. 10240) lies across the three copies.
+    EXPECT_FALSE(crcs->Crc32cOf(host.data() + 9200, 1100 * sizeof(float)).has_value());
+  }
+  // bf16: the rounded array's bytes.
+  std::vector<uint16_t> rounded(n);
+  for (size_t i = 0; i < n; ++i) rounded[i] = static_cast<uint16_t>(rng());
+  DeviceBuffer<uint16_t> device16 = gpu_->Allocate<uint16_t>(n);
+  gpu_->CopyToDevice(device16.data(), rounded.data(), n * sizeof(uint16_t));
+  std::vector<uint16_t> host16(n, 0);
+  auto made = gpu_->MakeBf16RangeDownloader(device16.data(), host16.data(), n);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<RangeDownloader> down16 = std::move(made).value();
+  BlockCrcs* crcs16 = down16->RecordBlockCrcs();
+  ASSERT_NE(crcs16, nullptr);
+  down16->Start(0, n);
+  ASSERT_TRUE(down16->WaitOldest() == (ElementRange{0, n}));
+  ASSERT_EQ(host16, rounded);
+  EXPECT_EQ(crcs16->Crc32cOf(host16.data() + 5, (n - 5) * sizeof(uint16_t)),
+            std::optional<uint32_t>(Crc32c(0, host16.data() + 5, (n - 5) * sizeof(uint16_t))));
 }
 
 }  // namespace

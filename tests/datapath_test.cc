@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/block_crcs.h"
 #include "common/crc32c.h"
 #include "tests/pserver_test_util.h"
 #include "tests/test_util.h"
@@ -423,6 +424,39 @@ TEST(PsClient, APinnedOnlyLendingPullLeavesWhatLiesInRegisteredSharedMemory) {
       EXPECT_TRUE(kept.empty());
       EXPECT_GT(client->pulled_parts_written(), 0u);
       for (uint64_t i = 0; i < kBig; ++i) ASSERT_EQ(params[i], testing::InitValue(i)) << i;
+    }
+  }
+}
+
+// A push whose gradient's writer recorded its blocks' CRCs (PsClient::KnowPushCrcs) is sent with
+// them, and the servers check them against the bytes: right ones are accepted (the parts whose
+// blocks were recorded counted), and a wrong entry gets its part refused as a bad checksum. So
+// the record is what travels, and the servers still check every byte.
+TEST(PsClient, APushIsSentWithTheCrcsItsWriterRecordedAndTheServersCheckThem) {
+  std::vector<float> grad(kTotal);
+  for (uint64_t i = 0; i < kTotal; ++i) grad[i] = 0.001f * static_cast<float>(i % 97) - 0.03f;
+  const size_t bytes = kTotal * sizeof(float);
+  for (const bool wrong : {false, true}) {
+    SCOPED_TRACE(wrong ? "one entry wrong" : "entries right");
+    TwoServers servers;
+    auto client = MakeClient(*servers.group, kTotal, 0, proto::FLOAT32, 0, proto::WORKER, servers.pieces);
+    std::vector<BlockCrcs::Entry> entries(BlockCrcs::Blocks(bytes), BlockCrcs::Entry{0, 0});
+    BlockCrcs record(grad.data(), bytes, entries.data());
+    const auto* base = reinterpret_cast<const uint8_t*>(grad.data());
+    for (size_t b = 0; b < entries.size(); ++b) record.Record(b, Crc32c(0, base + b * kCrcBlockBytes, kCrcBlockBytes));
+    if (wrong) entries[5].crc ^= 0x10;
+    client->KnowPushCrcs(&record);
+    auto push = client->Push(1, grad.data(), 100, 1.0);
+    ASSERT_TRUE(push.ok()) << push.status().ToString();
+    const Status waited = client->Wait(*push);
+    EXPECT_GT(client->push_parts_known_crc(), 2u);
+    if (wrong) {
+      EXPECT_FALSE(waited.ok());
+      EXPECT_NE(waited.ToString().find("checksum"), std::string::npos) << waited.ToString();
+    } else {
+      EXPECT_TRUE(waited.ok()) << waited.ToString();
+      std::vector<float> params(kTotal, 0);
+      ASSERT_TRUE(client->Wait(*client->Pull(1, params.data())).ok()) << "the push was applied";
     }
   }
 }

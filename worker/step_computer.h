@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/block_crcs.h"
 #include "common/proto/config.pb.h"
 #include "common/proto/wire.pb.h"
 #include "common/status.h"
@@ -75,6 +76,11 @@ class StepComputer {
   virtual StepStats Compute(int64_t step, const GradientCopying& on_copying = nullptr) = 0;
   // The copies Compute starts with `on_copying`, in start order (RangeDownloader::WaitOldest).
   virtual RangeDownloader& gradient_copies() = 0;
+  // The CRC-32Cs its copies record of the leaving gradient's blocks (RangeDownloader::
+  // RecordBlockCrcs: a GPU's, computed on the device), for the client to send the push with
+  // instead of reading it again; null when none are recorded. Valid as long as this computer,
+  // once the data path has placed the gradient (MoveGradientTo).
+  virtual const BlockCrcs* gradient_crcs() const { return nullptr; }
 
   // The device's time on the last Compute's forward and backward (Backend::SpanSeconds; the
   // emulated GPU's step): may wait for that work to finish, so ask once its gradient is handed over.

@@ -69,6 +69,7 @@ StatusOr<std::unique_ptr<TransformerStep>> TransformerStep::Create(const proto::
 
 Status TransformerStep::AimGradientCopies() {
   const uint64_t n = parameter_count();
+  grad_crcs_ = nullptr;
   grad_download_.reset();  // lets go of (unpins) the array it was aimed at first
   if (!grad_bf16_.empty()) {
     PSF_ASSIGN_OR_RETURN(grad_download_,
@@ -76,6 +77,8 @@ Status TransformerStep::AimGradientCopies() {
   } else {
     PSF_ASSIGN_OR_RETURN(grad_download_, backend_->MakeRangeDownloader(device_grad_.data(), grad_.data(), n));
   }
+  // The copies record each block's CRC-32C where they read it, so that no host pass checksums the push.
+  grad_crcs_ = grad_download_->RecordBlockCrcs();
   return Status::Ok();
 }
 
@@ -96,6 +99,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
+    if (grad_crcs_ != nullptr) grad_crcs_->Invalidate();  // written here without recording
     if (bf16) {
       device_grad_bf16_.Download(grad_bf16_.data(), n);
     } else {

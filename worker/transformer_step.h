@@ -41,6 +41,7 @@ class TransformerStep final : public StepComputer {
   }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return *grad_download_; }
+  const BlockCrcs* gradient_crcs() const override { return grad_crcs_; }
   void AwaitLookups() override;
   double last_device_s() override { return backend_->SpanSeconds(); }
   bool validates() const override { return true; }
@@ -91,6 +92,7 @@ class TransformerStep final : public StepComputer {
   std::shared_ptr<void> params_bf16_pinned_;         // params_bf16_ likewise
   std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ (or its bf16 to grad_bf16_) as
                                                      // backward reports layers
+  BlockCrcs* grad_crcs_ = nullptr;                   // grad_download_'s record of the blocks' CRCs, or null
   std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order, in chunks

@@ -12,7 +12,8 @@
 # embedding, also the bare split step, with dE's blocks of rows aligned (as jobs make them) and not;
 # and the pulled parts the worker uploaded from the servers' shared memory where they lay, against
 # those written into its parameters first ("left / written": all written means the driver refused
-# to register that memory, and its warning is printed).
+# to register that memory, and its warning is printed); and the push parts sent with the CRC-32Cs
+# the GPU computed beside its copies (crc32c_kernels.cu) instead of a host pass over them.
 #
 # Usage: train_on_gpu.sh [--bin DIR] [--corpus DIR] [--steps N] [--backend CUDA|CPU] [--keep DIR]
 #                        [--job-timeout S] [--jobs LIST] [--no-bare] [--set F=V ...]
@@ -129,8 +130,15 @@ pulled_parts() {
     "$1/logs/worker-0.log" 2>/dev/null | tail -1
 }
 
-echo "| servers | wire | overlap | embedding | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step | pulled parts left / written |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+# The push parts the worker sent with the CRC-32Cs its GPU recorded beside each copy (none means
+# the kernel's self-check failed, and its warning is printed, or the copies could not pin).
+crc_parts() {
+  sed -n 's/.*ps client: \([0-9]*\) push part(s) sent with the CRC-32C recorded.*/\1/p' \
+    "$1/logs/worker-0.log" 2>/dev/null | tail -1
+}
+
+echo "| servers | wire | overlap | embedding | step (ms) | device_s (ms) | step / device_s | step / bare GPU step | launching thread CPU (ms) | target tokens a step | pulled parts left / written | push parts with the GPU's CRC |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 status=0
 for job in "${job_list[@]}"; do
   read -r servers wire overlap split <<<"$job"
@@ -145,7 +153,7 @@ for job in "${job_list[@]}"; do
     --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 ${sets[@]+"${sets[@]}"} \
     --run-dir "$run" >"$run.out" 2>&1; then
     keep_job "$run"
-    echo "| $servers | $wire | $overlap | $embedding | failed: see below | | | | | | |"
+    echo "| $servers | $wire | $overlap | $embedding | failed: see below | | | | | | | |"
     tail -20 "$run.out" >&2
     status=1
     continue
@@ -153,11 +161,13 @@ for job in "${job_list[@]}"; do
   keep_job "$run"
   read -r step device cpu tokens < <(means "$run")
   parts=$(pulled_parts "$run")
+  crcs=$(crc_parts "$run")
   awk -v s="$servers" -v w="$wire" -v o="$overlap" -v e="$embedding" -v step="$step" -v device="$device" -v cpu="$cpu" \
-    -v tokens="$tokens" -v bare="${bare_ms:-}" -v parts="${parts:--}" 'BEGIN {
-      printf "| %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s | %s |\n", s, w, o, e, step * 1000, device * 1000,
-        (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens, parts }'
-  # A registration of the servers' shared memory that failed (the parts are then written).
-  grep -h "cannot pin" "$run/logs/worker-0.log" 2>/dev/null | head -2 >&2 || true
+    -v tokens="$tokens" -v bare="${bare_ms:-}" -v parts="${parts:--}" -v crcs="${crcs:--}" 'BEGIN {
+      printf "| %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %s | %s | %s |\n", s, w, o, e, step * 1000, device * 1000,
+        (device > 0 ? step / device : 0), (bare == "" ? "-" : sprintf("%.2f", step * 1000 / bare)), cpu * 1000, tokens, parts, crcs }'
+  # A registration of the servers' shared memory that failed (the parts are then written), or a
+  # GPU CRC kernel that disagreed with the host (the push then checksummed on the host).
+  grep -h "cannot pin\|CRC-32C of a test block\|block CRCs" "$run/logs/worker-0.log" 2>/dev/null | head -3 >&2 || true
 done
 exit $status

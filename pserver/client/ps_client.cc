@@ -50,6 +50,10 @@ PsClient::~PsClient() {
     PSF_LOG(Info) << "ps client: " << pulled_parts_written_ << " pulled part(s) written into the parameters, "
                   << pulled_parts_lent_ << " left where they came";
   }
+  if (push_crcs_ != nullptr) {
+    PSF_LOG(Info) << "ps client: " << push_parts_known_crc_
+                  << " push part(s) sent with the CRC-32C recorded where the gradient was written";
+  }
 }
 
 StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options, std::unique_ptr<Van> van) {
@@ -346,6 +350,7 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   const TraceSpan traced(r.type == proto::PUSH ? "send_push" : "send_request", r.step, static_cast<int64_t>(p.model));
   proto::Header h = RequestHeader(r.type, p.shard, r.step, SequenceOf(ticket, part));
   std::vector<Frame> payload;
+  std::optional<uint32_t> known_crc;  // the payload's, where its writer recorded it
   const auto now = std::chrono::steady_clock::now();
   if (r.type == proto::PUSH && p.piece_part == proto::ROWS) {
     h.set_dtype(options_.gradient_dtype);
@@ -388,6 +393,13 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
       if (p.run_count > 0) payload.push_back(Frame::View(p.runs, p.run_count * kRunBytes, token));
     }
     AppendViewFrames(base, (p.end - p.begin) * elem, options_.frame_bytes, elem, token, &payload);
+    // The values' CRC as their writer recorded it, where it did: the payload is then not read here.
+    if (push_crcs_ != nullptr) {
+      known_crc = push_crcs_->Crc32cOf(base, (p.end - p.begin) * elem);
+      if (known_crc && p.named) {  // the table frame first
+        known_crc = Crc32cCombine(Crc32c(0, p.runs, p.run_count * kRunBytes), *known_crc, (p.end - p.begin) * elem);
+      }
+    }
   } else {
     resender_.Sent(&p.send, now, nullptr);
   }
@@ -401,6 +413,10 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
   }
   h.set_epoch(r.epoch);
   const std::string peer = p.via_aggregator ? kAggregatorPeer : PeerName(p.shard);
+  if (known_crc) {
+    ++push_parts_known_crc_;
+    return van_->Send(EncodeMessage(peer, std::move(h), std::move(payload), *known_crc));
+  }
   // Where the Van copies the payload anyway (shared memory), it checksums it in that copy.
   if (van_->ChecksumsPayloadTo(peer)) {
     return van_->Send(EncodeMessageChecksummedByVan(peer, std::move(h), std::move(payload)));

@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "common/block_crcs.h"
 #include "common/param_layout.h"
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
@@ -198,6 +199,13 @@ class PsClient {
   // pull's lend leaves only pieces that lie in memory so registered where they came; the others
   // (over TCP, or where registration failed) are written into the parameters as without lend.
   void PinPeerMemory(Van::PinFn pin);
+  // A push's payload that lies in `crcs`'s array is sent with the CRC-32C its writer recorded
+  // (common/block_crcs.h: a GPU's, computed beside its copy off the device), reading again only
+  // what the record does not cover, instead of checksumming every byte on this client's threads.
+  // REQUIRES: `crcs` outlives this client; its writer records as block_crcs.h says.
+  void KnowPushCrcs(const BlockCrcs* crcs) { push_crcs_ = crcs; }
+  // Push parts sent so far with a CRC that KnowPushCrcs's record knew.
+  uint64_t push_parts_known_crc() const { return push_parts_known_crc_; }
   using LandedFn = std::function<void(uint64_t begin, uint64_t end, const std::shared_ptr<const LentParams>& lent)>;
   Status ObserveLandings(Ticket ticket, LandedFn landed);
   // Blocks until every shard has answered the ticket's request. Returns the first ERROR a
@@ -390,6 +398,8 @@ class PsClient {
   Ticket next_ticket_ = 1;
   uint64_t duplicate_acks_ = 0;
   bool lend_pinned_only_ = false;  // PinPeerMemory's
+  const BlockCrcs* push_crcs_ = nullptr;  // KnowPushCrcs's, or null
+  uint64_t push_parts_known_crc_ = 0;     // push parts sent with a CRC push_crcs_ knew
   uint64_t pulled_parts_written_ = 0;
   uint64_t pulled_parts_lent_ = 0;
   uint64_t epoch_ = 0;

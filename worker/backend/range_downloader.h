@@ -12,11 +12,14 @@
 #ifndef PSFORMER_WORKER_BACKEND_RANGE_DOWNLOADER_H_
 #define PSFORMER_WORKER_BACKEND_RANGE_DOWNLOADER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
+#include "common/block_crcs.h"
 #include "common/logging.h"
 #include "common/thread_annotations.h"
 #include "worker/backend/device_buffer.h"
@@ -55,6 +58,12 @@ class RangeDownloader {
   // its range (copies complete in start order).
   // REQUIRES: a started copy that has not been returned.
   virtual ElementRange WaitOldest() = 0;
+  // From the next Start on, records beside each copy the CRC-32C of every whole block of the host
+  // array it fills (common/block_crcs.h: computed where the copy reads the bytes, so that no one
+  // reads them again to checksum them), and returns the record, which lives as long as the
+  // downloader; or null where it cannot. A record's CRCs are valid for a range once WaitOldest
+  // has returned it. Called once, before any Start. REQUIRES: the thread that calls Start.
+  virtual BlockCrcs* RecordBlockCrcs() { return nullptr; }
 };
 
 // Copies each range in Start through DeviceMemory::CopyToHost, which returns once the copy is
@@ -68,7 +77,11 @@ class ImmediateRangeDownloader final : public RangeDownloader {
 
   void Start(uint64_t begin, uint64_t end) override {
     PSF_CHECK(begin <= end && end <= n_);
-    if (end > begin) memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
+    if (end > begin && crcs_ != nullptr) {
+      CopyRecording(begin * sizeof(T), end * sizeof(T));
+    } else if (end > begin) {
+      memory_->CopyToHost(host_ + begin, device_ + begin, (end - begin) * sizeof(T));
+    }
     MutexLock lock(&mutex_);
     complete_.push_back({begin, end});
   }
@@ -79,12 +92,41 @@ class ImmediateRangeDownloader final : public RangeDownloader {
     complete_.pop_front();
     return oldest;
   }
+  BlockCrcs* RecordBlockCrcs() override {
+    if (crcs_ == nullptr) {
+      entries_.assign(BlockCrcs::Blocks(n_ * sizeof(T)), BlockCrcs::Entry{0, 0});
+      crcs_ = std::make_unique<BlockCrcs>(host_, n_ * sizeof(T), entries_.data());
+    }
+    return crcs_.get();
+  }
 
  private:
+  // Bytes [begin, end) of the arrays copied in groups of blocks, each checksummed right after its
+  // copy, while it is still in the core's cache.
+  void CopyRecording(size_t begin, size_t end) {
+    const auto* device = reinterpret_cast<const char*>(device_);
+    auto* host = reinterpret_cast<char*>(host_);
+    const auto [first, last] = BlockCrcs::WholeBlocks(begin, end);
+    const size_t head_end = std::min(end, first * kCrcBlockBytes);
+    memory_->CopyToHost(host + begin, device + begin, head_end - begin);
+    constexpr size_t kGroup = 12;  // 48 KiB
+    uint32_t crc[kGroup];
+    for (size_t b = first; b < last; b += kGroup) {
+      const size_t count = std::min(kGroup, last - b), at = b * kCrcBlockBytes;
+      memory_->CopyToHost(host + at, device + at, count * kCrcBlockBytes);
+      BlockCrc32cs(host + at, count, crc);
+      for (size_t i = 0; i < count; ++i) crcs_->Record(b + i, crc[i]);
+    }
+    const size_t tail_begin = std::min(end, std::max(head_end, last * kCrcBlockBytes));
+    memory_->CopyToHost(host + tail_begin, device + tail_begin, end - tail_begin);
+  }
+
   DeviceMemory* memory_;
   const T* device_;  // (n)
   T* host_;          // (n)
   size_t n_;
+  std::vector<BlockCrcs::Entry> entries_;  // crcs_'s, (host bytes / kCrcBlockBytes)
+  std::unique_ptr<BlockCrcs> crcs_;        // with RecordBlockCrcs
   Mutex mutex_;
   std::deque<ElementRange> complete_ PSF_GUARDED_BY(mutex_);  // started (and so complete), not yet returned
 };

@@ -54,6 +54,8 @@ StatusOr<std::unique_ptr<WorkerDataPath>> WorkerDataPath::Create(const proto::Jo
   if (config.cluster().forward_as_pulled() && computer->computes_as_pulled() && computer->reads_lent_params()) {
     if (auto pin = computer->peer_memory_pinner()) client->PinPeerMemory(std::move(pin));
   }
+  // The push sent with the CRCs recorded where the gradient was copied, not checksummed again.
+  if (const BlockCrcs* crcs = computer->gradient_crcs()) client->KnowPushCrcs(crcs);
   // Made after the move: the outbound stage waits on the copies aimed at the new memory.
   return std::make_unique<WorkerDataPath>(config, faults, computer, std::move(client));
 }

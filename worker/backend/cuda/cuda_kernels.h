@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/block_crcs.h"
 #include "common/philox.h"
 #include "worker/backend/backend.h"
 
@@ -27,6 +28,11 @@ void LaunchMultiply(cudaStream_t stream, size_t n, const float* x, const float* 
 void LaunchRoundToBf16(cudaStream_t stream, size_t n, const float* x, uint16_t* out);
 // out[i] = x[i] widened from bf16 (exact).
 void LaunchWidenBf16(cudaStream_t stream, size_t n, const uint16_t* x, float* out);
+
+// ---- crc32c_kernels.cu ----
+// out[b] = {Crc32c(0, data + b * kCrcBlockBytes, kCrcBlockBytes), stamp} for b < blocks (device
+// memory both; data 4-byte aligned), as Crc32cBlockByLanes computes it on the host.
+void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp, BlockCrcs::Entry* out);
 void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y);
 void LaunchReluBackward(cudaStream_t stream, size_t n, const float* y, const float* dy, float* dx);
 void LaunchBiasAdd(cudaStream_t stream, int rows, int cols, const float* bias, float* x);

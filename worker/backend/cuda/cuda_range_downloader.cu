@@ -1,10 +1,14 @@
 // CudaRangeDownloader (cuda_range_downloader.h): the copy stream, its events and the pinned host
 // array.
+#include <cstring>
 #include <utility>
+#include <vector>
 
+#include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/trace.h"
 #include "worker/backend/cuda/cuda_check.h"
+#include "worker/backend/cuda/cuda_kernels.h"
 #include "worker/backend/cuda/cuda_range_downloader.h"
 
 namespace psformer {
@@ -62,6 +66,65 @@ CudaRangeDownloader::~CudaRangeDownloader() {
   if (computed_ != nullptr) PSF_CUDA_WARN(cudaEventDestroy(computed_));
   if (copy_stream_ != nullptr) PSF_CUDA_WARN(cudaStreamDestroy(copy_stream_));
   if (host_pinned_) PSF_CUDA_WARN(cudaHostUnregister(host_));
+  crcs_.reset();
+  if (device_entries_ != nullptr) PSF_CUDA_WARN(cudaFree(device_entries_));
+  if (host_entries_ != nullptr) PSF_CUDA_WARN(cudaFreeHost(host_entries_));
+}
+
+std::string CudaRangeDownloader::CheckBlockCrcs() {
+  constexpr size_t kBlocks = 5;
+  std::vector<uint8_t> bytes(kBlocks * kCrcBlockBytes);
+  uint32_t x = 0x9E3779B9u;
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  void* data = nullptr;
+  BlockCrcs::Entry* entries = nullptr;
+  std::vector<BlockCrcs::Entry> got(kBlocks);
+  cudaError_t err = cudaMalloc(&data, bytes.size());
+  if (err == cudaSuccess) err = cudaMalloc(&entries, kBlocks * sizeof(BlockCrcs::Entry));
+  if (err == cudaSuccess) err = cudaMemcpyAsync(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, copy_stream_);
+  if (err == cudaSuccess) {
+    cuda_kernels::LaunchBlockCrc32c(copy_stream_, data, kBlocks, 7, entries);
+    err =
+        cudaMemcpyAsync(got.data(), entries, kBlocks * sizeof(BlockCrcs::Entry), cudaMemcpyDeviceToHost, copy_stream_);
+  }
+  if (err == cudaSuccess) err = cudaStreamSynchronize(copy_stream_);
+  if (data != nullptr) PSF_CUDA_WARN(cudaFree(data));
+  if (entries != nullptr) PSF_CUDA_WARN(cudaFree(entries));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return cudaGetErrorString(err);
+  }
+  for (size_t b = 0; b < kBlocks; ++b) {
+    const uint32_t want = Crc32c(0, bytes.data() + b * kCrcBlockBytes, kCrcBlockBytes);
+    if (got[b].crc != want || got[b].stamp != 7) {
+      return "block " + std::to_string(b) + ": CRC " + std::to_string(got[b].crc) + " stamp " +
+             std::to_string(got[b].stamp) + ", the host computes " + std::to_string(want);
+    }
+  }
+  return "";
+}
+
+BlockCrcs* CudaRangeDownloader::RecordBlockCrcs() {
+  if (crcs_ != nullptr) return crcs_.get();
+  const size_t bytes = n_ * element_bytes_, blocks = BlockCrcs::Blocks(bytes);
+  if (blocks == 0 || !host_pinned_) return nullptr;
+  const std::string wrong = CheckBlockCrcs();
+  if (!wrong.empty()) {
+    PSF_LOG(Warning) << "the GPU's CRC-32C of a test block is not the host's (" << wrong
+                     << "); the gradient is checksummed on the host instead";
+    return nullptr;
+  }
+  cudaError_t err = cudaMalloc(&device_entries_, blocks * sizeof(BlockCrcs::Entry));
+  if (err == cudaSuccess) err = cudaHostAlloc(&host_entries_, blocks * sizeof(BlockCrcs::Entry), cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    PSF_LOG(Warning) << "cannot allocate the gradient's block CRCs (" << cudaGetErrorString(err)
+                     << "); the gradient is checksummed on the host instead";
+    return nullptr;
+  }
+  std::memset(host_entries_, 0, blocks * sizeof(BlockCrcs::Entry));
+  crcs_ = std::make_unique<BlockCrcs>(host_, bytes, host_entries_);
+  return crcs_.get();
 }
 
 void CudaRangeDownloader::PinHost() {
@@ -104,6 +167,16 @@ void CudaRangeDownloader::Start(uint64_t begin, uint64_t end) {
     started.traced_slot = timeline_->current();
     started.traced_final = DeviceTimeline::NewEvent();
     PSF_CUDA_CHECK(cudaEventRecord(started.traced_final, compute_stream_));
+  }
+  if (end > begin && crcs_ != nullptr) {
+    // The whole blocks' CRCs from the device bytes, before and beside the bytes' own copy.
+    const auto [first, last] = BlockCrcs::WholeBlocks(begin * element_bytes_, end * element_bytes_);
+    if (last > first) {
+      cuda_kernels::LaunchBlockCrc32c(copy_stream_, device_ + first * kCrcBlockBytes, last - first, crcs_->stamp(),
+                                      device_entries_ + first);
+      PSF_CUDA_CHECK(cudaMemcpyAsync(host_entries_ + first, device_entries_ + first,
+                                     (last - first) * sizeof(BlockCrcs::Entry), cudaMemcpyDeviceToHost, copy_stream_));
+    }
   }
   if (end > begin) {
     const size_t at = begin * element_bytes_;

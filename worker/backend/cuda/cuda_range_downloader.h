@@ -21,6 +21,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -60,6 +61,11 @@ class CudaRangeDownloader final : public RangeDownloader {
 
   void Start(uint64_t begin, uint64_t end) override;
   ElementRange WaitOldest() override;
+  // Each copy then computes the CRC-32C of its whole blocks on the copy stream, from the device
+  // bytes it copies (crc32c_kernels.cu), and copies those (8 bytes a 4 KiB block) to the host
+  // with it. Null, with a warning, where the kernel's results on a test block are not the host's
+  // (then the client checksums the bytes itself, as before) or the host array is not pinned.
+  BlockCrcs* RecordBlockCrcs() override;
 
   // Whether host[0, n) is pinned (else copies go to pageable memory; see above).
   bool host_pinned() const { return host_pinned_; }
@@ -69,6 +75,9 @@ class CudaRangeDownloader final : public RangeDownloader {
   void PinHost();
   // An event from the pool, or a new one.
   CUevent_st* TakeEvent();
+  // Empty if LaunchBlockCrc32c on this device gives Crc32c's values for a few test blocks; else
+  // what went wrong.
+  std::string CheckBlockCrcs();
 
   struct InFlight {
     ElementRange range;
@@ -89,6 +98,11 @@ class CudaRangeDownloader final : public RangeDownloader {
   size_t n_;
   size_t element_bytes_;
   bool host_pinned_ = false;
+  // With RecordBlockCrcs: where the kernel writes the blocks' CRCs, and the pinned copy of them
+  // on the host that crcs_ reads; (n_ * element_bytes_ / kCrcBlockBytes) each.
+  BlockCrcs::Entry* device_entries_ = nullptr;
+  BlockCrcs::Entry* host_entries_ = nullptr;
+  std::unique_ptr<BlockCrcs> crcs_;
   Mutex mutex_;
   std::deque<InFlight> in_flight_ PSF_GUARDED_BY(mutex_);        // started, not yet returned, in start order
   std::vector<CUevent_st*> free_events_ PSF_GUARDED_BY(mutex_);  // done events of returned ranges, for reuse

@@ -8,7 +8,8 @@
 //
 // Thread safety: Record and Invalidate from one thread (the writer's); Crc32cOf from any other,
 // for bytes whose writing (and recording) happened before the call and that no one writes
-// during it. Entries may also be written by a device's copy (entries() is the array it writes).
+// during it. The entries may also be written by a device's copy (the caller's array is the one
+// it writes).
 #ifndef PSFORMER_COMMON_BLOCK_CRCS_H_
 #define PSFORMER_COMMON_BLOCK_CRCS_H_
 
@@ -42,9 +43,6 @@ class BlockCrcs {
     return {first, last > first ? last : first};
   }
 
-  const uint8_t* base() const { return base_; }
-  size_t bytes() const { return bytes_; }
-  Entry* entries() { return entries_; }
   uint32_t stamp() const { return stamp_.load(std::memory_order_acquire); }
   // Block `block`'s CRC is `crc` (with the current stamp).
   void Record(size_t block, uint32_t crc) { entries_[block] = Entry{crc, stamp()}; }

@@ -13,6 +13,7 @@
 #ifndef PSFORMER_COMMON_BLOCK_CRCS_H_
 #define PSFORMER_COMMON_BLOCK_CRCS_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,25 @@ class BlockCrcs {
   void Record(size_t block, uint32_t crc) { entries_[block] = Entry{crc, stamp()}; }
   // Every CRC recorded so far is stale (the array was written without recording).
   void Invalidate() { stamp_.fetch_add(1, std::memory_order_acq_rel); }
+  // Writes bytes [begin, end) of the array by `write(from, to)` (byte offsets, from < to), the
+  // whole blocks a group at a time, and records each group's CRCs right after its write, while it
+  // is in the core's cache: a copy that checksums what it copies, in one pass.
+  template <typename Write>
+  void WriteAndRecord(size_t begin, size_t end, const Write& write) {
+    const auto [first, last] = WholeBlocks(begin, end);
+    const size_t head_end = std::min(end, first * kCrcBlockBytes);
+    if (head_end > begin) write(begin, head_end);
+    constexpr size_t kGroup = 12;  // 48 KiB
+    uint32_t crc[kGroup];
+    for (size_t b = first; b < last; b += kGroup) {
+      const size_t count = std::min(kGroup, last - b);
+      write(b * kCrcBlockBytes, (b + count) * kCrcBlockBytes);
+      BlockCrc32cs(base_ + b * kCrcBlockBytes, count, crc);
+      for (size_t i = 0; i < count; ++i) Record(b + i, crc[i]);
+    }
+    const size_t tail_begin = std::min(end, std::max(head_end, last * kCrcBlockBytes));
+    if (end > tail_begin) write(tail_begin, end);
+  }
 
   // Crc32c(0, p, n) when [p, p + n) lies in the array and some block of it has a CRC recorded
   // under the current stamp (reading only what no recorded CRC covers); nullopt otherwise, for

@@ -202,6 +202,38 @@ TEST(BlockCrcs, AStretchsCrcComesFromTheRecordedBlocksAndReadsOnlyTheRest) {
       << "only block 4 counts now: the wrong entry 2 is stale";
 }
 
+// WriteAndRecord writes a stretch in order, in non-empty writes that cover it exactly, and
+// records each whole block's CRC of what was written; blocks the stretch holds only in part get none.
+TEST(BlockCrcs, WriteAndRecordWritesTheStretchOnceAndRecordsItsWholeBlocks) {
+  constexpr size_t kBlocks = 40;
+  const std::vector<uint8_t> source = RandomBytes(kBlocks * kCrcBlockBytes + 333, 12);
+  std::mt19937 rng(4);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> array(source.size(), 0);
+    std::vector<BlockCrcs::Entry> entries(BlockCrcs::Blocks(array.size()), BlockCrcs::Entry{0, 0});
+    BlockCrcs record(array.data(), array.size(), entries.data());
+    const size_t begin = rng() % array.size(), end = begin + rng() % (array.size() - begin + 1);
+    size_t at = begin;
+    record.WriteAndRecord(begin, end, [&](size_t from, size_t to) {
+      ASSERT_EQ(from, at);
+      ASSERT_LT(from, to);
+      std::memcpy(array.data() + from, source.data() + from, to - from);
+      at = to;
+    });
+    ASSERT_EQ(at, end) << begin << ".." << end;
+    ASSERT_TRUE(std::equal(array.begin() + begin, array.begin() + end, source.begin() + begin));
+    const auto [first, last] = BlockCrcs::WholeBlocks(begin, end);
+    for (size_t b = 0; b < entries.size(); ++b) {
+      if (b >= first && b < last) {
+        ASSERT_EQ(entries[b].stamp, record.stamp()) << b;
+        ASSERT_EQ(entries[b].crc, Crc32c(0, source.data() + b * kCrcBlockBytes, kCrcBlockBytes)) << b;
+      } else {
+        ASSERT_EQ(entries[b].stamp, 0u) << b << " of " << begin << ".." << end;
+      }
+    }
+  }
+}
+
 // The GPU's way to a block's CRC (lanes of 128 bytes joined in five rounds), run on the host:
 // Crc32c of the block, for any bytes.
 TEST(Crc32cBlockByLanes, IsCrc32cOfTheBlock) {

@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "common/bfloat16.h"
+#include "common/block_crcs.h"
 #include "common/config_loader.h"
+#include "common/crc32c.h"
 #include "common/param_layout.h"
 
 namespace psformer {
@@ -205,6 +209,70 @@ TEST(EmulatedGpu, WritesNoGradientBeforeItsGuardReturns) {
   EXPECT_EQ(guarded, 1);
   EXPECT_GT(handed_over, 0);
   EXPECT_TRUE(std::none_of(grad.begin(), grad.end(), [](float g) { return g == kUnwritten; }));
+}
+
+// A download records the CRC-32C of each whole block it writes of the array it was aimed at
+// (RecordBlockCrcs), as a GPU's copy does: every stretch's CRC from the record is the stretch's
+// Crc32c, the gradient is the one written without a record, and the record is what is used (a
+// byte changed after the copy inside a whole block leaves the stretch's recorded CRC as it was).
+// Downloads into another array record nothing.
+TEST(EmulatedGpu, DownloadsRecordTheBlockCrcsOfTheArrayTheyWrite) {
+  proto::JobConfig config = Config(proto::ModelConfig::POST_LN);
+  config.mutable_model()->set_d_model(32);
+  config.mutable_model()->set_d_ff(64);
+  config.mutable_model()->set_vocab_size(400);
+  const uint64_t n = EmulatedGpu(config, 0).parameter_count();
+  std::vector<float> params(n, 0.5f), plain(n, 0.0f);
+  EmulatedGpu(config, 2).Step(7, ParameterDigest(params.data(), n), plain.data());
+  std::vector<uint16_t> plain_bf16(n);
+  FloatsToBf16(plain.data(), n, plain_bf16.data());
+  std::mt19937_64 random(5);
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    EmulatedGpu gpu(config, 2);
+    std::vector<float> grad(n, 0.0f);
+    std::vector<uint16_t> grad_bf16(n, 0);
+    auto* leaving = bf16 ? reinterpret_cast<uint8_t*>(grad_bf16.data()) : reinterpret_cast<uint8_t*>(grad.data());
+    const size_t bytes = n * (bf16 ? sizeof(uint16_t) : sizeof(float));
+    ASSERT_GT(BlockCrcs::Blocks(bytes), 8u);
+    const BlockCrcs* crcs = gpu.RecordBlockCrcs(leaving, bytes);
+    gpu.Step(7, ParameterDigest(params.data(), n), grad.data(), bf16 ? grad_bf16.data() : nullptr);
+    if (bf16) {
+      EXPECT_EQ(grad_bf16, plain_bf16);
+    } else {
+      EXPECT_EQ(grad, plain);
+    }
+    // The blocks some download wrote whole have CRCs recorded (a block across two is read again).
+    const size_t size = bytes / n;
+    std::vector<bool> recorded(BlockCrcs::Blocks(bytes), false);
+    for (const auto& [first, last] : gpu.ranges()) {
+      const auto [b, e] = BlockCrcs::WholeBlocks(first * size, last * size);
+      for (size_t i = b; i < e; ++i) recorded[i] = true;
+    }
+    ASSERT_GT(std::count(recorded.begin(), recorded.end(), true), 4);
+    for (int i = 0; i < 500; ++i) {
+      const size_t begin = random() % bytes, end = begin + random() % (bytes - begin + 1);
+      const std::optional<uint32_t> crc = crcs->Crc32cOf(leaving + begin, end - begin);
+      const auto [b, e] = BlockCrcs::WholeBlocks(begin, end);
+      EXPECT_EQ(crc.has_value(), std::find(recorded.begin() + b, recorded.begin() + e, true) != recorded.begin() + e)
+          << begin << " " << end;
+      if (crc.has_value()) {
+        ASSERT_EQ(*crc, Crc32c(0, leaving + begin, end - begin)) << begin << " " << end;
+      }
+    }
+    const size_t block = std::find(recorded.begin() + recorded.size() / 2, recorded.end(), true) - recorded.begin();
+    ASSERT_LT(block, recorded.size());
+    const uint32_t before = *crcs->Crc32cOf(leaving + block * kCrcBlockBytes, kCrcBlockBytes);
+    leaving[block * kCrcBlockBytes + 10] ^= 1;
+    EXPECT_EQ(*crcs->Crc32cOf(leaving + block * kCrcBlockBytes, kCrcBlockBytes), before);
+
+    // Aimed at this array, writing another: nothing recorded for this one.
+    EmulatedGpu other(config, 2);
+    const BlockCrcs* unused = other.RecordBlockCrcs(leaving, bytes);
+    std::vector<float> elsewhere(n, 0.0f);
+    other.Step(7, ParameterDigest(params.data(), n), elsewhere.data());
+    EXPECT_FALSE(unused->Crc32cOf(leaving, bytes).has_value());
+  }
 }
 
 }  // namespace

@@ -47,6 +47,16 @@ TEST(EmulatedTraining, ServerCountDoesNotChangeTheWeights) {
   const std::string logs = ReadRunLogs(dir.path() / "s1");
   EXPECT_NE(logs.find("loss and tokens synthetic"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("valid_accuracy"), std::string::npos) << logs;
+  // Its pushes went with the CRCs its copy engine recorded, as a GPU worker's do.
+  for (const char* run : {"s1", "s3"}) {
+    const std::string run_logs = ReadRunLogs(dir.path() / run);
+    const std::regex line(
+        "worker-\\d ps_client\\.cc:\\d+\\] ps client: (\\d+) push part\\(s\\) sent with the "
+        "CRC-32C recorded where the gradient was written");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(run_logs, m, line)) << run << "\n" << run_logs;
+    EXPECT_GE(std::stoi(m[1]), 20) << run << "\n" << run_logs;
+  }
 }
 
 TEST(EmulatedTraining, TwoRunsOfTheSameConfigAreBitwiseIdentical) {

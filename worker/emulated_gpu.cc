@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/bfloat16.h"
+#include "common/block_crcs.h"
 #include "common/config_loader.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
@@ -51,21 +52,27 @@ const std::vector<float>& GradientTable() {
   return table;
 }
 
+// Elements [from, to) of the emulated gradient of the range that begins at `begin` (FillEmulatedGradient
+// writes the whole range; its stretches may be written one after another).
+void FillEmulatedStretch(const EmulatedGradientKey& key, uint64_t begin, uint64_t from, uint64_t to, float* grad) {
+  const std::vector<float>& table = GradientTable();
+  const PhiloxKey philox_key{{key.params_digest, static_cast<uint32_t>(key.seed)}};
+  for (uint64_t block = from / kBlock; block * kBlock < to; ++block) {
+    // The block's words: counter (block, range begin, step, worker), key (digest, seed).
+    const PhiloxCounter words = Philox4x32_10(
+        PhiloxCounter{{static_cast<uint32_t>(block), static_cast<uint32_t>(begin), key.step, key.worker}}, philox_key);
+    const uint64_t b = std::max(block * kBlock, from), e = std::min(block * kBlock + kBlock, to);
+    const float* values = table.data() + words.v[0] % kTableValues + (b - block * kBlock);
+    std::copy(values, values + (e - b), grad + b);
+  }
+}
+
 }  // namespace
 
 uint32_t ParameterDigest(const float* params, uint64_t n) { return Crc32c(0, params, n * sizeof(float)); }
 
 void FillEmulatedGradient(const EmulatedGradientKey& key, uint64_t begin, uint64_t end, float* grad) {
-  const std::vector<float>& table = GradientTable();
-  const PhiloxKey philox_key{{key.params_digest, static_cast<uint32_t>(key.seed)}};
-  for (uint64_t block = begin / kBlock; block * kBlock < end; ++block) {
-    // The block's words: counter (block, range begin, step, worker), key (digest, seed).
-    const PhiloxCounter words = Philox4x32_10(
-        PhiloxCounter{{static_cast<uint32_t>(block), static_cast<uint32_t>(begin), key.step, key.worker}}, philox_key);
-    const uint64_t b = std::max(block * kBlock, begin), e = std::min(block * kBlock + kBlock, end);
-    const float* from = table.data() + words.v[0] % kTableValues + (b - block * kBlock);
-    std::copy(from, from + (e - b), grad + b);
-  }
+  FillEmulatedStretch(key, begin, begin, end, grad);
 }
 
 // The emulated GPU's copy engine: uploads and downloads in launch order, each started when it is
@@ -85,8 +92,28 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   }
   // Computes the range into grad and, with grad_bf16, rounds it there (the device's rounding) and
   // copies only that.
+  // With a record (Record) of the array the range leaves into, records its whole blocks' CRCs.
   void Download(float* grad, uint16_t* grad_bf16, uint64_t begin, uint64_t end, Clock::time_point at) {
-    jobs_.Push({false, {}, grad, grad_bf16, begin, end, at, grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float)});
+    const void* leaving = grad_bf16 != nullptr ? static_cast<const void*>(grad_bf16) : grad;
+    jobs_.Push({false,
+                {},
+                grad,
+                grad_bf16,
+                begin,
+                end,
+                at,
+                grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float),
+                nullptr,
+                leaving == record_base_ ? record_.get() : nullptr});
+  }
+  // From the next Download on, the CRC-32C of every whole block of `leaving` (`bytes`) that a
+  // download into it writes is recorded in the returned record (until the next Record).
+  // REQUIRES: no download in flight; the launching thread.
+  BlockCrcs* Record(const void* leaving, size_t bytes) {
+    record_entries_.assign(BlockCrcs::Blocks(bytes), BlockCrcs::Entry{0, 0});
+    record_ = std::make_unique<BlockCrcs>(leaving, bytes, record_entries_.data());
+    record_base_ = leaving;
+    return record_.get();
   }
   // The lookups' values `from` (n) copied into `to`, or rounded into `to_bf16`, at `at`; counted
   // apart from the gradient's downloads (AwaitLookups).
@@ -126,7 +153,23 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
     Clock::time_point at;
     size_t bytes = sizeof(float);  // per element copied
     const float* from = nullptr;   // a Lookups copy: its values (into grad or grad_bf16 [0, end))
+    BlockCrcs* crcs = nullptr;     // a download's: where its blocks' CRCs go, or null
   };
+
+  // Writes a download's range into grad (and its bf16 rounding into grad_bf16, where the range
+  // leaves so) and, with a record, the CRC of each whole block of the array it leaves into, a
+  // group of blocks at a time right after writing them, while they are in the core's cache: a
+  // copy that checksums what it copies, as a GPU worker's does (CudaRangeDownloader).
+  void Write(const Job& job) {
+    const auto write = [&](uint64_t from, uint64_t to) {
+      if (to <= from) return;
+      FillEmulatedStretch(key_, job.begin, from, to, job.grad);
+      if (job.grad_bf16 != nullptr) FloatsToBf16(job.grad + from, to - from, job.grad_bf16 + from);
+    };
+    if (job.crcs == nullptr) return write(job.begin, job.end);
+    job.crcs->WriteAndRecord(job.begin * job.bytes, job.end * job.bytes,
+                             [&](size_t from, size_t to) { write(from / job.bytes, to / job.bytes); });
+  }
 
   void Loop() {
     pthread_setname_np(pthread_self(), "psf-emu-dma");
@@ -142,10 +185,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
           std::copy(job->from, job->from + job->end, job->grad);
         }
       } else {
-        FillEmulatedGradient(key_, job->begin, job->end, job->grad);
-        if (job->grad_bf16 != nullptr) {
-          FloatsToBf16(job->grad + job->begin, job->end - job->begin, job->grad_bf16 + job->begin);
-        }
+        Write(*job);
       }
       std::this_thread::sleep_until(start + gpu_->CopyTime(job->end - job->begin, job->bytes));
       if (job->upload) continue;
@@ -165,6 +205,10 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   float* last_grad_ = nullptr;  // the launching thread's
   uint16_t* last_grad_bf16_ = nullptr;
   EmulatedGradientKey key_;  // the engine thread's: the last upload's
+  // Record's (the launching thread's; the engine writes the entries of a download's record)
+  std::vector<BlockCrcs::Entry> record_entries_;
+  std::unique_ptr<BlockCrcs> record_;
+  const void* record_base_ = nullptr;
   StageQueue<Job> jobs_;
   Mutex mutex_;
   std::condition_variable complete_cv_;
@@ -245,6 +289,8 @@ EmulatedGpu::EmulatedGpu(const proto::JobConfig& config, int worker)
 EmulatedGpu::~EmulatedGpu() = default;
 
 RangeDownloader& EmulatedGpu::copies() { return *engine_; }
+
+BlockCrcs* EmulatedGpu::RecordBlockCrcs(const void* leaving, size_t bytes) { return engine_->Record(leaving, bytes); }
 
 StepStats EmulatedGpu::Step(int64_t step, uint32_t params_digest, float* grad, uint16_t* grad_bf16,
                             const GradientReady& ready, const Arriving* arriving,

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/block_crcs.h"
 #include "common/proto/config.pb.h"
 #include "worker/backend/range_downloader.h"
 #include "worker/datapath/stage_queue.h"
@@ -104,6 +105,11 @@ class EmulatedGpu {
                  const std::function<void()>& before_writes = nullptr);
   // The gradient's downloads, complete in launch order. Start is the device's own (Step calls it).
   RangeDownloader& copies();
+  // From the next Step on, the downloads into `leaving` (`bytes`: the grad, or grad_bf16, that
+  // Step is given) record the CRC-32C of each whole block of it that they write, as a GPU's copy
+  // records them (RangeDownloader::RecordBlockCrcs), in the returned record, valid for a range
+  // once copies() has returned it, and until the next call. REQUIRES: no download in flight.
+  BlockCrcs* RecordBlockCrcs(const void* leaving, size_t bytes);
   // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the
   // output projection's part, which backward computes first), and each step also looks up these rows:
   // cluster.emulated_lookup_rows of them, spread evenly over the vocabulary, with values made

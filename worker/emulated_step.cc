@@ -17,6 +17,14 @@ EmulatedStep::EmulatedStep(const proto::JobConfig& config, int /*worker*/, std::
   if (config.cluster().param_dtype() == proto::ClusterConfig::BF16) ParamsArriveAsBf16();
   // The lookups' values leave the device as the rest of the gradient does, rounded or not.
   if (!gpu_->lookup_values().empty()) MakeLookupArray(gpu_->lookup_values().size());
+  RecordGradientCrcs();
+}
+
+void EmulatedStep::RecordGradientCrcs() {
+  // Its copies record the blocks' CRCs where they write them, as a GPU's do, so that the push's
+  // checksum reads no byte of the gradient again.
+  grad_crcs_ = gpu_->RecordBlockCrcs(grad_bf16_.empty() ? static_cast<const void*>(grad_.data()) : grad_bf16_.data(),
+                                     leaving_gradient_bytes());
 }
 
 StepStats EmulatedStep::Compute(int64_t step, const GradientCopying& on_copying) {

@@ -23,6 +23,8 @@ class EmulatedStep final : public StepComputer {
   bool reads_lent_params() const override { return true; }
   StepStats Compute(int64_t step, const GradientCopying& on_copying) override;
   RangeDownloader& gradient_copies() override { return gpu_->copies(); }
+  // The emulated copy engine's record of the leaving gradient's blocks (EmulatedGpu::RecordBlockCrcs).
+  const BlockCrcs* gradient_crcs() const override { return grad_crcs_; }
   // Waits until the last step's lookups are off the emulated device (EmulatedGpu::AwaitLookups).
   void AwaitLookups() override;
   double last_device_s() override { return gpu_->step_seconds(); }
@@ -36,9 +38,16 @@ class EmulatedStep final : public StepComputer {
 
  private:
   EmulatedStep(const proto::JobConfig& config, int worker, std::unique_ptr<EmulatedGpu> gpu);
+  // Aims the copy engine's record of the blocks' CRCs at the array the gradient leaves into.
+  void RecordGradientCrcs();
+  Status GradientMoved() override {
+    RecordGradientCrcs();
+    return Status::Ok();
+  }
 
   std::unique_ptr<EmulatedGpu> gpu_;
   int vocab_;
+  const BlockCrcs* grad_crcs_ = nullptr;  // gpu_'s, of the leaving array
   uint32_t params_digest_ = 0;  // of the last pull: what the next step's gradients are keyed by
 };
 

@@ -106,19 +106,8 @@ class ImmediateRangeDownloader final : public RangeDownloader {
   void CopyRecording(size_t begin, size_t end) {
     const auto* device = reinterpret_cast<const char*>(device_);
     auto* host = reinterpret_cast<char*>(host_);
-    const auto [first, last] = BlockCrcs::WholeBlocks(begin, end);
-    const size_t head_end = std::min(end, first * kCrcBlockBytes);
-    memory_->CopyToHost(host + begin, device + begin, head_end - begin);
-    constexpr size_t kGroup = 12;  // 48 KiB
-    uint32_t crc[kGroup];
-    for (size_t b = first; b < last; b += kGroup) {
-      const size_t count = std::min(kGroup, last - b), at = b * kCrcBlockBytes;
-      memory_->CopyToHost(host + at, device + at, count * kCrcBlockBytes);
-      BlockCrc32cs(host + at, count, crc);
-      for (size_t i = 0; i < count; ++i) crcs_->Record(b + i, crc[i]);
-    }
-    const size_t tail_begin = std::min(end, std::max(head_end, last * kCrcBlockBytes));
-    memory_->CopyToHost(host + tail_begin, device + tail_begin, end - tail_begin);
+    crcs_->WriteAndRecord(begin, end,
+                          [&](size_t from, size_t to) { memory_->CopyToHost(host + from, device + from, to - from); });
   }
 
   DeviceMemory* memory_;

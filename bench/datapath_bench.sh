@@ -34,8 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Samples the CPU (clock ticks) of this benchmark's worker processes: "MAIN_THREAD PROCESS" into
-# $work/cpu.PID (the last sample stays: the CPU until shortly before the process ended).
+# Samples the CPU (clock ticks) of this benchmark's worker processes: "MAIN_THREAD PROCESS
+# DATA_PATH ENGINE" into $work/cpu.PID (the last sample stays: the CPU until shortly before the
+# process ended); DATA_PATH: the data path's threads (psf-client, psf-d2h, psf-land and the copy
+# threads, psf-parallel), ENGINE: the emulated GPU's copy engine (psf-emu-dma), the device's.
 sample_cpu() {
   while true; do
     for stat in /proc/[0-9]*/stat; do
@@ -45,7 +47,17 @@ sample_cpu() {
       read -r -a p <"$stat" 2>/dev/null || continue
       read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || continue
       # utime and stime are the 14th and 15th fields (1-based).
-      echo "$((t[13] + t[14])) $((p[13] + p[14]))" >"$work/cpu.$pid"
+      path=0 engine=0
+      for task in /proc/"$pid"/task/*; do
+        comm=$(cat "$task/comm" 2>/dev/null) || continue
+        read -r -a c <"$task/stat" 2>/dev/null || continue
+        # comm is field 2 in parentheses; names without spaces keep the fields in place.
+        case $comm in
+          psf-client | psf-d2h | psf-land | psf-parallel) path=$((path + c[13] + c[14])) ;;
+          psf-emu-dma) engine=$((engine + c[13] + c[14])) ;;
+        esac
+      done
+      echo "$((t[13] + t[14])) $((p[13] + p[14])) $path $engine" >"$work/cpu.$pid"
     done
     sleep 0.2
   done
@@ -66,8 +78,8 @@ metric() {
 }
 
 ticks=$(getconf CLK_TCK)
-echo "| binary | servers | wire | embedding | median step | efficiency | launching thread CPU / step (/proc) | launch_cpu_s / step | worker process CPU / step | device_s / step |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| binary | servers | wire | embedding | median step | efficiency | launching thread CPU / step (/proc) | launch_cpu_s / step | worker process CPU / step | data path threads / step | copy engine / step | device_s / step |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for binary in "$@"; do
   for servers in 1 2; do
     for wire in FP32 BF16; do
@@ -76,7 +88,7 @@ for binary in "$@"; do
       [[ $split == true ]] && embedding=named
       [[ $split == late ]] && embedding=split name_rows=false split=true
       name="$work/run-$(basename "$(dirname "$(dirname "$(realpath "$binary")")")")-$servers-$wire-$embedding"
-      declare -A main=() proc=()
+      declare -A main=() proc=() path=() engine=()
       failed=""
       for n in "$short" "$steps"; do
         run="$name-$n"
@@ -92,20 +104,22 @@ for binary in "$@"; do
           failed="$run.out"
         fi
         kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
-        read -r main[$n] proc[$n] < <(cat "$work"/cpu.* 2>/dev/null | head -1 || echo "0 0")
+        read -r main[$n] proc[$n] path[$n] engine[$n] < <(cat "$work"/cpu.* 2>/dev/null | head -1 || echo "0 0 0 0")
       done
       if [[ -n $failed ]]; then
-        echo "| $binary | $servers | $wire | $embedding | failed: see below | | | | | |"
+        echo "| $binary | $servers | $wire | $embedding | failed: see below | | | | | | | |"
         tail -20 "$failed" >&2
         continue
       fi
       run="$name-$steps"
       awk -v b="$binary" -v s="$servers" -v w="$wire" -v e="$embedding" -v step="$(metric "$run" step)" -v ms="$step_ms" \
         -v main="$((main[$steps] - main[$short]))" -v proc="$((proc[$steps] - proc[$short]))" -v hz="$ticks" \
+        -v path="$((path[$steps] - path[$short]))" -v engine="$((engine[$steps] - engine[$short]))" \
         -v steps="$((steps - short))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
-          printf "| %s | %d | %s | %s | %.0f ms | %.2f | %.1f ms | %s | %.0f ms | %s |\n", b, s, w, e, step * 1000, ms / 1000 / step,
-            main / hz / steps * 1000, (launch == "nan" ? "-" : sprintf("%.1f ms", launch * 1000)),
-            proc / hz / steps * 1000, (device == "nan" ? "-" : sprintf("%.0f ms", device * 1000)) }'
+          printf "| %s | %d | %s | %s | %.0f ms | %.2f | %.1f ms | %s | %.0f ms | %.0f ms | %.0f ms | %s |\n", b, s, w, e,
+            step * 1000, ms / 1000 / step, main / hz / steps * 1000,
+            (launch == "nan" ? "-" : sprintf("%.1f ms", launch * 1000)), proc / hz / steps * 1000,
+            path / hz / steps * 1000, engine / hz / steps * 1000, (device == "nan" ? "-" : sprintf("%.0f ms", device * 1000)) }'
     done
     done
   done

@@ -415,7 +415,8 @@ TEST_F(CudaOps, CachingAllocatorReusesFreedBlocks) {
 
 // Staged copies (the batch's token ids) keep the stream's order with the kernels around them,
 // and the host array may be written again as soon as StageToDevice returns: each buffer holds
-// what the array held at its call. Blocks are reused once their copies are done.
+// what the array held at its call. Blocks are reused once their copies are done, and a busy one
+// is passed over without leaving an error for the next kernel launch.
 TEST_F(CudaOps, StagedCopiesKeepStreamOrderAndFreeTheHostArrayAtOnce) {
   constexpr size_t kN = 50000;  // 200 KB: more than one staging block's minimum
   std::vector<DeviceBuffer<int32_t>> bufs;
@@ -426,6 +427,10 @@ TEST_F(CudaOps, StagedCopiesKeepStreamOrderAndFreeTheHostArrayAtOnce) {
     bufs[b].Stage(host.data(), kN);
   }
   std::fill(host.begin(), host.end(), -1);  // written again before the device took the copies
+  // A Stage that found a block still being copied (cudaEventQuery: not ready) leaves no error
+  // behind for the next launch's check to take as its own (it aborted here).
+  auto after = gpu_->Allocate<float>(16);
+  gpu_->Fill(after.size(), 2.0f, after.data());
   for (int b = 0; b < 4; ++b) {
     std::vector<int32_t> got(kN), want(kN);
     std::iota(want.begin(), want.end(), b * 1000);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "worker/datapath/gradient_outbound.h"
 #include "worker/datapath/pull_arrival.h"
 #include "worker/datapath/stage_queue.h"
+#include "worker/step_computer.h"
 
 namespace psformer {
 namespace {
@@ -459,6 +461,57 @@ TEST(PsClient, APushIsSentWithTheCrcsItsWriterRecordedAndTheServersCheckThem) {
       ASSERT_TRUE(client->Wait(*client->Pull(1, params.data())).ok()) << "the push was applied";
     }
   }
+}
+
+// A computer that records, each time its gradient is moved (MoveGradientTo), whether the array it
+// held before is still allocated: its copies are re-aimed (GradientMoved) before it goes.
+class MovingComputer final : public StepComputer {
+ public:
+  MovingComputer() : StepComputer(1024) {}
+  int vocab_size() const override { return 0; }
+  StepStats Compute(int64_t, const GradientCopying&) override { return {}; }
+  RangeDownloader& gradient_copies() override { return copies_; }
+  double last_device_s() override { return 0; }
+  bool validates() const override { return false; }
+  StatusOr<ValidationResult> Validate(std::vector<std::string>*) override {
+    return Status::Unimplemented("nothing to validate");
+  }
+  const std::vector<std::string>* bleu_references() const override { return nullptr; }
+  std::function<void()> on_moved;
+
+ private:
+  class NoCopies final : public RangeDownloader {
+    void Start(uint64_t, uint64_t) override {}
+    ElementRange WaitOldest() override { return {}; }
+  };
+  Status GradientMoved() override {
+    on_moved();
+    return Status::Ok();
+  }
+  NoCopies copies_;
+};
+
+// The gradient's old array is freed only once the copies are aimed at the new one: a GPU's
+// downloader undoes its registration of the old array then, which must still be mapped.
+TEST(StepComputer, MovingTheGradientFreesTheOldArrayOnlyOnceTheCopiesAreAimedAtTheNew) {
+  MovingComputer computer;
+  bool first_alive = false;
+  const auto memory = [](bool* alive) {
+    *alive = true;
+    return std::shared_ptr<void>(new float[1024](), [alive](void* p) {
+      delete[] static_cast<float*>(p);
+      *alive = false;
+    });
+  };
+  computer.on_moved = [] {};
+  ASSERT_TRUE(computer.MoveGradientTo(memory(&first_alive)).ok());
+  EXPECT_TRUE(first_alive);
+  bool alive_while_moving = false, second_alive = false;
+  computer.on_moved = [&] { alive_while_moving = first_alive; };
+  ASSERT_TRUE(computer.MoveGradientTo(memory(&second_alive)).ok());
+  EXPECT_TRUE(alive_while_moving) << "the old array was freed before the copies were aimed away from it";
+  EXPECT_FALSE(first_alive) << "and freed once they were";
+  EXPECT_TRUE(second_alive);
 }
 
 }  // namespace

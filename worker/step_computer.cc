@@ -26,21 +26,17 @@ Status CheckMovedMemory(const std::shared_ptr<void>& memory, const char* what) {
 
 Status StepComputer::MoveGradientTo(std::shared_ptr<void> memory) {
   PSF_RETURN_IF_ERROR(CheckMovedMemory(memory, "gradient"));
-  if (grad_bf16_.empty()) {
-    grad_.Adopt(std::move(memory));
-  } else {
-    grad_bf16_.Adopt(std::move(memory));
-  }
+  // The old array is freed only once the copies are aimed at the new one: a GPU's registration
+  // of it is undone first, while it is still mapped.
+  const std::shared_ptr<void> old =
+      grad_bf16_.empty() ? grad_.Adopt(std::move(memory)) : grad_bf16_.Adopt(std::move(memory));
   return GradientMoved();
 }
 
 Status StepComputer::MoveLookupsTo(std::shared_ptr<void> memory) {
   PSF_RETURN_IF_ERROR(CheckMovedMemory(memory, "lookups' values"));
-  if (lookup_values_bf16_.empty()) {
-    lookup_values_.Adopt(std::move(memory));
-  } else {
-    lookup_values_bf16_.Adopt(std::move(memory));
-  }
+  const std::shared_ptr<void> old = lookup_values_bf16_.empty() ? lookup_values_.Adopt(std::move(memory))
+                                                                : lookup_values_bf16_.Adopt(std::move(memory));
   return LookupsMoved();
 }
 

@@ -46,10 +46,13 @@ class HostArray {
   HostArray() = default;
   explicit HostArray(size_t n)
       : memory_(new T[n](), [](void* p) { delete[] static_cast<T*>(p); }), data_(static_cast<T*>(memory_.get())), n_(n) {}
-  // Holds `memory` (at least n * sizeof(T) bytes, aligned for T) instead; the contents are not kept.
-  void Adopt(std::shared_ptr<void> memory) {
-    memory_ = std::move(memory);
+  // Holds `memory` (at least n * sizeof(T) bytes, aligned for T) instead; the contents are not
+  // kept. Returns the memory held before, for the caller to let go of once nothing refers to it
+  // (a device's registration of it, say).
+  [[nodiscard]] std::shared_ptr<void> Adopt(std::shared_ptr<void> memory) {
+    std::swap(memory_, memory);
     data_ = static_cast<T*>(memory_.get());
+    return memory;
   }
   T* data() const { return data_; }
   size_t size() const { return n_; }

@@ -68,8 +68,9 @@ __global__ void BlockCrcKernel(const uint32_t* data, size_t blocks, uint32_t sta
 
 }  // namespace
 
-void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp, BlockCrcs::Entry* out) {
-  if (blocks == 0) return;
+cudaError_t TryLaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp,
+                                 BlockCrcs::Entry* out) {
+  if (blocks == 0) return cudaSuccess;
   PSF_CHECK(reinterpret_cast<uintptr_t>(data) % 4 == 0);
   const Crc32cLaneConstants& host = Crc32cBlockLaneConstants();
   LaneConstants k;
@@ -80,7 +81,11 @@ void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uin
   const size_t grid = (blocks + kWarps - 1) / kWarps;
   BlockCrcKernel<<<static_cast<unsigned>(grid < 4096 ? grid : 4096), 32 * kWarps, 0, stream>>>(
       static_cast<const uint32_t*>(data), blocks, stamp, k, out);
-  PSF_CUDA_CHECK_LAUNCH("BlockCrcKernel");
+  return cudaGetLastError();
+}
+
+void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp, BlockCrcs::Entry* out) {
+  PSF_CUDA_CHECK(TryLaunchBlockCrc32c(stream, data, blocks, stamp, out));
 }
 
 }  // namespace psformer::cuda_kernels

@@ -31,4 +31,18 @@ namespace psformer::cuda_internal {
 // After a kernel launch: a bad configuration shows up here, not at the next synchronisation.
 #define PSF_CUDA_CHECK_LAUNCH(kernel_name) PSF_CUDA_CHECK(cudaPeekAtLastError())
 
+namespace psformer::cuda_internal {
+
+// Makes `device` the calling thread's (once per thread): a thread that never chose one acts on
+// device 0, and its first CUDA call makes a context there, so that every worker of a node whose
+// data-path threads wait on their GPU's events would hold memory on GPU 0 and share it.
+inline void UseDevice(int device) {
+  thread_local int current = -1;
+  if (current == device) return;
+  PSF_CUDA_CHECK(cudaSetDevice(device));
+  current = device;
+}
+
+}  // namespace psformer::cuda_internal
+
 #endif  // PSFORMER_WORKER_BACKEND_CUDA_CUDA_CHECK_H_

@@ -33,6 +33,9 @@ void LaunchWidenBf16(cudaStream_t stream, size_t n, const uint16_t* x, float* ou
 // out[b] = {Crc32c(0, data + b * kCrcBlockBytes, kCrcBlockBytes), stamp} for b < blocks (device
 // memory both; data 4-byte aligned), as Crc32cBlockByLanes computes it on the host.
 void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp, BlockCrcs::Entry* out);
+// The same, returning the launch's error (cleared) instead of aborting on it.
+cudaError_t TryLaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp,
+                                 BlockCrcs::Entry* out);
 void LaunchReluForward(cudaStream_t stream, size_t n, const float* x, float* y);
 void LaunchReluBackward(cudaStream_t stream, size_t n, const float* y, const float* dy, float* dx);
 void LaunchBiasAdd(cudaStream_t stream, int rows, int cols, const float* bias, float* x);

@@ -32,7 +32,8 @@ StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaS
   auto downloader = std::make_unique<CudaRangeDownloader>(ConstructionKey(), compute_stream, device, host, n,
                                                           element_bytes, timeline);
   // On failure the destructor releases whatever was created before it.
-  cudaError_t err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
+  cudaError_t err = cudaGetDevice(&downloader->device_ordinal_);  // the caller's: WaitOldest's thread may have none
+  if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&downloader->computed_, cudaEventDisableTiming);
   if (err != cudaSuccess) {
     cudaGetLastError();
@@ -82,8 +83,8 @@ std::string CudaRangeDownloader::CheckBlockCrcs() {
   cudaError_t err = cudaMalloc(&data, bytes.size());
   if (err == cudaSuccess) err = cudaMalloc(&entries, kBlocks * sizeof(BlockCrcs::Entry));
   if (err == cudaSuccess) err = cudaMemcpyAsync(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, copy_stream_);
+  if (err == cudaSuccess) err = cuda_kernels::TryLaunchBlockCrc32c(copy_stream_, data, kBlocks, 7, entries);
   if (err == cudaSuccess) {
-    cuda_kernels::LaunchBlockCrc32c(copy_stream_, data, kBlocks, 7, entries);
     err =
         cudaMemcpyAsync(got.data(), entries, kBlocks * sizeof(BlockCrcs::Entry), cudaMemcpyDeviceToHost, copy_stream_);
   }
@@ -114,14 +115,21 @@ BlockCrcs* CudaRangeDownloader::RecordBlockCrcs() {
                      << "); the gradient is checksummed on the host instead";
     return nullptr;
   }
-  cudaError_t err = cudaMalloc(&device_entries_, blocks * sizeof(BlockCrcs::Entry));
-  if (err == cudaSuccess) err = cudaHostAlloc(&host_entries_, blocks * sizeof(BlockCrcs::Entry), cudaHostAllocDefault);
+  BlockCrcs::Entry* device_entries = nullptr;
+  BlockCrcs::Entry* host_entries = nullptr;
+  cudaError_t err = cudaMalloc(&device_entries, blocks * sizeof(BlockCrcs::Entry));
+  if (err == cudaSuccess) {
+    err = cudaHostAlloc(&host_entries, blocks * sizeof(BlockCrcs::Entry), cudaHostAllocDefault);
+    if (err != cudaSuccess) PSF_CUDA_WARN(cudaFree(device_entries));  // nothing kept half made
+  }
   if (err != cudaSuccess) {
     cudaGetLastError();
     PSF_LOG(Warning) << "cannot allocate the gradient's block CRCs (" << cudaGetErrorString(err)
                      << "); the gradient is checksummed on the host instead";
     return nullptr;
   }
+  device_entries_ = device_entries;
+  host_entries_ = host_entries;
   std::memset(host_entries_, 0, blocks * sizeof(BlockCrcs::Entry));
   crcs_ = std::make_unique<BlockCrcs>(host_, bytes, host_entries_);
   return crcs_.get();
@@ -201,6 +209,7 @@ ElementRange CudaRangeDownloader::WaitOldest() {
     oldest = in_flight_.front();
   }
   // Outside the lock: Start goes on while this thread sleeps. Only this thread pops.
+  cuda_internal::UseDevice(device_ordinal_);  // a data path's thread, not the launching one
   PSF_CUDA_CHECK(cudaEventSynchronize(oldest.done));
   if (oldest.traced_final != nullptr) {
     PSF_CUDA_CHECK(cudaEventSynchronize(oldest.traced_copied));

@@ -93,6 +93,7 @@ class CudaRangeDownloader final : public RangeDownloader {
   const DeviceTimeline* timeline_;  // the backend's, or null
   CUstream_st* copy_stream_ = nullptr;
   CUevent_st* computed_ = nullptr;  // recorded on compute_stream_ at each Start
+  int device_ordinal_ = 0;          // the GPU: WaitOldest makes it its thread's
   const char* device_;              // (n * element_bytes_)
   char* host_;                      // (n * element_bytes_)
   size_t n_;

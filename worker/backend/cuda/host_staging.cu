@@ -25,6 +25,9 @@ HostStaging::Block& HostStaging::FreeBlock(size_t bytes) {
     const cudaError_t state = cudaEventQuery(b.read);
     if (state == cudaSuccess) return b;
     if (state != cudaErrorNotReady) PSF_CUDA_CHECK(state);
+    // Not an error, but the runtime keeps it as the thread's last one: the next launch's check
+    // (cudaPeekAtLastError) would take it for that launch's failure.
+    (void)cudaGetLastError();
   }
   Block b;
   b.bytes = std::max(bytes, kMinBlockBytes);

@@ -5,11 +5,12 @@
 # before worker/datapath/, then this tree's). For each job: the median step (worker 0's
 # compute + push + wait + pull, steps 3 .. STEPS-1), its efficiency against the emulated step,
 # and CPU seconds per step of the worker's launching thread (its main thread, sampled from
-# /proc/PID/task/PID/stat while it runs: the same measure for any binary) and of the whole worker
-# process. Start-up and the end (allocating, the first pull, the final pull, model.bin) are
-# taken out: each configuration runs twice, STEPS and STEPS / 3 steps, and the CPU per step is
-# the difference over the steps between. With a binary that reports them, also metrics.jsonl's
-# launch_cpu_s (the thread's own clock, per step) and device_s.
+# /proc/PID/task/PID/stat while it runs: the same measure for any binary), of the whole worker
+# process, of the data path's threads and of the emulated copy engine. Start-up and the end
+# (allocating, the first pull, the final pull, model.bin) are taken out: the CPU is sampled in
+# the run as metrics.jsonl reaches step STEPS / 3 and step STEPS - 1, and divided by the steps
+# between. With a binary that reports them, also metrics.jsonl's launch_cpu_s (the thread's own
+# clock, per step) and device_s.
 #
 # SPLIT="false late true" also runs each job with the embedding's gradient in two parts
 # (cluster.split_embedding), "late" with each piece waiting for its rows (cluster.name_rows=false),
@@ -34,32 +35,45 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Samples the CPU (clock ticks) of this benchmark's worker processes: "MAIN_THREAD PROCESS
-# DATA_PATH ENGINE" into $work/cpu.PID (the last sample stays: the CPU until shortly before the
-# process ended); DATA_PATH: the data path's threads (psf-client, psf-d2h, psf-land and the copy
+# The CPU (clock ticks) of this benchmark's worker process now: "MAIN_THREAD PROCESS DATA_PATH
+# ENGINE"; DATA_PATH: the data path's threads (psf-client, psf-d2h, psf-land and the copy
 # threads, psf-parallel), ENGINE: the emulated GPU's copy engine (psf-emu-dma), the device's.
-sample_cpu() {
-  while true; do
-    for stat in /proc/[0-9]*/stat; do
-      pid=${stat#/proc/}; pid=${pid%/stat}
-      cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
-      [[ $cmd == *"$work"* && $cmd == *psformer\ worker* ]] || continue
-      read -r -a p <"$stat" 2>/dev/null || continue
-      read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || continue
-      # utime and stime are the 14th and 15th fields (1-based).
-      path=0 engine=0
-      for task in /proc/"$pid"/task/*; do
-        comm=$(cat "$task/comm" 2>/dev/null) || continue
-        read -r -a c <"$task/stat" 2>/dev/null || continue
-        # comm is field 2 in parentheses; names without spaces keep the fields in place.
-        case $comm in
-          psf-client | psf-d2h | psf-land | psf-parallel) path=$((path + c[13] + c[14])) ;;
-          psf-emu-dma) engine=$((engine + c[13] + c[14])) ;;
-        esac
-      done
-      echo "$((t[13] + t[14])) $((p[13] + p[14])) $path $engine" >"$work/cpu.$pid"
+worker_cpu() {
+  for stat in /proc/[0-9]*/stat; do
+    pid=${stat#/proc/}; pid=${pid%/stat}
+    cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
+    [[ $cmd == *"$work"* && $cmd == *psformer\ worker* ]] || continue
+    read -r -a p <"$stat" 2>/dev/null || continue
+    read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || continue
+    # utime and stime are the 14th and 15th fields (1-based); the names here have no spaces, so
+    # the fields after a thread's (comm) stay in place.
+    path=0 engine=0
+    for task in /proc/"$pid"/task/*; do
+      comm=$(cat "$task/comm" 2>/dev/null) || continue
+      read -r -a c <"$task/stat" 2>/dev/null || continue
+      case $comm in
+        psf-client | psf-d2h | psf-land | psf-parallel) path=$((path + c[13] + c[14])) ;;
+        psf-emu-dma) engine=$((engine + c[13] + c[14])) ;;
+      esac
     done
-    sleep 0.2
+    echo "$((t[13] + t[14])) $((p[13] + p[14])) $path $engine"
+    return
+  done
+}
+
+# Takes worker_cpu into $work/cpu.N as soon as RUN's metrics.jsonl holds N steps, for N = SHORT
+# and N = STEPS - 1: the CPU between is that of the steps between, in one run, without start-up
+# and the end (allocating, the first pull, the final pull, model.bin).
+sample_cpu() {
+  local run=$1 seen=-1 count
+  while true; do
+    count=$(grep -c '"loss"' "$run/metrics.jsonl" 2>/dev/null || true)
+    count=${count:-0}
+    if [[ $count != "$seen" ]]; then
+      seen=$count
+      if ((count == short || count == steps - 1)); then worker_cpu >"$work/cpu.$count"; fi
+    fi
+    sleep 0.1
   done
 }
 
@@ -88,34 +102,31 @@ for binary in "$@"; do
       [[ $split == true ]] && embedding=named
       [[ $split == late ]] && embedding=split name_rows=false split=true
       name="$work/run-$(basename "$(dirname "$(dirname "$(realpath "$binary")")")")-$servers-$wire-$embedding"
-      declare -A main=() proc=() path=() engine=()
       failed=""
-      for n in "$short" "$steps"; do
-        run="$name-$n"
-        rm -f "$work"/cpu.*
-        sample_cpu &
-        sampler=$!
-        if ! "$binary" train --config configs/base.pbtxt --set cluster.backend=EMULATED \
-          --set cluster.emulated_step_ms="$step_ms" --set cluster.workers=1 --set cluster.servers="$servers" \
-          --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" \
-          $([[ $split == true ]] && echo "--set cluster.split_embedding=true --set cluster.name_rows=$name_rows --set cluster.emulated_lookup_rows=${LOOKUP_ROWS:-7500}") \
-          --set training.max_steps="$n" --set training.valid_every=0 --set logging.every_steps=1 \
-          --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
-          failed="$run.out"
-        fi
-        kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
-        read -r main[$n] proc[$n] path[$n] engine[$n] < <(cat "$work"/cpu.* 2>/dev/null | head -1 || echo "0 0 0 0")
-      done
+      run="$name"
+      rm -f "$work"/cpu.*
+      sample_cpu "$run" &
+      sampler=$!
+      if ! "$binary" train --config configs/base.pbtxt --set cluster.backend=EMULATED \
+        --set cluster.emulated_step_ms="$step_ms" --set cluster.workers=1 --set cluster.servers="$servers" \
+        --set cluster.gradient_dtype="$wire" --set cluster.param_dtype="$wire" \
+        $([[ $split == true ]] && echo "--set cluster.split_embedding=true --set cluster.name_rows=$name_rows --set cluster.emulated_lookup_rows=${LOOKUP_ROWS:-7500}") \
+        --set training.max_steps="$steps" --set training.valid_every=0 --set logging.every_steps=1 \
+        --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
+        failed="$run.out"
+      fi
+      kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
+      read -r main0 proc0 path0 engine0 < <(cat "$work/cpu.$short" 2>/dev/null || echo "0 0 0 0")
+      read -r main1 proc1 path1 engine1 < <(cat "$work/cpu.$((steps - 1))" 2>/dev/null || echo "0 0 0 0")
+      [[ -s $work/cpu.$short && -s $work/cpu.$((steps - 1)) ]] || failed="$run.out"
       if [[ -n $failed ]]; then
         echo "| $binary | $servers | $wire | $embedding | failed: see below | | | | | | | |"
         tail -20 "$failed" >&2
         continue
       fi
-      run="$name-$steps"
       awk -v b="$binary" -v s="$servers" -v w="$wire" -v e="$embedding" -v step="$(metric "$run" step)" -v ms="$step_ms" \
-        -v main="$((main[$steps] - main[$short]))" -v proc="$((proc[$steps] - proc[$short]))" -v hz="$ticks" \
-        -v path="$((path[$steps] - path[$short]))" -v engine="$((engine[$steps] - engine[$short]))" \
-        -v steps="$((steps - short))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
+        -v main="$((main1 - main0))" -v proc="$((proc1 - proc0))" -v hz="$ticks" \
+        -v path="$((path1 - path0))" -v engine="$((engine1 - engine0))" -v steps="$((steps - 1 - short))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
           printf "| %s | %d | %s | %s | %.0f ms | %.2f | %.1f ms | %s | %.0f ms | %.0f ms | %.0f ms | %s |\n", b, s, w, e,
             step * 1000, ms / 1000 / step, main / hz / steps * 1000,
             (launch == "nan" ? "-" : sprintf("%.1f ms", launch * 1000)), proc / hz / steps * 1000,

@@ -9,8 +9,8 @@
 # process, of the data path's threads and of the emulated copy engine. Start-up and the end
 # (allocating, the first pull, the final pull, model.bin) are taken out: the CPU is sampled in
 # the run as metrics.jsonl reaches step STEPS / 3 and step STEPS - 1, and divided by the steps
-# between. With a binary that reports them, also metrics.jsonl's launch_cpu_s (the thread's own
-# clock, per step) and device_s.
+# logged between the two samples. With a binary that reports them, also metrics.jsonl's
+# launch_cpu_s (the thread's own clock, per step) and device_s.
 #
 # SPLIT="false late true" also runs each job with the embedding's gradient in two parts
 # (cluster.split_embedding), "late" with each piece waiting for its rows (cluster.name_rows=false),
@@ -35,44 +35,55 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The CPU (clock ticks) of this benchmark's worker process now: "MAIN_THREAD PROCESS DATA_PATH
-# ENGINE"; DATA_PATH: the data path's threads (psf-client, psf-d2h, psf-land and the copy
-# threads, psf-parallel), ENGINE: the emulated GPU's copy engine (psf-emu-dma), the device's.
-worker_cpu() {
+# The pid of this benchmark's running worker process, or nothing.
+worker_pid() {
   for stat in /proc/[0-9]*/stat; do
     pid=${stat#/proc/}; pid=${pid%/stat}
     cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
-    [[ $cmd == *"$work"* && $cmd == *psformer\ worker* ]] || continue
-    read -r -a p <"$stat" 2>/dev/null || continue
-    read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || continue
-    # utime and stime are the 14th and 15th fields (1-based); the names here have no spaces, so
-    # the fields after a thread's (comm) stay in place.
-    path=0 engine=0
-    for task in /proc/"$pid"/task/*; do
-      comm=$(cat "$task/comm" 2>/dev/null) || continue
-      read -r -a c <"$task/stat" 2>/dev/null || continue
-      case $comm in
-        psf-client | psf-d2h | psf-land | psf-parallel) path=$((path + c[13] + c[14])) ;;
-        psf-emu-dma) engine=$((engine + c[13] + c[14])) ;;
-      esac
-    done
-    echo "$((t[13] + t[14])) $((p[13] + p[14])) $path $engine"
-    return
+    if [[ $cmd == *"$work"* && $cmd == *psformer\ worker* ]]; then
+      echo "$pid"
+      return 0
+    fi
   done
+  return 0
 }
 
-# Takes worker_cpu into $work/cpu.N as soon as RUN's metrics.jsonl holds N steps, for N = SHORT
-# and N = STEPS - 1: the CPU between is that of the steps between, in one run, without start-up
-# and the end (allocating, the first pull, the final pull, model.bin).
+# The CPU (clock ticks) of worker process PID now: "MAIN_THREAD PROCESS DATA_PATH ENGINE";
+# DATA_PATH: the data path's threads (psf-client, psf-d2h, psf-land, the copy threads
+# psf-parallel, and ZeroMQ's I/O threads), ENGINE: the emulated GPU's copy engine (psf-emu-dma),
+# the device's. Fails when the process is gone.
+worker_cpu() {
+  local pid=$1 path=0 engine=0 comm
+  read -r -a p <"/proc/$pid/stat" 2>/dev/null || return 1
+  read -r -a t <"/proc/$pid/task/$pid/stat" 2>/dev/null || return 1
+  # utime and stime are the 14th and 15th fields (1-based); the names here have no spaces, so
+  # the fields after a thread's (comm) stay in place.
+  for task in /proc/"$pid"/task/*; do
+    comm=$(cat "$task/comm" 2>/dev/null) || continue
+    read -r -a c <"$task/stat" 2>/dev/null || continue
+    case $comm in
+      psf-client | psf-d2h | psf-land | psf-parallel | ZMQbg/IO/*) path=$((path + c[13] + c[14])) ;;
+      psf-emu-dma) engine=$((engine + c[13] + c[14])) ;;
+    esac
+  done
+  echo "$((t[13] + t[14])) $((p[13] + p[14])) $path $engine"
+}
+
+# Takes "STEPS_LOGGED CPU..." (worker_cpu) into $work/cpu.N once RUN's metrics.jsonl holds N
+# steps, for N = SHORT and N = STEPS - 1 (a sample after both, should the lines come faster than
+# it looks): the CPU between is that of the steps between, in one run, without start-up and the
+# end (allocating, the first pull, the final pull, model.bin).
 sample_cpu() {
-  local run=$1 seen=-1 count
+  local run=$1 pid="" count cpu
   while true; do
+    [[ -n $pid ]] || pid=$(worker_pid)
     count=$(grep -c '"loss"' "$run/metrics.jsonl" 2>/dev/null || true)
     count=${count:-0}
-    if [[ $count != "$seen" ]]; then
-      seen=$count
-      if ((count == short || count == steps - 1)); then worker_cpu >"$work/cpu.$count"; fi
-    fi
+    for n in "$short" "$((steps - 1))"; do
+      if [[ -n $pid && $count -ge $n && ! -e $work/cpu.$n ]] && cpu=$(worker_cpu "$pid"); then
+        echo "$count $cpu" >"$work/cpu.$n"
+      fi
+    done
     sleep 0.1
   done
 }
@@ -115,18 +126,24 @@ for binary in "$@"; do
         --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0 --run-dir "$run" >"$run.out" 2>&1; then
         failed="$run.out"
       fi
-      kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=""
-      read -r main0 proc0 path0 engine0 < <(cat "$work/cpu.$short" 2>/dev/null || echo "0 0 0 0")
-      read -r main1 proc1 path1 engine1 < <(cat "$work/cpu.$((steps - 1))" 2>/dev/null || echo "0 0 0 0")
-      [[ -s $work/cpu.$short && -s $work/cpu.$((steps - 1)) ]] || failed="$run.out"
+      kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; sampler=""
+      first=(0 0 0 0 0) last=(0 0 0 0 0)
+      if [[ -s $work/cpu.$short && -s $work/cpu.$((steps - 1)) ]]; then
+        read -r -a first <"$work/cpu.$short"
+        read -r -a last <"$work/cpu.$((steps - 1))"
+      fi
+      if ((last[0] <= first[0])); then
+        echo "the CPU was not sampled at two step counts (see $run.out)" >"$run.sampling"
+        failed=${failed:-$run.sampling}
+      fi
       if [[ -n $failed ]]; then
         echo "| $binary | $servers | $wire | $embedding | failed: see below | | | | | | | |"
         tail -20 "$failed" >&2
         continue
       fi
       awk -v b="$binary" -v s="$servers" -v w="$wire" -v e="$embedding" -v step="$(metric "$run" step)" -v ms="$step_ms" \
-        -v main="$((main1 - main0))" -v proc="$((proc1 - proc0))" -v hz="$ticks" \
-        -v path="$((path1 - path0))" -v engine="$((engine1 - engine0))" -v steps="$((steps - 1 - short))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
+        -v main="$((last[1] - first[1]))" -v proc="$((last[2] - first[2]))" -v hz="$ticks" \
+        -v path="$((last[3] - first[3]))" -v engine="$((last[4] - first[4]))" -v steps="$((last[0] - first[0]))" -v launch="$(metric "$run" launch_cpu_s)" -v device="$(metric "$run" device_s)" 'BEGIN {
           printf "| %s | %d | %s | %s | %.0f ms | %.2f | %.1f ms | %s | %.0f ms | %.0f ms | %.0f ms | %s |\n", b, s, w, e,
             step * 1000, ms / 1000 / step, main / hz / steps * 1000,
             (launch == "nan" ? "-" : sprintf("%.1f ms", launch * 1000)), proc / hz / steps * 1000,

@@ -421,16 +421,24 @@ TEST_F(CudaOps, StagedCopiesKeepStreamOrderAndFreeTheHostArrayAtOnce) {
   constexpr size_t kN = 50000;  // 200 KB: more than one staging block's minimum
   std::vector<DeviceBuffer<int32_t>> bufs;
   std::vector<int32_t> host(kN);
-  for (int b = 0; b < 4; ++b) {
-    bufs.push_back(gpu_->Allocate<int32_t>(kN));
-    std::iota(host.begin(), host.end(), b * 1000);
-    bufs[b].Stage(host.data(), kN);
+  for (int b = 0; b < 4; ++b) bufs.push_back(gpu_->Allocate<int32_t>(kN));
+  {
+    // The stream kept busy (~10 passes over 1 GiB) so that the copies wait behind it: each
+    // Stage after the first finds the blocks before it still to be copied.
+    auto busy = gpu_->Allocate<float>(size_t{1} << 28);
+    for (int i = 0; i < 10; ++i) gpu_->Fill(busy.size(), 1.0f, busy.data());
+    for (int b = 0; b < 4; ++b) {
+      std::iota(host.begin(), host.end(), b * 1000);
+      bufs[b].Stage(host.data(), kN);
+    }
+    EXPECT_EQ(gpu_->staging_blocks(), 4u) << "a block still being copied was taken again";
+    std::fill(host.begin(), host.end(), -1);  // written again before the device took the copies
+    // A Stage that passed over a busy block (cudaEventQuery: not ready) leaves no error behind
+    // for the next launch's check to take as its own (it aborted here).
+    auto after = gpu_->Allocate<float>(16);
+    gpu_->Fill(after.size(), 2.0f, after.data());
+    gpu_->Synchronize();
   }
-  std::fill(host.begin(), host.end(), -1);  // written again before the device took the copies
-  // A Stage that found a block still being copied (cudaEventQuery: not ready) leaves no error
-  // behind for the next launch's check to take as its own (it aborted here).
-  auto after = gpu_->Allocate<float>(16);
-  gpu_->Fill(after.size(), 2.0f, after.data());
   for (int b = 0; b < 4; ++b) {
     std::vector<int32_t> got(kN), want(kN);
     std::iota(want.begin(), want.end(), b * 1000);

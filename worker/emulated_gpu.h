@@ -108,7 +108,8 @@ class EmulatedGpu {
   // From the next Step on, the downloads into `leaving` (`bytes`: the grad, or grad_bf16, that
   // Step is given) record the CRC-32C of each whole block of it that they write, as a GPU's copy
   // records them (RangeDownloader::RecordBlockCrcs), in the returned record, valid for a range
-  // once copies() has returned it, and until the next call. REQUIRES: no download in flight.
+  // once copies() has returned it; the next call's record takes over (the one before stays, as
+  // it was, as long as this GPU). REQUIRES: no download in flight.
   BlockCrcs* RecordBlockCrcs(const void* leaving, size_t bytes);
   // With cluster.split_embedding the embedding's range comes first in ranges(), in blocks (the
   // output projection's part, which backward computes first), and each step also looks up these rows:

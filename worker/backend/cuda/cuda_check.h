@@ -33,14 +33,16 @@ namespace psformer::cuda_internal {
 
 namespace psformer::cuda_internal {
 
-// Makes `device` the calling thread's (once per thread): a thread that never chose one acts on
+// Makes `device` the calling thread's where it is not: a thread that never chose one acts on
 // device 0, and its first CUDA call makes a context there, so that every worker of a node whose
 // data-path threads wait on their GPU's events would hold memory on GPU 0 and share it.
+// (cudaGetDevice reads the thread's choice; it makes no context.)
 inline void UseDevice(int device) {
-  thread_local int current = -1;
-  if (current == device) return;
+  int current = -1;
+  const cudaError_t got = cudaGetDevice(&current);
+  if (got == cudaSuccess && current == device) return;
+  if (got != cudaSuccess) (void)cudaGetLastError();  // not kept for the next launch's check
   PSF_CUDA_CHECK(cudaSetDevice(device));
-  current = device;
 }
 
 }  // namespace psformer::cuda_internal

@@ -5,6 +5,12 @@ namespace psformer {
 BlockCrcs::BlockCrcs(const void* base, size_t bytes, Entry* entries)
     : base_(static_cast<const uint8_t*>(base)), bytes_(bytes), entries_(entries) {}
 
+BlockCrcs::BlockCrcs(const void* base, size_t bytes)
+    : base_(static_cast<const uint8_t*>(base)),
+      bytes_(bytes),
+      owned_(Blocks(bytes), Entry{0, 0}),
+      entries_(owned_.data()) {}
+
 std::optional<uint32_t> BlockCrcs::Crc32cOf(const void* p, size_t n) const {
   const auto* bytes = static_cast<const uint8_t*>(p);
   if (bytes < base_ || bytes > base_ + bytes_ || n > static_cast<size_t>(base_ + bytes_ - bytes)) return std::nullopt;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "common/crc32c.h"
 
@@ -34,6 +35,8 @@ class BlockCrcs {
   // A record for base[0, bytes), held in `entries` (the caller's: Blocks(bytes) of them, zeroed,
   // e.g. pinned memory a device's copy writes), which must outlive it.
   BlockCrcs(const void* base, size_t bytes, Entry* entries);
+  // The same, holding its entries itself (host memory a host thread writes).
+  BlockCrcs(const void* base, size_t bytes);
   BlockCrcs(const BlockCrcs&) = delete;
   BlockCrcs& operator=(const BlockCrcs&) = delete;
 
@@ -77,6 +80,7 @@ class BlockCrcs {
  private:
   const uint8_t* base_;
   size_t bytes_;
+  std::vector<Entry> owned_;  // the entries, where the record holds them
   Entry* entries_;
   std::atomic<uint32_t> stamp_{1};
 };

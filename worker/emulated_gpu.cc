@@ -104,17 +104,15 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
                 at,
                 grad_bf16 != nullptr ? sizeof(uint16_t) : sizeof(float),
                 nullptr,
-                record_base_ != nullptr && leaving == record_base_ ? records_.back()->crcs.get() : nullptr});
+                record_base_ != nullptr && leaving == record_base_ ? records_.back().get() : nullptr});
   }
   // From the next Download on, the CRC-32C of every whole block of `leaving` (`bytes`) that a
   // download into it writes is recorded in the returned record (until the next Record; those
   // made before stay, unchanged, as long as the engine). REQUIRES: the launching thread.
   BlockCrcs* Record(const void* leaving, size_t bytes) {
-    records_.push_back(std::make_unique<RecordMemory>(bytes));
-    RecordMemory& r = *records_.back();
-    r.crcs = std::make_unique<BlockCrcs>(leaving, bytes, r.entries.data());
+    records_.push_back(std::make_unique<BlockCrcs>(leaving, bytes));
     record_base_ = leaving;
-    return r.crcs.get();
+    return records_.back().get();
   }
   // The lookups' values `from` (n) copied into `to`, or rounded into `to_bf16`, at `at`; counted
   // apart from the gradient's downloads (AwaitLookups).
@@ -207,12 +205,7 @@ class EmulatedGpu::CopyEngine final : public RangeDownloader {
   uint16_t* last_grad_bf16_ = nullptr;
   EmulatedGradientKey key_;  // the engine thread's: the last upload's
   // Record's (the launching thread's; the engine writes the entries of a download's record)
-  struct RecordMemory {
-    explicit RecordMemory(size_t bytes) : entries(BlockCrcs::Blocks(bytes), BlockCrcs::Entry{0, 0}) {}
-    std::vector<BlockCrcs::Entry> entries;
-    std::unique_ptr<BlockCrcs> crcs;
-  };
-  std::vector<std::unique_ptr<RecordMemory>> records_;  // the last is the current one
+  std::vector<std::unique_ptr<BlockCrcs>> records_;     // the last is the current one
   const void* record_base_ = nullptr;                   // (null: none yet)
   StageQueue<Job> jobs_;
   Mutex mutex_;

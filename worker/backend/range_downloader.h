@@ -93,10 +93,7 @@ class ImmediateRangeDownloader final : public RangeDownloader {
     return oldest;
   }
   BlockCrcs* RecordBlockCrcs() override {
-    if (crcs_ == nullptr) {
-      entries_.assign(BlockCrcs::Blocks(n_ * sizeof(T)), BlockCrcs::Entry{0, 0});
-      crcs_ = std::make_unique<BlockCrcs>(host_, n_ * sizeof(T), entries_.data());
-    }
+    if (crcs_ == nullptr) crcs_ = std::make_unique<BlockCrcs>(host_, n_ * sizeof(T));
     return crcs_.get();
   }
 
@@ -114,8 +111,7 @@ class ImmediateRangeDownloader final : public RangeDownloader {
   const T* device_;  // (n)
   T* host_;          // (n)
   size_t n_;
-  std::vector<BlockCrcs::Entry> entries_;  // crcs_'s, (host bytes / kCrcBlockBytes)
-  std::unique_ptr<BlockCrcs> crcs_;        // with RecordBlockCrcs
+  std::unique_ptr<BlockCrcs> crcs_;  // with RecordBlockCrcs
   Mutex mutex_;
   std::deque<ElementRange> complete_ PSF_GUARDED_BY(mutex_);  // started (and so complete), not yet returned
 };

@@ -200,6 +200,16 @@ inline std::string ReadRunLogs(const std::filesystem::path& run_dir) {
   return all;
 }
 
+// The push parts worker WORKER's client sent with the CRC-32Cs its copies recorded where they
+// wrote the gradient (its count at the end, in the run's logs), or -1 where it logged none.
+inline int PushPartsWithRecordedCrcs(const std::string& logs, int worker) {
+  const std::regex line("worker-" + std::to_string(worker) +
+                        " ps_client\\.cc:\\d+\\] ps client: (\\d+) push part\\(s\\) sent with the "
+                        "CRC-32C recorded where the gradient was written");
+  std::smatch m;
+  return std::regex_search(logs, m, line) ? std::stoi(m[1]) : -1;
+}
+
 }  // namespace psformer::testing
 
 #endif  // PSFORMER_TESTS_TEST_UTIL_H_

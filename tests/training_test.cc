@@ -30,14 +30,23 @@ TEST(Training, OneWorkerOneServerEqualsTheLocalTrainerBitwise) {
 
 TEST(Training, ServerCountDoesNotChangeTheWeights) {
   TempDir dir;
-  EXPECT_TRUE(TrainSameModel(dir, kShort,
-                             {{"s1", "--set cluster.workers=2 --set cluster.servers=1"},
-                              {"s2", "--set cluster.workers=2 --set cluster.servers=2"},
-                              {"s3", "--set cluster.workers=2 --set cluster.servers=3"},
-                              // Forward after the whole pull, not as it lands: the same values.
-                              {"whole-pull",
-                               "--set cluster.workers=2 --set cluster.servers=2 "
-                               "--set cluster.forward_as_pulled=false"}}));
+  EXPECT_TRUE(
+      TrainSameModel(dir, kShort,
+                     {{"s1", "--set cluster.workers=2 --set cluster.servers=1"},
+                      {"s2", "--set cluster.workers=2 --set cluster.servers=2"},
+                      {"s3", "--set cluster.workers=2 --set cluster.servers=3"},
+                      // Forward after the whole pull, not as it lands: the same values.
+                      {"whole-pull",
+                       "--set cluster.workers=2 --set cluster.servers=2 "
+                       "--set cluster.forward_as_pulled=false"},
+                      // The whole gradient pushed after backward, in one piece a server.
+                      {"no-overlap", "--set cluster.workers=2 --set cluster.servers=2 --set cluster.overlap=false"}}));
+  // With overlap or without, the pushes go with the CRCs the gradient's copy recorded: no pass
+  // reads the gradient again to checksum it (only pieces with no whole 4 KiB block are read).
+  for (const char* run : {"s2", "no-overlap"}) {
+    const std::string logs = testing::ReadRunLogs(dir.path() / run);
+    for (int worker : {0, 1}) EXPECT_GE(testing::PushPartsWithRecordedCrcs(logs, worker), 24) << run << "\n" << logs;
+  }
 }
 
 TEST(Training, TwoRunsOfTheSameConfigAreBitwiseIdentical) {

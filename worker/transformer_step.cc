@@ -99,12 +99,11 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
-    if (grad_crcs_ != nullptr) grad_crcs_->Invalidate();  // written here without recording
-    if (bf16) {
-      device_grad_bf16_.Download(grad_bf16_.data(), n);
-    } else {
-      device_grad_.Download(grad_.data(), n);
-    }
+    // The whole gradient through the same copies as overlap's ranges, so that they record its
+    // blocks' CRCs and the push reads none of it again; waited for here, as the data path asks.
+    const std::vector<ElementRange> chunks = InChunks({0, n}, copy_chunk_);
+    for (const ElementRange& chunk : chunks) grad_download_->Start(chunk.begin, chunk.end);
+    for (size_t i = 0; i < chunks.size(); ++i) grad_download_->WaitOldest();
     return stats;
   }
   // Per layer: (a rounding kernel,) a copy enqueued on the copy stream and a queue push; nothing

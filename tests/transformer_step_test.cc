@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "common/bfloat16.h"
+#include "common/block_crcs.h"
 #include "common/config_loader.h"
+#include "common/crc32c.h"
 #include "common/param_init.h"
 #include "common/param_layout.h"
 #include "worker/backend/cpu_backend.h"
@@ -158,10 +160,11 @@ proto::JobConfig Bf16CopyConfig() {
   return *config;
 }
 
-std::unique_ptr<TransformerStep> MakeStep(const proto::JobConfig& config, std::unique_ptr<Backend<float>> backend) {
+std::unique_ptr<TransformerStep> MakeStep(const proto::JobConfig& config, std::unique_ptr<Backend<float>> backend,
+                                          int worker = 0) {
   auto source = MakeBatchSource(config);
   EXPECT_TRUE(source.ok()) << source.status().message();
-  auto step = TransformerStep::Create(config, 0, std::move(*source), std::move(backend), /*with_bleu=*/false);
+  auto step = TransformerStep::Create(config, worker, std::move(*source), std::move(backend), /*with_bleu=*/false);
   EXPECT_TRUE(step.ok()) << step.status().message();
   std::unique_ptr<TransformerStep> s = std::move(*step);
   const ParamLayout layout(config.model(), s->vocab_size());
@@ -627,6 +630,79 @@ TEST(TransformerStep, WritesNoGradientBeforeItsGuardReturns) {
     std::memcpy(last.data(), guarded->grad().data(), n * sizeof(float));
     const StepComputer::Lookups& l = guarded->lookups();
     last_lookups.assign(l.values, l.values + l.rows.size() * l.width);
+  }
+}
+
+// A worker whose share of a step's batch holds no sentence (fewer sentences than workers: the
+// last batch of a length bucket on 8 GPUs) computes zeros, and with the pull still landing takes
+// in every layer although no forward asks for one (it aborted: "forward read every layer").
+TEST(TransformerStep, AnEmptyShareOfTheBatchGivesZerosWhileThePullLands) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+  constexpr int kWorkers = 64;
+  config.mutable_cluster()->set_workers(kWorkers);
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).message();
+  auto source = MakeBatchSource(config);
+  ASSERT_TRUE(source.ok());
+  ASSERT_EQ((*source)->TrainBatch(2, kWorkers - 1, kWorkers).sentences, 0);
+  ASSERT_GT((*source)->TrainBatch(2, 0, kWorkers).sentences, 0);
+  for (const bool overlapped : {false, true}) {
+    SCOPED_TRACE(overlapped ? "overlap" : "the whole gradient");
+    auto lazy_backend = std::make_unique<LazyUploadCpuBackend>(false);
+    const LazyUploadCpuBackend* lazy = lazy_backend.get();
+    auto step = MakeStep(config, std::move(lazy_backend), kWorkers - 1);
+    const uint64_t n = step->parameter_count();
+    PullArrival arrival;
+    arrival.Reset();
+    step->ParamsArriving(&arrival, proto::FLOAT32);
+    arrival.Landed(0, n);
+    arrival.Finish({Status::Ok(), 0, 0});
+    int handed = 0;
+    const StepStats stats = overlapped ? step->Compute(2, [&](uint64_t, uint64_t, const StepStats&) { ++handed; })
+                                       : step->Compute(2, nullptr);
+    for (int i = 0; i < handed; ++i) step->gradient_copies().WaitOldest();
+    step->ParamsPulled(0, proto::FLOAT32);
+    EXPECT_EQ(stats.target_tokens, 0);
+    EXPECT_EQ(overlapped, handed > 0);
+    EXPECT_EQ(std::count(step->grad().begin(), step->grad().end(), 0.0f), static_cast<std::ptrdiff_t>(n));
+    uint64_t uploaded = 0;
+    for (const ElementRange& r : lazy->started()) uploaded += r.end - r.begin;
+    EXPECT_EQ(uploaded, n);
+  }
+}
+
+// The push's CRCs come from the record the gradient's copies made in the same step: a step that
+// copies the whole gradient in pieces (one that injects a fault, or overlap off) records blocks
+// that an overlapped step's layer ranges cut in two and so do not record; such a block must not
+// keep the earlier step's CRC once the overlapped step has written it.
+TEST(TransformerStep, TheGradientsRecordedCrcsAreThoseOfTheStepThatWroteIt) {
+  proto::JobConfig config = Bf16CopyConfig();
+  config.mutable_model()->set_layers(2);
+  config.mutable_cluster()->set_gradient_dtype(proto::ClusterConfig::FP32);
+  config.mutable_cluster()->set_piece_elements(3000);  // a whole step's chunks: 3000 values each
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).message();
+  auto step = MakeStep(config, std::make_unique<CpuBackend<float>>(1));
+  const BlockCrcs* crcs = step->gradient_crcs();
+  ASSERT_NE(crcs, nullptr);
+  const size_t bytes = step->parameter_count() * sizeof(float);
+  ASSERT_GT(BlockCrcs::Blocks(bytes), 8u);
+  const auto* grad = reinterpret_cast<const uint8_t*>(step->grad().data());
+  step->ParamsPulled(0, proto::FLOAT32);
+  for (const int64_t s : {2, 3, 4}) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    int handed = 0;
+    if (s == 3) {
+      step->Compute(s, nullptr);
+    } else {
+      step->Compute(s, [&](uint64_t, uint64_t, const StepStats&) { ++handed; });
+      for (int i = 0; i < handed; ++i) step->gradient_copies().WaitOldest();
+    }
+    for (size_t b = 0; b < BlockCrcs::Blocks(bytes); ++b) {
+      const uint8_t* block = grad + b * kCrcBlockBytes;
+      ASSERT_EQ(crcs->Crc32cOf(block, kCrcBlockBytes).value_or(Crc32c(0, block, kCrcBlockBytes)),
+                Crc32c(0, block, kCrcBlockBytes))
+          << "block " << b;
+    }
   }
 }
 

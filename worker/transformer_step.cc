@@ -87,6 +87,10 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   const Batch batch = source_->TrainBatch(step, worker_, config_.cluster().workers());
   backend_->MarkSpanStart();
   const ParamsNeeded need = StartParamUploads();
+  // A share with no sentence (a batch smaller than the worker count) runs no forward, so nothing
+  // would ask for the layers: they are taken in here, as forward would, and the pull's pieces go
+  // back once uploaded, as after any forward. Its gradient is zeros.
+  if (batch.sentences == 0 || batch.src_len == 0 || batch.tgt_len == 0) need(0, n);
   const DropoutKey key{config_.training().seed(), static_cast<uint32_t>(step), static_cast<uint32_t>(worker_)};
   const bool bf16 = !grad_bf16_.empty();
   LookupRows<float>* lookups = split_embedding_ ? &device_lookups_ : nullptr;
@@ -96,6 +100,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     CheckEveryLayerUploaded();
     NameLookedUpRows();
     AwaitGradientMemory();
+    StaleGradientCrcs();
     StartLookupsCopy();
     if (bf16) backend_->RoundToBf16(n, device_grad_.data(), device_grad_bf16_.data());
     backend_->MarkSpanEnd();
@@ -113,6 +118,7 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
     if (!named) {  // before the first range is handed over: the client thread reads them after
       NameLookedUpRows();
       AwaitGradientMemory();
+      StaleGradientCrcs();
       named = true;
     }
     if (bf16) backend_->RoundToBf16(end - begin, device_grad_.data() + begin, device_grad_bf16_.data() + begin);
@@ -130,6 +136,14 @@ StepStats TransformerStep::Compute(int64_t step, const GradientCopying& on_copyi
   if (!named) AwaitGradientMemory();  // no range handed over: the lookups' copy still writes
   StartLookupsCopy();
   return stats;
+}
+
+void TransformerStep::StaleGradientCrcs() {
+  // Each step's copies record the CRCs of the blocks they write whole, and which blocks those are
+  // depends on how the step's ranges fall (layer by layer, or the whole gradient at a step that
+  // injects a fault): a block a step wrote but did not record must not keep an older step's CRC.
+  // The copies read the stamp where they start; the last push has been read by now.
+  if (grad_crcs_ != nullptr) grad_crcs_->Invalidate();
 }
 
 void TransformerStep::NameLookedUpRows() {

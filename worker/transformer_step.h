@@ -75,6 +75,7 @@ class TransformerStep final : public StepComputer {
   // lookups_ (awaited by AwaitLookups, on the data path's thread).
   void StartLookupsCopy();
   // With split_embedding_: the rows this step's ForwardBackward looks up into named_rows_.
+  void StaleGradientCrcs();  // before a step's first gradient copy
   void NameLookedUpRows();
 
   TransformerStep(const proto::JobConfig& config, int worker, std::unique_ptr<BatchSource> source,

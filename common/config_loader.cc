@@ -584,6 +584,12 @@ Status ValidateConfig(const JobConfig& config) {
   return check.status();
 }
 
+Status ValidateModelConfig(const proto::ModelConfig& model) {
+  Checker check;
+  CheckModel(model, &check);
+  return check.status();
+}
+
 Status CheckConfigFiles(const JobConfig& config) {
   const auto& d = config.data();
   std::error_code ec;

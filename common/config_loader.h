@@ -35,6 +35,9 @@ void FillDefaults(JobConfig* config);
 
 // Rejects configs that cannot work. REQUIRES: FillDefaults was applied.
 Status ValidateConfig(const JobConfig& config);
+// The model section's checks of ValidateConfig alone: for a model config read back from a file
+// (a model.bin or a checkpoint), which may not be what this build would have written.
+Status ValidateModelConfig(const proto::ModelConfig& model);
 
 // Checks that the files and directories the config names exist. Separate from
 // ValidateConfig so that a config can be checked (--dry-run) before its data is prepared.

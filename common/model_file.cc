@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/binary_codec.h"
+#include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/param_layout.h"
 #include "common/sha256.h"
@@ -50,8 +51,11 @@ StatusOr<ModelFile> ReadModelFile(const std::string& path) {
   }
   if (!r.ChecksumMatches()) return corrupt("checksum mismatch (the file is corrupt)");
   if (!file.model.ParseFromString(config)) return corrupt("the model config cannot be parsed");
-  if (file.vocab_size <= 0 || file.model.d_model() <= 0 || file.model.layers() <= 0 || file.model.d_ff() <= 0) {
-    return corrupt("the model config or vocabulary size is invalid");
+  if (file.vocab_size <= 4) return corrupt("vocabulary size " + std::to_string(file.vocab_size) + " is invalid");
+  // A readable file with a config no model can have (its checksum made over the wrong values) is
+  // refused here, not by a check inside the model that aborts.
+  if (const Status valid = ValidateModelConfig(file.model); !valid.ok()) {
+    return corrupt("its model config is invalid: " + valid.message());
   }
   const uint64_t layout_size = ParamLayout(file.model, file.vocab_size).total_size();
   if (layout_size != count) {

@@ -148,6 +148,36 @@ TEST(ModelFile, RejectsMissingTruncatedCorruptAndForeignFiles) {
       << directory.status().message();
 }
 
+// A file whose checksum holds but whose config no model can have (written by hand, or by a
+// tool that set a header byte and the CRC) is refused on reading, naming the file and the field:
+// translate aborted in a check of the model ("heads 3" of d_model 8), or failed with a
+// std::vector message (max_positions 0).
+TEST(ModelFile, RefusesAConfigNoModelCanHaveThoughItsChecksumHolds) {
+  testing::TempDir dir;
+  struct Case {
+    const char* name;
+    void (*change)(ModelFile*);
+    const char* says;
+  };
+  const Case cases[] = {
+      {"heads", [](ModelFile* f) { f->model.set_heads(3); }, "model.heads = 3: d_model (8) must be divisible by heads"},
+      {"positions", [](ModelFile* f) { f->model.set_max_positions(0); }, "model.max_positions = 0: must be > 2"},
+      {"vocab", [](ModelFile* f) { f->vocab_size = 3; }, "vocabulary size 3 is invalid"},
+  };
+  for (const Case& c : cases) {
+    ModelFile file = SmallModelFile();
+    c.change(&file);
+    ParamLayout layout(file.model, file.vocab_size);
+    file.params.resize(layout.total_size());
+    const std::string path = dir.File(std::string(c.name) + ".bin");
+    ASSERT_TRUE(WriteModelFile(path, file).ok());
+    auto read = ReadModelFile(path);
+    ASSERT_FALSE(read.ok()) << c.name;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status().message();
+    EXPECT_NE(read.status().message().find(c.says), std::string::npos) << read.status().message();
+  }
+}
+
 TEST(TrainerState, RoundTripsAndRejectsCorruption) {
   testing::TempDir dir;
   TrainerState s;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace psformer {
 namespace {
@@ -98,6 +99,18 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
   return Status::InvalidArgument("cannot write " + path + ": it is " + kind +
                                  "; psformer writes results to regular files, character devices or pipes only");
+}
+
+Status CheckReplaceable(const std::string& option, const std::string& path, std::string_view magic,
+                        const std::string& kind) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return Status::Ok();
+  std::ifstream in(path, std::ios::binary);
+  std::string head(magic.size(), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (in.gcount() == static_cast<std::streamsize>(head.size()) && head == magic) return Status::Ok();
+  return Status::InvalidArgument(option + " " + path + " exists and is not a " + kind +
+                                 "; it replaces only an earlier " + kind + ": remove it or name another file");
 }
 
 }  // namespace psformer

@@ -13,6 +13,7 @@
 #define PSFORMER_COMMON_WRITE_FILE_H_
 
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -20,6 +21,14 @@ namespace psformer {
 
 // Writes `bytes` to `path` as above. Errors name `path` and the cause (strerror).
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+// Whether a command may replace `path` with a new `kind` (e.g. "psformer model file") whose bytes
+// begin with `magic`: yes where nothing is there, where it is not a regular file (a device,
+// written in place; a directory, which the write refuses), or where it begins with `magic` (an
+// earlier result of the same kind). Otherwise (a user's file of another kind) an error that
+// names `option` and the path.
+Status CheckReplaceable(const std::string& option, const std::string& path, std::string_view magic,
+                        const std::string& kind);
 
 }  // namespace psformer
 

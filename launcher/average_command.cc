@@ -11,6 +11,7 @@
 #include "common/config_loader.h"
 #include "common/model_file.h"
 #include "common/param_layout.h"
+#include "common/write_file.h"
 #include "launcher/command_line.h"
 #include "launcher/terminal_progress.h"
 #include "pserver/server/shard_checkpointer.h"
@@ -18,6 +19,24 @@
 
 namespace psformer {
 namespace fs = std::filesystem;
+
+namespace {
+
+// What --output may replace: an earlier model file (a second average, as scripts/demo's rerun
+// makes) or a device, but neither a file of another kind (a user's) nor the run's own trained
+// model, which averaging must not take the place of.
+Status CheckOutput(const std::string& output, const std::string& run_dir) {
+  std::error_code ec;
+  if (!fs::exists(output, ec)) return Status::Ok();
+  if (fs::equivalent(output, fs::path(run_dir) / "model.bin", ec)) {
+    return Status::InvalidArgument("--output " + output +
+                                   " is the run's trained model: average writes beside it; name another file");
+  }
+  return CheckReplaceable("--output", output, std::string_view(kModelFileMagic, sizeof(kModelFileMagic)),
+                          "psformer model file");
+}
+
+}  // namespace
 
 int RunAverageCommand(const Args& args) {
   po::options_description options("average options");
@@ -50,6 +69,7 @@ int RunAverageCommand(const Args& args) {
     return ReportError("average", config_path + " not found: " + run_dir +
                                       " is not a run directory (psformer train writes its resolved config there)");
   }
+  if (const Status usable = CheckOutput(output, run_dir); !usable.ok()) return ReportError("average", usable);
   auto config = ResolveConfig(config_path, {});
   if (!config.ok()) return ReportError("average", config.status());
   const int vocab = ResolvedVocabSize(*config);

@@ -170,6 +170,12 @@ int RunPlotCommand(const Args& args) {
                        kExitUsage);
   }
 
+  // An earlier plot is replaced (the same command, run again), a user's file of another kind not.
+  if (const Status usable =
+          CheckReplaceable("--out", out.string(), std::string_view("\x89PNG\r\n\x1a\n", 8), "PNG image");
+      !usable.ok()) {
+    return ReportError("plot", usable);
+  }
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   if (!fs::exists(metrics_path)) {
     return ReportError("plot", run_dir.string() + " has no metrics.jsonl: not a run directory, or no step logged yet");

@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::EndsSaying;
+using testing::ReadTextFile;
 using testing::RunPsformer;
 
 constexpr int kShards = 2;
@@ -272,12 +273,39 @@ TEST_F(AverageTest, ADeviceIsWrittenInPlaceAndNeverReplaced) {
 TEST_F(AverageTest, ASymbolicLinkKeepsPointingAtItsReplacedTarget) {
   const std::string target = dir_.File("target.bin");
   const std::string link = dir_.File("link.bin");
-  std::ofstream(target) << "old";
+  ASSERT_EQ(RunPsformer("average --run-dir " + run_ + " --last 3 --output " + target).exit_status, 0);
   fs::create_symlink(target, link);
   const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + link);
   ASSERT_EQ(result.exit_status, 0) << result.output;
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_TRUE(ReadOutput(target).params == Params(30));
+}
+
+// --output replaces an earlier model file (averaging again), but not a file of another kind nor
+// the run's trained model.bin: those are refused before any checkpoint is read, and stay as they were.
+TEST_F(AverageTest, ReplacesOnlyAnEarlierModelFileAndNeverTheRunsModel) {
+  const std::string again = dir_.File("again.bin");
+  ASSERT_EQ(RunPsformer("average --run-dir " + run_ + " --last 3 --output " + again).exit_status, 0);
+  const auto second = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + again);
+  ASSERT_EQ(second.exit_status, 0) << second.output;
+  EXPECT_TRUE(ReadOutput(again).params == Params(30));
+
+  const std::string notes = dir_.File("notes.txt");
+  std::ofstream(notes) << "a user's file, longer than a model file's magic number\n";
+  EXPECT_TRUE(EndsSaying(RunPsformer("average --run-dir " + run_ + " --last 1 --output " + notes), 1,
+                         "--output " + notes + " exists and is not a psformer model file"));
+  EXPECT_EQ(ReadTextFile(notes), "a user's file, longer than a model file's magic number\n");
+
+  const std::string trained = (fs::path(run_) / "model.bin").string();
+  fs::copy_file(again, trained);
+  const std::string before = ReadTextFile(trained);
+  const std::string through = dir_.File("trained-link.bin");
+  fs::create_symlink(trained, through);
+  for (const std::string& out : {trained, through}) {
+    EXPECT_TRUE(EndsSaying(RunPsformer("average --run-dir " + run_ + " --last 3 --output " + out), 1,
+                           "--output " + out + " is the run's trained model"));
+  }
+  EXPECT_EQ(ReadTextFile(trained), before);
 }
 
 }  // namespace

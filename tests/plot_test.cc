@@ -50,6 +50,13 @@ TEST(PlotCommand, DrawsAPngOfTheAskedSize) {
   r = RunPsformer("plot " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(run + "/plot.png"));
+  // An earlier plot is replaced; a file of another kind is not.
+  r = RunPsformer("plot " + run + " --out " + png + " --size 320x200");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  dir.Write("notes.txt", "not a plot\n");
+  r = RunPsformer("plot " + run + " --out " + dir.File("notes.txt"));
+  EXPECT_TRUE(EndsSaying(r, 1, "--out " + dir.File("notes.txt") + " exists and is not a PNG image"));
+  EXPECT_EQ(testing::ReadTextFile(dir.File("notes.txt")), "not a plot\n");
 }
 
 TEST(PlotCommand, ADeviceIsNeverReplacedAndAFailedWriteFails) {

@@ -65,9 +65,12 @@ Status RunMetrics::Write(const MetricsLine& line) {
   bool fresh = false;
   std::vector<std::pair<std::string, double>> scalars;
   for (const auto& [key, value] : line.numbers()) {
+    // "steps" says how many steps a train line covers: not a figure of its own, and not what
+    // makes a line new (lines written before it existed lack it).
+    if (key == "step" || key == "steps") continue;
     auto it = last_steps_.find(key);
-    if (key != "step" && (it == last_steps_.end() || it->second < step)) fresh = true;
-    if (key != "step") scalars.emplace_back(TensorBoardTag(key), value);
+    if (it == last_steps_.end() || it->second < step) fresh = true;
+    scalars.emplace_back(TensorBoardTag(key), value);
   }
   if (!fresh) return Status::Ok();
   for (const auto& [key, value] : line.numbers()) last_steps_[key] = step;

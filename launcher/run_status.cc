@@ -190,7 +190,9 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << "  no training step logged yet (max_steps " << s.max_steps << ")\n";
   } else {
     const double tokens = Get(s.last_train, "tokens"), rate = Get(s.last_train, "tokens_per_s");
-    const double step_s = rate > 0 ? tokens / rate / s.every_steps : 0.0;
+    // The steps the line covers ("steps"; a file of an older psformer lacks it: every_steps).
+    const double covered = s.last_train.count("steps") ? std::max(1.0, Get(s.last_train, "steps")) : s.every_steps;
+    const double step_s = rate > 0 ? tokens / rate / covered : 0.0;
     std::snprintf(buf, sizeof(buf), "  step %lld/%lld (%.0f%%)  loss %.3f  lr %.2e  %.0f tokens/s",
                   static_cast<long long>(step), static_cast<long long>(s.max_steps),
                   100.0 * step / std::max<int64_t>(1, s.max_steps), Get(s.last_train, "loss"), Get(s.last_train, "lr"),
@@ -201,14 +203,14 @@ std::string FormatRunStatus(const RunStatus& s) {
     }
     out << "\n";
     if (s.last_train.count("compute_s")) {
-      const double n = s.every_steps;
+      const double n = covered;
       std::snprintf(buf, sizeof(buf), "  a step: %.3f s = compute %.3f + push %.3f + wait %.3f + pull %.3f\n", step_s,
                     Get(s.last_train, "compute_s") / n, Get(s.last_train, "push_s") / n,
                     Get(s.last_train, "wait_s") / n, Get(s.last_train, "pull_s") / n);
       out << buf;
     }
     if (s.last_train.count("device_s") && step_s > 0) {
-      const double n = s.every_steps, device = Get(s.last_train, "device_s") / n;
+      const double n = covered, device = Get(s.last_train, "device_s") / n;
       std::snprintf(buf, sizeof(buf), "  device busy %.0f%% (%.3f s a step), launching thread's CPU %.3f s a step\n",
                     100.0 * device / step_s, device, Get(s.last_train, "launch_cpu_s") / n);
       out << buf;

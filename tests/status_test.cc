@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "tests/background_job.h"
 #include "tests/test_util.h"
@@ -76,6 +77,28 @@ TEST(StatusCommand, AFinishedRun) {
   // --watch on a job that is not running draws once and returns.
   r = RunPsformer("status " + run + " --watch 0.1");
   EXPECT_TRUE(EndsSaying(r, 0, "finished"));
+}
+
+// A run whose max_steps is not a logging step logs its last steps too, in a line that says how
+// many it covers, and status reads it as the end of the run: a job and the local trainer.
+TEST(StatusCommand, ARunEndingBetweenLoggingStepsLogsItsLastSteps) {
+  TempDir dir;
+  for (const char* how : {"", " --local"}) {
+    SCOPED_TRACE(how);
+    const std::string run = dir.File(*how ? "local" : "job");
+    CommandResult r = RunPsformer(std::string("train ") + kJob + how + " --set training.max_steps=23 --run-dir " + run);
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    std::vector<std::string> train_lines;
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"loss\"") != std::string::npos) train_lines.push_back(line);
+    }
+    ASSERT_EQ(train_lines.size(), 5u);
+    EXPECT_EQ(train_lines[3].rfind("{\"step\": 20, \"steps\": 5,", 0), 0u) << train_lines[3];
+    EXPECT_EQ(train_lines[4].rfind("{\"step\": 23, \"steps\": 3,", 0), 0u) << train_lines[4];
+    r = RunPsformer("status " + run);
+    EXPECT_NE(r.output.find("  step 23/23 (100%)  loss "), std::string::npos) << r.output;
+  }
 }
 
 TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {

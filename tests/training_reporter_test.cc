@@ -90,9 +90,10 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   const auto lines = ReadLines(dir);
   ASSERT_EQ(lines.size(), 1u);
   const MetricsRecord& line = lines[0];
-  EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s", "compute_s",
-                                               "push_s", "wait_s", "pull_s", "device_s", "launch_cpu_s"}));
+  EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "steps", "loss", "ppl", "lr", "tokens", "tokens_per_s",
+                                               "compute_s", "push_s", "wait_s", "pull_s", "device_s", "launch_cpu_s"}));
   EXPECT_EQ(line.at("step"), 10);
+  EXPECT_EQ(line.at("steps"), 10);  // steps 1 to 10
   EXPECT_DOUBLE_EQ(line.at("loss"), 2.3);
   EXPECT_NEAR(line.at("ppl"), std::exp(2.3), kWritten * std::exp(2.3));
   EXPECT_NEAR(line.at("lr"), LearningRate(config, 10), kWritten * LearningRate(config, 10));
@@ -110,9 +111,9 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   // The keys in the order readers of the raw line (plots, people) have always seen.
   const std::string text = FileText(dir.File("metrics.jsonl"));
   size_t at = 0;
-  for (const char* key : {"\"step\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"",
-                          "\"compute_s\"", "\"push_s\"", "\"wait_s\"", "\"pull_s\"", "\"device_s\"",
-                          "\"launch_cpu_s\""}) {
+  for (const char* key :
+       {"\"step\"", "\"steps\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"", "\"compute_s\"",
+        "\"push_s\"", "\"wait_s\"", "\"pull_s\"", "\"device_s\"", "\"launch_cpu_s\""}) {
     const size_t found = text.find(key, at);
     ASSERT_NE(found, std::string::npos) << key << " missing or out of order in " << text;
     at = found;
@@ -126,12 +127,16 @@ TEST(TrainingReporter, ALineCountsTheIntervalsTokensAndHasNoStepTimesWithoutThem
   reporter->Start(1);
   ASSERT_TRUE(reporter->Train(10, {.loss_sum = 30, .tokens = 10}).ok());
   ASSERT_TRUE(reporter->Train(20, {.loss_sum = 20, .tokens = 40}).ok());
+  ASSERT_TRUE(reporter->Train(23, {.loss_sum = 6, .tokens = 12}).ok());  // a run's last line: 3 steps
 
   const auto lines = ReadLines(dir);
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
   for (const MetricsRecord& line : lines) {
-    EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "loss", "ppl", "lr", "tokens", "tokens_per_s"}));
+    EXPECT_EQ(Keys(line), (std::set<std::string>{"step", "steps", "loss", "ppl", "lr", "tokens", "tokens_per_s"}));
   }
+  EXPECT_EQ(lines[0].at("steps"), 10);
+  EXPECT_EQ(lines[1].at("steps"), 10);
+  EXPECT_EQ(lines[2].at("steps"), 3);
   EXPECT_EQ(lines[0].at("tokens"), 10);
   EXPECT_EQ(lines[1].at("tokens"), 40);  // the interval's, as `psformer status` reads it
   EXPECT_DOUBLE_EQ(lines[0].at("loss"), 3.0);

@@ -29,11 +29,11 @@ Status Coordinator::RolledBack(int64_t restored, const std::string& why) {
                          "rolled back to the checkpoint of step " + std::to_string(restored) + " (" + why + ")");
 }
 
-Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* interval) {
+Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* interval, bool last) {
   if (step < 1) return Status::Ok();
   global_loss_sum_ += client.last_pull_loss_sum();
   global_tokens_ += static_cast<int64_t>(client.last_pull_tokens());
-  if (step % config_.logging().every_steps() != 0 || step <= logged_through_) return Status::Ok();
+  if ((step % config_.logging().every_steps() != 0 && !last) || step <= logged_through_) return Status::Ok();
   logged_through_ = step;
   // The loss over every worker's batches where the servers said it (BSP), else this worker's.
   TrainInterval line = *interval;

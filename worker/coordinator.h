@@ -37,9 +37,9 @@ class Coordinator {
   Status RolledBack(int64_t restored, const std::string& why);
 
   // After `client` pulled the weights after `step`: adds the step's loss over every worker; on
-  // logging steps writes the train line of `interval` and starts a new one (steps already logged
-  // before a rollback are not logged again).
-  Status Pulled(int64_t step, const PsClient& client, TrainInterval* interval);
+  // logging steps, and at `last` (the job's final pull), writes the train line of `interval` and
+  // starts a new one (steps already logged before a rollback are not logged again).
+  Status Pulled(int64_t step, const PsClient& client, TrainInterval* interval, bool last = false);
   // Every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled). A failure is
   // logged, not returned: training goes on (a rollback under way is found by the next pull).
   void MaybeCheckpoint(int64_t step, const PsClient& client);

@@ -315,7 +315,9 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
 
 Status WorkerLoop::Finish(int64_t last_step) {
   PSF_RETURN_IF_ERROR(data_path_->PullFinal(last_step));
-  PSF_RETURN_IF_ERROR(data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_); }));
+  // The last steps are logged too where max_steps (or a stop) is not on a logging step.
+  PSF_RETURN_IF_ERROR(
+      data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_, /*last=*/true); }));
   if (const Status written = coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params());
       !written.ok()) {
     // A restart would train nothing new and fail to write the same file the same way (a full

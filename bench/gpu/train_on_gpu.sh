@@ -107,9 +107,10 @@ means() {
   grep '"loss"' "$1/metrics.jsonl" | awk -v first="$((steps / 5))" -v every="$every" '
     function get(k) { if (match($0, "\"" k "\": [0-9.eE+-]+")) return substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); return 0 }
     { match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0; if (s <= first) next
-      n++; step += get("compute_s") + get("push_s") + get("wait_s") + get("pull_s")
+      k = get("steps"); n += (k > 0 ? k : every)  # the steps a line covers (the last may hold fewer)
+      step += get("compute_s") + get("push_s") + get("wait_s") + get("pull_s")
       device += get("device_s"); cpu += get("launch_cpu_s"); tokens += get("tokens") }
-    END { if (n == 0) print "nan nan nan nan"; else printf "%.6f %.6f %.6f %.0f\n", step / n / every, device / n / every, cpu / n / every, tokens / n / every }'
+    END { if (n == 0) print "nan nan nan nan"; else printf "%.6f %.6f %.6f %.0f\n", step / n, device / n, cpu / n, tokens / n }'
 }
 
 # Copies a job's metrics and output into --keep's directory, when asked.

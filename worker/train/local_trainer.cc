@@ -167,6 +167,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   reporter->Start(trainer.step() + 1);
   TrainInterval interval;
   int64_t last_validated = -1;
+  int64_t last_logged = trainer.step();
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
     PSF_RETURN_IF_ERROR(CheckLossIsFinite(r.step, r.stats.loss_sum));
@@ -175,6 +176,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     if (r.step % every == 0) {
       PSF_RETURN_IF_ERROR(reporter->Train(r.step, interval));
       interval = TrainInterval();
+      last_logged = r.step;
     }
     const int64_t ckpt = config.checkpoint().every_steps();
     if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
@@ -185,6 +187,8 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
       if (stop) break;
     }
   }
+  // The last steps, where max_steps (or an early stop) is not on a logging step.
+  if (last_logged != trainer.step()) PSF_RETURN_IF_ERROR(reporter->Train(trainer.step(), interval));
   if (last_validated != trainer.step()) {
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));

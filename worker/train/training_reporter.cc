@@ -1,5 +1,6 @@
 #include "worker/train/training_reporter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@ StatusOr<std::unique_ptr<TrainingReporter>> TrainingReporter::Open(const proto::
 
 void TrainingReporter::Start(int64_t first_step) {
   first_step_ = first_step;
+  last_train_step_ = first_step - 1;
   started_ = Clock::now();
 }
 
@@ -29,7 +31,11 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
   const double lr = LearningRate(config_, step);
   const double rate = elapsed > 0 ? interval.tokens / elapsed : 0.0;
   MetricsLine line;
+  // How many steps the interval holds: every_steps, but the last line of a run may hold fewer.
+  const int64_t steps = std::max<int64_t>(1, step - last_train_step_);
+  last_train_step_ = step;
   line.Add("step", step)
+      .Add("steps", steps)
       .Add("loss", loss)
       .Add("ppl", std::exp(loss))
       .Add("lr", lr)

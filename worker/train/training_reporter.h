@@ -59,7 +59,8 @@ class TrainingReporter {
   // now and that step (a restarted or resumed process starts them afresh).
   void Start(int64_t first_step);
 
-  // The train line of the interval that ends with `step`, and its progress line:
+  // The train line of the interval that ends with `step` (its `steps`: those since the last train
+  // line, or since Start), and its progress line:
   //   "step 100/100000  loss 1.659  lr 4.42e-03  5630 tokens/s  elapsed 20s  ETA 5h38m".
   Status Train(int64_t step, const TrainInterval& interval);
 
@@ -85,6 +86,7 @@ class TrainingReporter {
   Options options_;
   std::unique_ptr<RunMetrics> metrics_;
   int64_t first_step_ = 1;
+  int64_t last_train_step_ = 0;  // the step of the last train line, or the one before first_step_
   Clock::time_point started_ = Clock::now();
 };
 

@@ -71,12 +71,13 @@ bool IsRunFile(Folder folder, const std::string& file) {
     case Folder::kEpochs:
       return AllDigits(name);
     case Folder::kLogs:
-      return name == "supervisor.log" || Numbered(name, "supervisor-", ".log") || Numbered(name, "pserver-", ".log") ||
-             Numbered(name, "worker-", ".log");
+      return name == "supervisor.log" || name == "trainer.log" || name == "launch.log" ||
+             Numbered(name, "supervisor-", ".log") || Numbered(name, "pserver-", ".log") ||
+             Numbered(name, "worker-", ".log") || Numbered(name, "aggregator-", ".log");
     case Folder::kTensorboard:
       return StartsWith(name, "events.out.tfevents.");
     case Folder::kValidBleu:
-      return Numbered(name, "step-", ".hyp");
+      return name == "reference.txt" || Numbered(name, "step-", ".hyp");
     case Folder::kIpc:
       return Numbered(name, "pserver-", ".sock") || Numbered(name, "pserver-", ".sock.link") ||
              Numbered(name, "aggregator-", ".sock");

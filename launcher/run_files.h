@@ -5,9 +5,10 @@
 //   RUN_DIR/                 config.pbtxt model.bin metrics.jsonl trainer_state.bin plot.png
 //   checkpoints/step-N/      manifest.pbtxt shard-*.bin
 //   checkpoints/epochs/      N (recovery epochs)
-//   logs/                    pserver-N.log worker-N.log supervisor.log supervisor-N.log
+//   logs/                    pserver-N.log worker-N.log aggregator-N.log supervisor.log
+//                            supervisor-N.log trainer.log (--local) launch.log
 //   tensorboard/[server-N/]  events.out.tfevents.*
-//   valid_bleu/              step-N.hyp
+//   valid_bleu/              step-N.hyp reference.txt
 //   ipc/                     pserver-N.sock
 // RUN_DIR/.lock is psformer's too but never removed: the job that overwrites holds it.
 #ifndef PSFORMER_LAUNCHER_RUN_FILES_H_

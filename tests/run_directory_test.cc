@@ -88,6 +88,12 @@ TEST_F(RunDirectory, OverwriteKeepsAndNamesFilesThatAreNotPsformers) {
   std::ofstream(run + "/checkpoints/my-own-model.pt") << "weights of mine\n";
   std::ofstream(run + "/logs/notes.txt") << "notes\n";
   std::ofstream(run + "/data/corpus.txt") << "text\n";
+  // psformer's too, from runs of other kinds: host summing's aggregators, the local trainer,
+  // a launch whose console was gone, validation BLEU's references.
+  for (const char* f : {"logs/aggregator-1.log", "logs/trainer.log", "logs/launch.log"})
+    std::ofstream(run + "/" + f) << "old\n";
+  std::filesystem::create_directories(run + "/valid_bleu");
+  std::ofstream(run + "/valid_bleu/reference.txt") << "old\n";
   const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ReadTextFile(run + "/checkpoints/my-own-model.pt"), "weights of mine\n");
@@ -98,6 +104,9 @@ TEST_F(RunDirectory, OverwriteKeepsAndNamesFilesThatAreNotPsformers) {
   EXPECT_TRUE(HasText(r.output, "checkpoints/step-00000020/")) << r.output;
   EXPECT_TRUE(HasText(r.output, "logs/pserver-0.log")) << r.output;
   EXPECT_FALSE(std::filesystem::exists(run + "/checkpoints/step-00000020"));
+  for (const char* f : {"logs/aggregator-1.log", "logs/trainer.log", "logs/launch.log", "valid_bleu/reference.txt"}) {
+    EXPECT_FALSE(std::filesystem::exists(run + "/" + f)) << f;
+  }
 }
 
 // Holds RUN_DIR/.lock as a live job's supervisor does, naming a made-up holder.

@@ -112,8 +112,8 @@ TEST(TrainingReporter, AJobsTrainLineHoldsEveryKeyWithItsValue) {
   const std::string text = FileText(dir.File("metrics.jsonl"));
   size_t at = 0;
   for (const char* key :
-       {"\"step\"", "\"steps\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"", "\"compute_s\"",
-        "\"push_s\"", "\"wait_s\"", "\"pull_s\"", "\"device_s\"", "\"launch_cpu_s\""}) {
+       {"\"step\"", "\"loss\"", "\"ppl\"", "\"lr\"", "\"tokens\"", "\"tokens_per_s\"", "\"compute_s\"", "\"push_s\"",
+        "\"wait_s\"", "\"pull_s\"", "\"device_s\"", "\"launch_cpu_s\"", "\"steps\""}) {
     const size_t found = text.find(key, at);
     ASSERT_NE(found, std::string::npos) << key << " missing or out of order in " << text;
     at = found;

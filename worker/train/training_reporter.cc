@@ -35,7 +35,6 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
   const int64_t steps = std::max<int64_t>(1, step - last_train_step_);
   last_train_step_ = step;
   line.Add("step", step)
-      .Add("steps", steps)
       .Add("loss", loss)
       .Add("ppl", std::exp(loss))
       .Add("lr", lr)
@@ -49,6 +48,7 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
         .Add("device_s", interval.device_s)
         .Add("launch_cpu_s", interval.launch_cpu_s);
   }
+  line.Add("steps", steps);  // last: readers of the raw line have always seen "step" then "loss"
   const int64_t max_steps = config_.training().max_steps();
   const double so_far = std::chrono::duration<double>(Clock::now() - started_).count();
   const int64_t steps_done = step - first_step_ + 1;

@@ -202,6 +202,20 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
     return Status::NotFound("--resume: " + dir + " is not a run directory: it has no config.pbtxt (and so no " + state +
                             " to resume from)");
   }
+  // A run of the local trainer continues only as one, and a job's only as a job: say which,
+  // before the configs' differences (a local run's config.pbtxt leaves vocab_size to the data).
+  const bool local_state = fs::exists(fs::path(dir) / "trainer_state.bin", ec);
+  const bool job_state = !ListCheckpointSteps(dir).empty();
+  if (!request.local && local_state && !job_state) {
+    return Status::InvalidArgument("--resume: " + dir +
+                                   " was trained with --local (it holds trainer_state.bin and no checkpoints/): "
+                                   "continue it with --local");
+  }
+  if (request.local && job_state && !local_state) {
+    return Status::InvalidArgument("--resume: " + dir +
+                                   " was trained by a job with parameter servers (it holds checkpoints/, no "
+                                   "trainer_state.bin): continue it without --local");
+  }
   auto run_config = LoadConfigFile(run_config_path);
   if (!run_config.ok()) return run_config.status().WithContext("--resume: the run's config");
   FillDefaults(&*run_config);

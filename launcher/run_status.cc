@@ -14,6 +14,7 @@
 #include "common/duration_text.h"
 #include "common/line_reader.h"
 #include "common/metrics_log.h"
+#include "launcher/run_lock.h"
 #include "launcher/supervisor_log.h"
 
 namespace psformer {
@@ -146,7 +147,11 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
   status.every_steps = std::max(1, config.logging().every_steps());
 
   ReadLogs(dir, &status);
-  bool alive = false;
+  std::error_code ec;
+  status.local = status.roles.empty() && fs::exists(dir / "logs" / "trainer.log", ec);
+  status.trainer_state = fs::exists(dir / "trainer_state.bin", ec);
+  // The local trainer has no roles to look for: it is alive while it holds the run's lock.
+  bool alive = status.local && !RunLock::Holder(run_dir).empty();
   for (RoleStatus& role : status.roles) {
     const bool runs = role.pid > 0 && RunsOn(role.pid, dir);
     if (runs) {
@@ -230,16 +235,23 @@ std::string FormatRunStatus(const RunStatus& s) {
     }
     out << "\n";
   }
-  if (s.newest_checkpoint >= 0) {
+  if (s.local) {
+    out << (s.trainer_state ? "  trainer state: " + (fs::path(s.run_dir) / "trainer_state.bin").string() + "\n"
+                            : std::string("  no trainer state yet\n"));
+  } else if (s.newest_checkpoint >= 0) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
         << ")\n";
   } else {
     out << "  no checkpoint yet\n";
   }
   out << "\n";
-  std::snprintf(buf, sizeof(buf), "  %-11s %-16s %-8s %-11s %-8s %-10s %s\n", "role", "host", "pid", "incarnation",
-                "restarts", "state", "last exit");
-  out << buf;
+  if (s.local) {
+    out << "  (trained in one process, --local: no role processes)\n";
+  } else {
+    std::snprintf(buf, sizeof(buf), "  %-11s %-16s %-8s %-11s %-8s %-10s %s\n", "role", "host", "pid", "incarnation",
+                  "restarts", "state", "last exit");
+    out << buf;
+  }
   for (const RoleStatus& r : s.roles) {
     const std::string host = r.host.empty() ? "(" + r.supervisor + ")" : r.host;
     std::snprintf(buf, sizeof(buf), "  %-11s %-16s %-8lld %-11d %-8d %-10s %s\n", r.name.c_str(), host.c_str(),
@@ -248,12 +260,19 @@ std::string FormatRunStatus(const RunStatus& s) {
     row.erase(row.find_last_not_of(" \n") + 1);
     out << row << "\n";
   }
-  if (s.roles.empty()) out << "  (no role process started yet)\n";
+  if (s.roles.empty() && !s.local) out << "  (no role process started yet)\n";
   if (!s.last_problem.empty()) out << "\n  last warning or error: " << s.last_problem << "\n";
   for (const std::string& line : s.unreadable) out << "  unreadable: " << line << "\n";
   if (s.state == RunStatus::State::kStopped) {
-    out << "  continue with: psformer train --config " << (fs::path(s.run_dir) / "config.pbtxt").string()
-        << " --run-dir " << s.run_dir << " --resume\n";
+    // What --resume would take up: the local trainer's state, or a job's complete checkpoint.
+    const std::string command = std::string("psformer train") + (s.local ? " --local" : "") + " --config " +
+                                (fs::path(s.run_dir) / "config.pbtxt").string() + " --run-dir " + s.run_dir;
+    if (s.local ? s.trainer_state : s.newest_checkpoint >= 0) {
+      out << "  continue with: " << command << " --resume\n";
+    } else {
+      out << "  nothing to resume (" << (s.local ? "no trainer_state.bin" : "no complete checkpoint")
+          << "); start over with: " << command << " --overwrite\n";
+    }
   }
   return out.str();
 }

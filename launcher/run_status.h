@@ -39,6 +39,8 @@ struct RunStatus {
   std::map<std::string, double> last_train;  // the newest metrics.jsonl line with "loss" (empty if none)
   std::map<std::string, double> last_valid;  // ... with "valid_loss"
   int64_t newest_checkpoint = -1;            // the newest step whose checkpoint has its manifest
+  bool local = false;                        // trained with --local: one process, logs/trainer.log, no roles
+  bool trainer_state = false;                // RUN_DIR/trainer_state.bin (what a --local run continues from)
   std::string last_problem;                  // the newest warning or error line of the logs
   std::vector<std::string> unreadable;       // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -178,8 +180,16 @@ int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool
     TrainOptions train;
     train.run_dir = run_dir;
     train.resume = resume;
-    const Status status = RunLocalTraining(config, train);
+    int stopped_by = 0;
+    const Status status = RunLocalTraining(config, train, &stopped_by);
     if (!status.ok()) return ReportError("train", status);
+    if (stopped_by != 0) {
+      const std::string run_config = (std::filesystem::path(run_dir) / "config.pbtxt").string();
+      std::cerr << "psformer train: interrupted (" << strsignal(stopped_by) << "); its state is in " << run_dir
+                << "/trainer_state.bin; continue with: psformer train --local --config " << run_config << " --run-dir "
+                << run_dir << " --resume\n";
+      return stopped_by == SIGHUP ? kExitHangup : kExitInterrupted;
+    }
     std::cout << "trained " << config.name() << ": " << run_dir << "/model.bin\n";
     return 0;
   }

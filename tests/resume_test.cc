@@ -123,6 +123,51 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
       stopped, undisturbed);
 }
 
+// The local trainer (--local) stops after its step on Ctrl-C too: exit 130, its state written (no
+// model.bin), the advice to continue with --local, which `status` repeats; resumed without
+// --local it is refused with that advice, and with it trains the weights of an undisturbed run.
+// (It ended on the signal's default action, its work since the last state lost.)
+TEST(Resume, CtrlCStopsTheLocalTrainerWhichResumesToTheSameWeights) {
+  TempDir dir;
+  const std::string local =
+      "--local --config configs/copy.pbtxt --set training.valid_every=0 --set training.stop_at_valid_accuracy=0 "
+      "--set logging.every_steps=5 --set checkpoint.every_steps=0";
+  const std::string undisturbed = dir.File("undisturbed");
+  CommandResult r = RunPsformer("train " + local + " --set training.max_steps=300 --run-dir " + undisturbed);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const std::string run = dir.File("interrupted");
+  {
+    // Steps enough that the signal comes long before the end; the run continues to 300.
+    BackgroundJob job("train " + local + " --set training.max_steps=100000 --run-dir " + run, run + ".out");
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    job.SignalGroup(SIGINT);
+    r.exit_status = job.Wait(std::chrono::seconds(60));
+    r.output = job.Output();
+  }
+  ASSERT_EQ(r.exit_status, 130) << r.output;
+  const std::string advice = "psformer train --local --config " + run + "/config.pbtxt --run-dir " + run + " --resume";
+  EXPECT_TRUE(testing::HasText(r.output, "interrupted (Interrupt); its state is in " + run +
+                                             "/trainer_state.bin; "
+                                             "continue with: " +
+                                             advice))
+      << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/trainer_state.bin"));
+  EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+  const int64_t stopped = testing::LastLoggedStep(run);  // the stop logs its last steps
+  ASSERT_GE(stopped, 20);
+  ASSERT_LT(stopped, 300);
+  EXPECT_TRUE(testing::HasText(RunPsformer("status " + run).output, "continue with: " + advice));
+
+  EXPECT_TRUE(testing::EndsSaying(RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume"),
+                                  1,
+                                  "was trained with --local (it holds trainer_state.bin and no checkpoints/): "
+                                  "continue it with --local"));
+  r = RunPsformer("train --local --config " + run + "/config.pbtxt --run-dir " + run +
+                  " --resume --set training.max_steps=300");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), ModelDigest(undisturbed + "/model.bin"));
+}
+
 // The job's shared-memory segments still in /dev/shm, by the prefix its supervisor logged.
 std::vector<std::string> JobSegmentsLeft(const std::string& run) {
   static const std::regex kPrefix("shared memory: /dev/shm/([^*]+)\\*");

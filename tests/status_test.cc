@@ -103,6 +103,22 @@ TEST(StatusCommand, ARunEndingBetweenLoggingStepsLogsItsLastSteps) {
   }
 }
 
+// A run that stopped before its first checkpoint has nothing to resume: status advises starting
+// over, not a --resume that would be refused.
+TEST(StatusCommand, AStoppedRunWithNothingToResumeAdvisesStartingOver) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  std::filesystem::create_directories(run + "/logs");
+  std::filesystem::copy_file(testing::SourceDir() + "/configs/copy.pbtxt", run + "/config.pbtxt");
+  const CommandResult r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to resume (no complete checkpoint); start over with: psformer train --config " +
+                          run + "/config.pbtxt --run-dir " + run + " --overwrite"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("--resume"), std::string::npos) << r.output;
+}
+
 TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {
   // ~30 KB lines once overflowed the stack of the regex readers (signal 11); a --resume of such a
   // run crash-looped worker 0, which reads metrics.jsonl at start.

@@ -1,6 +1,9 @@
 #include "worker/train/local_trainer.h"
 
+#include <array>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 
 #include "common/adam.h"
@@ -129,9 +132,40 @@ Status ValidateAndReport(LocalTrainer* trainer, TrainingReporter* reporter, cons
                               hypotheses);
 }
 
+// The first of SIGINT, SIGTERM and SIGHUP asks the loop to stop after its step; a second one
+// ends the process as the signal would have.
+std::atomic<int> g_stop_signal{0};  // NOLINT: a signal handler can reach nothing else.
+void OnStopSignal(int signal) {
+  int none = 0;
+  if (!g_stop_signal.compare_exchange_strong(none, signal)) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+}
+
+// Installs OnStopSignal while it lives, and puts back the handlers there were before.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal.store(0);
+    for (size_t i = 0; i < kSignals.size(); ++i) previous_[i] = std::signal(kSignals[i], OnStopSignal);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], previous_[i]);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int received() const { return g_stop_signal.load(); }
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<void (*)(int), 3> previous_{};
+};
+
 }  // namespace
 
-Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options) {
+Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options, int* stopped_by) {
+  *stopped_by = 0;
   namespace fs = std::filesystem;
   if (config.cluster().backend() == proto::ClusterConfig::EMULATED) {
     // Emulated workers exist to exercise the parameter servers, which --local has none of.
@@ -165,6 +199,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   const auto& t = config.training();
   const int every = std::max(1, config.logging().every_steps());
   reporter->Start(trainer.step() + 1);
+  const StopSignals signals;
   TrainInterval interval;
   int64_t last_validated = -1;
   int64_t last_logged = trainer.step();
@@ -186,9 +221,16 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
       last_validated = r.step;
       if (stop) break;
     }
+    if (signals.received() != 0) break;
   }
   // The last steps, where max_steps (or an early stop) is not on a logging step.
   if (last_logged != trainer.step()) PSF_RETURN_IF_ERROR(reporter->Train(trainer.step(), interval));
+  if ((*stopped_by = signals.received()) != 0) {
+    // Asked to stop: the state to continue from, and no model.bin (the run is not finished).
+    PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
+    PSF_LOG(Info) << "stopped at step " << trainer.step() << " (signal " << *stopped_by << "); state in " << state_path;
+    return Status::Ok();
+  }
   if (last_validated != trainer.step()) {
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));

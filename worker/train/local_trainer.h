@@ -83,7 +83,10 @@ struct TrainOptions {
 // checkpoint.every_steps steps and at the end) and model.bin (at the end). Validates every
 // training.valid_every steps and after the last; stops after training.max_steps, or once a
 // validation meets training.stop_at_valid_accuracy or stop_at_valid_bleu (EarlyStopReason).
-Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options);
+// SIGINT, SIGTERM or SIGHUP stop it after the step under way: its train line and
+// trainer_state.bin are written (no model.bin) and `*stopped_by` is the signal; a second one ends
+// the process at once. Otherwise `*stopped_by` is 0.
+Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& options, int* stopped_by);
 
 }  // namespace psformer
 

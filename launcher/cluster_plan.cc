@@ -7,15 +7,24 @@
 
 namespace psformer {
 
-StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const std::vector<std::string>& hosts) {
-  const int needed = options.servers + options.workers;
-  if (static_cast<int>(hosts.size()) != needed) {
-    return Status::InvalidArgument(
-        std::to_string(hosts.size()) + " processes were started but the config needs cluster.servers (" +
-        std::to_string(options.servers) + ") + cluster.workers (" + std::to_string(options.workers) +
-        ") = " + std::to_string(needed) + "; start " + std::to_string(needed) + " ranks (mpirun -np " +
-        std::to_string(needed) + ") or change the config with --set");
+Status ClusterPlan::CheckRanks(int ranks, int servers, int workers) {
+  if (workers == 0) {
+    if (ranks > servers) return Status::Ok();
+    return Status::InvalidArgument("cluster.workers = 0 makes every rank that is not a server a worker, but " +
+                                   std::to_string(ranks) + " rank(s) leave none beside cluster.servers (" +
+                                   std::to_string(servers) + "); start more ranks (mpirun -np)");
   }
+  const int needed = servers + workers;
+  if (ranks == needed) return Status::Ok();
+  return Status::InvalidArgument(std::to_string(ranks) +
+                                 " processes were started but the config needs cluster.servers (" +
+                                 std::to_string(servers) + ") + cluster.workers (" + std::to_string(workers) +
+                                 ") = " + std::to_string(needed) + "; start " + std::to_string(needed) +
+                                 " ranks (mpirun -np " + std::to_string(needed) + ") or change the config with --set");
+}
+
+StatusOr<ClusterPlan> ClusterPlan::Make(const ClusterPlanOptions& options, const std::vector<std::string>& hosts) {
+  PSF_RETURN_IF_ERROR(CheckRanks(static_cast<int>(hosts.size()), options.servers, options.workers));
   ClusterPlan plan;
   plan.slots_.resize(hosts.size());
   // Hosts in order of first appearance, each with its slots in order.

@@ -43,6 +43,9 @@ class ClusterPlan {
   // `hosts[i]` is the host of slot i. Fails, saying why, when the slot count does not match
   // servers + workers or a host has more GPU workers than GPUs.
   static StatusOr<ClusterPlan> Make(const ClusterPlanOptions& options, const std::vector<std::string>& hosts);
+  // Whether `ranks` processes suit cluster.servers and cluster.workers (0: every rank that is not
+  // a server), saying what to start where not: Make's first check, which --dry-run makes too.
+  static Status CheckRanks(int ranks, int servers, int workers);
 
   const std::vector<RoleSlot>& slots() const { return slots_; }
   const RoleSlot& slot(int i) const { return slots_[i]; }

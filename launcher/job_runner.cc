@@ -310,11 +310,7 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   if (!cluster.host_summing() || cluster.consistency() != proto::ClusterConfig::BSP) cluster.clear_host_groups();
   if (cluster.workers() == 0) {
     // Under mpirun the ranks say how many workers there are: every rank that is not a server.
-    if (mpi.size() <= cluster.servers()) {
-      return Status::InvalidArgument("cluster.workers = 0 makes every rank that is not a server a worker, but " +
-                                     std::to_string(mpi.size()) + " rank(s) leave none beside cluster.servers (" +
-                                     std::to_string(cluster.servers()) + "); start more ranks (mpirun -np)");
-    }
+    PSF_RETURN_IF_ERROR(ClusterPlan::CheckRanks(mpi.size(), cluster.servers(), 0));
     cluster.set_workers(mpi.size() - cluster.servers());
   }
   ClusterPlanOptions plan_options;

@@ -16,6 +16,14 @@ constexpr int kMaxValue = 1024;
 
 bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
 
+int MpirunRankCount() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(size, &end, 10);
+  return end != size && *end == '\0' && n > 0 && n < (1 << 20) ? static_cast<int>(n) : 0;
+}
+
 MpiBootstrap::MpiBootstrap() {
   MPI_Init(nullptr, nullptr);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

@@ -17,6 +17,9 @@ namespace psformer {
 // True when this process was started by mpirun (Open MPI sets OMPI_COMM_WORLD_SIZE; PMIx
 // launchers set PMIX_RANK).
 bool StartedByMpirun();
+// The number of ranks mpirun started (Open MPI's OMPI_COMM_WORLD_SIZE), read without starting
+// MPI (--dry-run); 0 where it does not say.
+int MpirunRankCount();
 
 class MpiBootstrap {
  public:

@@ -115,6 +115,11 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
                 << "cluster.workers=" << groups.workers() << "\n";
     }
   }
+  // Under mpirun the ranks must suit the roles, as the run's plan would require.
+  if (const int ranks = MpirunRankCount(); placement == JobPlacement::kClusterRank && ranks > 0) {
+    const Status suits = ClusterPlan::CheckRanks(ranks, config.cluster().servers(), config.cluster().workers());
+    if (!suits.ok()) return ReportError("train", suits);
+  }
   if (request == nullptr) return 0;
   if (const std::string holder = RunLock::Holder(request->path); !holder.empty()) {
     return ReportError("train", "run directory " + request->path + " is in use by a live job: " + holder);

@@ -90,6 +90,18 @@ TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {
                                     " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x"));
   EXPECT_NE(r.exit_status, 0);
   EXPECT_NE(r.output.find("2 processes were started but the config needs"), std::string::npos) << r.output;
+  // --dry-run refuses it as the run would (it printed the config and exited 0), and passes the
+  // right count, starting nothing.
+  r = RunPsformerUnderMpirun(2, std::string("train ") + kShort +
+                                    " --set cluster.workers=2 --set cluster.servers=1 --dry-run --run-dir " +
+                                    dir.File("x"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("2 processes were started but the config needs"), std::string::npos) << r.output;
+  r = RunPsformerUnderMpirun(3, std::string("train ") + kShort +
+                                    " --set cluster.workers=2 --set cluster.servers=1 --dry-run --run-dir " +
+                                    dir.File("x"));
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x") + "/config.pbtxt"));
 }
 
 // The embedding's gradient in two parts (cluster.split_embedding): its own bits (another order of

@@ -95,19 +95,25 @@ std::string ProgramProblem(const std::string& program) {
 // What the ranks need beyond the user's arguments: servers reachable from other hosts. A
 // config that keeps them on loopback (the single-node default) gets bind_host 0.0.0.0, and
 // workers then reach the servers by host name (docs/security.md: CURVE guards the ports).
-StatusOr<std::vector<std::string>> TrainArguments(const LaunchOptions& options, size_t host_count) {
+std::vector<std::string> TrainArguments(const LaunchOptions& options, const JobConfig& config, size_t host_count) {
   std::vector<std::string> args = options.train_args;
-  const std::vector<std::string> configs = OptionValues(args, "--config");
-  if (configs.empty()) return Status::InvalidArgument("the train arguments have no --config");
-  PSF_ASSIGN_OR_RETURN(const JobConfig config, ResolveConfig(configs.back(), OptionValues(args, "--set")));
   if (host_count > 1 && config.cluster().bind_host().rfind("127.", 0) == 0) {
     args.insert(args.end(), {"--set", "cluster.bind_host=0.0.0.0"});
   }
+  return args;
+}
+
+// The train arguments' config, resolved and checked here before any host is asked: a mistake in
+// it is named at once, not after the probes (or as a host that did not answer).
+StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
+  const std::vector<std::string> configs = OptionValues(options.train_args, "--config");
+  if (configs.empty()) return Status::InvalidArgument("the train arguments have no --config");
+  PSF_ASSIGN_OR_RETURN(JobConfig config, ResolveConfig(configs.back(), OptionValues(options.train_args, "--set")));
   if (options.max_restarts > 0 && config.checkpoint().every_steps() == 0 && config.checkpoint().every_minutes() == 0) {
     Say("warning: the config writes no periodic checkpoint (checkpoint.every_steps, every_minutes): a restart "
         "starts the training again from step 0");
   }
-  return args;
+  return config;
 }
 
 // Whether this attempt's job got as far as writing its run directory (the bootstrap passed the
@@ -210,6 +216,8 @@ void SayHowToContinue(const std::string& run_dir) {
 int Launch(const LaunchOptions& options) {
   auto hosts = ReadHostfile(options.hostfile);
   if (!hosts.ok()) return ReportError("launch", hosts.status());
+  const auto config = LaunchConfig(options);
+  if (!config.ok()) return ReportError("launch", config.status());
   std::vector<std::string> names;
   for (const HostSlots& h : *hosts) names.push_back(h.host);
   HostProbeOptions probe;
@@ -232,16 +240,15 @@ int Launch(const LaunchOptions& options) {
           " HOST true failed or took longer than " + std::to_string(probe.timeout.count() / 1000) +
           " s); starting on " + Names(*chosen));
     }
-    auto train = TrainArguments(options, chosen->size());
-    if (!train.ok()) return ReportError("launch", train.status());
-    if (attempt > 0 && !HasFlag(*train, "--resume")) train->push_back("--resume");
-    if (attempt > 0 && !HasFlag(*train, "--wait-for-run-dir")) {
+    std::vector<std::string> train = TrainArguments(options, *config, chosen->size());
+    if (attempt > 0 && !HasFlag(train, "--resume")) train.push_back("--resume");
+    if (attempt > 0 && !HasFlag(train, "--wait-for-run-dir")) {
       // The ended job's ranks on a host that was cut off learn it only when they reach mpirun
       // again, then stop in order: the new rank 0 waits for their lock (run_lock.h) that long.
       const auto stop = kWorkerStopTimeout + kServerStopTimeout + std::chrono::seconds(30);
-      train->insert(train->end(), {"--wait-for-run-dir", std::to_string(stop.count())});
+      train.insert(train.end(), {"--wait-for-run-dir", std::to_string(stop.count())});
     }
-    const std::vector<std::string> command = MpirunCommandLine(options, *chosen, *train);
+    const std::vector<std::string> command = MpirunCommandLine(options, *chosen, train);
     if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
       std::string silent;
       for (size_t i = 0; i < names.size(); ++i) {

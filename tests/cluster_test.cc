@@ -387,6 +387,21 @@ TEST(Launch, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
+// A mistake in the train arguments' config is named before any host is asked: with hosts that
+// do not answer it was reported only as "no answer from nodeA".
+TEST(Launch, AConfigMistakeIsNamedBeforeAnyHostIsAsked) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "nodeA slots=4\n");
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--config " + dir.File("none.pbtxt"), "config file " + dir.File("none.pbtxt") + " does not exist"},
+           {std::string(kJob) + " --set model.heads=3", "model.heads = 3: d_model (64) must be divisible by heads"}}) {
+    const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 2 --rsh-agent /bin/false -- train " +
+                                        flags + " --run-dir " + dir.File("run"));
+    EXPECT_TRUE(EndsSaying(r, 1, says)) << r.output;
+    EXPECT_EQ(r.output.find("no answer"), std::string::npos) << r.output;
+  }
+}
+
 // An rsh agent that cannot run made every host look silent ("no answer from localhost"): it is
 // named before any host is asked.
 TEST(Launch, AnRshAgentThatCannotRunIsNamed) {

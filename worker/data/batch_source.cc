@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 
+#include "common/binary_codec.h"
+#include "common/model_file.h"
 #include "worker/data/copy_task.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/sampled_batch_source.h"
@@ -21,7 +24,7 @@ int32_t LongestRow(const ParallelCorpus& corpus) {
   return longest;
 }
 
-// model.vocab_size, where set, is the corpus's `pieces` (CheckVocabularyMatchesData).
+// model.vocab_size, where set, is the corpus's `pieces` (CheckPreparedCorpus).
 Status VocabularyMatches(const proto::JobConfig& config, int pieces) {
   const int model_vocab = config.model().vocab_size();
   if (model_vocab == 0 || model_vocab == pieces) return Status::Ok();
@@ -33,30 +36,61 @@ Status VocabularyMatches(const proto::JobConfig& config, int pieces) {
       ", or 0 to take it from the data, or prepare the corpus with --vocab-size " + std::to_string(model_vocab));
 }
 
+std::string Where(const std::filesystem::path& dir) { return "data.train_dir = \"" + dir.string() + "\""; }
+
+// A corpus directory's spm.model: its vocabulary and the digest a model trained on it records.
+struct SentencePieceFile {
+  SubwordVocabulary vocabulary;
+  std::string digest;  // SentencePieceDigest
+};
+
+StatusOr<SentencePieceFile> ReadSentencePiece(const std::filesystem::path& dir) {
+  const std::string path = (dir / "spm.model").string();
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "SentencePiece model"));
+  PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(bytes, path));
+  return SentencePieceFile{std::move(vocabulary), SentencePieceDigest(bytes)};
+}
+
+// Whether corpus file `name` of `dir`, of `vocab_size` ids and recording `digest` (its header's),
+// holds ids of `spm`: ids of another SentencePiece model would train, silently, on the wrong
+// pieces, and the model would record the wrong model's digest. A version 1 file records no
+// digest and is checked by its vocabulary size only.
+Status CorpusFileMatches(const std::filesystem::path& dir, const std::string& name, int32_t vocab_size,
+                         const std::string& digest, const SentencePieceFile& spm) {
+  const std::string hint = " (files of different `psformer prepare` runs?)";
+  if (vocab_size != spm.vocabulary.size()) {
+    return Status::InvalidArgument(Where(dir) + ": " + name + " was encoded with " + std::to_string(vocab_size) +
+                                   " pieces but spm.model has " + std::to_string(spm.vocabulary.size()) + hint);
+  }
+  if (!digest.empty() && digest != spm.digest) {
+    return Status::InvalidArgument(Where(dir) + ": " + (dir / name).string() +
+                                   " was encoded with another SentencePiece model than " +
+                                   (dir / "spm.model").string() + hint + ": " + name + " records SHA-256 " +
+                                   digest.substr(0, 12) + "..., spm.model is " + spm.digest.substr(0, 12) +
+                                   "...; use the spm.model prepared with it, or prepare the corpus again");
+  }
+  return Status::Ok();
+}
+
 // data.task = CORPUS: the directory `psformer prepare` wrote.
 StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& config) {
   const std::filesystem::path dir = config.data().train_dir();
-  const std::string where = "data.train_dir = \"" + dir.string() + "\"";
-  auto vocabulary = SubwordVocabulary::FromFile((dir / "spm.model").string());
-  if (!vocabulary.ok()) return vocabulary.status().WithContext(where);
+  const std::string where = Where(dir);
+  auto spm = ReadSentencePiece(dir);
+  if (!spm.ok()) return spm.status().WithContext(where);
+  const int pieces = spm->vocabulary.size();
   auto train = CorpusFile::Open((dir / "train.bin").string());
   if (!train.ok()) return train.status().WithContext(where);
-  if ((*train)->vocab_size() != vocabulary->size()) {
-    return Status::InvalidArgument(where + ": train.bin was encoded with " + std::to_string((*train)->vocab_size()) +
-                                   " pieces but spm.model has " + std::to_string(vocabulary->size()) +
-                                   " (files of different `psformer prepare` runs?)");
-  }
+  PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "train.bin", (*train)->vocab_size(), (*train)->spm_digest(), *spm));
   std::unique_ptr<ParallelCorpus> valid;
   std::error_code ec;
   if (std::filesystem::exists(dir / "valid.bin", ec)) {
     auto file = CorpusFile::Open((dir / "valid.bin").string());
     if (!file.ok()) return file.status().WithContext(where);
-    if ((*file)->vocab_size() != vocabulary->size()) {
-      return Status::InvalidArgument(where + ": valid.bin and spm.model disagree on the vocabulary size");
-    }
+    PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "valid.bin", (*file)->vocab_size(), (*file)->spm_digest(), *spm));
     valid = std::move(file).value();
   }
-  PSF_RETURN_IF_ERROR(VocabularyMatches(config, vocabulary->size()));
+  PSF_RETURN_IF_ERROR(VocabularyMatches(config, pieces));
   for (const ParallelCorpus* corpus : std::initializer_list<const ParallelCorpus*>{train->get(), valid.get()}) {
     if (corpus == nullptr) continue;
     const int32_t longest = LongestRow(*corpus);
@@ -67,24 +101,34 @@ StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& 
                                      "); prepare with a smaller --max-length or raise model.max_positions");
     }
   }
-  auto source = SampledBatchSource::Create(std::move(train).value(), std::move(valid), SamplerOptionsFromConfig(config),
-                                           vocabulary->size());
+  auto source =
+      SampledBatchSource::Create(std::move(train).value(), std::move(valid), SamplerOptionsFromConfig(config), pieces);
   if (!source.ok()) return source.status().WithContext(where);
   return std::unique_ptr<BatchSource>(std::move(source).value());
 }
 
 }  // namespace
 
-Status CheckVocabularyMatchesData(const proto::JobConfig& config) {
-  if (config.data().task() != proto::DataConfig::CORPUS || config.model().vocab_size() == 0 ||
+Status CheckPreparedCorpus(const proto::JobConfig& config) {
+  if (config.data().task() != proto::DataConfig::CORPUS ||
       config.cluster().backend() == proto::ClusterConfig::EMULATED) {
     return Status::Ok();
   }
-  const std::filesystem::path spm = std::filesystem::path(config.data().train_dir()) / "spm.model";
-  auto vocabulary = SubwordVocabulary::FromFile(spm.string());
-  if (!vocabulary.ok())
-    return vocabulary.status().WithContext("data.train_dir = \"" + config.data().train_dir() + "\"");
-  return VocabularyMatches(config, vocabulary->size());
+  const std::filesystem::path dir = config.data().train_dir();
+  auto spm = ReadSentencePiece(dir);
+  if (!spm.ok()) return spm.status().WithContext(Where(dir));
+  PSF_RETURN_IF_ERROR(VocabularyMatches(config, spm->vocabulary.size()));
+  // The headers only: the workers check the data behind them as they open the files.
+  auto train = ReadCorpusFileHeader((dir / "train.bin").string());
+  if (!train.ok()) return train.status().WithContext(Where(dir));
+  PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "train.bin", train->vocab_size, train->spm_digest, *spm));
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "valid.bin", ec)) {
+    auto valid = ReadCorpusFileHeader((dir / "valid.bin").string());
+    if (!valid.ok()) return valid.status().WithContext(Where(dir));
+    PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "valid.bin", valid->vocab_size, valid->spm_digest, *spm));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config) {

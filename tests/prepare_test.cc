@@ -1,6 +1,7 @@
 // `psformer prepare` as a user meets it: the figures it reports, files a worker can read back,
 // and every bad input refused with its reason, a non-zero exit and no output directory left; and
-// what `psformer train` refuses of a prepared directory before it starts (files of two runs).
+// what `psformer train` refuses of a prepared directory before it starts (files of two runs, a
+// validation asked of a corpus without one).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "worker/data/batch_source.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/deterministic_random.h"
+#include "worker/data/in_memory_corpus.h"
 #include "worker/data/subword_vocabulary.h"
 
 namespace psformer {
@@ -171,6 +173,7 @@ TEST(Prepare, ATrainWhoseVocabularySizeIsNotTheCorpusesIsRefusedUpFront) {
   FillDefaults(&config);
   config.mutable_data()->set_task(proto::DataConfig::CORPUS);
   config.mutable_data()->set_train_dir(dir.File("out"));
+  config.mutable_training()->set_valid_every(0);  // the corpus has no valid.bin
   for (const int vocab : {61, 59}) {
     config.mutable_model()->set_vocab_size(vocab);
     EXPECT_TRUE(CheckPreparedCorpus(config).IsInvalidArgument()) << vocab;
@@ -310,6 +313,72 @@ TEST(Prepare, ACorpusOfTheFormatBeforeTheDigestStillTrains) {
   proto::JobConfig config = CorpusConfig(old_mixed);
   config.mutable_training()->set_valid_every(0);
   EXPECT_TRUE(CheckPreparedCorpus(config).ok());
+}
+
+// A corpus prepared without --valid-src/--valid-tgt has no valid.bin: a job that asks for
+// validation of it would report valid_loss 0 at every validation as if measured, or (validation
+// BLEU) end in its worker with a message that never names the file. Refused before anything
+// starts, naming the file and both ways out; --dry-run warns of it (the data is the training
+// machine's, docs/launching.md).
+TEST(Prepare, ATrainAskingForValidationOfACorpusWithoutValidBinIsRefusedUpFront) {
+  TempDir dir;
+  PrepareInto(dir, "nv", MakeText(300, 5));
+  const std::string nv = dir.File("nv");
+  const std::string run = dir.File("run");
+  const std::string missing =
+      "there is no " + nv + "/valid.bin (prepared without --valid-src/--valid-tgt?): " +
+      "prepare the corpus again with --valid-src and --valid-tgt, or train without validation: ";
+  const auto every =
+      RunPsformer(TrainOn(nv, run, "--set training.valid_every=3 --set training.valid_bleu_sentences=0"));
+  EXPECT_TRUE(testing::EndsSaying(every, 1,
+                                  "psformer train: error: data.train_dir = \"" + nv +
+                                      "\": training.valid_every = 3 asks for validation, but " + missing +
+                                      "--set training.valid_every=0\n"));
+  const auto bleu = RunPsformer(TrainOn(nv, run, "--set training.valid_every=3"));  // the demo's 100 BLEU sentences
+  EXPECT_TRUE(testing::EndsSaying(bleu, 1,
+                                  "training.valid_every = 3 and training.valid_bleu_sentences = 100 ask for "
+                                  "validation, but " +
+                                      missing + "--set training.valid_every=0 --set training.valid_bleu_sentences=0"));
+  const auto local = RunPsformer(TrainOn(nv, run, "--local --set training.valid_bleu_sentences=0"));
+  EXPECT_TRUE(testing::EndsSaying(local, 1, "training.valid_every = 300 asks for validation"));
+  EXPECT_FALSE(std::filesystem::exists(run)) << "the run directory was made";
+  const auto dry = RunPsformer(TrainOn(nv, run, "--set training.valid_every=3 --dry-run"));
+  EXPECT_TRUE(testing::EndsSaying(
+      dry, 0, "psformer train: warning: data.train_dir = \"" + nv + "\": training.valid_every = 3"));
+  EXPECT_FALSE(std::filesystem::exists(run));
+
+  // Only the final weights validated, for their BLEU or early stopping: refused alike.
+  proto::JobConfig config = CorpusConfig(nv);
+  config.mutable_training()->set_valid_every(0);
+  config.mutable_training()->set_stop_at_valid_accuracy(0.5f);
+  EXPECT_TRUE(testing::HasText(CheckPreparedCorpus(config).message(),
+                               "training.stop_at_valid_accuracy = 0.5 asks for validation, but there is no"))
+      << CheckPreparedCorpus(config).message();
+  // A valid.bin of no pairs (prepare dropped every validation pair) validates nothing either.
+  const std::string digest = SentencePieceDigest(FileBytes(nv + "/spm.model"));
+  ASSERT_TRUE(WriteCorpusFile(nv + "/valid.bin", InMemoryCorpus(), 60, digest).ok());
+  EXPECT_TRUE(testing::HasText(CheckPreparedCorpus(config).message(),
+                               nv + "/valid.bin holds no pairs (prepare dropped every validation pair?)"))
+      << CheckPreparedCorpus(config).message();
+}
+
+// Without validation asked (training.valid_every 0, no BLEU, no early stopping) the same corpus
+// trains, and no validation is reported: not even of the final weights, which valid_every 0
+// validates when there is a validation set.
+TEST(Prepare, ACorpusWithoutValidBinTrainsWhenNoValidationIsAsked) {
+  TempDir dir;
+  PrepareInto(dir, "nv", MakeText(300, 5));
+  for (const std::string placement : {"--local", "--set cluster.workers=1 --set cluster.servers=1"}) {
+    const std::string run = dir.File(placement == "--local" ? "local" : "servers");
+    const auto r = RunPsformer(TrainOn(
+        dir.File("nv"), run, "--set training.valid_every=0 --set training.valid_bleu_sentences=0 " + placement));
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    EXPECT_TRUE(std::filesystem::exists(run + "/model.bin")) << placement;
+    EXPECT_EQ(testing::MetricValues(run + "/metrics.jsonl", "loss").size(), 3u) << placement;
+    const std::string metrics = testing::ReadTextFile(run + "/metrics.jsonl");
+    EXPECT_FALSE(testing::HasText(metrics, "valid_")) << placement << ": no validation, so no figures of one\n"
+                                                      << metrics;
+  }
 }
 
 TEST(Prepare, ProgressOnATerminalOnly) {

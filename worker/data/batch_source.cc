@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/binary_codec.h"
 #include "common/model_file.h"
@@ -72,6 +75,50 @@ Status CorpusFileMatches(const std::filesystem::path& dir, const std::string& na
   return Status::Ok();
 }
 
+// The training fields that ask for a validation set, as "training.valid_every = 300": validation
+// every valid_every steps, or (valid_every 0) of the final weights for the BLEU or the early
+// stopping they ask. Empty when training validates nothing, which a corpus without valid.bin
+// allows.
+std::vector<std::pair<std::string, std::string>> FieldsAskingForValidation(const proto::TrainingConfig& t) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  auto add = [&fields](const char* name, auto value) {
+    std::ostringstream text;  // 0.5, not std::to_string's 0.500000
+    text << value;
+    if (value > 0) fields.emplace_back(std::string("training.") + name, text.str());
+  };
+  add("valid_every", t.valid_every());
+  add("valid_bleu_sentences", t.valid_bleu_sentences());
+  add("stop_at_valid_accuracy", t.stop_at_valid_accuracy());
+  add("stop_at_valid_bleu", t.stop_at_valid_bleu());
+  return fields;
+}
+
+// OK unless `config` asks for validation (FieldsAskingForValidation) and `dir` has no validation
+// pairs: `valid_pairs` in its valid.bin, nullopt without one. Validating on nothing would report
+// zeros as if measured (or fail in the worker, validation BLEU), so the job is refused, naming
+// the file and both ways out.
+Status ValidationSetPresent(const proto::JobConfig& config, const std::filesystem::path& dir,
+                            std::optional<int64_t> valid_pairs) {
+  if (valid_pairs && *valid_pairs > 0) return Status::Ok();
+  const auto fields = FieldsAskingForValidation(config.training());
+  if (fields.empty()) return Status::Ok();
+  std::string asks, unset;
+  for (const auto& [name, value] : fields) {
+    if (!asks.empty()) asks += " and ";
+    asks += name + " = " + value;
+    if (!unset.empty()) unset += ' ';
+    unset += "--set " + name + "=0";
+  }
+  const std::string valid = (dir / "valid.bin").string();
+  const std::string missing = valid_pairs ? valid + " holds no pairs (prepare dropped every validation pair?)"
+                                          : "there is no " + valid + " (prepared without --valid-src/--valid-tgt?)";
+  return Status::InvalidArgument(Where(dir) + ": " + asks + (fields.size() == 1 ? " asks" : " ask") +
+                                 " for validation, but " + missing +
+                                 ": prepare the corpus again with --valid-src and --valid-tgt, or train without "
+                                 "validation: " +
+                                 unset);
+}
+
 // data.task = CORPUS: the directory `psformer prepare` wrote.
 StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& config) {
   const std::filesystem::path dir = config.data().train_dir();
@@ -82,6 +129,8 @@ StatusOr<std::unique_ptr<BatchSource>> MakeCorpusSource(const proto::JobConfig& 
   auto train = CorpusFile::Open((dir / "train.bin").string());
   if (!train.ok()) return train.status().WithContext(where);
   PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "train.bin", (*train)->vocab_size(), (*train)->spm_digest(), *spm));
+  // Without valid.bin the source has no validation batches, and the workers validate nothing
+  // (CheckPreparedCorpus refuses a job that asks them to).
   std::unique_ptr<ParallelCorpus> valid;
   std::error_code ec;
   if (std::filesystem::exists(dir / "valid.bin", ec)) {
@@ -122,13 +171,15 @@ Status CheckPreparedCorpus(const proto::JobConfig& config) {
   auto train = ReadCorpusFileHeader((dir / "train.bin").string());
   if (!train.ok()) return train.status().WithContext(Where(dir));
   PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "train.bin", train->vocab_size, train->spm_digest, *spm));
+  std::optional<int64_t> valid_pairs;
   std::error_code ec;
   if (std::filesystem::exists(dir / "valid.bin", ec)) {
     auto valid = ReadCorpusFileHeader((dir / "valid.bin").string());
     if (!valid.ok()) return valid.status().WithContext(Where(dir));
     PSF_RETURN_IF_ERROR(CorpusFileMatches(dir, "valid.bin", valid->vocab_size, valid->spm_digest, *spm));
+    valid_pairs = valid->pairs;
   }
-  return Status::Ok();
+  return ValidationSetPresent(config, dir, valid_pairs);
 }
 
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config) {

@@ -37,7 +37,10 @@ StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& c
 //     where the file records it (corpus_file.h, version 2), the same SentencePiece digest, since
 //     the ids of another model of the same size would train, silently, on the wrong pieces;
 //   - a model.vocab_size set in the config is spm.model's: the servers size the embedding by the
-//     config and the workers by spm.model, so a job of two sizes would fail at its first pull.
+//     config and the workers by spm.model, so a job of two sizes would fail at its first pull;
+//   - there is a validation set (a valid.bin with pairs) when the training config asks for
+//     validation (valid_every, valid_bleu_sentences, stop_at_valid_*), which would otherwise
+//     report zeros as if measured.
 // InvalidArgument naming the files and the fix (or spm.model's or a header's own error, a
 // missing file too); OK for the copy task and emulated workers.
 Status CheckPreparedCorpus(const proto::JobConfig& config);

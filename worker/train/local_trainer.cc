@@ -166,6 +166,9 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   const int every = std::max(1, config.logging().every_steps());
   reporter->Start(trainer.step() + 1);
   TrainInterval interval;
+  // Not on a corpus without valid.bin (CheckPreparedCorpus allows one only when no validation is
+  // asked): validating no batch would report zeros as if measured.
+  const bool validates = !source->ValidBatches().empty();
   int64_t last_validated = -1;
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
@@ -178,14 +181,14 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     }
     const int64_t ckpt = config.checkpoint().every_steps();
     if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
-    if (ValidationDue(t, r.step)) {
+    if (validates && ValidationDue(t, r.step)) {
       bool stop = false;
       PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
       last_validated = r.step;
       if (stop) break;
     }
   }
-  if (last_validated != trainer.step()) {
+  if (validates && last_validated != trainer.step()) {
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
   }

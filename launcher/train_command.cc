@@ -270,7 +270,7 @@ int RunTrainCommand(const Args& args) {
                  : values["overwrite"].as<bool>() ? RunDirectoryMode::kOverwrite
                                                   : RunDirectoryMode::kFresh;
   Status files = CheckConfigFiles(*config);
-  if (files.ok()) files = CheckVocabularyMatchesData(*config);
+  if (files.ok()) files = CheckPreparedCorpus(*config);
   if (values["dry-run"].as<bool>())
     return DryRun(*config, placement, files, values.count("run-dir") ? &request : nullptr);
   if (!files.ok()) return ReportError("train", files);

@@ -1,5 +1,7 @@
 // `psformer prepare` as a user meets it: the figures it reports, files a worker can read back,
-// and every bad input refused with its reason, a non-zero exit and no output directory left.
+// and every bad input refused with its reason, a non-zero exit and no output directory left; and
+// what `psformer train` refuses of a prepared directory before it starts (files of two runs, a
+// validation asked of a corpus without one).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,13 +9,17 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config_loader.h"
+#include "common/model_file.h"
+#include "tests/corpus_test_util.h"
 #include "tests/test_util.h"
 #include "worker/data/batch_source.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/deterministic_random.h"
+#include "worker/data/in_memory_corpus.h"
 #include "worker/data/subword_vocabulary.h"
 
 namespace psformer {
@@ -167,17 +173,211 @@ TEST(Prepare, ATrainWhoseVocabularySizeIsNotTheCorpusesIsRefusedUpFront) {
   FillDefaults(&config);
   config.mutable_data()->set_task(proto::DataConfig::CORPUS);
   config.mutable_data()->set_train_dir(dir.File("out"));
+  config.mutable_training()->set_valid_every(0);  // the corpus has no valid.bin
   for (const int vocab : {61, 59}) {
     config.mutable_model()->set_vocab_size(vocab);
-    EXPECT_TRUE(CheckVocabularyMatchesData(config).IsInvalidArgument()) << vocab;
+    EXPECT_TRUE(CheckPreparedCorpus(config).IsInvalidArgument()) << vocab;
     EXPECT_TRUE(MakeBatchSource(config).status().IsInvalidArgument()) << vocab << ": a worker refuses it too";
   }
   for (const int vocab : {60, 0}) {
     config.mutable_model()->set_vocab_size(vocab);
-    EXPECT_TRUE(CheckVocabularyMatchesData(config).ok()) << vocab;
+    EXPECT_TRUE(CheckPreparedCorpus(config).ok()) << vocab;
     auto source = MakeBatchSource(config);
     ASSERT_TRUE(source.ok()) << vocab << ": " << source.status().ToString();
     EXPECT_EQ((*source)->vocab_size(), 60);
+  }
+}
+
+// The `psformer train` arguments of a short run on the prepared corpus `corpus` into `run_dir`:
+// the Bible demo's config with a model small enough for a test and 6 steps. `flags` adds to it.
+std::string TrainOn(const std::string& corpus, const std::string& run_dir, const std::string& flags) {
+  return "train --config configs/bible.pbtxt --set data.train_dir=" + Quote(corpus) +
+         " --set model.layers=1 --set model.d_model=32 --set model.d_ff=64 --set training.max_steps=6 "
+         "--set logging.every_steps=2 --set batching.src_tokens_per_step=300 --set batching.tgt_tokens_per_step=300 " +
+         flags + " --run-dir " + Quote(run_dir);
+}
+
+// Prepares `text` (and `valid`, when given) in DIR/NAME with a vocabulary of 60 pieces.
+void PrepareInto(const TempDir& dir, const std::string& name, const TextCorpus& text,
+                 const TextCorpus* valid = nullptr) {
+  std::string arguments = "prepare --src " + Quote(dir.Write(name + ".en", text.src)) + " --tgt " +
+                          Quote(dir.Write(name + ".es", text.tgt));
+  if (valid != nullptr) {
+    arguments += " --valid-src " + Quote(dir.Write(name + "-valid.en", valid->src)) + " --valid-tgt " +
+                 Quote(dir.Write(name + "-valid.es", valid->tgt));
+  }
+  const auto r = RunPsformer(arguments + " --vocab-size 60 --out " + Quote(dir.File(name)));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+}
+
+// A corpus directory made of `files`, each copied from the directory its pair names.
+std::string Assemble(const TempDir& dir, const std::string& name,
+                     const std::vector<std::pair<std::string, std::string>>& files) {
+  std::filesystem::create_directory(dir.File(name));
+  for (const auto& [from, file] : files) {
+    std::filesystem::copy_file(dir.File(from + "/" + file), dir.File(name + "/" + file));
+  }
+  return dir.File(name);
+}
+
+proto::JobConfig CorpusConfig(const std::string& train_dir) {
+  proto::JobConfig config;
+  FillDefaults(&config);
+  config.mutable_data()->set_task(proto::DataConfig::CORPUS);
+  config.mutable_data()->set_train_dir(train_dir);
+  return config;
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A train.bin (or valid.bin) and an spm.model of two `prepare` runs with vocabularies of the
+// same size: the ids of the one are other pieces of the other, so training on them would learn
+// the wrong subwords without a word, and model.bin would record the wrong spm.model. Refused
+// before anything starts, naming both files, as the workers refuse them too.
+TEST(Prepare, CorpusFilesOfAnotherPrepareRunAreRefusedUpFront) {
+  TempDir dir;
+  const TextCorpus valid = MakeText(20, 7);
+  PrepareInto(dir, "a", MakeText(300, 5), &valid);
+  PrepareInto(dir, "b", MakeText(250, 6), &valid);
+  ASSERT_NE(FileBytes(dir.File("a/spm.model")), FileBytes(dir.File("b/spm.model")));
+
+  const std::string mixed = Assemble(dir, "mixed", {{"a", "train.bin"}, {"b", "spm.model"}, {"b", "valid.bin"}});
+  const std::string run = dir.File("run");
+  const auto r = RunPsformer(TrainOn(mixed, run, "--set training.valid_every=3"));
+  EXPECT_TRUE(testing::EndsSaying(r, 1,
+                                  "psformer train: error: data.train_dir = \"" + mixed + "\": " + mixed +
+                                      "/train.bin was encoded with another SentencePiece model than " + mixed +
+                                      "/spm.model"));
+  EXPECT_TRUE(testing::HasText(r.output, "(files of different `psformer prepare` runs?)")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "the run directory was made";
+  const proto::JobConfig config = CorpusConfig(mixed);
+  EXPECT_TRUE(CheckPreparedCorpus(config).IsInvalidArgument());
+  const Status worker = MakeBatchSource(config).status();
+  EXPECT_TRUE(worker.IsInvalidArgument()) << "a worker refuses it too";
+  EXPECT_TRUE(testing::HasText(worker.message(), mixed + "/train.bin was encoded with another")) << worker.message();
+
+  // valid.bin likewise, with vocabulary sizes or without.
+  const std::string mixed_valid =
+      Assemble(dir, "mixed-valid", {{"b", "train.bin"}, {"b", "spm.model"}, {"a", "valid.bin"}});
+  const Status check = CheckPreparedCorpus(CorpusConfig(mixed_valid));
+  EXPECT_TRUE(
+      testing::HasText(check.message(), mixed_valid + "/valid.bin was encoded with another SentencePiece model"))
+      << check.message();
+  EXPECT_TRUE(testing::HasText(MakeBatchSource(CorpusConfig(mixed_valid)).status().message(),
+                               mixed_valid + "/valid.bin was encoded with another"));
+  EXPECT_TRUE(testing::EndsSaying(RunPsformer(TrainOn(mixed_valid, run, "--set training.valid_every=3")), 1,
+                                  "/valid.bin was encoded with another SentencePiece model"));
+}
+
+// The same files, each beside its own spm.model, train; model.bin records that spm.model.
+TEST(Prepare, CorpusFilesOfOnePrepareRunTrain) {
+  TempDir dir;
+  const TextCorpus valid = MakeText(20, 7);
+  PrepareInto(dir, "a", MakeText(300, 5), &valid);
+  EXPECT_TRUE(CheckPreparedCorpus(CorpusConfig(dir.File("a"))).ok());
+  for (const std::string placement : {"--local", "--set cluster.workers=1 --set cluster.servers=1"}) {
+    const std::string run = dir.File(placement == "--local" ? "local" : "servers");
+    const auto r = RunPsformer(TrainOn(dir.File("a"), run, "--set training.valid_every=3 " + placement));
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    auto model = ReadModelFile(run + "/model.bin");
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    EXPECT_EQ(model->spm_digest, SentencePieceDigest(FileBytes(dir.File("a/spm.model")))) << placement;
+    EXPECT_EQ(testing::MetricValues(run + "/metrics.jsonl", "valid_loss").size(), 2u) << placement;
+  }
+}
+
+// Corpora prepared before the corpus files recorded their SentencePiece model (version 1, as
+// shipped by tooling) still load and train; their spm.model is checked by its size only.
+TEST(Prepare, ACorpusOfTheFormatBeforeTheDigestStillTrains) {
+  TempDir dir;
+  const TextCorpus valid = MakeText(20, 7);
+  PrepareInto(dir, "a", MakeText(300, 5), &valid);
+  PrepareInto(dir, "b", MakeText(250, 6), &valid);
+  for (const char* file : {"train.bin", "valid.bin"}) {
+    const std::string path = dir.File(std::string("a/") + file);
+    const std::string old = testing::AsVersion1CorpusFile(FileBytes(path));
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << old;
+    auto header = ReadCorpusFileHeader(path);
+    ASSERT_TRUE(header.ok()) << header.status().ToString();
+    ASSERT_EQ(header->version, 1u) << file;
+  }
+  EXPECT_TRUE(CheckPreparedCorpus(CorpusConfig(dir.File("a"))).ok());
+  const auto r = RunPsformer(TrainOn(dir.File("a"), dir.File("run"), "--set training.valid_every=3"));
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(testing::MetricValues(dir.File("run/metrics.jsonl"), "valid_loss").size(), 2u);
+  // What version 1 cannot tell: another run's spm.model of the same size.
+  const std::string old_mixed = Assemble(dir, "old-mixed", {{"a", "train.bin"}, {"b", "spm.model"}});
+  proto::JobConfig config = CorpusConfig(old_mixed);
+  config.mutable_training()->set_valid_every(0);
+  EXPECT_TRUE(CheckPreparedCorpus(config).ok());
+}
+
+// A corpus prepared without --valid-src/--valid-tgt has no valid.bin: a job that asks for
+// validation of it would report valid_loss 0 at every validation as if measured, or (validation
+// BLEU) end in its worker with a message that never names the file. Refused before anything
+// starts, naming the file and both ways out; --dry-run warns of it (the data is the training
+// machine's, docs/launching.md).
+TEST(Prepare, ATrainAskingForValidationOfACorpusWithoutValidBinIsRefusedUpFront) {
+  TempDir dir;
+  PrepareInto(dir, "nv", MakeText(300, 5));
+  const std::string nv = dir.File("nv");
+  const std::string run = dir.File("run");
+  const std::string missing =
+      "there is no " + nv + "/valid.bin (prepared without --valid-src/--valid-tgt?): " +
+      "prepare the corpus again with --valid-src and --valid-tgt, or train without validation: ";
+  const auto every =
+      RunPsformer(TrainOn(nv, run, "--set training.valid_every=3 --set training.valid_bleu_sentences=0"));
+  EXPECT_TRUE(testing::EndsSaying(every, 1,
+                                  "psformer train: error: data.train_dir = \"" + nv +
+                                      "\": training.valid_every = 3 asks for validation, but " + missing +
+                                      "--set training.valid_every=0\n"));
+  const auto bleu = RunPsformer(TrainOn(nv, run, "--set training.valid_every=3"));  // the demo's 100 BLEU sentences
+  EXPECT_TRUE(testing::EndsSaying(bleu, 1,
+                                  "training.valid_every = 3 and training.valid_bleu_sentences = 100 ask for "
+                                  "validation, but " +
+                                      missing + "--set training.valid_every=0 --set training.valid_bleu_sentences=0"));
+  const auto local = RunPsformer(TrainOn(nv, run, "--local --set training.valid_bleu_sentences=0"));
+  EXPECT_TRUE(testing::EndsSaying(local, 1, "training.valid_every = 300 asks for validation"));
+  EXPECT_FALSE(std::filesystem::exists(run)) << "the run directory was made";
+  const auto dry = RunPsformer(TrainOn(nv, run, "--set training.valid_every=3 --dry-run"));
+  EXPECT_TRUE(testing::EndsSaying(
+      dry, 0, "psformer train: warning: data.train_dir = \"" + nv + "\": training.valid_every = 3"));
+  EXPECT_FALSE(std::filesystem::exists(run));
+
+  // Only the final weights validated, for their BLEU or early stopping: refused alike.
+  proto::JobConfig config = CorpusConfig(nv);
+  config.mutable_training()->set_valid_every(0);
+  config.mutable_training()->set_stop_at_valid_accuracy(0.5f);
+  EXPECT_TRUE(testing::HasText(CheckPreparedCorpus(config).message(),
+                               "training.stop_at_valid_accuracy = 0.5 asks for validation, but there is no"))
+      << CheckPreparedCorpus(config).message();
+  // A valid.bin of no pairs (prepare dropped every validation pair) validates nothing either.
+  const std::string digest = SentencePieceDigest(FileBytes(nv + "/spm.model"));
+  ASSERT_TRUE(WriteCorpusFile(nv + "/valid.bin", InMemoryCorpus(), 60, digest).ok());
+  EXPECT_TRUE(testing::HasText(CheckPreparedCorpus(config).message(),
+                               nv + "/valid.bin holds no pairs (prepare dropped every validation pair?)"))
+      << CheckPreparedCorpus(config).message();
+}
+
+// Without validation asked (training.valid_every 0, no BLEU, no early stopping) the same corpus
+// trains, and no validation is reported: not even of the final weights, which valid_every 0
+// validates when there is a validation set.
+TEST(Prepare, ACorpusWithoutValidBinTrainsWhenNoValidationIsAsked) {
+  TempDir dir;
+  PrepareInto(dir, "nv", MakeText(300, 5));
+  for (const std::string placement : {"--local", "--set cluster.workers=1 --set cluster.servers=1"}) {
+    const std::string run = dir.File(placement == "--local" ? "local" : "servers");
+    const auto r = RunPsformer(TrainOn(
+        dir.File("nv"), run, "--set training.valid_every=0 --set training.valid_bleu_sentences=0 " + placement));
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    EXPECT_TRUE(std::filesystem::exists(run + "/model.bin")) << placement;
+    EXPECT_EQ(testing::MetricValues(run + "/metrics.jsonl", "loss").size(), 3u) << placement;
+    const std::string metrics = testing::ReadTextFile(run + "/metrics.jsonl");
+    EXPECT_FALSE(testing::HasText(metrics, "valid_")) << placement << ": no validation, so no figures of one\n"
+                                                      << metrics;
   }
 }
 

@@ -53,7 +53,13 @@ StatusOr<std::unique_ptr<ValidBleu>> ValidBleu::Create(const proto::JobConfig& c
     bleu->sources_.push_back(pair.first);
     bleu->references_.push_back(bleu->Detokenize(pair.second));
   }
-  if (bleu->sources_.empty()) return Status::InvalidArgument("training.valid_bleu_sentences: no validation sentences");
+  if (bleu->sources_.empty()) {
+    // CheckPreparedCorpus refuses such a job before it starts, naming the file; this is the
+    // worker's last word for one that skipped it.
+    return Status::InvalidArgument(
+        "training.valid_bleu_sentences = " + std::to_string(config.training().valid_bleu_sentences()) +
+        ": the corpus has no validation sentences (no valid.bin in data.train_dir, or an empty one)");
+  }
   return bleu;
 }
 

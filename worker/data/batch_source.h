@@ -31,12 +31,19 @@ class BatchSource {
 // The source the config names: the copy task (data.task = COPY) or a prepared corpus (CORPUS).
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config);
 
-// A prepared corpus (data.task CORPUS, read by workers) and a model.vocab_size set in the config
-// must agree: the servers size the embedding by the config and the workers by the corpus's
-// spm.model, so a job of two sizes would fail at its first pull. InvalidArgument naming both and
-// the fix (or spm.model's own error, a missing one too); OK for the copy task, emulated workers
-// and vocab_size 0 (taken from the data).
-Status CheckVocabularyMatchesData(const proto::JobConfig& config);
+// Checks a prepared corpus (data.task CORPUS, read by workers) against itself and the config
+// before a job starts, from spm.model and the corpus files' headers:
+//   - train.bin and valid.bin were encoded with this spm.model: the same vocabulary size and,
+//     where the file records it (corpus_file.h, version 2), the same SentencePiece digest, since
+//     the ids of another model of the same size would train, silently, on the wrong pieces;
+//   - a model.vocab_size set in the config is spm.model's: the servers size the embedding by the
+//     config and the workers by spm.model, so a job of two sizes would fail at its first pull;
+//   - there is a validation set (a valid.bin with pairs) when the training config asks for
+//     validation (valid_every, valid_bleu_sentences, stop_at_valid_*), which would otherwise
+//     report zeros as if measured.
+// InvalidArgument naming the files and the fix (or spm.model's or a header's own error, a
+// missing file too); OK for the copy task and emulated workers.
+Status CheckPreparedCorpus(const proto::JobConfig& config);
 
 }  // namespace psformer
 

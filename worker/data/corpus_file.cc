@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <tuple>
 #include <vector>
@@ -22,8 +24,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "corpus files are little-endian");
 
 constexpr char kMagic[8] = {'P', 'S', 'F', 'C', 'O', 'R', 'P', '\0'};
-constexpr size_t kHeaderCrcBytes = 48;  // the header bytes header_crc covers
+constexpr size_t kHeaderCrcBytes = 48;  // the header bytes before header_crc, which it covers
+constexpr size_t kDigestBytes = kCorpusHeaderBytes - kCorpusHeaderBytesVersion1;  // (version 2) spm_digest
 
+// The version 1 header, which is also the first 64 bytes of a version 2 one (spm_digest follows).
 struct Header {
   char magic[8];
   uint32_t version;
@@ -36,8 +40,22 @@ struct Header {
   uint32_t header_crc;
   char padding[12];
 };
-static_assert(sizeof(Header) == kCorpusHeaderBytes);
+static_assert(sizeof(Header) == kCorpusHeaderBytesVersion1);
 static_assert(offsetof(Header, header_crc) == kHeaderCrcBytes);
+
+size_t HeaderBytes(uint32_t version) { return version == 1 ? kCorpusHeaderBytesVersion1 : kCorpusHeaderBytes; }
+
+// header_crc of the header at `header`: bytes 0..47, and from version 2 the digest after them.
+uint32_t HeaderCrc(const unsigned char* header, uint32_t version) {
+  const uint32_t crc = Crc32c(0, header, kHeaderCrcBytes);
+  return version == 1 ? crc : Crc32c(crc, header + kCorpusHeaderBytesVersion1, kDigestBytes);
+}
+
+bool IsDigest(std::string_view digest) {
+  return digest.size() == kDigestBytes && std::all_of(digest.begin(), digest.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
 
 // Appends to a file, keeping the body's running CRC.
 class BodyWriter {
@@ -86,8 +104,10 @@ std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
 
-Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, int32_t vocab_size) {
+Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, int32_t vocab_size,
+                       std::string_view spm_digest) {
   PSF_CHECK(vocab_size > 0);
+  PSF_CHECK(IsDigest(spm_digest));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::IoError("cannot create " + path + ": " + Errno());
   Header header{};
@@ -100,22 +120,33 @@ Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, in
     header.tgt_tokens += static_cast<uint64_t>(corpus.tgt_length(i));
   }
   header.vocab_size = static_cast<uint32_t>(vocab_size);
-  out.write(reinterpret_cast<const char*>(&header), sizeof(header));  // rewritten with the CRCs below
+  unsigned char bytes[kCorpusHeaderBytes] = {};
+  std::memcpy(bytes + kCorpusHeaderBytesVersion1, spm_digest.data(), kDigestBytes);
+  out.write(reinterpret_cast<const char*>(bytes), sizeof(bytes));  // rewritten with the CRCs below
   BodyWriter body(&out);
   WriteOffsets(&body, corpus, true);
   WriteOffsets(&body, corpus, false);
   WriteIds(&body, corpus, true, header.token_bytes, vocab_size);
   WriteIds(&body, corpus, false, header.token_bytes, vocab_size);
   header.body_crc = body.crc();
-  header.header_crc = Crc32c(0, &header, kHeaderCrcBytes);
+  std::memcpy(bytes, &header, sizeof(header));
+  const uint32_t header_crc = HeaderCrc(bytes, kCorpusFileVersion);
+  std::memcpy(bytes + offsetof(Header, header_crc), &header_crc, sizeof(header_crc));
   out.seekp(0);
-  out.write(reinterpret_cast<const char*>(&header), sizeof(header));
+  out.write(reinterpret_cast<const char*>(bytes), sizeof(bytes));
   out.flush();
   if (!out) return Status::IoError("cannot write " + path + ": " + Errno());
   return Status::Ok();
 }
 
 namespace {
+
+// What is wrong with a file of `bytes` bytes that cannot hold even a version 1 header, or "".
+std::string TooShortProblem(size_t bytes) {
+  if (bytes >= kCorpusHeaderBytesVersion1) return "";
+  return "file of " + std::to_string(bytes) + " bytes is shorter than any corpus file header (" +
+         std::to_string(kCorpusHeaderBytesVersion1) + " bytes; not a corpus file, or truncated)";
+}
 
 // `path` mapped read-only: the mapping and its size. Fails as open, fstat or mmap do, or when the
 // file is too short to hold a header.
@@ -133,10 +164,9 @@ StatusOr<std::pair<void*, size_t>> MapCorpusFile(const std::string& path) {
     return Status::IoError(path + ": " + why);
   }
   const auto bytes = static_cast<size_t>(st.st_size);
-  if (bytes < kCorpusHeaderBytes) {
+  if (const std::string problem = TooShortProblem(bytes); !problem.empty()) {
     ::close(fd);
-    return Status::Corruption(path + ": file of " + std::to_string(bytes) + " bytes is shorter than the " +
-                              std::to_string(kCorpusHeaderBytes) + "-byte header (not a corpus file, or truncated)");
+    return Status::Corruption(path + ": " + problem);
   }
   void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   const std::string map_error = Errno();
@@ -145,34 +175,45 @@ StatusOr<std::pair<void*, size_t>> MapCorpusFile(const std::string& path) {
   return std::pair<void*, size_t>(mapping, bytes);
 }
 
-// What is wrong with a header read from a file of `bytes` bytes starting at `base`, or "".
-std::string HeaderProblem(const Header& header, const unsigned char* base, size_t bytes) {
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+// The header of a file of `bytes` bytes, checked but for the data's checksum, into `*header` and
+// `*digest` ("" for version 1); what is wrong with it, or "". `base` holds the file's first
+// min(bytes, kCorpusHeaderBytes) bytes at least.
+std::string ReadHeader(const unsigned char* base, size_t bytes, Header* header, std::string* digest) {
+  std::memcpy(header, base, sizeof(*header));
+  if (std::memcmp(header->magic, kMagic, sizeof(kMagic)) != 0) {
     return "bad magic number (not a corpus file written by `psformer prepare`)";
   }
-  if (header.version != kCorpusFileVersion) {
-    return "format version " + std::to_string(header.version) + ", this build reads version " +
-           std::to_string(kCorpusFileVersion) + " (prepare the corpus again)";
+  if (header->version < kCorpusFileFirstVersion || header->version > kCorpusFileVersion) {
+    return "format version " + std::to_string(header->version) + ", this build reads versions " +
+           std::to_string(kCorpusFileFirstVersion) + " to " + std::to_string(kCorpusFileVersion) +
+           " (prepare the corpus again)";
   }
-  if (Crc32c(0, &header, kHeaderCrcBytes) != header.header_crc) return "header checksum mismatch";
-  if (header.token_bytes != 2 && header.token_bytes != 4) {
-    return "token width " + std::to_string(header.token_bytes) + " bytes (expected 2 or 4)";
+  const size_t header_bytes = HeaderBytes(header->version);
+  if (bytes < header_bytes) {
+    return "file of " + std::to_string(bytes) + " bytes is shorter than the " + std::to_string(header_bytes) +
+           "-byte header of version " + std::to_string(header->version) + " (truncated)";
   }
-  if (header.vocab_size == 0 || header.vocab_size > static_cast<uint32_t>(INT32_MAX)) {
-    return "vocabulary size " + std::to_string(header.vocab_size) + " out of range";
+  if (HeaderCrc(base, header->version) != header->header_crc) return "header checksum mismatch";
+  digest->clear();
+  if (header->version >= 2) {
+    digest->assign(reinterpret_cast<const char*>(base) + kCorpusHeaderBytesVersion1, kDigestBytes);
+    if (!IsDigest(*digest)) return "the SentencePiece digest is not 64 hex digits";
+  }
+  if (header->token_bytes != 2 && header->token_bytes != 4) {
+    return "token width " + std::to_string(header->token_bytes) + " bytes (expected 2 or 4)";
+  }
+  if (header->vocab_size == 0 || header->vocab_size > static_cast<uint32_t>(INT32_MAX)) {
+    return "vocabulary size " + std::to_string(header->vocab_size) + " out of range";
   }
   // Sizes in 128 bits: absurd counts in a damaged header must not wrap around.
   const unsigned __int128 expected =
-      static_cast<unsigned __int128>(kCorpusHeaderBytes) +
-      static_cast<unsigned __int128>(header.pairs + 1) * 2 * sizeof(uint64_t) +
-      (static_cast<unsigned __int128>(header.src_tokens) + header.tgt_tokens) * header.token_bytes;
-  if (header.pairs >= (uint64_t{1} << 62) || expected != bytes) {
-    return "file is " + std::to_string(bytes) + " bytes but its header counts (" + std::to_string(header.pairs) +
-           " pairs, " + std::to_string(header.src_tokens) + " + " + std::to_string(header.tgt_tokens) +
+      static_cast<unsigned __int128>(header_bytes) +
+      static_cast<unsigned __int128>(header->pairs + 1) * 2 * sizeof(uint64_t) +
+      (static_cast<unsigned __int128>(header->src_tokens) + header->tgt_tokens) * header->token_bytes;
+  if (header->pairs >= (uint64_t{1} << 62) || expected != bytes) {
+    return "file is " + std::to_string(bytes) + " bytes but its header counts (" + std::to_string(header->pairs) +
+           " pairs, " + std::to_string(header->src_tokens) + " + " + std::to_string(header->tgt_tokens) +
            " tokens) need a different size (truncated?)";
-  }
-  if (Crc32c(0, base + kCorpusHeaderBytes, bytes - kCorpusHeaderBytes) != header.body_crc) {
-    return "data checksum mismatch (the file is damaged)";
   }
   return "";
 }
@@ -185,15 +226,19 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
   file->mapping_ = mapped.first;  // unmapped by the destructor on every path below
   file->mapping_bytes_ = mapped.second;
   const auto* base = static_cast<const unsigned char*>(mapped.first);
+  const size_t bytes = mapped.second;
   Header header;
-  std::memcpy(&header, base, sizeof(header));
-  if (const std::string problem = HeaderProblem(header, base, mapped.second); !problem.empty()) {
+  if (const std::string problem = ReadHeader(base, bytes, &header, &file->spm_digest_); !problem.empty()) {
     return Status::Corruption(path + ": " + problem);
+  }
+  const size_t header_bytes = HeaderBytes(header.version);
+  if (Crc32c(0, base + header_bytes, bytes - header_bytes) != header.body_crc) {
+    return Status::Corruption(path + ": data checksum mismatch (the file is damaged)");
   }
   file->pairs_ = static_cast<int64_t>(header.pairs);
   file->vocab_size_ = static_cast<int32_t>(header.vocab_size);
   file->token_bytes_ = header.token_bytes;
-  file->src_offsets_ = reinterpret_cast<const uint64_t*>(base + kCorpusHeaderBytes);
+  file->src_offsets_ = reinterpret_cast<const uint64_t*>(base + header_bytes);
   file->tgt_offsets_ = file->src_offsets_ + header.pairs + 1;
   file->src_ids_ = reinterpret_cast<const unsigned char*>(file->tgt_offsets_ + header.pairs + 1);
   file->tgt_ids_ = file->src_ids_ + header.src_tokens * header.token_bytes;
@@ -201,6 +246,29 @@ StatusOr<std::unique_ptr<CorpusFile>> CorpusFile::Open(const std::string& path) 
     return Status::Corruption(path + ": " + problem);
   }
   return file;
+}
+
+StatusOr<CorpusFileHeader> ReadCorpusFileHeader(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::NotFound(path + ": no such file");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return Status::IoError(path + ": " + ec.message());
+  const auto bytes = static_cast<size_t>(size);
+  if (const std::string problem = TooShortProblem(bytes); !problem.empty())
+    return Status::Corruption(path + ": " + problem);
+  unsigned char head[kCorpusHeaderBytes] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head), static_cast<std::streamsize>(std::min(bytes, sizeof(head))));
+  if (!in) return Status::IoError(path + ": cannot read the header: " + Errno());
+  Header header;
+  CorpusFileHeader read;
+  if (const std::string problem = ReadHeader(head, bytes, &header, &read.spm_digest); !problem.empty()) {
+    return Status::Corruption(path + ": " + problem);
+  }
+  read.version = header.version;
+  read.pairs = static_cast<int64_t>(header.pairs);
+  read.vocab_size = static_cast<int32_t>(header.vocab_size);
+  return read;
 }
 
 std::string CorpusFile::ContentProblem(uint64_t src_tokens, uint64_t tgt_tokens) const {

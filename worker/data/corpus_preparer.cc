@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/model_file.h"
 #include "common/temporary_directory.h"
 #include "common/write_file.h"
 #include "worker/data/corpus_file.h"
@@ -167,9 +168,13 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
   const fs::path out = fs::absolute(options.out_dir).lexically_normal();
   const fs::path final_dir = out.has_filename() ? out : out.parent_path();
   PSF_RETURN_IF_ERROR(WriteWholeFile((temp.path() / "spm.model").string(), model_bytes));
-  PSF_RETURN_IF_ERROR(WriteCorpusFile((temp.path() / "train.bin").string(), train_corpus, report.vocab_size));
+  // The corpus files name the model their ids are of: a job refuses them beside another one.
+  const std::string spm_digest = SentencePieceDigest(model_bytes);
+  PSF_RETURN_IF_ERROR(
+      WriteCorpusFile((temp.path() / "train.bin").string(), train_corpus, report.vocab_size, spm_digest));
   if (valid) {
-    PSF_RETURN_IF_ERROR(WriteCorpusFile((temp.path() / "valid.bin").string(), valid_corpus, report.vocab_size));
+    PSF_RETURN_IF_ERROR(
+        WriteCorpusFile((temp.path() / "valid.bin").string(), valid_corpus, report.vocab_size, spm_digest));
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   PSF_RETURN_IF_ERROR(WriteWholeFile((temp.path() / "report.txt").string(), FormatPrepareReport(report, options)));

@@ -1,8 +1,8 @@
 // What `psformer prepare` does: read a parallel corpus, learn (or load) the joint BPE
 // vocabulary, encode both sides, drop unusable pairs, and write
 //   OUT/spm.model   the SentencePiece model (pad 0, bos 1, eos 2, unk 3)
-//   OUT/train.bin   the kept training pairs (corpus_file.h)
-//   OUT/valid.bin   the kept validation pairs, when a validation corpus is given
+//   OUT/train.bin   the kept training pairs (corpus_file.h), recording spm.model's digest
+//   OUT/valid.bin   the kept validation pairs, when a validation corpus is given (likewise)
 //   OUT/report.txt  the figures PrepareReport holds, as printed
 // Everything is written into a temporary directory beside OUT that is renamed to OUT at the
 // end, so a failure at any point leaves no OUT behind.

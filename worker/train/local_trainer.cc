@@ -201,6 +201,9 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   reporter->Start(trainer.step() + 1);
   const StopSignals signals;
   TrainInterval interval;
+  // Not on a corpus without valid.bin (CheckPreparedCorpus allows one only when no validation is
+  // asked): validating no batch would report zeros as if measured.
+  const bool validates = !source->ValidBatches().empty();
   int64_t last_validated = -1;
   int64_t last_logged = trainer.step();
   while (trainer.step() < t.max_steps()) {
@@ -215,7 +218,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     }
     const int64_t ckpt = config.checkpoint().every_steps();
     if (ckpt > 0 && r.step % ckpt == 0) PSF_RETURN_IF_ERROR(WriteTrainerState(state_path, trainer.State()));
-    if (ValidationDue(t, r.step)) {
+    if (validates && ValidationDue(t, r.step)) {
       bool stop = false;
       PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
       last_validated = r.step;
@@ -231,7 +234,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
     PSF_LOG(Info) << "stopped at step " << trainer.step() << " (signal " << *stopped_by << "); state in " << state_path;
     return Status::Ok();
   }
-  if (last_validated != trainer.step()) {
+  if (validates && last_validated != trainer.step()) {
     bool stop = false;
     PSF_RETURN_IF_ERROR(ValidateAndReport(&trainer, reporter.get(), t, &stop));
   }

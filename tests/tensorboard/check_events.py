@@ -2,7 +2,7 @@
 """Reads psformer's TensorBoard event files with TensorBoard's own reader (the `tensorboard`
 package), for tests/tensorboard_test.cc.
 
-  check_events.py metrics RUN_DIR   every number of RUN_DIR/metrics.jsonl must be a scalar of
+  check_events.py metrics RUN_DIR   every number of RUN_DIR/metrics.jsonl (but "steps") must be a scalar of
                                     RUN_DIR/tensorboard/ at the same step with the same value (as
                                     float32), and no tag may have a step twice; prints
                                     "matched N scalars of M lines, T tags, E text events"
@@ -55,7 +55,8 @@ def check_metrics(run_dir):
             lines += 1
             step = line["step"]
             for key, value in line.items():
-                if key == "step" or not isinstance(value, (int, float)):
+                # "steps" says how many steps a train line covers: not a scalar of its own.
+                if key in ("step", "steps") or not isinstance(value, (int, float)):
                     continue
                 tag = tensorboard_tag(key)
                 got = scalars.get(tag, {}).get(step)

@@ -103,9 +103,7 @@ void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) 
 
 std::string NewestCompleteCheckpoint(const std::string& run_dir) {
   for (int64_t step : ListCheckpointSteps(run_dir)) {
-    const fs::path dir = CheckpointDir(run_dir, step);
-    std::error_code ec;
-    if (fs::exists(dir / "manifest.pbtxt", ec)) return dir.string();
+    if (CheckCheckpointFiles(run_dir, step).ok()) return CheckpointDir(run_dir, step);
   }
   return "";
 }

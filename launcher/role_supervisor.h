@@ -40,7 +40,7 @@ struct SupervisedRole {
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const std::function<void()>& after_workers_stopped = nullptr);
 
-// The newest checkpoint of the run with its manifest (complete), as a path; "" if none.
+// The newest checkpoint of the run that is complete (CheckCheckpointFiles), as a path; "" if none.
 std::string NewestCompleteCheckpoint(const std::string& run_dir);
 
 }  // namespace psformer

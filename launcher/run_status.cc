@@ -175,10 +175,15 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
     if (record.count("valid_loss")) status.last_valid = record;
   }
   for (int64_t step : ListCheckpointSteps(run_dir)) {
-    if (fs::exists(fs::path(CheckpointDir(run_dir, step)) / "manifest.pbtxt")) {
+    const Status files = CheckCheckpointFiles(run_dir, step);
+    if (files.ok()) {
       status.newest_checkpoint = step;
       break;
     }
+    // A manifest whose shards are not all there (a disk that filled, a copy cut short) is not
+    // complete; one without a manifest is still being written, or was cut off with its job.
+    if (!files.IsNotFound())
+      status.damaged_checkpoints.push_back("step " + std::to_string(step) + ": " + files.message());
   }
   return status;
 }
@@ -208,16 +213,15 @@ std::string FormatRunStatus(const RunStatus& s) {
     }
     out << "\n";
     if (s.last_train.count("compute_s")) {
-      const double n = covered;
       std::snprintf(buf, sizeof(buf), "  a step: %.3f s = compute %.3f + push %.3f + wait %.3f + pull %.3f\n", step_s,
-                    Get(s.last_train, "compute_s") / n, Get(s.last_train, "push_s") / n,
-                    Get(s.last_train, "wait_s") / n, Get(s.last_train, "pull_s") / n);
+                    Get(s.last_train, "compute_s") / covered, Get(s.last_train, "push_s") / covered,
+                    Get(s.last_train, "wait_s") / covered, Get(s.last_train, "pull_s") / covered);
       out << buf;
     }
     if (s.last_train.count("device_s") && step_s > 0) {
-      const double n = covered, device = Get(s.last_train, "device_s") / n;
+      const double device = Get(s.last_train, "device_s") / covered;
       std::snprintf(buf, sizeof(buf), "  device busy %.0f%% (%.3f s a step), launching thread's CPU %.3f s a step\n",
-                    100.0 * device / step_s, device, Get(s.last_train, "launch_cpu_s") / n);
+                    100.0 * device / step_s, device, Get(s.last_train, "launch_cpu_s") / covered);
       out << buf;
     }
   }
@@ -244,6 +248,7 @@ std::string FormatRunStatus(const RunStatus& s) {
   } else {
     out << "  no checkpoint yet\n";
   }
+  for (const std::string& why : s.damaged_checkpoints) out << "  damaged checkpoint, skipped: " << why << "\n";
   out << "\n";
   if (s.local) {
     out << "  (trained in one process, --local: no role processes)\n";

@@ -38,7 +38,8 @@ struct RunStatus {
   std::vector<RoleStatus> roles;
   std::map<std::string, double> last_train;  // the newest metrics.jsonl line with "loss" (empty if none)
   std::map<std::string, double> last_valid;  // ... with "valid_loss"
-  int64_t newest_checkpoint = -1;            // the newest step whose checkpoint has its manifest
+  int64_t newest_checkpoint = -1;            // the newest step whose checkpoint is complete (CheckCheckpointFiles)
+  std::vector<std::string> damaged_checkpoints;  // newer ones with a manifest but not all shards: "step N: why"
   bool local = false;                        // trained with --local: one process, logs/trainer.log, no roles
   bool trainer_state = false;                // RUN_DIR/trainer_state.bin (what a --local run continues from)
   std::string last_problem;                  // the newest warning or error line of the logs

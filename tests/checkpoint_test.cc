@@ -125,13 +125,22 @@ TEST(CheckpointStore, FallsBackPastTruncatedFlippedAndManifestlessCheckpoints) {
     f.put('\x01');
   }
   EXPECT_EQ(LoadedStep(run, 0), 30);
+  // The cheap check (sizes, not CRCs) does not read the files, so it passes a flipped byte.
+  EXPECT_TRUE(CheckCheckpointFiles(run, 40).ok());
   // 30: truncated.
   fs::resize_file(ShardPath(run, 30, 1), fs::file_size(ShardPath(run, 30, 1)) / 2);
   EXPECT_EQ(LoadedStep(run, 0), 20);
+  const Status cut = CheckCheckpointFiles(run, 30);
+  EXPECT_TRUE(cut.IsCorruption()) << cut.ToString();
+  EXPECT_NE(cut.message().find(ShardPath(run, 30, 1) + " has "), std::string::npos) << cut.ToString();
+  fs::remove(ShardPath(run, 30, 1));
+  EXPECT_NE(CheckCheckpointFiles(run, 30).message().find("missing " + ShardFileName(1, kShards)), std::string::npos);
   // 20: manifest missing.
   fs::remove(fs::path(CheckpointDir(run, 20)) / "manifest.pbtxt");
+  EXPECT_TRUE(CheckCheckpointFiles(run, 20).IsNotFound());
   EXPECT_EQ(LoadedStep(run, 2), 10);
   EXPECT_EQ(LoadedStep(run, 1), 10);
+  EXPECT_TRUE(CheckCheckpointFiles(run, 10).ok());
 }
 
 // A manifest that does not parse is named with the parser's line and column, and protobuf's own

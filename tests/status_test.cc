@@ -77,6 +77,15 @@ TEST(StatusCommand, AFinishedRun) {
   // --watch on a job that is not running draws once and returns.
   r = RunPsformer("status " + run + " --watch 0.1");
   EXPECT_TRUE(EndsSaying(r, 0, "finished"));
+  // A checkpoint with its manifest but a shard cut short (a full disk, a copy cut off) is not the
+  // newest complete one: status names the one a resume would take, and the damaged one.
+  const std::string shard = run + "/checkpoints/step-00000020/shard-0000-of-0001.bin";
+  ASSERT_TRUE(std::filesystem::exists(shard));
+  std::filesystem::resize_file(shard, std::filesystem::file_size(shard) / 2);
+  r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("newest checkpoint: step 10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 20: " + shard + " has "), std::string::npos) << r.output;
 }
 
 // A run whose max_steps is not a logging step logs its last steps too, in a line that says how

@@ -122,7 +122,7 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
     const fs::path old = CheckpointDir(run_dir, step);
     if (step > shard.step) continue;
     if (complete < keep_last) {
-      if (fs::exists(old / kManifest)) ++complete;
+      if (CheckCheckpointFiles(run_dir, step).ok()) ++complete;
       continue;
     }
     fs::remove_all(old, ec);
@@ -143,10 +143,7 @@ struct ManifestErrors : google::protobuf::io::ErrorCollector {
   std::string first;
 };
 
-}  // namespace
-
-Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
-  const fs::path dir = CheckpointDir(run_dir, step);
+StatusOr<proto::CheckpointManifest> ReadManifest(const fs::path& dir) {
   auto text = ReadCheckpointFile((dir / kManifest).string());
   if (!text.ok()) return Status::NotFound("checkpoint " + dir.string() + " has no manifest (incomplete)");
   proto::CheckpointManifest manifest;
@@ -158,6 +155,37 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
   if (!parser.ParseFromString(*text, &manifest)) {
     return Status::Corruption("manifest " + (dir / kManifest).string() + " does not parse (" + errors.first + ")");
   }
+  return manifest;
+}
+
+// Each shard file the manifest lists is there with the listed size.
+Status CheckShardSizes(const fs::path& dir, const proto::CheckpointManifest& manifest) {
+  for (const proto::ShardFile& sf : manifest.shards()) {
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(dir / sf.file(), ec);
+    if (ec) return Status::Corruption("checkpoint " + dir.string() + ": missing " + sf.file());
+    if (bytes != sf.bytes()) {
+      return Status::Corruption((dir / sf.file()).string() + " has " + std::to_string(bytes) +
+                                " bytes, manifest says " + std::to_string(sf.bytes()));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckCheckpointFiles(const std::string& run_dir, int64_t step) {
+  const fs::path dir = CheckpointDir(run_dir, step);
+  PSF_ASSIGN_OR_RETURN(const proto::CheckpointManifest manifest, ReadManifest(dir));
+  if (manifest.step() != step || manifest.shards_size() == 0) {
+    return Status::Corruption("manifest of " + dir.string() + " describes another checkpoint (step or no shards)");
+  }
+  return CheckShardSizes(dir, manifest);
+}
+
+Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
+  const fs::path dir = CheckpointDir(run_dir, step);
+  PSF_ASSIGN_OR_RETURN(const proto::CheckpointManifest manifest, ReadManifest(dir));
   if (manifest.step() != step || manifest.parameter_count() != id.parameter_count ||
       manifest.shards_size() != id.shards) {
     return Status::Corruption("manifest of " + dir.string() + " describes another job (step, size or shard count)");
@@ -182,14 +210,11 @@ Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const Checkpoi
                                    " (they fix the order of every sum; set cluster.host_groups and "
                                    "cluster.host_summing as they were: any grouping runs on one node)");
   }
+  PSF_RETURN_IF_ERROR(CheckShardSizes(dir, manifest));
   for (const proto::ShardFile& sf : manifest.shards()) {
     const std::string path = (dir / sf.file()).string();
     auto bytes = ReadCheckpointFile(path);
-    if (!bytes.ok()) return Status::Corruption("checkpoint " + dir.string() + ": missing " + sf.file());
-    if (bytes->size() != sf.bytes()) {
-      return Status::Corruption(path + " has " + std::to_string(bytes->size()) + " bytes, manifest says " +
-                                std::to_string(sf.bytes()));
-    }
+    if (!bytes.ok() || bytes->size() != sf.bytes()) return Status::Corruption("cannot read all of " + path);
     if (Crc32c(0, bytes->data(), bytes->size()) != sf.crc32c()) {
       return Status::Corruption(path + ": checksum differs from the manifest's");
     }

@@ -50,6 +50,11 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
 // Steps with a checkpoint directory, newest first (complete or not).
 std::vector<int64_t> ListCheckpointSteps(const std::string& run_dir);
 
+// OK if checkpoint `step` looks complete without reading it: the manifest parses and names this
+// step, and every shard file it lists is there with the listed size (a truncated or missing shard
+// is not). What `status`, the supervisors' restart advice and pruning go by; a resume verifies.
+Status CheckCheckpointFiles(const std::string& run_dir, int64_t step);
+
 // OK if checkpoint `step` is complete and intact: the manifest parses and matches `id`, and
 // every listed shard file has the listed size and CRC-32C. Otherwise says what is wrong.
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id);

@@ -597,6 +597,11 @@ Status CheckConfigFiles(const JobConfig& config) {
   const bool emulated = config.cluster().backend() == proto::ClusterConfig::EMULATED;
   if (d.task() != proto::DataConfig::CORPUS || emulated) return Status::Ok();
   if (!std::filesystem::is_directory(d.train_dir(), ec)) {
+    if (std::filesystem::exists(d.train_dir(), ec)) {
+      return Status::InvalidArgument(
+          "data.train_dir = \"" + d.train_dir() +
+          "\" is a file, not a directory: name the directory `psformer prepare --out` wrote");
+    }
     return Status::NotFound("data.train_dir = \"" + d.train_dir() +
                             "\": directory does not exist (run `psformer prepare` first)");
   }
@@ -607,6 +612,13 @@ Status CheckConfigFiles(const JobConfig& config) {
                               ": not a directory `psformer prepare` wrote (run it with --out there first)");
     }
   }
+  return Status::Ok();
+}
+
+Status CheckOverrides(const std::vector<std::string>& overrides) {
+  JobConfig config;
+  FillDefaults(&config);
+  for (const std::string& assignment : overrides) PSF_RETURN_IF_ERROR(ApplyOverride(assignment, &config));
   return Status::Ok();
 }
 

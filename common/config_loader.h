@@ -29,6 +29,10 @@ StatusOr<JobConfig> ParseConfigText(const std::string& text, const std::string& 
 // e.g. "model.norm_position=PRE_LN", "data.train_dir=/data/bible").
 Status ApplyOverride(const std::string& assignment, JobConfig* config);
 
+// Whether every override would apply (ApplyOverride on a default config): a --set whose syntax,
+// field or value is wrong is a mistake of the command line, told before any file is read.
+Status CheckOverrides(const std::vector<std::string>& overrides);
+
 // Sets every unset field that has a default to that default, in every section, so that the
 // printed config shows all values the job runs with.
 void FillDefaults(JobConfig* config);

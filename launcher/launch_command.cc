@@ -106,8 +106,8 @@ std::vector<std::string> TrainArguments(const LaunchOptions& options, const JobC
 // The train arguments' config, resolved and checked here before any host is asked: a mistake in
 // it is named at once, not after the probes (or as a host that did not answer).
 StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
-  const std::vector<std::string> configs = OptionValues(options.train_args, "--config");
-  if (configs.empty()) return Status::InvalidArgument("the train arguments have no --config");
+  const std::vector<std::string> configs =
+      OptionValues(options.train_args, "--config");  // not empty (RunLaunchCommand)
   PSF_ASSIGN_OR_RETURN(JobConfig config, ResolveConfig(configs.back(), OptionValues(options.train_args, "--set")));
   if (options.max_restarts > 0 && config.checkpoint().every_steps() == 0 && config.checkpoint().every_minutes() == 0) {
     Say("warning: the config writes no periodic checkpoint (checkpoint.every_steps, every_minutes): a restart "
@@ -363,6 +363,13 @@ int RunLaunchCommand(const Args& all_args) {
   const std::vector<std::string> run_dirs = OptionValues(launch.train_args, "--run-dir");
   if (run_dirs.empty()) {
     return ReportError("launch", "the train arguments need --run-dir: a restart continues the run in it", kExitUsage);
+  }
+  if (OptionValues(launch.train_args, "--config").empty()) {
+    return ReportError("launch", "the train arguments have no --config: -- train --config FILE --run-dir DIR ...",
+                       kExitUsage);
+  }
+  if (Status checked = CheckOverrides(OptionValues(launch.train_args, "--set")); !checked.ok()) {
+    return ReportError("launch", checked, kExitUsage);
   }
   launch.run_dir = run_dirs.back();
   const int status = Launch(launch);

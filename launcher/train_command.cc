@@ -243,6 +243,7 @@ int RunTrainCommand(const Args& args) {
 
   std::vector<std::string> overrides;
   if (values.count("set")) overrides = values["set"].as<std::vector<std::string>>();
+  if (Status checked = CheckOverrides(overrides); !checked.ok()) return ReportError("train", checked, kExitUsage);
   auto config = ResolveConfig(values["config"].as<std::string>(), overrides);
   if (!config.ok()) return ReportError("train", config.status());
   // Every role reads it; a malformed value is said once, here, before any starts.

@@ -83,6 +83,27 @@ TEST(Cli, MissingConfigFileSaysSo) {
 
 TEST(Cli, UnknownOptionIsAUsageError) { ExpectEndsSaying("train --config configs/base.pbtxt --bogus", 2, "bogus"); }
 
+// A --set that cannot apply (no '=', no such field, a value of the wrong type) is a mistake of the
+// command line: exit 2 from train and from launch alike, before any file or host is looked at.
+TEST(Cli, ASetThatCannotApplyIsAUsageError) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"noequals", "--set noequals: expected field.path=value"},
+      {"model.nosuch=1", "--set model.nosuch=1: "},
+      {"model.heads=eight", "'eight' is not a valid value for model.heads"},
+  };
+  for (const auto& [setting, message] : cases) {
+    SCOPED_TRACE(setting);
+    ExpectEndsSaying("train --config /nonexistent.pbtxt --set " + setting + " --dry-run", 2, message);
+    ExpectEndsSaying("launch --hostfile /nonexistent -np 1 -- train --config configs/copy.pbtxt --set " + setting +
+                         " --run-dir " + dir.File("run"),
+                     2, message);
+  }
+  ExpectEndsSaying("launch --hostfile /nonexistent -np 1 -- train --run-dir " + dir.File("run"), 2,
+                   "the train arguments have no --config");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
+}
+
 }  // namespace
 }  // namespace psformer
 

@@ -194,6 +194,11 @@ TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
   EXPECT_NE(files.message().find("has no train.bin"), std::string::npos) << files.message();
   dir.Write("train.bin", "x");
   EXPECT_TRUE(CheckConfigFiles(*config).ok()) << "what the files hold is the workers' to check";
+  // A file named where the directory goes (train.bin itself, say) is named as a file.
+  config->mutable_data()->set_train_dir(dir.File("train.bin"));
+  files = CheckConfigFiles(*config);
+  EXPECT_NE(files.message().find("train.bin\" is a file, not a directory"), std::string::npos) << files.message();
+  config->mutable_data()->set_train_dir(dir.path().string());
   config->mutable_cluster()->set_backend(proto::ClusterConfig::EMULATED);
   std::filesystem::remove(dir.File("train.bin"));
   EXPECT_TRUE(CheckConfigFiles(*config).ok()) << "emulated workers read no data";

@@ -151,9 +151,11 @@ TEST_F(HostSummingJob, GroupingsThatCannotSumAreRefusedWithTheirField) {
           {" --set cluster.host_groups=2,2 --set cluster.consistency=SSP",
            "host summing needs cluster.consistency = BSP"},
           {" --set cluster.host_groups=2,2 --set cluster.host_summing=false", "while cluster.host_summing = false"},
-          {" --set cluster.host_groups=2,x", "is not a valid value for cluster.host_groups"},
           {" --set fault.kill=aggregator:2@3 --set cluster.host_groups=2,2", "no such host group"},
       });
+  // A value that is not a list of counts is a mistake of the command line (exit 2).
+  testing::ExpectRefusedVariants(base, "", 2,
+                                 {{" --set cluster.host_groups=2,x", "is not a valid value for cluster.host_groups"}});
 }
 
 }  // namespace

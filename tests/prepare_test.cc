@@ -453,6 +453,11 @@ TEST_F(PrepareRefuses, EmptyCorpus) {
   const std::string blank_tgt = dir_.Write("blank.es", "x\ny\nz\n");
   ExpectRefused(dir_, Prepare(dir_, "--src " + Quote(blank_src) + " --tgt " + Quote(blank_tgt) + " --vocab-size 8"),
                 {"is left: of 3 read, 3 with an empty side"});
+  // Validation pairs none of which is kept: refused rather than an empty valid.bin written.
+  ExpectRefused(
+      dir_, Prepare(dir_, Files(src_, tgt_) + " --valid-src " + Quote(blank_src) + " --valid-tgt " + Quote(blank_tgt)),
+      {"no pair of " + blank_src + " / " + blank_tgt + " is left: of 3 read, 3 with an empty side",
+       "leave out --valid-src and --valid-tgt"});
 }
 
 TEST_F(PrepareRefuses, VocabularyLargerThanTheCorpusAllows) {

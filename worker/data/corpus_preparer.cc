@@ -161,6 +161,13 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
     report.valid.emplace();
     PSF_RETURN_IF_ERROR(
         EncodeAndFilter("validation pairs", *valid, vocabulary, options, &valid_corpus, &*report.valid));
+    // An empty valid.bin would be refused by every job that asks for validation.
+    if (report.valid->pairs_kept == 0) {
+      return Status::InvalidArgument("no pair of " + options.valid_src_path + " / " + options.valid_tgt_path +
+                                     " is left: of " + std::to_string(report.valid->pairs_read) + " read, " +
+                                     DropSummary(*report.valid, options) +
+                                     " (raise --max-length, or leave out --valid-src and --valid-tgt)");
+    }
   }
 
   // Written beside the target and renamed at the end: a failure leaves no partial directory.

@@ -164,6 +164,11 @@ TEST(EmulatedTraining, MetricsCountEveryTokenWhateverTheServersAndGroups) {
     const std::vector<double> device = MetricValues(metrics, "device_s");
     ASSERT_EQ(device.size(), 4u) << run.name;
     for (double d : device) EXPECT_NEAR(d, 5 * 0.020, 1e-3) << run.name;
+    // The device's time lies within the wall clock of the steps it is of (a line's "device busy"
+    // is at most 100%): the wall is the line's tokens over its rate.
+    const std::vector<double> rate = MetricValues(metrics, "tokens_per_s");
+    ASSERT_EQ(rate.size(), 4u) << run.name;
+    for (size_t i = 0; i < rate.size(); ++i) EXPECT_LE(device[i], tokens[i] / rate[i] * 1.001) << run.name << " " << i;
     const std::vector<double> cpu = MetricValues(metrics, "launch_cpu_s");
     ASSERT_EQ(cpu.size(), 4u) << run.name;
     for (double c : cpu) EXPECT_GE(c, 0.0) << run.name;

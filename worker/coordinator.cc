@@ -43,7 +43,7 @@ Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* 
     line.tokens = global_tokens_;
   }
   const Status logged = reporter_->Train(step, line);
-  *interval = TrainInterval();
+  *interval = interval->Next();
   global_loss_sum_ = 0;
   global_tokens_ = 0;
   return logged;

@@ -104,7 +104,10 @@ class WorkerLoop {
   std::unique_ptr<Coordinator> coordinator_;  // worker 0 only
   int64_t started_at_ = 1;                    // first step of this process: the one before it was validated already.
   int64_t validated_through_ = 0;             // replays after a rollback skip these.
-  TrainInterval interval_;                    // since the last metrics line
+  // The steps since the last metrics line, and the sums of the step under way: a line logged in
+  // the middle of a step (a pull confirmed after its forward) holds only the steps before it.
+  TrainInterval interval_;
+  TrainInterval step_times_;
 };
 
 Status WorkerLoop::Connect() {
@@ -179,6 +182,9 @@ Status WorkerLoop::Run() {
 Status WorkerLoop::Train(int64_t first) {
   const int64_t max_steps = config_.training().max_steps();
   int64_t step = first;
+  step_times_ = TrainInterval();  // what a step cut off by a rollback had summed
+  // An interval without a step yet begins with the first one (not when the worker connected).
+  if (interval_.end == interval_.start) interval_.start = interval_.end = Clock::now();
   for (; step <= max_steps; ++step) {
     Trace::AtStep(step);
     const TraceSpan traced("step", step);
@@ -192,7 +198,7 @@ Status WorkerLoop::Train(int64_t first) {
     const double cpu_after_validation = ThreadCpuSeconds();
     PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step, as_pulled));
     // The launching thread's CPU of the step, validation aside (it is not the step's).
-    interval_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
+    step_times_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
     Report(stats);
     if (WorkerStopRequested()) {
       // Once every shard holds this worker's push of `step`: a clean place to stop (see the header).
@@ -209,8 +215,8 @@ Status WorkerLoop::PullParameters(int64_t step) {
   const auto pull_start = Clock::now();
   double first_reply_s = 0;
   PSF_RETURN_IF_ERROR(data_path_->PullParameters(step, &first_reply_s));
-  interval_.wait_s += first_reply_s;
-  interval_.pull_s += Seconds(Clock::now() - pull_start) - first_reply_s;
+  step_times_.wait_s += first_reply_s;
+  step_times_.pull_s += Seconds(Clock::now() - pull_start) - first_reply_s;
   if (!coordinator_) return Status::Ok();
   // The coordinator reads what the pull said (every worker's loss and tokens) off the client.
   return data_path_->Call([&](PsClient& c) -> Status {
@@ -255,7 +261,7 @@ StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step, bool as_pulled) {
     std::function<void(PsClient&)> pulled;
     if (coordinator_) pulled = [this, step](PsClient& c) { coordinator_->MaybeCheckpoint(step - 1, c); };
     PSF_RETURN_IF_ERROR(data_path_->PullWhileComputing(step - 1, std::move(pulled)));
-    interval_.pull_s += Seconds(Clock::now() - pull_start);
+    step_times_.pull_s += Seconds(Clock::now() - pull_start);
   }
   const auto compute_start = Clock::now();
   const StepStats stats = [&] {
@@ -269,26 +275,28 @@ StatusOr<StepStats> WorkerLoop::ComputeAndPush(int64_t step, bool as_pulled) {
       return pulled;
     }
   }
-  interval_.compute_s += Seconds(Clock::now() - compute_start);
+  step_times_.compute_s += Seconds(Clock::now() - compute_start);
   const auto push_start = Clock::now();
   {
     const TraceSpan traced("hand_over", step);
     data_path_->HandOver();  // the last layers' copies land and go to the client
   }
-  interval_.device_s += computer_->last_device_s();
+  step_times_.device_s += computer_->last_device_s();
   PSF_RETURN_IF_ERROR(CheckLossIsFinite(step, stats.loss_sum));  // before a refused push says less
   faults_.KillOrStallAt(step);  // injected faults strike after computing a step, before its push is acknowledged
   {
     const TraceSpan traced("finish_push", step);
     PSF_RETURN_IF_ERROR(data_path_->FinishPush(stats));
   }
-  interval_.push_s += Seconds(Clock::now() - push_start);
+  step_times_.push_s += Seconds(Clock::now() - push_start);
   return stats;
 }
 
 void WorkerLoop::Report(const StepStats& stats) {
-  interval_.loss_sum += stats.loss_sum;
-  interval_.tokens += stats.target_tokens;
+  step_times_.loss_sum = stats.loss_sum;
+  step_times_.tokens = stats.target_tokens;
+  interval_.AddStep(step_times_);
+  step_times_ = TrainInterval();
 }
 
 Status WorkerLoop::Conclude(int64_t next_step) {

@@ -209,11 +209,13 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   while (trainer.step() < t.max_steps()) {
     PSF_ASSIGN_OR_RETURN(const StepReport r, trainer.Step());
     PSF_RETURN_IF_ERROR(CheckLossIsFinite(r.step, r.stats.loss_sum));
-    interval.loss_sum += r.stats.loss_sum;
-    interval.tokens += r.stats.target_tokens;
+    TrainInterval step;
+    step.loss_sum = r.stats.loss_sum;
+    step.tokens = r.stats.target_tokens;
+    interval.AddStep(step);
     if (r.step % every == 0) {
       PSF_RETURN_IF_ERROR(reporter->Train(r.step, interval));
-      interval = TrainInterval();
+      interval = interval.Next();
       last_logged = r.step;
     }
     const int64_t ckpt = config.checkpoint().every_steps();

@@ -13,6 +13,24 @@
 
 namespace psformer {
 
+void TrainInterval::AddStep(const TrainInterval& step) {
+  loss_sum += step.loss_sum;
+  tokens += step.tokens;
+  compute_s += step.compute_s;
+  push_s += step.push_s;
+  wait_s += step.wait_s;
+  pull_s += step.pull_s;
+  device_s += step.device_s;
+  launch_cpu_s += step.launch_cpu_s;
+  end = std::chrono::steady_clock::now();
+}
+
+TrainInterval TrainInterval::Next() const {
+  TrainInterval next;
+  next.start = next.end = end;
+  return next;
+}
+
 StatusOr<std::unique_ptr<TrainingReporter>> TrainingReporter::Open(const proto::JobConfig& config,
                                                                    const Options& options) {
   PSF_ASSIGN_OR_RETURN(auto metrics, RunMetrics::Open(options.run_dir, options.tensorboard));
@@ -26,7 +44,7 @@ void TrainingReporter::Start(int64_t first_step) {
 }
 
 Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
-  const double elapsed = std::chrono::duration<double>(Clock::now() - interval.start).count();
+  const double elapsed = std::chrono::duration<double>(interval.end - interval.start).count();
   const double loss = interval.tokens > 0 ? interval.loss_sum / interval.tokens : 0.0;
   const double lr = LearningRate(config_, step);
   const double rate = elapsed > 0 ? interval.tokens / elapsed : 0.0;

@@ -41,7 +41,15 @@ struct TrainInterval {
   double device_s = 0;      // the device's span of the steps' forward and backward
   double launch_cpu_s = 0;  // CPU time of the launching thread in the steps
   bool has_step_times = false;
+  // The wall clock the sums are of: from when the interval's first step began to when its last
+  // one ended (AddStep), so that the rates and the device's share divide like by like.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point end = start;
+
+  // Adds one step's sums, the step having ended now.
+  void AddStep(const TrainInterval& step);
+  // The interval after this one: it begins where this one's last step ended.
+  TrainInterval Next() const;
 };
 
 class TrainingReporter {

@@ -82,8 +82,15 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOpti
     PSF_CUBLAS_CHECK(cublasSetWorkspace(cublas, backend->cublas_workspace_.data(), options.cublas_workspace_bytes));
   }
   if (options.fused_epilogues) {
-    PSF_ASSIGN_OR_RETURN(backend->lt_affine_, LtAffine::Create());
-    backend->lt_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
+    // Fused epilogues are a speed-up: without cuBLASLt the products run unfused, as with
+    // fused_epilogues off, rather than the worker not starting.
+    StatusOr<std::unique_ptr<LtAffine>> lt = LtAffine::Create();
+    if (lt.ok()) {
+      backend->lt_affine_ = std::move(lt).value();
+      backend->lt_workspace_ = backend->Allocate<char>(options.cublas_workspace_bytes);
+    } else {
+      PSF_LOG(Warning) << lt.status().message() << "; matrix products run without fused epilogues";
+    }
   }
   backend->sum_result_ = backend->Allocate<double>(2);
   // Spelled out: nvcc (C++17) will not move into the converting constructor, g++ calls std::move redundant.

@@ -117,10 +117,22 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_LT(stopped, 200);
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
   EXPECT_FALSE(std::filesystem::exists(run + "/model.bin"));
+  // The coordinator's last train line holds the steps through the last one whose pull came back
+  // (the one before it stopped at), not the last logging step's.
+  const int64_t coordinator_stopped = StoppedAt(run + "/logs/worker-0.log");
+  const std::vector<double> logged = testing::MetricValues(run + "/metrics.jsonl", "step");
+  ASSERT_FALSE(logged.empty());
+  EXPECT_EQ(logged.back(), coordinator_stopped - 1);
 
   ExpectResumedToTheSameWeights(
       RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays), run, 1,
       stopped, undisturbed);
+  // Every step is in one train line but the coordinator's stopped step where the resume took it up
+  // again (its loss over both workers' batches comes with a pull the stop does not make).
+  const std::vector<double> steps = testing::MetricValues(run + "/metrics.jsonl", "steps");
+  double covered = 0;
+  for (double n : steps) covered += n;
+  EXPECT_EQ(covered, 200 - (coordinator_stopped == stopped ? 1 : 0));
 }
 
 // The local trainer (--local) stops after its step on Ctrl-C too: exit 130, its state written (no

@@ -214,7 +214,17 @@ TEST_F(RunDirectory, ADryRunOfAResumeAgreesWithTheResume) {
   const CommandResult dry = RunPsformer(resume + " --dry-run");
   EXPECT_EQ(dry.exit_status, 0) << dry.output;
   EXPECT_EQ(Snapshot(run), before);
+  // Without the line of step 20 (as after a stop at a checkpoint's step, whose loss over every
+  // worker is not known to the stopping job), the resumed job logs steps 21-30 in two lines: the
+  // pull of step 20 it starts with, on a logging step, is no line of its own (it once was, with
+  // loss 0 over 0 tokens).
+  std::filesystem::remove(run + "/metrics.jsonl");
   EXPECT_EQ(RunPsformer(resume).exit_status, 0);
+  const std::vector<double> steps = testing::MetricValues(run + "/metrics.jsonl", "steps");  // train lines only
+  const std::vector<double> tokens = testing::MetricValues(run + "/metrics.jsonl", "tokens");
+  EXPECT_EQ(steps, std::vector<double>(2, 5.0));
+  EXPECT_EQ(tokens.size(), 2u);
+  for (double t : tokens) EXPECT_GT(t, 0);
   const std::string past = std::string(kRun) + " --set training.max_steps=15 --resume --run-dir " + run;
   EXPECT_TRUE(EndsSaying(RunPsformer(past + " --dry-run"), 1, "past training.max_steps (15)"));
 }

@@ -34,6 +34,18 @@ Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* 
   global_loss_sum_ += client.last_pull_loss_sum();
   global_tokens_ += static_cast<int64_t>(client.last_pull_tokens());
   if ((step % config_.logging().every_steps() != 0 && !last) || step <= logged_through_) return Status::Ok();
+  // Not the pull a resumed or restarted worker starts with (of the checkpoint's step): it ends
+  // no step of this process, and a line of it would say loss 0 over 0 tokens.
+  if (interval->steps == 0) return Status::Ok();
+  return Log(step, interval);
+}
+
+Status Coordinator::Stopped(int64_t pulled, TrainInterval* interval) {
+  if (pulled < 1 || pulled <= logged_through_ || interval->steps == 0) return Status::Ok();
+  return Log(pulled, interval);
+}
+
+Status Coordinator::Log(int64_t step, TrainInterval* interval) {
   logged_through_ = step;
   // The loss over every worker's batches where the servers said it (BSP), else this worker's.
   TrainInterval line = *interval;

@@ -38,8 +38,14 @@ class Coordinator {
 
   // After `client` pulled the weights after `step`: adds the step's loss over every worker; on
   // logging steps, and at `last` (the job's final pull), writes the train line of `interval` and
-  // starts a new one (steps already logged before a rollback are not logged again).
+  // starts a new one (steps already logged before a rollback are not logged again, and an
+  // interval without a step of this process is not logged).
   Status Pulled(int64_t step, const PsClient& client, TrainInterval* interval, bool last = false);
+  // A stop (the worker asked to stop after its step): writes the train line of the steps through
+  // `pulled`, the last one whose pull came back, if any is not logged yet. The step stopped at is
+  // in the servers' checkpoint but not in metrics.jsonl: its loss over every worker's batches
+  // comes with a pull that a stopping job does not make.
+  Status Stopped(int64_t pulled, TrainInterval* interval);
   // Every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled). A failure is
   // logged, not returned: training goes on (a rollback under way is found by the next pull).
   void MaybeCheckpoint(int64_t step, const PsClient& client);
@@ -59,6 +65,8 @@ class Coordinator {
       : config_(config), control_options_(std::move(control)), reporter_(std::move(reporter)) {}
   // The COORDINATOR client, in `client`'s epoch.
   Status MakeControlClient(const PsClient& client);
+  // Writes the train line of `interval`, the steps through `step`, and starts the next one.
+  Status Log(int64_t step, TrainInterval* interval);
 
   const proto::JobConfig& config_;
   PsClientOptions control_options_;

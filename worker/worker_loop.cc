@@ -199,13 +199,15 @@ Status WorkerLoop::Train(int64_t first) {
     PSF_ASSIGN_OR_RETURN(const StepStats stats, ComputeAndPush(step, as_pulled));
     // The launching thread's CPU of the step, validation aside (it is not the step's).
     step_times_.launch_cpu_s += ThreadCpuSeconds() - cpu_after_validation + (cpu_before_validation - cpu_start);
-    Report(stats);
     if (WorkerStopRequested()) {
       // Once every shard holds this worker's push of `step`: a clean place to stop (see the header).
       PSF_RETURN_IF_ERROR(data_path_->SettlePush());
+      // The interval holds the steps through step - 1, whose pull came back: their line.
+      if (coordinator_) PSF_RETURN_IF_ERROR(coordinator_->Stopped(step - 1, &interval_));
       PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
       return Status::Ok();
     }
+    Report(stats);
   }
   return Conclude(step);
 }

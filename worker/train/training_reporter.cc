@@ -23,6 +23,7 @@ void TrainInterval::AddStep(const TrainInterval& step) {
   device_s += step.device_s;
   launch_cpu_s += step.launch_cpu_s;
   end = std::chrono::steady_clock::now();
+  ++steps;
 }
 
 TrainInterval TrainInterval::Next() const {

@@ -45,6 +45,7 @@ struct TrainInterval {
   // one ended (AddStep), so that the rates and the device's share divide like by like.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point end = start;
+  int64_t steps = 0;  // added with AddStep
 
   // Adds one step's sums, the step having ended now.
   void AddStep(const TrainInterval& step);

@@ -30,12 +30,13 @@ bool Numbered(const std::string& name, const std::string& prefix, const std::str
   return AllDigits(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
 }
 
-// A file's name without the suffix of an unfinished atomic write (".tmp", ".tmp.PID").
+// A file's name without the suffix of an unfinished atomic write (".tmp", ".tmp.PID", and the
+// checkpoint shards' ".tmp-PID").
 std::string WithoutTemporarySuffix(const std::string& name) {
   const size_t at = name.rfind(".tmp");
   if (at == std::string::npos || at == 0) return name;
   const std::string tail = name.substr(at + 4);
-  if (tail.empty() || (tail[0] == '.' && AllDigits(tail.substr(1)))) return name.substr(0, at);
+  if (tail.empty() || ((tail[0] == '.' || tail[0] == '-') && AllDigits(tail.substr(1)))) return name.substr(0, at);
   return name;
 }
 

@@ -1,7 +1,7 @@
 // The files psformer writes in a run directory, told apart from anything else a user keeps
 // there, so that `train --overwrite` removes exactly psformer's and leaves (and names) the rest.
 //
-// psformer's, by folder (a name may end in .tmp or .tmp.PID, a write that did not finish):
+// psformer's, by folder (a name may end in .tmp, .tmp.PID or .tmp-PID, a write that did not finish):
 //   RUN_DIR/                 config.pbtxt model.bin metrics.jsonl trainer_state.bin plot.png
 //   checkpoints/step-N/      manifest.pbtxt shard-*.bin
 //   checkpoints/epochs/      N (recovery epochs)

@@ -94,6 +94,8 @@ TEST_F(RunDirectory, OverwriteKeepsAndNamesFilesThatAreNotPsformers) {
     std::ofstream(run + "/" + f) << "old\n";
   std::filesystem::create_directories(run + "/valid_bleu");
   std::ofstream(run + "/valid_bleu/reference.txt") << "old\n";
+  // A shard a job killed while writing it left half-written (its ".tmp-PID" name).
+  std::ofstream(run + "/checkpoints/step-00000020/shard-0000-of-0001.bin.tmp-4242") << "half\n";
   const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ReadTextFile(run + "/checkpoints/my-own-model.pt"), "weights of mine\n");

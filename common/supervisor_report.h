@@ -6,6 +6,9 @@
 //                       failure is one of running, not of its configuration
 //   checkpoint-failed   a checkpoint could not be written; the text says which and why
 //   fatal               why the role is about to exit with kExitDoNotRestart
+//   stopped             a worker stopped on request (SIGTERM) before the job's end, the text
+//                       says where: exit 0 then is no finish, and where its supervisor did not
+//                       ask for the stop, the worker is restarted like one that died
 //
 // Without PSFORMER_HEARTBEAT_FD (a role started by hand) reports go nowhere.
 #ifndef PSFORMER_COMMON_SUPERVISOR_REPORT_H_
@@ -19,6 +22,7 @@ namespace psformer {
 inline constexpr std::string_view kReportReady = "ready";
 inline constexpr std::string_view kReportCheckpointFailed = "checkpoint-failed";
 inline constexpr std::string_view kReportFatal = "fatal";
+inline constexpr std::string_view kReportStopped = "stopped";
 
 // The exit status of a role that a restart cannot help (its last report, kReportFatal, says
 // why): the supervisor ends the job instead (EX_CONFIG of sysexits.h).

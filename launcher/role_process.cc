@@ -46,10 +46,23 @@ std::string LogTail(const std::string& path) {
   return n <= 0 ? "" : std::string(buffer, static_cast<size_t>(n));
 }
 
-// The last non-empty line of a role's log: mostly the error that ended it.
+// What ended a role, from its log: the last error line (logged "E ...", or the command's own
+// "psformer ROLE: error: ..."; a role's exit logs its transport's statistics after it), else
+// the last non-empty line.
 std::string LastLogLine(const std::string& path) {
   std::string tail = LogTail(path);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  size_t end = tail.size();
+  while (end > 0) {
+    const size_t newline = tail.rfind('\n', end - 1);
+    const size_t begin = newline == std::string::npos ? 0 : newline + 1;
+    const std::string line = tail.substr(begin, end - begin);
+    if (line.rfind("E ", 0) == 0 || (line.rfind("psformer ", 0) == 0 && line.find(": error: ") != std::string::npos)) {
+      return line;
+    }
+    if (newline == std::string::npos) break;
+    end = newline;
+  }
   const size_t newline = tail.rfind('\n');
   return newline == std::string::npos ? tail : tail.substr(newline + 1);
 }
@@ -144,6 +157,7 @@ Status RoleProcess::Spawn() {
   pid_ = pid;
   state_ = State::kRunning;
   ready_ = false;
+  stopped_.clear();
   partial_report_.clear();
   last_heartbeat_ = std::chrono::steady_clock::now();
   PSF_LOG(Info) << options_.name << ": started pid " << pid_ << " (incarnation " << incarnation_ << ")";
@@ -184,6 +198,8 @@ void RoleProcess::HandleReport(const std::string& line) {
     checkpoint_failures_.push_back(options_.name + ": " + text);
   } else if (kind == kReportFatal) {
     fatal_ = text;
+  } else if (kind == kReportStopped) {
+    stopped_ = text.empty() ? "on request" : text;
   } else {
     PSF_LOG(Warning) << options_.name << " sent an unknown report: " << line;
   }
@@ -201,12 +217,16 @@ void RoleProcess::HandleExit(int wait_status) {
   }
   pid_ = -1;
   ReadHeartbeats();  // what the child said last is still in the pipe
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+  // A worker stopped by a SIGTERM of its own, not the supervisor's (someone signalled it alone):
+  // the job cannot go on without it, so it is restarted as if it had died.
+  const bool stopped_alone = !stopping_ && !stopped_.empty();
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0 && !stopped_alone) {
     state_ = State::kSucceeded;
     PSF_LOG(Info) << options_.name << ": finished";
     return;
   }
-  const std::string how = DescribeExit(wait_status);
+  const std::string how =
+      stopped_alone ? "stopped " + stopped_ + " on a signal its supervisor did not send" : DescribeExit(wait_status);
   const std::string last_words = LastLogLine(options_.log_file);
   const std::string log =
       "(log: " + options_.log_file + (last_words.empty() ? "" : "; its last line: " + last_words) + ")";
@@ -248,7 +268,8 @@ void RoleProcess::HandleExit(int wait_status) {
   restart_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff);
   // A role that exits by itself has said why as its last words (a request no server answered,
   // with its step): the console hears it, not only the role's log.
-  const std::string why = WIFEXITED(wait_status) && !last_words.empty() ? " (" + last_words + ")" : "";
+  const std::string why =
+      WIFEXITED(wait_status) && !stopped_alone && !last_words.empty() ? " (" + last_words + ")" : "";
   PSF_LOG(Warning) << options_.name << " " << how << why << "; restarting in " << backoff << " ms as incarnation "
                    << incarnation_;
   restarts_.push_back(options_.name + " " + how + why + "; restarting as incarnation " + std::to_string(incarnation_));

@@ -113,6 +113,7 @@ class RoleProcess {
   std::vector<std::string> checkpoint_failures_;
   std::vector<std::string> restarts_;
   std::string fatal_;                 // the role's last kReportFatal text
+  std::string stopped_;               // the role's kReportStopped text: it stopped, not finished
   bool ready_ = false;                // this incarnation reported kReportReady
   std::string last_startup_failure_;  // how the previous incarnation failed before ready, if it did
   int counted_restarts_ = 0;          // restarts that count against max_restarts

@@ -4,6 +4,7 @@
 // an undisturbed run, bitwise (docs/determinism.md, docs/failure-model.md). A worker asked to
 // stop before any server answered it exits at once.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -133,6 +134,29 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   double covered = 0;
   for (double n : steps) covered += n;
   EXPECT_EQ(covered, 200 - (coordinator_stopped == stopped ? 1 : 0));
+}
+
+// A SIGTERM to one worker alone (not through its supervisor) stops it after its step, as it
+// stops in a Ctrl-C; but the job cannot go on without it, so its supervisor restarts it as if it
+// had died (it once took the exit as the worker's finish, and the job waited for it for ever).
+// The job ends with the weights of an undisturbed run.
+TEST(Resume, AWorkerStoppedOnItsOwnIsRestartedAndTheJobEndsWithTheSameWeights) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("run");
+  BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                    run + ".out");
+  ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+  static const std::regex kStarted("worker-1: started pid ([0-9]+) \\(incarnation 0\\)");
+  std::smatch m;
+  const std::string supervisor = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  ASSERT_TRUE(std::regex_search(supervisor, m, kStarted)) << supervisor;
+  ASSERT_EQ(kill(static_cast<pid_t>(std::stoll(m[1].str())), SIGTERM), 0);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 0) << job.Output();
+  EXPECT_TRUE(testing::HasText(job.Output(), "worker-1 stopped at step ")) << job.Output();
+  EXPECT_TRUE(testing::HasText(job.Output(), " on a signal its supervisor did not send; restarting in "))
+      << job.Output();
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
 }
 
 // The local trainer (--local) stops after its step on Ctrl-C too: exit 130, its state written (no

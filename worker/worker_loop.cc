@@ -150,6 +150,7 @@ Status WorkerLoop::Run() {
   if (!hello.ok() && WorkerStopRequested()) {
     PSF_LOG(Info) << "stopped before training (asked to stop while waiting for the servers: "
                   << hello.status().message() << ")";
+    ReportToSupervisor(kReportStopped, "before training");
     return Status::Ok();
   }
   PSF_ASSIGN_OR_RETURN(const int64_t last_pushed, hello);
@@ -205,6 +206,7 @@ Status WorkerLoop::Train(int64_t first) {
       // The interval holds the steps through step - 1, whose pull came back: their line.
       if (coordinator_) PSF_RETURN_IF_ERROR(coordinator_->Stopped(step - 1, &interval_));
       PSF_LOG(Info) << "stopped at step " << step << " (asked to stop)";
+      ReportToSupervisor(kReportStopped, "at step " + std::to_string(step));
       return Status::Ok();
     }
     Report(stats);

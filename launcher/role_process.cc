@@ -52,19 +52,19 @@ std::string LogTail(const std::string& path) {
 std::string LastLogLine(const std::string& path) {
   std::string tail = LogTail(path);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
-  size_t end = tail.size();
-  while (end > 0) {
+  std::string last;
+  for (size_t end = tail.size(); end > 0;) {
     const size_t newline = tail.rfind('\n', end - 1);
     const size_t begin = newline == std::string::npos ? 0 : newline + 1;
     const std::string line = tail.substr(begin, end - begin);
+    if (last.empty()) last = line;
     if (line.rfind("E ", 0) == 0 || (line.rfind("psformer ", 0) == 0 && line.find(": error: ") != std::string::npos)) {
       return line;
     }
     if (newline == std::string::npos) break;
     end = newline;
   }
-  const size_t newline = tail.rfind('\n');
-  return newline == std::string::npos ? tail : tail.substr(newline + 1);
+  return last;
 }
 
 }  // namespace

@@ -33,19 +33,19 @@ Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* 
   if (step < 1) return Status::Ok();
   global_loss_sum_ += client.last_pull_loss_sum();
   global_tokens_ += static_cast<int64_t>(client.last_pull_tokens());
-  if ((step % config_.logging().every_steps() != 0 && !last) || step <= logged_through_) return Status::Ok();
-  // Not the pull a resumed or restarted worker starts with (of the checkpoint's step): it ends
-  // no step of this process, and a line of it would say loss 0 over 0 tokens.
-  if (interval->steps == 0) return Status::Ok();
+  if (step % config_.logging().every_steps() != 0 && !last) return Status::Ok();
   return Log(step, interval);
 }
 
 Status Coordinator::Stopped(int64_t pulled, TrainInterval* interval) {
-  if (pulled < 1 || pulled <= logged_through_ || interval->steps == 0) return Status::Ok();
-  return Log(pulled, interval);
+  return pulled < 1 ? Status::Ok() : Log(pulled, interval);
 }
 
 Status Coordinator::Log(int64_t step, TrainInterval* interval) {
+  // Not a step logged before a rollback, nor an interval without a step of this process (the
+  // pull a resumed or restarted worker starts with, of the checkpoint's step: a line of it would
+  // say loss 0 over 0 tokens).
+  if (step <= logged_through_ || interval->steps == 0) return Status::Ok();
   logged_through_ = step;
   // The loss over every worker's batches where the servers said it (BSP), else this worker's.
   TrainInterval line = *interval;

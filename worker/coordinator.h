@@ -65,7 +65,8 @@ class Coordinator {
       : config_(config), control_options_(std::move(control)), reporter_(std::move(reporter)) {}
   // The COORDINATOR client, in `client`'s epoch.
   Status MakeControlClient(const PsClient& client);
-  // Writes the train line of `interval`, the steps through `step`, and starts the next one.
+  // Writes the train line of `interval`, the steps through `step`, and starts the next one;
+  // nothing where `step` is logged already or the interval holds no step.
   Status Log(int64_t step, TrainInterval* interval);
 
   const proto::JobConfig& config_;

@@ -185,7 +185,7 @@ Status WorkerLoop::Train(int64_t first) {
   int64_t step = first;
   step_times_ = TrainInterval();  // what a step cut off by a rollback had summed
   // An interval without a step yet begins with the first one (not when the worker connected).
-  if (interval_.end == interval_.start) interval_.start = interval_.end = Clock::now();
+  if (interval_.steps == 0) interval_.start = interval_.end = Clock::now();
   for (; step <= max_steps; ++step) {
     Trace::AtStep(step);
     const TraceSpan traced("step", step);

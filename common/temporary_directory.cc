@@ -1,11 +1,40 @@
 #include "common/temporary_directory.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <string>
 
 namespace psformer {
 namespace fs = std::filesystem;
+
+namespace {
+
+// Removes the temporary directories beside `parent / name` ("." + name + ".tmp-PID") of writers
+// that are no longer running on this machine: one killed (Ctrl-C, kill -9, the machine's OOM
+// killer) before it renamed or removed its own. One of a live process, this one's included, is
+// left alone.
+void RemoveDeadWritersTemporaries(const fs::path& parent, const std::string& name) {
+  std::string prefix = name;
+  prefix.insert(0, 1, '.').append(".tmp-");
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = entry.substr(prefix.size());
+    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (it->is_directory(ignored) && !it->is_symlink(ignored)) fs::remove_all(it->path(), ignored);
+  }
+}
+
+}  // namespace
 
 StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& target) {
   const fs::path out = fs::absolute(target).lexically_normal();
@@ -17,6 +46,7 @@ StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& ta
   if (ec) return Status::IoError("cannot create " + parent.string() + ": " + ec.message());
   // Hidden, and distinct for concurrent runs. Built by appending, since GCC 12 warns wrongly
   // (-Wrestrict) about `"." + std::string`.
+  RemoveDeadWritersTemporaries(parent, final_dir.filename().string());
   std::string name = final_dir.filename().string();
   name.insert(0, 1, '.').append(".tmp-").append(std::to_string(::getpid()));
   TemporaryDirectory temp(parent / name);

@@ -167,14 +167,14 @@ StatusOr<BlasKernelChoice> ChooseBlasKernels(const std::string& library_kernels,
     if (!wanted) {
       return Status::InvalidArgument("OPENBLAS_CORETYPE=" + *coretype +
                                      " is not a kernel set OpenBLAS knows (it runs " + library_kernels +
-                                     " instead); unset it (psformer then chooses " + best + " for this CPU's " + cpu +
-                                     ") or name one such as " + best);
+                                     " instead); unset it (psformer then runs kernels of this CPU's level, " + cpu +
+                                     ", OpenBLAS's own choice or " + best + ") or name one such as " + best);
     }
     if (!wanted->runnable) {
       return Status::InvalidArgument("OPENBLAS_CORETYPE=" + *coretype + " needs " + wanted->needs +
                                      ", which this CPU lacks (it has " + cpu +
                                      "): its first matrix product would die of an illegal instruction; unset it "
-                                     "(psformer then chooses " +
+                                     "(psformer then runs kernels of this CPU's level, OpenBLAS's own choice or " +
                                      best + ") or name one this CPU runs, such as " + best);
     }
     if (!SameName(library_kernels, wanted->name)) {

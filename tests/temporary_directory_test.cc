@@ -1,0 +1,70 @@
+// TemporaryDirectory: written beside its target, renamed into place or removed, and the leftovers
+// of a writer killed before it could remove its own are removed by the next writer.
+#include "common/temporary_directory.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// The PID of a process that has ended (a child reaped at once).
+pid_t EndedProcess() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+TEST(TemporaryDirectory, IsRenamedIntoPlaceOrRemoved) {
+  TempDir dir;
+  {
+    auto temp = TemporaryDirectory::CreateBeside(dir.File("out"));
+    ASSERT_TRUE(temp.ok()) << temp.status().ToString();
+    EXPECT_EQ(temp->path().parent_path(), dir.path());
+    EXPECT_EQ(temp->path().filename(), ".out.tmp-" + std::to_string(getpid()));
+    ASSERT_TRUE(temp->RenameTo(dir.File("out")).ok());
+  }
+  EXPECT_TRUE(fs::is_directory(dir.File("out")));
+  {
+    auto temp = TemporaryDirectory::CreateBeside(dir.File("other"));
+    ASSERT_TRUE(temp.ok());
+    std::ofstream(temp->path() / "half-written") << "x";
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path())) EXPECT_EQ(entry.path().filename(), "out");
+}
+
+TEST(TemporaryDirectory, RemovesTheLeftoversOfKilledWritersOnly) {
+  TempDir dir;
+  const std::string dead = ".out.tmp-" + std::to_string(EndedProcess());
+  const std::string alive = ".out.tmp-" + std::to_string(getppid());  // a running process's
+  const std::string other_target = ".outer.tmp-" + std::to_string(EndedProcess());
+  const std::string not_a_pid = ".out.tmp-12ab";
+  for (const std::string& name : {dead, alive, other_target, not_a_pid}) {
+    fs::create_directory(dir.path() / name);
+    std::ofstream(dir.path() / name / "shard") << "half";
+  }
+  std::ofstream(dir.path() / ".out.tmp-1") << "a file, not a directory";
+  auto temp = TemporaryDirectory::CreateBeside(dir.File("out"));
+  ASSERT_TRUE(temp.ok()) << temp.status().ToString();
+  EXPECT_FALSE(fs::exists(dir.path() / dead)) << "a killed writer's directory is left";
+  EXPECT_TRUE(fs::exists(dir.path() / alive / "shard")) << "a running writer's directory was removed";
+  EXPECT_TRUE(fs::exists(dir.path() / other_target / "shard")) << "another target's directory was removed";
+  EXPECT_TRUE(fs::exists(dir.path() / not_a_pid / "shard"));
+  EXPECT_TRUE(fs::exists(dir.path() / ".out.tmp-1"));
+  EXPECT_TRUE(fs::is_directory(temp->path()));
+}
+
+}  // namespace
+}  // namespace psformer

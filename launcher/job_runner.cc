@@ -197,6 +197,21 @@ struct JobHooks {
   std::function<int(int status)> job_status;
 };
 
+// The ipc:// endpoints the roles of this process listened on: its servers' and aggregators'.
+std::vector<std::string> ListeningEndpoints(const Placement& placement) {
+  std::vector<std::string> endpoints;
+  for (const RoleSlot& slot : placement.mine) {
+    if (slot.kind == RoleSlot::Kind::kServer && slot.index < static_cast<int>(placement.addresses.size())) {
+      endpoints.push_back(placement.addresses[static_cast<size_t>(slot.index)].ipc);
+    } else if (slot.kind == RoleSlot::Kind::kAggregator) {
+      if (auto endpoint = AggregatorEndpoint(placement.job.run_dir, slot.index); endpoint.ok()) {
+        endpoints.push_back(*endpoint);
+      }
+    }
+  }
+  return endpoints;
+}
+
 // The common sequence: log file, shared-memory sweep, the roles supervised, cleaned up, and the
 // advice after an interrupted run.
 int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
@@ -221,6 +236,7 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   if (hooks.after_supervision) hooks.after_supervision(status);
   roles.clear();  // every role process is gone
   RemoveJobSegments(placement.job_id);
+  RemoveSocketFiles(ListeningEndpoints(placement));
   const int job_status = hooks.job_status ? hooks.job_status(status) : status;
   if ((job_status == kExitInterrupted || job_status == kExitHangup) && placement.advises) {
     const std::string advice = AfterStop(job.run_dir, placement.resume_prefix);

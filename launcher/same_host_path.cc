@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 #include "common/logging.h"
 #include "common/transport/host_identity.h"
+#include "common/transport/host_link_board.h"
 #include "common/transport/shm_segment.h"
 
 namespace psformer {
@@ -43,6 +45,28 @@ std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>&
   for (const ServerAddress& s : servers)
     endpoints.push_back(!s.ipc.empty() && SameHost(s.host, my_host) ? s.ipc : s.tcp);
   return endpoints;
+}
+
+void RemoveSocketFiles(const std::vector<std::string>& endpoints) {
+  constexpr std::string_view kIpc = "ipc://";
+  for (const std::string& endpoint : endpoints) {
+    if (endpoint.compare(0, kIpc.size(), kIpc) != 0) continue;
+    const fs::path path = endpoint.substr(kIpc.size());
+    std::error_code ec;
+    // A server's HostLinkBoard (cluster.sums_first) beside its socket, where there is one.
+    if (auto board = HostLinkBoard::PathFor(endpoint);
+        board.ok() && fs::is_regular_file(fs::symlink_status(*board, ec))) {
+      fs::remove(*board, ec);
+    }
+    if (!fs::is_socket(fs::symlink_status(path, ec))) continue;
+    fs::remove(path, ec);
+    if (ec) {
+      PSF_LOG(Warning) << "cannot remove the socket " << path.string() << ": " << ec.message();
+      continue;
+    }
+    // Removes the folder only when nothing else is in it (another host's sockets, on a shared file system).
+    if (fs::is_empty(path.parent_path(), ec) && !ec) fs::remove(path.parent_path(), ec);
+  }
 }
 
 void SweepOrphanSegments() {

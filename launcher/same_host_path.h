@@ -30,6 +30,12 @@ StatusOr<std::string> AggregatorEndpoint(const std::string& run_dir, int group);
 // What a worker on host `my_host` connects to for each server: ipc:// where they share the host.
 std::vector<std::string> WorkerServerEndpoints(const std::vector<ServerAddress>& servers, const std::string& my_host);
 
+// Removes the Unix sockets `endpoints` (ipc://PATH; others are skipped) once the roles that
+// listened on them are gone, with a server's HostLinkBoard file beside its socket, and the run's
+// ipc/ folder they were in once it is empty: a finished or stopped run leaves no socket files. A
+// path that is not a socket (or, for the board, a regular file) is left alone.
+void RemoveSocketFiles(const std::vector<std::string>& endpoints);
+
 // Removes this user's shared-memory segments whose creators are gone: what a job killed together
 // with its supervisor left in /dev/shm.
 void SweepOrphanSegments();

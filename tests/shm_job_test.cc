@@ -99,6 +99,7 @@ TEST(ShmJob, CleanAndKilledRunsUseSharedMemoryLeaveNothingAndMatchTcp) {
   const std::string prefix = JobPrefix(shm.logs);
   ASSERT_FALSE(prefix.empty()) << shm.logs;
   EXPECT_TRUE(Leftovers(prefix).empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("shm") + "/ipc")) << "the servers' sockets are left in the run";
 
   const Outcome killed = Train(dir, "killed", "--set fault.kill=worker:1@15,server:1@25");
   EXPECT_EQ(killed.digest, tcp.digest);
@@ -106,6 +107,7 @@ TEST(ShmJob, CleanAndKilledRunsUseSharedMemoryLeaveNothingAndMatchTcp) {
   const std::string killed_prefix = JobPrefix(killed.logs);
   ASSERT_FALSE(killed_prefix.empty());
   EXPECT_TRUE(Leftovers(killed_prefix).empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("killed") + "/ipc"));
   ExpectReattached(killed.logs, "worker-1", killed_prefix);
   ExpectReattached(killed.logs, "pserver-1", killed_prefix);
 }

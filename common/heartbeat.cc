@@ -5,6 +5,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
+
+#include "common/role_signals.h"
+#include "common/supervisor_report.h"
 
 namespace psformer {
 
@@ -33,6 +37,10 @@ void HeartbeatSender::Loop() {
     const char beat = 1;
     // A full pipe (supervisor busy) or a closed one (supervisor gone) is not our problem here.
     [[maybe_unused]] ssize_t n = write(fd_, &beat, 1);
+    // A stop signal from someone other than the supervisor: the supervisor's to act on.
+    if (const std::string signalled = TakeForeignStopSignalReport(); !signalled.empty()) {
+      ReportToSupervisor(kReportSignalled, signalled);
+    }
     lock.WaitFor(&stop_cv_, std::chrono::milliseconds(interval_ms_));
   }
 }

@@ -2,6 +2,8 @@
 // byte every interval to the pipe named by the environment variable PSFORMER_HEARTBEAT_FD.
 // A process stopped by SIGSTOP, or wedged so that this thread cannot run, goes silent and is
 // restarted by its supervisor. Without the variable (a role started by hand) it does nothing.
+// With each beat it passes on a stop signal that came from another sender than the supervisor
+// (common/role_signals.h).
 #ifndef PSFORMER_COMMON_HEARTBEAT_H_
 #define PSFORMER_COMMON_HEARTBEAT_H_
 

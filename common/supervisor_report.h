@@ -9,6 +9,9 @@
 //   stopped             a worker stopped on request (SIGTERM) before the job's end, the text
 //                       says where: exit 0 then is no finish, and where its supervisor did not
 //                       ask for the stop, the worker is restarted like one that died
+//   signalled           a stop signal reached the role from another sender than its supervisor
+//                       ("SIGNAL PID", common/role_signals.h): the supervisor stops the whole
+//                       job in order, as on its own Ctrl-C
 //
 // Without PSFORMER_HEARTBEAT_FD (a role started by hand) reports go nowhere.
 #ifndef PSFORMER_COMMON_SUPERVISOR_REPORT_H_
@@ -23,6 +26,7 @@ inline constexpr std::string_view kReportReady = "ready";
 inline constexpr std::string_view kReportCheckpointFailed = "checkpoint-failed";
 inline constexpr std::string_view kReportFatal = "fatal";
 inline constexpr std::string_view kReportStopped = "stopped";
+inline constexpr std::string_view kReportSignalled = "signalled";
 
 // The exit status of a role that a restart cannot help (its last report, kReportFatal, says
 // why): the supervisor ends the job instead (EX_CONFIG of sysexits.h).

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <utility>
 
 #include "common/logging.h"
@@ -200,6 +201,14 @@ void RoleProcess::HandleReport(const std::string& line) {
     fatal_ = text;
   } else if (kind == kReportStopped) {
     stopped_ = text.empty() ? "on request" : text;
+  } else if (kind == kReportSignalled) {
+    ForeignSignal signalled;
+    std::istringstream fields(text);
+    if (fields >> signalled.signal >> signalled.sender && signalled.signal > 0) {
+      foreign_signal_ = signalled;
+    } else {
+      PSF_LOG(Warning) << options_.name << " sent a malformed report: " << line;
+    }
   } else {
     PSF_LOG(Warning) << options_.name << " sent an unknown report: " << line;
   }

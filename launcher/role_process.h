@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +91,14 @@ class RoleProcess {
   // by signal 9 (Killed); restarting as incarnation 1".
   std::vector<std::string> TakeRestarts() { return std::exchange(restarts_, {}); }
   const std::string& name() const { return options_.name; }
+  // A stop signal that reached the role from another sender than this supervisor, as the role
+  // reported it (kReportSignalled): the signal's number and its sender's pid (0: the kernel); the
+  // supervisor stops the whole job in order. Each report is taken once.
+  struct ForeignSignal {
+    int signal = 0;
+    pid_t sender = 0;
+  };
+  std::optional<ForeignSignal> TakeForeignSignal() { return std::exchange(foreign_signal_, std::nullopt); }
 
  private:
   Status Spawn();
@@ -114,6 +123,7 @@ class RoleProcess {
   std::vector<std::string> restarts_;
   std::string fatal_;                 // the role's last kReportFatal text
   std::string stopped_;               // the role's kReportStopped text: it stopped, not finished
+  std::optional<ForeignSignal> foreign_signal_;  // reported, not yet taken
   bool ready_ = false;                // this incarnation reported kReportReady
   std::string last_startup_failure_;  // how the previous incarnation failed before ready, if it did
   int counted_restarts_ = 0;          // restarts that count against max_restarts

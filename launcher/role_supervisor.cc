@@ -2,7 +2,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -20,6 +22,8 @@ namespace fs = std::filesystem;
 // one kills what is still running. The first one's number decides the exit status.
 std::atomic<int> g_interrupts{0};    // NOLINT: a signal handler can reach nothing else.
 std::atomic<int> g_first_signal{0};  // NOLINT: as above.
+// A role reported a stop signal of another sender (TakeForeignStop): the job stops in order too.
+std::atomic<bool> g_foreign_stop{false};  // NOLINT: as above.
 void OnInterrupt(int signal) {
   int none = 0;
   g_first_signal.compare_exchange_strong(none, signal);
@@ -29,7 +33,9 @@ void OnInterrupt(int signal) {
 // Stops the roles of `kind` (SIGTERM) while the others stay supervised, waiting at most `timeout`
 // (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
 bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chrono::seconds timeout) {
-  const int interrupts = g_interrupts.load();
+  // At least one: in a stop a role's report began, this process's own first signal (the same
+  // pkill's, a moment later) is no second one.
+  const int interrupts = std::max(g_interrupts.load(), 1);
   for (auto& role : roles) {
     if (role.kind == kind) role.process->RequestStop(SIGTERM);
   }
@@ -92,6 +98,28 @@ int ReportCheckpointFailures(std::vector<SupervisedRole>& roles) {
   return failures;
 }
 
+// A stop signal that reached one of the roles from another sender than this supervisor (pkill,
+// a batch system signalling every process of the job): the job stops in order, as if this
+// supervisor had been signalled. True when one was reported; the first one's number then
+// decides the exit status, as a signal of this process's own would.
+bool TakeForeignStop(std::vector<SupervisedRole>& roles) {
+  bool stop = false;
+  for (auto& role : roles) {
+    const std::optional<RoleProcess::ForeignSignal> signalled = role.process->TakeForeignSignal();
+    if (!signalled || stop) continue;
+    const char* name = strsignal(signalled->signal);
+    PSF_LOG(Warning) << role.process->name() << " got signal " << signalled->signal << " ("
+                     << (name != nullptr ? name : "unknown") << ") from "
+                     << (signalled->sender > 0 ? "pid " + std::to_string(signalled->sender) : std::string("the kernel"))
+                     << ", not from its supervisor: the whole job stops in order, as on Ctrl-C";
+    int none = 0;
+    g_first_signal.compare_exchange_strong(none, signalled->signal == SIGHUP ? SIGHUP : SIGINT);
+    g_foreign_stop.store(true);
+    stop = true;
+  }
+  return stop;
+}
+
 // Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
 void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
   for (auto& role : roles) {
@@ -112,6 +140,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
                    const std::function<void()>& after_workers_stopped) {
   g_interrupts.store(0);
   g_first_signal.store(0);
+  g_foreign_stop.store(false);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   signal(SIGHUP, OnInterrupt);
@@ -126,7 +155,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   while (true) {
     checkpoint_failures += ReportCheckpointFailures(roles);
     NoteRestarts(roles, events);
-    if (g_interrupts.load() != 0) return StopInOrder(roles, after_workers_stopped);
+    if (g_interrupts.load() != 0 || g_foreign_stop.load()) return StopInOrder(roles, after_workers_stopped);
     bool all_done = true;
     for (auto& role : roles) {
       const RoleProcess::State state = role.process->Poll();
@@ -137,6 +166,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
       }
       all_done = all_done && state == RoleProcess::State::kSucceeded;
     }
+    if (TakeForeignStop(roles)) continue;  // stopped in order at the top of the loop
     if (all_done) {
       checkpoint_failures += ReportCheckpointFailures(roles);
       if (checkpoint_failures == 0) return kExitSuccess;

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/role_signals.h"
+
 namespace psformer {
 namespace {
 
@@ -16,8 +18,7 @@ void OnStopSignal(int) { g_signalled.store(true); }
 
 ServeOutcome ServeUntilSignalled(const std::function<Status()>& run, const std::function<void()>& stop,
                                  const std::function<void()>& tick) {
-  signal(SIGTERM, OnStopSignal);
-  signal(SIGINT, OnStopSignal);
+  InstallRoleStopSignals(OnStopSignal, {SIGTERM, SIGINT, SIGHUP});
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done.load()) {

@@ -1,6 +1,7 @@
 // How a serving role (`psformer pserver`, `psformer aggregator`) runs: its loop on this thread,
-// while a watcher thread turns SIGTERM and SIGINT into a call of its Stop() (a signal handler
-// itself can do no more than set a flag) and does the role's periodic chores.
+// while a watcher thread turns SIGTERM, SIGINT and SIGHUP (its supervisor's, or any sender's
+// without one: common/role_signals.h) into a call of its Stop() (a signal handler itself can do
+// no more than set a flag) and does the role's periodic chores.
 #ifndef PSFORMER_LAUNCHER_SERVE_UNTIL_SIGNALLED_H_
 #define PSFORMER_LAUNCHER_SERVE_UNTIL_SIGNALLED_H_
 

@@ -6,6 +6,7 @@
 #include "common/heartbeat.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
+#include "common/role_signals.h"
 #include "common/supervisor_report.h"
 #include "common/trace.h"
 #include "launcher/role_arguments.h"
@@ -45,8 +46,9 @@ int RunWorkerCommand(const Args& args) {
   SetLogTag("worker-" + std::to_string(worker.index));
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
-  // SIGTERM (the job is being interrupted): finish the step in hand, then exit 0.
-  signal(SIGTERM, [](int) { RequestWorkerStop(); });
+  // SIGTERM from the supervisor (the job is being interrupted): finish the step in hand, then
+  // exit 0. Another sender's stop signal is the supervisor's to act on (common/role_signals.h).
+  InstallRoleStopSignals([](int) { RequestWorkerStop(); }, {SIGTERM, SIGINT, SIGHUP});
   const Status status = RunWorker(worker);
   if (Status traced = Trace::Finish(); !traced.ok()) PSF_LOG(Warning) << "trace not written: " << traced.message();
   // A fatal report (a diverged loss) asks the supervisor to end the job, not to restart.

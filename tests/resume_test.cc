@@ -5,9 +5,12 @@
 // stop before any server answered it exits at once.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -136,27 +139,80 @@ TEST(Resume, CtrlCStopsInOrderAndLeavesACheckpointThatResumesToTheSameWeights) {
   EXPECT_EQ(covered, 200 - (coordinator_stopped == stopped ? 1 : 0));
 }
 
-// A SIGTERM to one worker alone (not through its supervisor) stops it after its step, as it
-// stops in a Ctrl-C; but the job cannot go on without it, so its supervisor restarts it as if it
-// had died (it once took the exit as the worker's finish, and the job waited for it for ever).
-// The job ends with the weights of an undisturbed run.
-TEST(Resume, AWorkerStoppedOnItsOwnIsRestartedAndTheJobEndsWithTheSameWeights) {
+// The pids the supervisor of the job in `run` started its role processes with, by role name
+// ("worker-1"), first incarnations only.
+std::map<std::string, pid_t> RolePids(const std::string& run) {
+  static const std::regex kStarted("\\] ([a-z]+-[0-9]+): started pid ([0-9]+) \\(incarnation 0\\)");
+  const std::string log = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  std::map<std::string, pid_t> pids;
+  for (std::sregex_iterator it(log.begin(), log.end(), kStarted), end; it != end; ++it) {
+    pids[(*it)[1].str()] = static_cast<pid_t>(std::stoll((*it)[2].str()));
+  }
+  return pids;
+}
+
+// Runs the slow job in `run`, and once it logged step 20 sends SIGTERM to the processes `whom`
+// picks (of the supervisor's pid and its roles'); then checks the job stopped in order as on
+// Ctrl-C (exit 130, a complete checkpoint of the step both workers stopped after, no role that had
+// to be killed) and that its resume ends with the `undisturbed` weights.
+void ExpectASignalOfAnotherSenderToStopTheJobInOrder(
+    const TempDir& dir, const std::string& undisturbed,
+    const std::function<std::vector<pid_t>(pid_t supervisor, const std::map<std::string, pid_t>& roles)>& whom,
+    const std::vector<std::string>& said) {
+  const std::string run = dir.File("run");
+  CommandResult stopped;
+  {
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      run + ".out");
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    const std::map<std::string, pid_t> roles = RolePids(run);
+    ASSERT_EQ(roles.size(), 4u) << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+    for (const pid_t pid : whom(job.pid(), roles)) ASSERT_EQ(kill(pid, SIGTERM), 0) << pid;
+    stopped.exit_status = job.Wait(std::chrono::seconds(150));
+    stopped.output = job.Output();
+  }
+  ASSERT_EQ(stopped.exit_status, 130) << stopped.output;
+  for (const std::string& text : said)
+    EXPECT_TRUE(testing::HasText(stopped.output, text)) << text << "\n" << stopped.output;
+  EXPECT_FALSE(testing::HasText(stopped.output, "did not stop in time")) << stopped.output;
+  EXPECT_FALSE(testing::HasText(stopped.output, "restarting")) << stopped.output;
+  EXPECT_TRUE(testing::HasText(stopped.output, ContinueAdvice(run, ""))) << stopped.output;
+  const int64_t cut = StoppedCut(run);
+  ASSERT_GE(cut, 20);
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, cut))) << CheckpointManifest(run, cut);
+  ExpectResumedToTheSameWeights(
+      RunPsformer("train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays), run, 1, cut,
+      undisturbed);
+}
+
+// A SIGTERM to every process of the job at once, as `pkill psformer`, a batch system's cancel or
+// systemd's stop sends it: the roles leave the stop to their supervisor, which stops them in
+// order. (Each role once acted on it by itself: servers stopped while their workers' step was
+// half pushed, wrote no checkpoint or were restarted and rolled back, and workers waited 60 s
+// for servers already gone.)
+TEST(Resume, ASigtermToEveryProcessOfTheJobStopsItInOrderAndItResumesToTheSameWeights) {
   TempDir dir;
   const std::string undisturbed = UndisturbedDigest(dir);
-  const std::string run = dir.File("run");
-  BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
-                    run + ".out");
-  ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
-  static const std::regex kStarted("worker-1: started pid ([0-9]+) \\(incarnation 0\\)");
-  std::smatch m;
-  const std::string supervisor = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
-  ASSERT_TRUE(std::regex_search(supervisor, m, kStarted)) << supervisor;
-  ASSERT_EQ(kill(static_cast<pid_t>(std::stoll(m[1].str())), SIGTERM), 0);
-  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 0) << job.Output();
-  EXPECT_TRUE(testing::HasText(job.Output(), "worker-1 stopped at step ")) << job.Output();
-  EXPECT_TRUE(testing::HasText(job.Output(), " on a signal its supervisor did not send; restarting in "))
-      << job.Output();
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+  ExpectASignalOfAnotherSenderToStopTheJobInOrder(dir, undisturbed,
+                                                  [](pid_t supervisor, const std::map<std::string, pid_t>& roles) {
+                                                    std::vector<pid_t> all = {supervisor};
+                                                    for (const auto& [name, pid] : roles) all.push_back(pid);
+                                                    return all;
+                                                  },
+                                                  {"psformer train: interrupted; workers finish their step"});
+}
+
+// A SIGTERM to one worker alone (not through its supervisor): the job cannot go on without it, so
+// the whole job stops in order, as on Ctrl-C, and says why. (A worker once took it as its own
+// stop, and the job waited for it for ever; later it was restarted as if it had died.)
+TEST(Resume, ASigtermToOneWorkerAloneStopsTheWholeJobInOrderAndItResumesToTheSameWeights) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  ExpectASignalOfAnotherSenderToStopTheJobInOrder(
+      dir, undisturbed,
+      [](pid_t, const std::map<std::string, pid_t>& roles) { return std::vector<pid_t>{roles.at("worker-1")}; },
+      {"worker-1 got signal 15 (Terminated) from pid " + std::to_string(getpid()) +
+       ", not from its supervisor: the whole job stops in order, as on Ctrl-C"});
 }
 
 // The local trainer (--local) stops after its step on Ctrl-C too: exit 130, its state written (no

@@ -36,8 +36,18 @@ void ReplySender::Send(const std::string& peer, proto::Header header, std::vecto
 
 void ReplySender::SendEncoded(proto::MessageType type, RawMessage message) {
   const Status s = van_->Send(std::move(message));
-  if (!s.ok())
-    PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
+  if (s.ok()) return;
+  // ZmqVan::Route's words for a routing id no connection has any more.
+  const bool asker_gone = s.IsUnavailable() && (s.message().find("van: peer unreachable") != std::string::npos ||
+                                                s.message().find("van: unknown peer") != std::string::npos);
+  if (asker_gone) {
+    // The asker is gone: a worker stopped after its push (a job stopping in order) or one that
+    // died, which asks again once it is back. Nothing is lost, so no warning.
+    PSF_LOG(Info) << "shard " << shard_ << ": " << proto::MessageType_Name(type) << " not sent, its asker is gone ("
+                  << s.message() << ")";
+    return;
+  }
+  PSF_LOG(Warning) << "shard " << shard_ << " cannot send " << proto::MessageType_Name(type) << ": " << s.message();
 }
 
 void ReplySender::Answer(const std::string& peer, const proto::Header& request, proto::MessageType type,

@@ -272,6 +272,29 @@ TEST(Prepare, CorpusFilesOfAnotherPrepareRunAreRefusedUpFront) {
                                   "/valid.bin was encoded with another SentencePiece model"));
 }
 
+// A damaged train.bin (a byte run overwritten, its size unchanged) is refused by train with
+// and without --local, and neither leaves a run directory behind that the retry on good data
+// would have to --overwrite (--local once left logs/trainer.log there).
+TEST(Prepare, ADamagedCorpusIsRefusedLeavingNoRunDirectory) {
+  TempDir dir;
+  const TextCorpus valid = MakeText(20, 7);
+  PrepareInto(dir, "a", MakeText(300, 5), &valid);
+  const std::string damaged = Assemble(dir, "damaged", {{"a", "train.bin"}, {"a", "spm.model"}, {"a", "valid.bin"}});
+  {
+    std::fstream file(damaged + "/train.bin", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(damaged + "/train.bin") / 2));
+    file.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+  }
+  for (const std::string placement : {"--local", "--set cluster.workers=1 --set cluster.servers=1"}) {
+    const std::string run = dir.File(placement == "--local" ? "local" : "servers");
+    const auto r = RunPsformer(TrainOn(damaged, run, "--set training.valid_every=3 " + placement));
+    EXPECT_TRUE(testing::EndsSaying(r, 1, "/train.bin: data checksum mismatch (the file is damaged)")) << placement;
+    EXPECT_FALSE(std::filesystem::exists(run)) << placement << ": the run directory was made";
+    ASSERT_EQ(RunPsformer(TrainOn(dir.File("a"), run, "--set training.valid_every=3 " + placement)).exit_status, 0)
+        << placement;
+  }
+}
+
 // The same files, each beside its own spm.model, train; model.bin records that spm.model.
 TEST(Prepare, CorpusFilesOfOnePrepareRunTrain) {
   TempDir dir;

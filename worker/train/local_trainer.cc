@@ -173,14 +173,16 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
         "--local trains with the CPU backend; cluster.backend = EMULATED needs servers "
         "(drop --local)");
   }
+  // The data is read and checked first: a corpus refused leaves the run directory as it was
+  // (a log of the refusal there would make it a run, and the retry need --overwrite).
+  PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
+  LocalTrainer trainer(config, source.get());
+  PSF_RETURN_IF_ERROR(trainer.EnableValidBleu());
   const std::string dir = options.run_dir;
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "logs", ec);
   if (ec) return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
   PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
-  PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
-  LocalTrainer trainer(config, source.get());
-  PSF_RETURN_IF_ERROR(trainer.EnableValidBleu());
   const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
   if (options.resume) {
     PSF_ASSIGN_OR_RETURN(TrainerState state, ReadTrainerState(state_path));

@@ -607,7 +607,13 @@ Status CheckConfigFiles(const JobConfig& config) {
   }
   // What every worker opens first: without them the job would start and its workers fail.
   for (const char* file : {"spm.model", "train.bin"}) {
-    if (!std::filesystem::is_regular_file(std::filesystem::path(d.train_dir()) / file, ec)) {
+    const std::filesystem::path path = std::filesystem::path(d.train_dir()) / file;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+      return Status::InvalidArgument(path.string() + " is " +
+                                     (std::filesystem::is_directory(path, ec) ? "a directory" : "not a regular file") +
+                                     ", not the file `psformer prepare` writes there");
+    }
+    if (!std::filesystem::is_regular_file(path, ec)) {
       return Status::NotFound("data.train_dir = \"" + d.train_dir() + "\" has no " + file +
                               ": not a directory `psformer prepare` wrote (run it with --out there first)");
     }

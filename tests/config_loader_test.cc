@@ -192,6 +192,13 @@ TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
   dir.Write("spm.model", "x");
   files = CheckConfigFiles(*config);
   EXPECT_NE(files.message().find("has no train.bin"), std::string::npos) << files.message();
+  // A directory where the file goes is named so, not taken for a missing file.
+  std::filesystem::create_directory(dir.File("train.bin"));
+  files = CheckConfigFiles(*config);
+  EXPECT_NE(files.message().find("train.bin is a directory, not the file `psformer prepare` writes there"),
+            std::string::npos)
+      << files.message();
+  std::filesystem::remove(dir.File("train.bin"));
   dir.Write("train.bin", "x");
   EXPECT_TRUE(CheckConfigFiles(*config).ok()) << "what the files hold is the workers' to check";
   // A file named where the directory goes (train.bin itself, say) is named as a file.

@@ -139,7 +139,9 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
     return Status::NotFound(run_dir + " is not a run directory (it has no config.pbtxt and logs/; " +
                             "psformer train --run-dir DIR makes one)");
   }
-  PSF_ASSIGN_OR_RETURN(const proto::JobConfig config, LoadConfigFile(config_path.string()));
+  // As `train --resume` reads it: a config it would refuse (emptied, edited wrong) is named here,
+  // not read as the defaults it leaves.
+  PSF_ASSIGN_OR_RETURN(const proto::JobConfig config, ResolveConfig(config_path.string(), {}));
   RunStatus status;
   status.run_dir = run_dir;
   status.name = config.name();

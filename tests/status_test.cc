@@ -128,6 +128,24 @@ TEST(StatusCommand, AStoppedRunWithNothingToResumeAdvisesStartingOver) {
   EXPECT_EQ(r.output.find("--resume"), std::string::npos) << r.output;
 }
 
+// A run whose config.pbtxt train would refuse (emptied, or edited into a model that cannot be)
+// is named as such, not read as the defaults it leaves ("step 60/100000").
+TEST(StatusCommand, AConfigTrainWouldRefuseIsAnError) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  std::filesystem::create_directories(run + "/logs");
+  std::ofstream(run + "/config.pbtxt") << "";
+  CommandResult r = RunPsformer("status " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("psformer status: error: config file " + run + "/config.pbtxt sets nothing"),
+            std::string::npos)
+      << r.output;
+  std::ofstream(run + "/config.pbtxt") << "model { d_model: 64 heads: 5 }\n";
+  r = RunPsformer("status " + run);
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("invalid config " + run + "/config.pbtxt"), std::string::npos) << r.output;
+}
+
 TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {
   // ~30 KB lines once overflowed the stack of the regex readers (signal 11); a --resume of such a
   // run crash-looped worker 0, which reads metrics.jsonl at start.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "common/metrics_log.h"
 #include "common/write_file.h"
@@ -62,10 +64,14 @@ std::string Quoted(const std::string& text) {
 
 // The gnuplot script that draws plot.png from the data files train.dat (step loss lr tokens/s compute push wait pull,
 // times per step) and valid.dat (step loss nll accuracy bleu).
-std::string Script(const std::string& title, int width, int height, bool have_valid, bool have_bleu) {
+// `steps`: the first and last step drawn; one step alone gets a range around it (gnuplot
+// refuses an empty one).
+std::string Script(const std::string& title, int width, int height, bool have_valid, bool have_bleu,
+                   std::pair<double, double> steps) {
   std::ostringstream s;
-  s << "set terminal pngcairo size " << width << "," << height << " font 'sans,10'\n"
-    << "set output 'plot.png'\n"
+  s << "set terminal pngcairo size " << width << "," << height << " font 'sans,10'\n";
+  if (steps.first == steps.second) s << "set xrange [" << steps.first - 1 << ":" << steps.second + 1 << "]\n";
+  s << "set output 'plot.png'\n"
     << "set datafile missing 'nan'\n"
     << "set multiplot layout 2,2 title " << Quoted(title) << "\n"
     << "set grid\nset xlabel 'step'\nset key top right\n"
@@ -133,7 +139,19 @@ Status RunGnuplot(const fs::path& dir, const fs::path& script) {
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitExecFailed) {  // the shell found no gnuplot
     return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
   }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) return Status::Internal("gnuplot failed: " + said);
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    // Its last line says what failed ("plot.gp" line 20: ...); the lines before echo the script.
+    std::string last;
+    std::istringstream lines(said);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find_first_not_of(" \t^") != std::string::npos) last = line;
+    }
+    if (last.empty()) {
+      last = WIFEXITED(wait_status) ? "exit status " + std::to_string(WEXITSTATUS(wait_status))
+                                    : "killed by signal " + std::to_string(WTERMSIG(wait_status));
+    }
+    return Status::Internal("gnuplot failed: " + last);
+  }
   return Status::Ok();
 }
 
@@ -151,6 +169,8 @@ int RunPlotCommand(const Args& args) {
   positional.add("run-dir", 1);
   ParsedOptions parsed = ParseOptions("plot", "RUN_DIR [--out FILE.png] [--size WxH]", args, options, &positional);
   if (parsed.exit_status) return *parsed.exit_status;
+  // A console that goes away (`2>&1 | head -1`) ends no plot halfway, its scratch files left.
+  KeepRunningWhenTheConsoleCloses();
   const fs::path run_dir = parsed.values["run-dir"].as<std::string>();
   const fs::path out = fs::absolute(parsed.values.count("out") ? fs::path(parsed.values["out"].as<std::string>())
                                                                : run_dir / "plot.png");
@@ -190,13 +210,20 @@ int RunPlotCommand(const Args& args) {
   int train_lines = 0, valid_lines = 0;
   bool have_bleu = false;
   double previous_step = 0;
+  std::pair<double, double> steps{INFINITY, -INFINITY};
+  int stepless = 0;
   for (const MetricsRecord& r : *metrics) {
     const double step = Field(r, "step");
+    if (!std::isfinite(step) || step < 0) {
+      ++stepless;  // nothing to place it at
+      continue;
+    }
     if (r.count("loss")) {
+      steps = {std::min(steps.first, step), std::max(steps.second, step)};
       // The time fields sum over the steps since the line before.
       const double steps = std::max(1.0, step - previous_step);
       previous_step = step;
-      train << step << " " << Field(r, "loss") << " " << Field(r, "lr") << " " << Field(r, "tokens_per_s");
+      train << step << " " << Field(r, "loss") << " " << Field(r, "lr", 0) << " " << Field(r, "tokens_per_s", 0);
       for (const char* key : {"compute_s", "push_s", "wait_s", "pull_s"}) train << " " << Field(r, key, 0) / steps;
       train << "\n";
       ++train_lines;
@@ -211,11 +238,15 @@ int RunPlotCommand(const Args& args) {
   train.close();
   valid.close();
   if (!train || !valid) return ReportError("plot", "cannot write the data files in " + scratch.path().string());
+  if (stepless > 0) {
+    std::cerr << "psformer plot: warning: " << metrics_path.string() << ": " << stepless
+              << " line(s) without a step of 0 or more skipped\n";
+  }
   if (train_lines == 0)
     return ReportError("plot", metrics_path.string() + " has no training step yet: nothing to plot");
   const std::string title = "psformer run " + run_dir.filename().string();
   const fs::path script = scratch.path() / "plot.gp";
-  std::ofstream(script) << Script(title, width, height, valid_lines > 0, have_bleu);
+  std::ofstream(script) << Script(title, width, height, valid_lines > 0, have_bleu, steps);
   const Status plotted = RunGnuplot(scratch.path(), script);
   if (!plotted.ok()) return ReportError("plot", plotted);
   if (Status written = DeliverPlot(scratch.path() / "plot.png", out); !written.ok())

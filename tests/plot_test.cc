@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -57,6 +58,20 @@ TEST(PlotCommand, DrawsAPngOfTheAskedSize) {
   r = RunPsformer("plot " + run + " --out " + dir.File("notes.txt"));
   EXPECT_TRUE(EndsSaying(r, 1, "--out " + dir.File("notes.txt") + " exists and is not a PNG image"));
   EXPECT_EQ(testing::ReadTextFile(dir.File("notes.txt")), "not a plot\n");
+}
+
+// A run with one logged step (stopped after its first logging step), or lines without a step,
+// is drawn; gnuplot once refused the empty range of one step with its script echoed back.
+TEST(PlotCommand, OneStepAndLinesWithoutAStepAreDrawn) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("run/logs"));
+  dir.Write("run/metrics.jsonl", "{\"step\": 10, \"loss\": 2.0}\n{\"loss\": 1.0}\n");
+  const std::string png = dir.File("one.png");
+  const CommandResult r = RunPsformer("plot " + dir.File("run") + " --out " + png);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("1 line(s) without a step of 0 or more skipped"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 training and 0 validation points"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::ReadTextFile(png).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
 TEST(PlotCommand, ADeviceIsNeverReplacedAndAFailedWriteFails) {

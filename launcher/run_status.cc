@@ -16,6 +16,7 @@
 #include "common/metrics_log.h"
 #include "launcher/run_lock.h"
 #include "launcher/supervisor_log.h"
+#include "worker/train/trainer_state.h"
 
 namespace psformer {
 namespace {
@@ -152,6 +153,11 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
   std::error_code ec;
   status.local = status.roles.empty() && fs::exists(dir / "logs" / "trainer.log", ec);
   status.trainer_state = fs::exists(dir / "trainer_state.bin", ec);
+  if (status.trainer_state) {
+    // Its size and header only, as checkpoints are checked here; the CRC is --resume's to check.
+    const Status whole = CheckTrainerStateFile((dir / "trainer_state.bin").string());
+    if (!whole.ok()) status.trainer_state_damage = whole.message();
+  }
   // The local trainer has no roles to look for: it is alive while it holds the run's lock.
   bool alive = status.local && !RunLock::Holder(run_dir).empty();
   for (RoleStatus& role : status.roles) {
@@ -242,8 +248,12 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << "\n";
   }
   if (s.local) {
-    out << (s.trainer_state ? "  trainer state: " + (fs::path(s.run_dir) / "trainer_state.bin").string() + "\n"
-                            : std::string("  no trainer state yet\n"));
+    if (!s.trainer_state_damage.empty()) {
+      out << "  damaged trainer state: " << s.trainer_state_damage << "\n";
+    } else {
+      out << (s.trainer_state ? "  trainer state: " + (fs::path(s.run_dir) / "trainer_state.bin").string() + "\n"
+                              : std::string("  no trainer state yet\n"));
+    }
   } else if (s.newest_checkpoint >= 0) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
         << ")\n";
@@ -274,10 +284,12 @@ std::string FormatRunStatus(const RunStatus& s) {
     // What --resume would take up: the local trainer's state, or a job's complete checkpoint.
     const std::string command = std::string("psformer train") + (s.local ? " --local" : "") + " --config " +
                                 (fs::path(s.run_dir) / "config.pbtxt").string() + " --run-dir " + s.run_dir;
-    if (s.local ? s.trainer_state : s.newest_checkpoint >= 0) {
+    if (s.local ? s.trainer_state && s.trainer_state_damage.empty() : s.newest_checkpoint >= 0) {
       out << "  continue with: " << command << " --resume\n";
     } else {
-      out << "  nothing to resume (" << (s.local ? "no trainer_state.bin" : "no complete checkpoint")
+      out << "  nothing to resume ("
+          << (s.local ? (s.trainer_state ? "trainer_state.bin is damaged" : "no trainer_state.bin")
+                      : "no complete checkpoint")
           << "); start over with: " << command << " --overwrite\n";
     }
   }

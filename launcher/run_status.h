@@ -42,6 +42,7 @@ struct RunStatus {
   std::vector<std::string> damaged_checkpoints;  // newer ones with a manifest but not all shards: "step N: why"
   bool local = false;                        // trained with --local: one process, logs/trainer.log, no roles
   bool trainer_state = false;                // RUN_DIR/trainer_state.bin (what a --local run continues from)
+  std::string trainer_state_damage;          // why that file cannot be resumed from ("" when it looks whole)
   std::string last_problem;                  // the newest warning or error line of the logs
   std::vector<std::string> unreadable;       // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };

@@ -146,6 +146,30 @@ TEST(StatusCommand, AConfigTrainWouldRefuseIsAnError) {
   EXPECT_NE(r.output.find("invalid config " + run + "/config.pbtxt"), std::string::npos) << r.output;
 }
 
+// A --local run's trainer_state.bin cut short is named as damaged, and status advises no
+// --resume that would be refused with it.
+TEST(StatusCommand, ADamagedTrainerStateIsNamedAndNotAdvisedToResumeFrom) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(
+      "train --local --config configs/copy.pbtxt --set training.max_steps=10 --set training.valid_every=0 "
+      "--set training.stop_at_valid_accuracy=0 --run-dir " +
+      run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  std::filesystem::remove(run + "/model.bin");
+  r = RunPsformer("status " + run);
+  EXPECT_NE(r.output.find("  continue with: psformer train --local"), std::string::npos) << r.output;
+  std::filesystem::resize_file(run + "/trainer_state.bin", 1000);
+  r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("  damaged trainer state: trainer state " + run + "/trainer_state.bin: truncated or padded"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  nothing to resume (trainer_state.bin is damaged); start over with: "), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("--resume"), std::string::npos) << r.output;
+}
+
 TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {
   // ~30 KB lines once overflowed the stack of the regex readers (signal 11); a --resume of such a
   // run crash-looped worker 0, which reads metrics.jsonl at start.

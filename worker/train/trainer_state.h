@@ -26,6 +26,9 @@ struct TrainerState {
 Status WriteTrainerState(const std::string& path, const TrainerState& state);
 // Checks magic, version, sizes and CRC; errors name the file and the problem.
 StatusOr<TrainerState> ReadTrainerState(const std::string& path);
+// Checks magic, version and that the file's size is what its header says, reading the header
+// alone (psformer status); not the CRC, which ReadTrainerState checks over the whole file.
+Status CheckTrainerStateFile(const std::string& path);
 
 }  // namespace psformer
 

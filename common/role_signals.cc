@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 
 namespace psformer {
@@ -12,8 +13,10 @@ namespace {
 // A signal handler can reach nothing else. NOLINTBEGIN
 std::atomic<StopSignalAction> g_action{nullptr};
 std::atomic<pid_t> g_supervisor{0};  // 0: not supervised, every sender's signal acts
-std::atomic<int> g_foreign_signal{0};
-std::atomic<pid_t> g_foreign_sender{0};
+// The first foreign stop signal not yet reported, with its sender: signal << 32 | sender, one
+// word so that the reporter never reads one without the other; kReported once reported.
+std::atomic<uint64_t> g_foreign{0};
+constexpr uint64_t kReported = ~uint64_t{0};
 // NOLINTEND
 
 void OnStopSignal(int signal, siginfo_t* info, void*) {
@@ -28,8 +31,8 @@ void OnStopSignal(int signal, siginfo_t* info, void*) {
     if (const StopSignalAction action = g_action.load()) action(signal);
     return;
   }
-  int none = 0;
-  if (g_foreign_signal.compare_exchange_strong(none, signal)) g_foreign_sender.store(sender);
+  uint64_t none = 0;
+  g_foreign.compare_exchange_strong(none, static_cast<uint64_t>(signal) << 32 | static_cast<uint32_t>(sender));
 }
 
 }  // namespace
@@ -47,11 +50,10 @@ void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> 
 }
 
 std::string TakeForeignStopSignalReport() {
-  const int signal = g_foreign_signal.load();
-  if (signal <= 0) return "";
-  const pid_t sender = g_foreign_sender.load();
-  g_foreign_signal.store(-1);  // reported; later ones too are the job's stop, already asked for
-  return std::to_string(signal) + " " + std::to_string(sender);
+  uint64_t foreign = g_foreign.load();
+  // Reported once: later ones too are the job's stop, already asked for.
+  if (foreign == 0 || foreign == kReported || !g_foreign.compare_exchange_strong(foreign, kReported)) return "";
+  return std::to_string(foreign >> 32) + " " + std::to_string(static_cast<uint32_t>(foreign));
 }
 
 }  // namespace psformer

@@ -1,11 +1,11 @@
 #include "common/temporary_directory.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <string>
+
+#include "common/process_exists.h"
 
 namespace psformer {
 namespace fs = std::filesystem;
@@ -28,7 +28,7 @@ void RemoveDeadWritersTemporaries(const fs::path& parent, const std::string& nam
       continue;
     }
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
-    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid == ::getpid() || ProcessExists(pid) || pid <= 0) continue;
     std::error_code ignored;
     if (it->is_directory(ignored) && !it->is_symlink(ignored)) fs::remove_all(it->path(), ignored);
   }

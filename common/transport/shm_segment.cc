@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/process_exists.h"
 #include "common/thread_annotations.h"
 
 namespace psformer {
@@ -54,8 +55,6 @@ constexpr uint64_t StatusOf(uint64_t state) { return state & 3; }
 constexpr uint64_t GenerationOf(uint64_t state) { return state >> 2; }
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
-bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
 std::string Errno(int err) { return std::strerror(err); }
 

@@ -16,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
+#include "common/process_exists.h"
 
 namespace psformer {
 namespace {
@@ -369,7 +370,7 @@ StatusOr<std::shared_ptr<ShmSegment>> ShmVan::PeerSegment(const std::string& nam
   // A new segment: forget those whose creators are gone, or that their creators removed (a
   // server's snapshot it no longer needs); frames still viewing them keep them mapped.
   for (auto m = mapped_.begin(); m != mapped_.end();) {
-    if ((kill(m->second->creator(), 0) != 0 && errno == ESRCH) || !m->second->StillLinked()) {
+    if (!ProcessExists(m->second->creator()) || !m->second->StillLinked()) {
       m = mapped_.erase(m);
     } else {
       ++m;

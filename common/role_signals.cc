@@ -37,6 +37,8 @@ void OnStopSignal(int signal, siginfo_t* info, void*) {
 
 }  // namespace
 
+int SupervisorStopSignal() { return SIGRTMIN + 3; }
+
 void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> signals) {
   g_action.store(action);
   const char* fd = std::getenv("PSFORMER_HEARTBEAT_FD");
@@ -47,6 +49,7 @@ void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> 
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (const int signal : signals) sigaction(signal, &sa, nullptr);
+  sigaction(SupervisorStopSignal(), &sa, nullptr);
 }
 
 std::string TakeForeignStopSignalReport() {

@@ -10,6 +10,12 @@
 // the heartbeat thread), which stops the whole job in order, as its own Ctrl-C would. A role
 // started by hand (no PSFORMER_HEARTBEAT_FD) acts on any sender's. One the process sends itself
 // (a library in distress) takes the signal's default action.
+//
+// The supervisor asks with a signal of its own, SupervisorStopSignal(), not SIGTERM: a standard
+// signal already pending is not queued again, so a supervisor's SIGTERM that came while another
+// sender's was still pending (pkill signals the supervisor and its roles at once, and a busy role
+// may not run in between) would be lost in it, and the role would never stop. A real-time signal
+// is queued one for one, each with its sender.
 #ifndef PSFORMER_COMMON_ROLE_SIGNALS_H_
 #define PSFORMER_COMMON_ROLE_SIGNALS_H_
 
@@ -22,7 +28,11 @@ namespace psformer {
 // (an atomic store).
 using StopSignalAction = void (*)(int signal);
 
-// Installs the handler for `signals` (of SIGINT, SIGTERM, SIGHUP) as above.
+// The signal a supervisor asks its roles to stop with: a real-time one (SIGRTMIN + 3).
+int SupervisorStopSignal();
+
+// Installs the handler for `signals` (of SIGINT, SIGTERM, SIGHUP) and SupervisorStopSignal() as
+// above.
 void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> signals);
 
 // The report of the first stop signal from another sender not yet reported ("15 4242": the

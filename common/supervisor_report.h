@@ -6,7 +6,7 @@
 //                       failure is one of running, not of its configuration
 //   checkpoint-failed   a checkpoint could not be written; the text says which and why
 //   fatal               why the role is about to exit with kExitDoNotRestart
-//   stopped             a worker stopped on request (SIGTERM) before the job's end, the text
+//   stopped             a worker stopped on request (a stop signal) before the job's end, the text
 //                       says where: exit 0 then is no finish, and where its supervisor did not
 //                       ask for the stop, the worker is restarted like one that died
 //   signalled           a stop signal reached the role from another sender than its supervisor

@@ -226,7 +226,7 @@ void RoleProcess::HandleExit(int wait_status) {
   }
   pid_ = -1;
   ReadHeartbeats();  // what the child said last is still in the pipe
-  // A worker stopped by a SIGTERM of its own, not the supervisor's (someone signalled it alone):
+  // A worker stopped by a stop signal of its own, not the supervisor's (someone signalled it alone):
   // the job cannot go on without it, so it is restarted as if it had died.
   const bool stopped_alone = !stopping_ && !stopped_.empty();
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0 && !stopped_alone) {

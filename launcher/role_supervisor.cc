@@ -11,6 +11,7 @@
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/logging.h"
+#include "common/role_signals.h"
 #include "launcher/exit_codes.h"
 
 namespace psformer {
@@ -30,14 +31,14 @@ void OnInterrupt(int signal) {
   g_interrupts.fetch_add(1);
 }
 
-// Stops the roles of `kind` (SIGTERM) while the others stay supervised, waiting at most `timeout`
+// Stops the roles of `kind` (SupervisorStopSignal()) while the others stay supervised, waiting at most `timeout`
 // (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
 bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chrono::seconds timeout) {
   // At least one: in a stop a role's report began, this process's own first signal (the same
   // pkill's, a moment later) is no second one.
   const int interrupts = std::max(g_interrupts.load(), 1);
   for (auto& role : roles) {
-    if (role.kind == kind) role.process->RequestStop(SIGTERM);
+    if (role.kind == kind) role.process->RequestStop(SupervisorStopSignal());
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

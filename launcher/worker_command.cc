@@ -46,7 +46,7 @@ int RunWorkerCommand(const Args& args) {
   SetLogTag("worker-" + std::to_string(worker.index));
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   HeartbeatSender heartbeat(config.cluster().heartbeat_interval_ms());
-  // SIGTERM from the supervisor (the job is being interrupted): finish the step in hand, then
+  // The supervisor's stop signal (the job is being interrupted): finish the step in hand, then
   // exit 0. Another sender's stop signal is the supervisor's to act on (common/role_signals.h).
   InstallRoleStopSignals([](int) { RequestWorkerStop(); }, {SIGTERM, SIGINT, SIGHUP});
   const Status status = RunWorker(worker);

@@ -3,9 +3,9 @@
 // reads and lines up.
 #include <iostream>
 
+#include "common/text_lines.h"
 #include "launcher/command_line.h"
 #include "worker/translate/bleu.h"
-#include "worker/translate/text_lines.h"
 
 namespace psformer {
 
@@ -31,13 +31,13 @@ int RunBleuCommand(const Args& args) {
 
   const std::string hyp_path = values["hyp"].as<std::string>();
   const auto ref_paths = values["ref"].as<std::vector<std::string>>();
-  auto hyps = ReadTextLines(hyp_path);
+  auto hyps = ReadUtf8Lines(hyp_path, CarriageReturn::kKeep);
   if (!hyps.ok()) return ReportError("bleu", hyps.status());
   // sacreBLEU refuses an empty corpus too; a score of 0 would hide a failed translation run.
   if (hyps->empty()) return ReportError("bleu", hyp_path + " is empty: no hypotheses to score");
   std::vector<std::vector<std::string>> refs;
   for (const std::string& path : ref_paths) {
-    auto lines = ReadTextLines(path);
+    auto lines = ReadUtf8Lines(path, CarriageReturn::kKeep);
     if (!lines.ok()) return ReportError("bleu", lines.status());
     if (lines->size() != hyps->size()) {
       return ReportError("bleu", "line counts differ: " + hyp_path + " has " + std::to_string(hyps->size()) +

@@ -18,7 +18,7 @@
 #include "common/binary_codec.h"
 #include "common/memory_estimate.h"
 #include "common/model_file.h"
-#include "common/utf8.h"
+#include "common/text_lines.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
 #include "launcher/terminal_progress.h"
@@ -34,24 +34,13 @@ namespace {
 // Standard input's lines as source ids, each cut to `max_source` tokens (the model has no
 // positions beyond); says how many were cut. Fails naming the line that cannot be encoded.
 Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vector<std::vector<int32_t>>* sources) {
-  std::vector<std::string> lines;
-  errno = 0;
-  for (std::string line; std::getline(std::cin, line);) lines.push_back(std::move(line));
-  // A read that fails (stdin a directory, or closed) ends the lines as the end of input does;
-  // stdio, under std::cin, remembers the failure.
-  if (std::cin.bad() || std::ferror(stdin)) {
-    const int error = errno;
-    return Status::IoError(std::string("cannot read standard input") +
-                           (error != 0 ? std::string(": ") + std::strerror(error) : std::string()));
-  }
+  // Checked as UTF-8: SentencePiece would take a bad byte as an unknown piece and translate
+  // something else.
+  PSF_ASSIGN_OR_RETURN(const std::vector<std::string> lines,
+                       ReadUtf8Lines(stdin, "standard input", CarriageReturn::kKeep, " (translate reads UTF-8 text)"));
   sources->assign(lines.size(), {});
   int truncated = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
-    // SentencePiece would take a bad byte as an unknown piece and translate something else.
-    if (size_t bad = 0; !IsValidUtf8(lines[i], &bad)) {
-      return Status::InvalidArgument("standard input:" + std::to_string(i + 1) + ": invalid UTF-8 at byte " +
-                                     std::to_string(bad + 1) + " of the line (translate reads UTF-8 text)");
-    }
     std::vector<int> ids;
     Status encoded = vocabulary.Encode(lines[i], &ids);
     if (!encoded.ok()) return Status::InvalidArgument("line " + std::to_string(i + 1) + ": " + encoded.message());

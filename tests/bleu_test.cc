@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/text_lines.h"
 #include "tests/test_util.h"
-#include "worker/translate/text_lines.h"
 
 namespace psformer {
 namespace {
@@ -60,11 +60,11 @@ TEST(CorpusBleu, MatchesSacreBleuOnEveryVector) {
     SCOPED_TRACE(v.name);
     ASSERT_FALSE(v.refs.empty());
     ASSERT_EQ(v.line.rfind("BLEU = ", 0), 0u);
-    auto hyps = ReadTextLines(v.hyp);
+    auto hyps = ReadUtf8Lines(v.hyp, CarriageReturn::kKeep);
     ASSERT_TRUE(hyps.ok()) << hyps.status().ToString();
     std::vector<std::vector<std::string>> refs;
     for (const fs::path& path : v.refs) {
-      auto lines = ReadTextLines(path);
+      auto lines = ReadUtf8Lines(path, CarriageReturn::kKeep);
       ASSERT_TRUE(lines.ok()) << lines.status().ToString();
       refs.push_back(*lines);
     }

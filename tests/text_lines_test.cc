@@ -1,7 +1,10 @@
-// UTF-8 checking and line reading for `psformer prepare`, against hand-made byte sequences.
-#include "worker/data/text_lines.h"
+// UTF-8 checking and reading texts of one sentence per line, against hand-made byte sequences.
+#include "common/text_lines.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
 
 #include "common/utf8.h"
 #include "tests/test_util.h"
@@ -45,15 +48,61 @@ TEST(IsValidUtf8, RejectsMalformedSequencesAndSaysWhere) {
 TEST(ReadUtf8Lines, SplitsLinesDropsCarriageReturnsAndKeepsALastLineWithoutNewline) {
   testing::TempDir dir;
   const std::string path = dir.Write("t.txt", "one\r\n\ntwo\nthree");
-  auto lines = ReadUtf8Lines(path);
+  auto lines = ReadUtf8Lines(path, CarriageReturn::kDrop);
   ASSERT_TRUE(lines.ok()) << lines.status().ToString();
   EXPECT_EQ(*lines, (std::vector<std::string>{"one", "", "two", "three"}));
-  auto empty = ReadUtf8Lines(dir.Write("e.txt", ""));
+  auto empty = ReadUtf8Lines(dir.Write("e.txt", ""), CarriageReturn::kDrop);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
-  auto bad = ReadUtf8Lines(dir.Write("b.txt", "fine\nfine\nbad \xC3\n"));
+  auto bad = ReadUtf8Lines(dir.Write("b.txt", "fine\nfine\nbad \xC3\n"), CarriageReturn::kDrop);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), dir.File("b.txt") + ":3: invalid UTF-8 at byte 5 of the line");
+}
+
+TEST(ReadUtf8Lines, KeepsCarriageReturnsWhenAskedAsSacrebleuDoes) {
+  testing::TempDir dir;
+  auto lines = ReadUtf8Lines(dir.Write("t.txt", "one\r\n\r\ntwo\n\n"), CarriageReturn::kKeep);
+  ASSERT_TRUE(lines.ok()) << lines.status().ToString();
+  EXPECT_EQ(*lines, (std::vector<std::string>{"one\r", "\r", "two", ""}));
+}
+
+// A line is read in 64 KiB pieces: one that spans several, and a newline at a piece's edge.
+TEST(ReadUtf8Lines, LinesAcrossReadBuffersComeWhole) {
+  testing::TempDir dir;
+  const std::string long_line(200000, 'a'), edge(65535, 'b');
+  auto lines = ReadUtf8Lines(dir.Write("t.txt", long_line + "\n" + edge + "\nc\n"), CarriageReturn::kDrop);
+  ASSERT_TRUE(lines.ok()) << lines.status().ToString();
+  EXPECT_EQ(*lines, (std::vector<std::string>{long_line, edge, "c"}));
+}
+
+// /dev/zero or a binary file without a newline fails at the bound instead of filling memory.
+TEST(ReadUtf8Lines, ALineOverTheBoundFailsNamingItsFileAndLine) {
+  testing::TempDir dir;
+  const std::string path = dir.Write("t.txt", "fine\n" + std::string(kMaxTextLineBytes + 1, 'x'));
+  auto lines = ReadUtf8Lines(path, CarriageReturn::kKeep);
+  ASSERT_FALSE(lines.ok());
+  EXPECT_EQ(lines.status().message(),
+            path + ":2: a line longer than 16 MiB (a text of one sentence per line has none)");
+  auto at_bound = ReadUtf8Lines(dir.Write("b.txt", std::string(kMaxTextLineBytes, 'x')), CarriageReturn::kKeep);
+  ASSERT_TRUE(at_bound.ok()) << at_bound.status().ToString();
+  EXPECT_EQ(at_bound->size(), 1u);
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> zeros(std::fopen("/dev/zero", "rb"), &std::fclose);
+  ASSERT_NE(zeros, nullptr);
+  auto endless = ReadUtf8Lines(zeros.get(), "/dev/zero", CarriageReturn::kKeep);
+  ASSERT_FALSE(endless.ok());
+  EXPECT_EQ(endless.status().message(),
+            "/dev/zero:1: a line longer than 16 MiB (a text of one sentence per line has none)");
+}
+
+TEST(ReadUtf8Lines, AMissingFileOrADirectoryIsNamed) {
+  testing::TempDir dir;
+  auto missing = ReadUtf8Lines(dir.File("none.txt"), CarriageReturn::kKeep);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "cannot read " + dir.File("none.txt") + ": No such file or directory");
+  auto directory = ReadUtf8Lines(dir.path().string(), CarriageReturn::kKeep);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().message(), "cannot read " + dir.path().string() + ": it is a directory, not a file");
 }
 
 }  // namespace

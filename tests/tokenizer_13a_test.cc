@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/text_lines.h"
 #include "common/utf8.h"
-#include "worker/translate/text_lines.h"
 
 namespace psformer {
 namespace {
@@ -13,8 +13,8 @@ namespace {
 const std::string kVectorDir = std::string(PSFORMER_SOURCE_DIR) + "/tests/data/bleu/tokenizer/";
 
 TEST(Tokenizer13a, MatchesSacreBleuOnEveryVectorLine) {
-  auto input = ReadTextLines(kVectorDir + "input.txt");
-  auto expected = ReadTextLines(kVectorDir + "expected.txt");
+  auto input = ReadUtf8Lines(kVectorDir + "input.txt", CarriageReturn::kKeep);
+  auto expected = ReadUtf8Lines(kVectorDir + "expected.txt", CarriageReturn::kKeep);
   ASSERT_TRUE(input.ok()) << input.status().ToString();
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
   ASSERT_EQ(input->size(), expected->size());

@@ -129,6 +129,14 @@ TEST_F(TranslateCommandTest, InvalidUtf8OnStandardInputIsRefusedWithItsLine) {
   EXPECT_TRUE(OutputLines().empty());
 }
 
+// /dev/zero (or a binary file without a newline) on standard input fails at the bound on a
+// line's length, instead of filling memory until the allocator throws.
+TEST_F(TranslateCommandTest, AnEndlessLineOnStandardInputIsRefusedWithItsLine) {
+  auto result = Translate("--model " + model_ + " --spm " + spm_, "/dev/zero");
+  EXPECT_TRUE(testing::EndsSaying(result, 1, "standard input:1: a line longer than 16 MiB")) << result.output;
+  EXPECT_TRUE(OutputLines().empty());
+}
+
 // Standard input that cannot be read (a directory, or closed) is an error, not an empty input
 // translated into nothing with exit status 0.
 TEST_F(TranslateCommandTest, UnreadableStandardInputIsAnError) {

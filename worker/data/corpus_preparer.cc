@@ -10,11 +10,11 @@
 
 #include "common/model_file.h"
 #include "common/temporary_directory.h"
+#include "common/text_lines.h"
 #include "common/write_file.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/in_memory_corpus.h"
 #include "worker/data/subword_vocabulary.h"
-#include "worker/data/text_lines.h"
 
 namespace psformer {
 namespace fs = std::filesystem;
@@ -59,8 +59,8 @@ Status CheckOptions(const PrepareOptions& o) {
 StatusOr<ParallelText> ReadParallelText(const std::string& src_path, const std::string& tgt_path,
                                         const std::string& src_flag, const std::string& tgt_flag) {
   ParallelText text;
-  PSF_ASSIGN_OR_RETURN(text.src, ReadUtf8Lines(src_path));
-  PSF_ASSIGN_OR_RETURN(text.tgt, ReadUtf8Lines(tgt_path));
+  PSF_ASSIGN_OR_RETURN(text.src, ReadUtf8Lines(src_path, CarriageReturn::kDrop));
+  PSF_ASSIGN_OR_RETURN(text.tgt, ReadUtf8Lines(tgt_path, CarriageReturn::kDrop));
   if (text.src.size() != text.tgt.size()) {
     return Status::InvalidArgument(src_flag + " " + src_path + " has " + std::to_string(text.src.size()) +
                                    " lines but " + tgt_flag + " " + tgt_path + " has " +

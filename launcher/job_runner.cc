@@ -1,5 +1,7 @@
 #include "launcher/job_runner.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "common/clock_text.h"
 #include "common/fault_plan.h"
@@ -189,12 +192,16 @@ struct Placement {
 
 // What a cluster rank adds to the sequence.
 struct JobHooks {
-  // Before the servers stop on Ctrl-C: wait for every rank's workers to stop first.
-  std::function<void(std::vector<SupervisedRole>&)> before_servers_stop;
+  // Waits for every rank: on Ctrl-C once this rank's workers stopped (`stopping`; bounded, the
+  // servers stop next), or once its roles all finished (unbounded; SupervisionHooks).
+  std::function<void(std::vector<SupervisedRole>&, bool stopping)> wait_for_ranks;
   // With the supervision's status, before anything is cleaned up (a rank that cannot continue
   // aborts the whole job here); and the status the job ends with (every rank's worst).
   std::function<void(int status)> after_supervision;
   std::function<int(int status)> job_status;
+  // A stop this rank began, passed on to the others; one another rank began (SupervisionHooks).
+  std::function<void(int signal)> stop_began;
+  std::function<std::pair<std::string, int>()> stop_asked;
 };
 
 // The ipc:// endpoints the roles of this process listened on: its servers' and aggregators'.
@@ -230,9 +237,14 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
                                                               placement.host_identity, host_weight))});
   }
   SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
-  std::function<void()> before_servers_stop;
-  if (hooks.before_servers_stop) before_servers_stop = [&] { hooks.before_servers_stop(roles); };
-  const int status = SuperviseRoles(roles, job.run_dir, &events, before_servers_stop);
+  SupervisionHooks supervision;
+  if (hooks.wait_for_ranks) {
+    supervision.after_workers_stopped = [&] { hooks.wait_for_ranks(roles, true); };
+    supervision.after_all_finished = [&] { hooks.wait_for_ranks(roles, false); };
+  }
+  supervision.stop_began = hooks.stop_began;
+  supervision.stop_asked = hooks.stop_asked;
+  const int status = SuperviseRoles(roles, job.run_dir, &events, supervision);
   if (hooks.after_supervision) hooks.after_supervision(status);
   roles.clear();  // every role process is gone
   RemoveJobSegments(placement.job_id);
@@ -433,11 +445,15 @@ int RunClusterRank(const JobOptions& options) {
   JobHooks hooks;
   // On Ctrl-C mpirun signals every rank; the server ranks wait for the worker ranks' stop (with
   // a bound: a rank that was not signalled never arrives) before stopping their servers.
-  hooks.before_servers_stop = [&](std::vector<SupervisedRole>& roles) {
-    const bool all = mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), [&] {
+  hooks.wait_for_ranks = [&](std::vector<SupervisedRole>& roles, bool stopping) {
+    const auto poll = [&] {
       for (auto& role : roles) role.process->Poll();
-    });
-    if (!all) PSF_LOG(Warning) << "not every rank stopped its workers in time; stopping the servers anyway";
+    };
+    if (!stopping) {
+      mpi.BarrierWithin(std::chrono::milliseconds::max(), poll);
+    } else if (!mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), poll)) {
+      PSF_LOG(Warning) << "not every rank stopped its workers in time; stopping the servers anyway";
+    }
   };
   hooks.after_supervision = [&](int status) {
     if (status == kExitSuccess || status == kExitInterrupted || status == kExitHangup) return;
@@ -446,7 +462,21 @@ int RunClusterRank(const JobOptions& options) {
               << ") cannot continue; aborting the job\n";
     mpi.Abort(status);
   };
-  hooks.job_status = [&](int status) { return mpi.AllReduceMax(status); };
+  // A stop signal that reached this rank alone (a kill of its pid, a node's own shutdown) stops
+  // the whole job in order, as mpirun's Ctrl-C to every rank does.
+  mpi.ListenForStop();
+  hooks.stop_began = [&](int signal) { mpi.AnnounceStop(signal); };
+  hooks.stop_asked = [&]() -> std::pair<std::string, int> {
+    const std::optional<MpiBootstrap::StopNotice> notice = mpi.StopAsked();
+    if (!notice) return {"", 0};
+    return {"rank " + std::to_string(notice->rank) + (notice->signal == SIGHUP ? " hung up" : " was interrupted") +
+                " and stops the job",
+            notice->signal};
+  };
+  hooks.job_status = [&](int status) {
+    mpi.EndStopNotices();
+    return mpi.AllReduceMax(status);
+  };
   return SuperviseJob(*placement, hooks);
 }
 

@@ -7,12 +7,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace psformer {
 namespace {
 // Host names and endpoints are short; a longer value is refused rather than cut.
 constexpr int kMaxValue = 1024;
+// The tag of a stop notice: {signal, rank}. No other point-to-point message is sent.
+constexpr int kStopTag = 7;
 }  // namespace
+
+struct MpiBootstrap::StopNotices {
+  MPI_Request receive = MPI_REQUEST_NULL;
+  int received[2] = {0, 0};
+  bool announced = false;  // this rank sent its own
+  int sent[2] = {0, 0};
+  std::vector<MPI_Request> sends;
+};
 
 bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
 
@@ -31,6 +42,60 @@ MpiBootstrap::MpiBootstrap() {
 }
 
 MpiBootstrap::~MpiBootstrap() { MPI_Finalize(); }
+
+void MpiBootstrap::ListenForStop() {
+  stop_ = std::make_unique<StopNotices>();
+  MPI_Irecv(stop_->received, 2, MPI_INT, MPI_ANY_SOURCE, kStopTag, MPI_COMM_WORLD, &stop_->receive);
+}
+
+std::optional<MpiBootstrap::StopNotice> MpiBootstrap::StopAsked() {
+  if (!stop_ || stop_->receive == MPI_REQUEST_NULL) return std::nullopt;
+  int done = 0;
+  MPI_Test(&stop_->receive, &done, MPI_STATUS_IGNORE);  // sets the request to MPI_REQUEST_NULL when done
+  if (!done) return std::nullopt;
+  return StopNotice{stop_->received[0], stop_->received[1]};
+}
+
+void MpiBootstrap::AnnounceStop(int signal) {
+  if (!stop_ || stop_->announced) return;
+  stop_->announced = true;
+  stop_->sent[0] = signal;
+  stop_->sent[1] = rank_;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    stop_->sends.emplace_back();
+    MPI_Isend(stop_->sent, 2, MPI_INT, r, kStopTag, MPI_COMM_WORLD, &stop_->sends.back());
+  }
+  // Start them on their way now: a small message goes out eagerly, before this rank calls MPI
+  // again.
+  int done = 0;
+  MPI_Testall(static_cast<int>(stop_->sends.size()), stop_->sends.data(), &done, MPI_STATUSES_IGNORE);
+}
+
+void MpiBootstrap::EndStopNotices() {
+  if (!stop_) return;
+  // How many notices were sent to this rank: every rank but the announcers' own sent one each.
+  const int announcers = [&] {
+    int mine = stop_->announced ? 1 : 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+  }();
+  int to_me = announcers - (stop_->announced ? 1 : 0);
+  if (stop_->receive != MPI_REQUEST_NULL) {
+    if (to_me > 0) {
+      MPI_Wait(&stop_->receive, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Cancel(&stop_->receive);
+      MPI_Wait(&stop_->receive, MPI_STATUS_IGNORE);
+    }
+  }
+  if (to_me > 0) --to_me;  // the one the posted receive took
+  for (int buffer[2]; to_me > 0; --to_me) {
+    MPI_Recv(buffer, 2, MPI_INT, MPI_ANY_SOURCE, kStopTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  MPI_Waitall(static_cast<int>(stop_->sends.size()), stop_->sends.data(), MPI_STATUSES_IGNORE);
+  stop_.reset();
+}
 
 StatusOr<std::vector<std::string>> MpiBootstrap::AllGather(const std::string& mine) {
   char local[kMaxValue] = {};
@@ -64,12 +129,13 @@ int MpiBootstrap::AllReduceMax(int value) {
 bool MpiBootstrap::BarrierWithin(std::chrono::milliseconds timeout, const std::function<void()>& while_waiting) {
   MPI_Request request;
   MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool forever = timeout == std::chrono::milliseconds::max();
+  const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
   while (true) {
     int done = 0;
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (!forever && std::chrono::steady_clock::now() >= deadline) return false;
     if (while_waiting) while_waiting();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -1,5 +1,5 @@
 // The MPI side of cluster mode: MPI carries only the bootstrap (who is where, which endpoints,
-// the job id and run directory) and the final shutdown. Role processes never call MPI, because
+// the job id and run directory), a stop one rank began, and the final shutdown. Role processes never call MPI, because
 // Open MPI aborts the whole job when one of its processes dies (docs/failure-model.md).
 #ifndef PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
 #define PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,14 +41,30 @@ class MpiBootstrap {
   int AllReduceMax(int value);
   // Waits until every rank has called this (a non-blocking barrier), calling `while_waiting`
   // every few ms; false if `timeout` passed first (the barrier then stays pending, and the ranks
-  // still agree on the order of later collectives).
+  // still agree on the order of later collectives); milliseconds::max() waits for ever.
   bool BarrierWithin(std::chrono::milliseconds timeout, const std::function<void()>& while_waiting);
   // Ends every rank of the job with `exit_status` (after this rank printed why).
   [[noreturn]] void Abort(int exit_status);
 
+  // An orderly stop one rank began (a stop signal that reached it alone), passed on to the
+  // others, point to point: ListenForStop posts the receive of one notice, StopAsked tests it
+  // (non-blocking), AnnounceStop sends this rank's to every other rank, and EndStopNotices (a
+  // collective, once supervision ended) receives those sent and not yet received and cancels
+  // what waits for none, so that MPI_Finalize finds nothing pending.
+  struct StopNotice {
+    int signal = 0;
+    int rank = 0;  // the rank that began the stop
+  };
+  void ListenForStop();
+  std::optional<StopNotice> StopAsked();
+  void AnnounceStop(int signal);
+  void EndStopNotices();
+
  private:
+  struct StopNotices;  // MPI's requests and buffers (mpi.h stays in the .cc)
   int rank_ = 0;
   int size_ = 1;
+  std::unique_ptr<StopNotices> stop_;
 };
 
 }  // namespace psformer

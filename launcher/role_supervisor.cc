@@ -138,7 +138,7 @@ std::string NewestCompleteCheckpoint(const std::string& run_dir) {
 }
 
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
-                   const std::function<void()>& after_workers_stopped) {
+                   const SupervisionHooks& hooks) {
   g_interrupts.store(0);
   g_first_signal.store(0);
   g_foreign_stop.store(false);
@@ -156,7 +156,18 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   while (true) {
     checkpoint_failures += ReportCheckpointFailures(roles);
     NoteRestarts(roles, events);
-    if (g_interrupts.load() != 0 || g_foreign_stop.load()) return StopInOrder(roles, after_workers_stopped);
+    if (g_interrupts.load() != 0 || g_foreign_stop.load()) {
+      if (hooks.stop_began) hooks.stop_began(g_first_signal.load() == SIGHUP ? SIGHUP : SIGINT);
+      return StopInOrder(roles, hooks.after_workers_stopped);
+    }
+    if (hooks.stop_asked) {
+      if (const auto [who, signal] = hooks.stop_asked(); !who.empty()) {
+        PSF_LOG(Warning) << who << ": this rank stops in order too";
+        int none = 0;
+        g_first_signal.compare_exchange_strong(none, signal == SIGHUP ? SIGHUP : SIGINT);
+        return StopInOrder(roles, hooks.after_workers_stopped);
+      }
+    }
     bool all_done = true;
     for (auto& role : roles) {
       const RoleProcess::State state = role.process->Poll();
@@ -169,6 +180,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
     }
     if (TakeForeignStop(roles)) continue;  // stopped in order at the top of the loop
     if (all_done) {
+      if (hooks.after_all_finished) hooks.after_all_finished();
       checkpoint_failures += ReportCheckpointFailures(roles);
       if (checkpoint_failures == 0) return kExitSuccess;
       // The model was written, but the run lacks checkpoints its config asked for.

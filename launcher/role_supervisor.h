@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/cluster_plan.h"
@@ -22,6 +23,24 @@ namespace psformer {
 inline constexpr std::chrono::seconds kWorkerStopTimeout{60};
 inline constexpr std::chrono::seconds kServerStopTimeout{60};
 
+// What a supervision shares with the supervisors of the job's other ranks (cluster mode); each
+// is optional.
+struct SupervisionHooks {
+  // Waits, once this process's workers have stopped, until every rank's have, so that the
+  // servers of the whole job stop after all of them.
+  std::function<void()> after_workers_stopped;
+  // Called once every role finished, with nothing stopped: the same wait, unbounded, so that
+  // every rank makes the same MPI collectives whichever way it ended (a stop that came as the
+  // job finished reaches some ranks and not others).
+  std::function<void()> after_all_finished;
+  // Called when this process begins an orderly stop of its own accord (a signal to it, or one a
+  // role reported), with its first signal (SIGINT or SIGHUP): the other ranks are told.
+  std::function<void(int signal)> stop_began;
+  // Polled while the roles run: another rank began an orderly stop ("" if none; else what to
+  // log, e.g. "rank 2 was interrupted"), and its signal. This process then stops in order too.
+  std::function<std::pair<std::string, int>()> stop_asked;
+};
+
 // A role process and what it is, so that a stop can go in order.
 struct SupervisedRole {
   RoleSlot::Kind kind;
@@ -32,13 +51,11 @@ struct SupervisedRole {
 // checkpoints failed on the way (the newest complete one of `run_dir` is named); one failed for
 // good: kExitFailure, the others killed; Ctrl-C / SIGTERM: kExitInterrupted after the orderly
 // stop, SIGHUP (the terminal closed) the same stop and kExitHangup (a second signal of any of
-// these kills what is still running). In cluster mode each rank holds one role;
-// `after_workers_stopped` (if set) waits there until every rank's workers have stopped, so that
-// the servers of the whole job stop after all of them.
-// Each restart a role's supervisor decides is noted in `events` (TensorBoard).
+// these kills what is still running). Each restart a role's supervisor decides is noted in
+// `events` (TensorBoard).
 // REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM and SIGHUP handlers).
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
-                   const std::function<void()>& after_workers_stopped = nullptr);
+                   const SupervisionHooks& hooks = {});
 
 // The newest checkpoint of the run that is complete (CheckCheckpointFiles), as a path; "" if none.
 std::string NewestCompleteCheckpoint(const std::string& run_dir);

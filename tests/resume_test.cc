@@ -339,6 +339,22 @@ TEST(Resume, AStopBeforeAnyCheckpointSaysSoAndAdvisesNoResume) {
   }
 }
 
+// A 4-rank mpirun job of kJob in `run`, stopped in order after step 20 (`output` its mpirun's):
+// it advises how to continue, its checkpoint of the step both workers stopped after is complete,
+// and its resume under mpirun ends with the `undisturbed` weights.
+void ExpectAStoppedMpirunJobToResumeToTheSameWeights(const std::string& output, const std::string& run,
+                                                     const std::string& undisturbed) {
+  EXPECT_TRUE(testing::HasText(output, ContinueAdvice(run, "mpirun ... "))) << output;
+  const int64_t cut = StoppedCut(run);
+  ASSERT_GE(cut, 20) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
+  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, cut))) << CheckpointManifest(run, cut);
+
+  CommandResult resumed = testing::RunPsformerUnderMpirun(
+      4, "train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
 // Under mpirun the Ctrl-C reaches every rank; the server ranks stop only after every worker
 // rank stopped its worker (an MPI barrier), so the checkpoint is as complete as on one machine.
 TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
@@ -347,15 +363,46 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   const std::string run = dir.File("interrupted");
   const CommandResult interrupted = SignalAtStep(run, 20, SIGINT, "mpirun --allow-run-as-root --oversubscribe -np 4 ");
   EXPECT_NE(interrupted.exit_status, 0) << interrupted.output;
-  EXPECT_TRUE(testing::HasText(interrupted.output, ContinueAdvice(run, "mpirun ... "))) << interrupted.output;
-  const int64_t stopped = StoppedCut(run);
-  ASSERT_GE(stopped, 20) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
-  EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
+  ExpectAStoppedMpirunJobToResumeToTheSameWeights(interrupted.output, run, undisturbed);
+}
 
-  CommandResult resumed = testing::RunPsformerUnderMpirun(
-      4, "train --config " + run + "/config.pbtxt --run-dir " + run + " --resume" + kNoDelays);
-  ASSERT_EQ(resumed.exit_status, 0) << resumed.output;
-  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+// The pid of the process that started `pid` (its parent), or -1.
+pid_t ParentOf(pid_t pid) {
+  const std::string text = BackgroundJob::ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = text.rfind(')');
+  long long parent = -1;
+  if (paren == std::string::npos || std::sscanf(text.c_str() + paren + 1, " %*c %lld", &parent) != 1) return -1;
+  return static_cast<pid_t>(parent);
+}
+
+// A SIGTERM to one rank's supervisor alone (a kill of its pid, the shutdown of its node): the
+// other ranks hear of it from that rank and the whole job stops in order, as on a Ctrl-C to
+// mpirun. (The other ranks once went on without it and waited for its servers until they gave
+// up; the job lost every step since its last checkpoint.)
+TEST(Resume, ASigtermToOneRankUnderMpirunStopsTheWholeJobInOrder) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("run");
+  CommandResult stopped;
+  {
+    BackgroundJob job(std::string("train ") + kJob + kSlowSteps + " --set checkpoint.every_steps=0 --run-dir " + run,
+                      run + ".out", "mpirun --allow-run-as-root --oversubscribe -np 4 ");
+    ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+    const std::vector<pid_t> role = testing::StartedPids(run + "/logs/supervisor-1.log");
+    ASSERT_EQ(role.size(), 1u) << BackgroundJob::ReadAll(run + "/logs/supervisor-1.log");
+    const pid_t supervisor = ParentOf(role[0]);
+    ASSERT_GT(supervisor, 1) << role[0];
+    ASSERT_EQ(kill(supervisor, SIGTERM), 0) << supervisor;
+    stopped.exit_status = job.Wait(std::chrono::seconds(150));
+    stopped.output = job.Output();
+  }
+  EXPECT_EQ(stopped.exit_status, 130) << stopped.output;
+  for (const int rank : {0, 2, 3}) {
+    const std::string log = BackgroundJob::ReadAll(run + "/logs/supervisor-" + std::to_string(rank) + ".log");
+    EXPECT_TRUE(testing::HasText(log, "rank 1 was interrupted and stops the job")) << rank << "\n" << log;
+  }
+  EXPECT_FALSE(testing::HasText(stopped.output, "did not stop in time")) << stopped.output;
+  ExpectAStoppedMpirunJobToResumeToTheSameWeights(stopped.output, run, undisturbed);
 }
 
 // The arguments of `psformer launch` training kJob (slow steps, no periodic checkpoint) into

@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <utility>
 
 #include "common/clock_text.h"
 #include "common/fault_plan.h"
@@ -201,7 +200,7 @@ struct JobHooks {
   std::function<int(int status)> job_status;
   // A stop this rank began, passed on to the others; one another rank began (SupervisionHooks).
   std::function<void(int signal)> stop_began;
-  std::function<std::pair<std::string, int>()> stop_asked;
+  std::function<int()> stop_asked;
 };
 
 // The ipc:// endpoints the roles of this process listened on: its servers' and aggregators'.
@@ -466,12 +465,13 @@ int RunClusterRank(const JobOptions& options) {
   // the whole job in order, as mpirun's Ctrl-C to every rank does.
   mpi.ListenForStop();
   hooks.stop_began = [&](int signal) { mpi.AnnounceStop(signal); };
-  hooks.stop_asked = [&]() -> std::pair<std::string, int> {
+  hooks.stop_asked = [&] {
     const std::optional<MpiBootstrap::StopNotice> notice = mpi.StopAsked();
-    if (!notice) return {"", 0};
-    return {"rank " + std::to_string(notice->rank) + (notice->signal == SIGHUP ? " hung up" : " was interrupted") +
-                " and stops the job",
-            notice->signal};
+    if (!notice) return 0;
+    const bool hangup = notice->signal == SIGHUP;
+    PSF_LOG(Warning) << "rank " << notice->rank << (hangup ? " hung up" : " was interrupted")
+                     << " and stops the job: this rank stops in order too";
+    return hangup ? SIGHUP : SIGINT;
   };
   hooks.job_status = [&](int status) {
     mpi.EndStopNotices();

@@ -1,6 +1,7 @@
 // The MPI side of cluster mode: MPI carries only the bootstrap (who is where, which endpoints,
-// the job id and run directory), a stop one rank began, and the final shutdown. Role processes never call MPI, because
-// Open MPI aborts the whole job when one of its processes dies (docs/failure-model.md).
+// the job id and run directory), a stop one rank began, and the final shutdown. Role processes
+// never call MPI, because Open MPI aborts the whole job when one of its processes dies
+// (docs/failure-model.md).
 #ifndef PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
 #define PSFORMER_LAUNCHER_MPI_BOOTSTRAP_H_
 

@@ -160,13 +160,10 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
       if (hooks.stop_began) hooks.stop_began(g_first_signal.load() == SIGHUP ? SIGHUP : SIGINT);
       return StopInOrder(roles, hooks.after_workers_stopped);
     }
-    if (hooks.stop_asked) {
-      if (const auto [who, signal] = hooks.stop_asked(); !who.empty()) {
-        PSF_LOG(Warning) << who << ": this rank stops in order too";
-        int none = 0;
-        g_first_signal.compare_exchange_strong(none, signal == SIGHUP ? SIGHUP : SIGINT);
-        return StopInOrder(roles, hooks.after_workers_stopped);
-      }
+    if (const int signal = hooks.stop_asked ? hooks.stop_asked() : 0; signal != 0) {
+      int none = 0;
+      g_first_signal.compare_exchange_strong(none, signal);
+      return StopInOrder(roles, hooks.after_workers_stopped);
     }
     bool all_done = true;
     for (auto& role : roles) {

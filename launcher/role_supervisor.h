@@ -9,7 +9,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "launcher/cluster_plan.h"
@@ -36,9 +35,10 @@ struct SupervisionHooks {
   // Called when this process begins an orderly stop of its own accord (a signal to it, or one a
   // role reported), with its first signal (SIGINT or SIGHUP): the other ranks are told.
   std::function<void(int signal)> stop_began;
-  // Polled while the roles run: another rank began an orderly stop ("" if none; else what to
-  // log, e.g. "rank 2 was interrupted"), and its signal. This process then stops in order too.
-  std::function<std::pair<std::string, int>()> stop_asked;
+  // Polled while the roles run: the signal (SIGINT or SIGHUP) with which another rank began an
+  // orderly stop, once the hook has logged which rank; 0 if none. This process then stops in
+  // order too.
+  std::function<int()> stop_asked;
 };
 
 // A role process and what it is, so that a stop can go in order.

@@ -185,14 +185,26 @@ inline std::vector<pid_t> StartedPids(const std::string& supervisor_log) {
   return pids;
 }
 
-// True while `pid` runs (a zombie waiting to be reaped counts as gone).
-inline bool ProcessRuns(pid_t pid) {
+// The fields of /proc/PID/stat after the process's name (its state first), or "" once it is gone.
+inline std::string StatFields(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   const size_t paren = text.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
-  const char state = text[paren + 2];
-  return state != 'Z' && state != 'X';
+  if (paren == std::string::npos || paren + 2 >= text.size()) return "";
+  return text.substr(paren + 2);
+}
+
+// True while `pid` runs (a zombie waiting to be reaped counts as gone).
+inline bool ProcessRuns(pid_t pid) {
+  const std::string fields = StatFields(pid);
+  return !fields.empty() && fields[0] != 'Z' && fields[0] != 'X';
+}
+
+// The pid of the process that started `pid` (its parent), or -1 once it is gone.
+inline pid_t ParentOf(pid_t pid) {
+  long long parent = -1;
+  if (std::sscanf(StatFields(pid).c_str(), "%*c %lld", &parent) != 1) return -1;
+  return static_cast<pid_t>(parent);
 }
 
 }  // namespace psformer::testing

@@ -366,15 +366,6 @@ TEST(Resume, CtrlCUnderMpirunStopsInOrderToo) {
   ExpectAStoppedMpirunJobToResumeToTheSameWeights(interrupted.output, run, undisturbed);
 }
 
-// The pid of the process that started `pid` (its parent), or -1.
-pid_t ParentOf(pid_t pid) {
-  const std::string text = BackgroundJob::ReadAll("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = text.rfind(')');
-  long long parent = -1;
-  if (paren == std::string::npos || std::sscanf(text.c_str() + paren + 1, " %*c %lld", &parent) != 1) return -1;
-  return static_cast<pid_t>(parent);
-}
-
 // A SIGTERM to one rank's supervisor alone (a kill of its pid, the shutdown of its node): the
 // other ranks hear of it from that rank and the whole job stops in order, as on a Ctrl-C to
 // mpirun. (The other ranks once went on without it and waited for its servers until they gave
@@ -390,7 +381,7 @@ TEST(Resume, ASigtermToOneRankUnderMpirunStopsTheWholeJobInOrder) {
     ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
     const std::vector<pid_t> role = testing::StartedPids(run + "/logs/supervisor-1.log");
     ASSERT_EQ(role.size(), 1u) << BackgroundJob::ReadAll(run + "/logs/supervisor-1.log");
-    const pid_t supervisor = ParentOf(role[0]);
+    const pid_t supervisor = testing::ParentOf(role[0]);
     ASSERT_GT(supervisor, 1) << role[0];
     ASSERT_EQ(kill(supervisor, SIGTERM), 0) << supervisor;
     stopped.exit_status = job.Wait(std::chrono::seconds(150));

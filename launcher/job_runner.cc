@@ -134,13 +134,15 @@ std::string ResumeCommand(const std::string& run_dir) {
 
 // What a stopped job says last: how to continue it, or, when no complete checkpoint exists (the
 // stop came before the first step, or a server could not write it), that there is nothing to
-// continue and how to start over. `launcher` prefixes the commands ("mpirun ... ").
-std::string AfterStop(const std::string& run_dir, const std::string& launcher) {
+// continue and how to start over. `launcher` prefixes the commands ("mpirun ... "); `job_status`
+// says how it stopped (kExitHangup: the terminal closed; otherwise a Ctrl-C or SIGTERM).
+std::string AfterStop(const std::string& run_dir, const std::string& launcher, int job_status) {
+  const std::string how = job_status == kExitHangup ? "hung up" : "interrupted";
   if (!NewestCompleteCheckpoint(run_dir).empty()) {
-    return "psformer train: interrupted; continue with: " + launcher + ResumeCommand(run_dir) + "\n";
+    return "psformer train: " + how + "; continue with: " + launcher + ResumeCommand(run_dir) + "\n";
   }
   const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
-  return "psformer train: interrupted; no checkpoint was written (the job stopped before a server wrote one; see "
+  return "psformer train: " + how + "; no checkpoint was written (the job stopped before a server wrote one; see "
          "any warnings above and " +
          (fs::path(run_dir) / "logs").string() + "/): nothing to resume; start over with: " + launcher +
          "psformer train --config " + config + " --run-dir " + run_dir + " --overwrite\n";
@@ -250,7 +252,7 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   RemoveSocketFiles(ListeningEndpoints(placement));
   const int job_status = hooks.job_status ? hooks.job_status(status) : status;
   if ((job_status == kExitInterrupted || job_status == kExitHangup) && placement.advises) {
-    const std::string advice = AfterStop(job.run_dir, placement.resume_prefix);
+    const std::string advice = AfterStop(job.run_dir, placement.resume_prefix, job_status);
     // With the console gone (a `| tee` the same Ctrl-C ended), the advice goes to the log.
     if (!(std::cerr << advice)) PSF_LOG(Warning) << advice.substr(0, advice.size() - 1);
   }

@@ -196,16 +196,17 @@ std::vector<std::string> MpirunCommandLine(const LaunchOptions& options, const s
   return BuildMpirunCommand(mpirun);
 }
 
-// After Ctrl-C: how to continue the job, or, with no complete checkpoint, that there is nothing
-// to continue and how to start over.
+// After Ctrl-C, SIGTERM (or SIGHUP: `hung_up`): how to continue the job, or, with no complete
+// checkpoint, that there is nothing to continue and how to start over.
 // Said on the console, or, when that is gone, written to RUN_DIR/logs/launch.log.
-void SayHowToContinue(const std::string& run_dir) {
+void SayHowToContinue(const std::string& run_dir, bool hung_up) {
   const std::string newest = NewestCompleteCheckpoint(run_dir);
+  const std::string how = hung_up ? "hung up" : "interrupted";
   const std::string advice =
-      newest.empty() ? "interrupted; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
+      newest.empty() ? how + "; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
                        "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with "
                        "the same psformer launch command and --overwrite added to the train arguments"
-                     : "interrupted; not restarting. Continue with the same psformer launch command and --resume "
+                     : how + "; not restarting. Continue with the same psformer launch command and --resume "
                        "added to the train arguments (newest complete checkpoint: " +
                            newest + ")";
   if (Say(advice)) return;
@@ -270,7 +271,7 @@ int Launch(const LaunchOptions& options) {
     if (result.interrupted) {
       // mpirun's own status after a Ctrl-C is its abort's (1), whatever the ranks did: the
       // command was interrupted, and says so by 130 like train (129 after SIGHUP).
-      SayHowToContinue(options.run_dir);
+      SayHowToContinue(options.run_dir, result.hung_up);
       return result.hung_up ? kExitHangup : kExitInterrupted;
     }
     if (result.exit_status == 0) return 0;

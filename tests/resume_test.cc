@@ -69,10 +69,12 @@ int64_t StoppedCut(const std::string& run) {
   return std::min(a, b);
 }
 
-// The advice an interrupted job in `run` ends with: how to continue it, after `launcher` ("" or
-// "mpirun ... ", as the advice shows what started the job).
-std::string ContinueAdvice(const std::string& run, const std::string& launcher) {
-  return "interrupted; continue with: " + launcher + "psformer train --config " + run + "/config.pbtxt --run-dir " +
+// The advice a job in `run` stopped by a signal ends with: how to continue it, after `launcher` (""
+// or "mpirun ... ", as the advice shows what started the job); `how` it stopped: "interrupted"
+// (Ctrl-C, SIGTERM) or "hung up" (SIGHUP).
+std::string ContinueAdvice(const std::string& run, const std::string& launcher,
+                           const std::string& how = "interrupted") {
+  return how + "; continue with: " + launcher + "psformer train --config " + run + "/config.pbtxt --run-dir " +
          run + " --resume";
 }
 
@@ -280,8 +282,7 @@ TEST(Resume, AHangUpStopsInOrderLikeCtrlCAndExits129) {
   const CommandResult hungup = SignalAtStep(run, 10, SIGHUP);
   ASSERT_EQ(hungup.exit_status, 129) << hungup.output;
   EXPECT_NE(hungup.output.find("hung up (SIGHUP: the terminal closed)"), std::string::npos) << hungup.output;
-  EXPECT_NE(hungup.output.find("interrupted; continue with: psformer train --config " + run), std::string::npos)
-      << hungup.output;
+  EXPECT_TRUE(testing::HasText(hungup.output, ContinueAdvice(run, "", "hung up"))) << hungup.output;
   const int64_t stopped = StoppedCut(run);
   ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
@@ -306,7 +307,8 @@ void ExpectAStopInOrderWithTheConsoleGone(int signal, int exit_status) {
   const int64_t stopped = StoppedCut(run);
   ASSERT_GE(stopped, 10) << BackgroundJob::ReadAll(run + "/logs/worker-0.log");
   EXPECT_TRUE(std::filesystem::exists(CheckpointManifest(run, stopped))) << CheckpointManifest(run, stopped);
-  EXPECT_TRUE(testing::HasText(BackgroundJob::ReadAll(run + "/logs/supervisor.log"), ContinueAdvice(run, "")))
+  EXPECT_TRUE(testing::HasText(BackgroundJob::ReadAll(run + "/logs/supervisor.log"),
+                               ContinueAdvice(run, "", signal == SIGHUP ? "hung up" : "interrupted")))
       << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
   EXPECT_EQ(JobSegmentsLeft(run), std::vector<std::string>{});
 }
@@ -441,6 +443,8 @@ void ExpectALaunchToStopInOrderWithTheConsoleGone(int signal, int exit_status) {
   // As in CtrlCThroughLaunchExits130AndNamesTheCheckpoint: mpirun may end the ranks before their
   // servers wrote the stop checkpoint (seen on a loaded machine); the advice says which it was.
   const std::string log = BackgroundJob::ReadAll(run + "/logs/launch.log");
+  EXPECT_TRUE(testing::HasText(log, signal == SIGHUP ? "hung up; not restarting." : "interrupted; not restarting."))
+      << log;
   if (NewestCompleteCheckpoint(run) >= 0) {
     EXPECT_TRUE(testing::HasText(log, "--resume added to the train arguments (newest complete checkpoint: ")) << log;
   } else {

@@ -234,6 +234,17 @@ TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
   }
   EXPECT_FALSE(UndisturbedDigest().empty());
   EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
+  // The killed host's Open MPI daemon left its session directory in the /tmp the namespaces
+  // share; taking the cluster down removes it with the rest.
+  std::vector<std::string> hosts = cluster().hosts();
+  hosts.insert(hosts.end(), cluster().spares().begin(), cluster().spares().end());
+  cluster_.reset();
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& host : hosts) {
+      EXPECT_NE(name.rfind("ompi." + host + ".", 0), 0u) << entry.path() << " outlived the cluster";
+    }
+  }
 }
 
 // A cable pulled and put back within the host timeout: TCP and ZeroMQ carry on, nothing restarts.

@@ -13,6 +13,7 @@
 
 #include "common/transport/zmq_van.h"
 #include "tests/slow_link.h"
+#include "tests/test_util.h"
 #include "tests/van_test_util.h"
 
 namespace psformer::testing {
@@ -143,8 +144,11 @@ TEST(SendWindow, HeldAnswersToATcpPeerLeaveByRank) {
 TEST(SendWindow, AnswersOnIpcAreNotHeldBack) {
   ZmqVanOptions o = Windowed();
   o.hold_answers = true;
+  // In a directory of its own, removed after: a fixed name in /tmp stayed behind and was shared
+  // by two runs of the suite at once.
+  const TempDir dir;
   ZmqVan server(o);
-  const std::string endpoint = "ipc://" + ::testing::TempDir() + "send_window_test.ipc";
+  const std::string endpoint = "ipc://" + dir.File("server.ipc");
   ASSERT_TRUE(server.Bind("tcp://127.0.0.1:0").ok());
   ASSERT_TRUE(server.Bind(endpoint).ok());
   ZmqVan client;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string_view>
 
@@ -21,6 +22,13 @@ namespace psformer {
 namespace {
 
 namespace pb = google::protobuf;
+
+// The names of `message`'s fields, in the order of its .proto ("layers, d_model, ...").
+std::string FieldNames(const pb::Descriptor& message) {
+  std::string names;
+  for (int i = 0; i < message.field_count(); ++i) names += (i ? ", " : "") + message.field(i)->name();
+  return names;
+}
 
 // Collects the first parse error with its 1-based line and column.
 class FirstErrorCollector : public pb::io::ErrorCollector {
@@ -49,6 +57,15 @@ class FirstErrorCollector : public pb::io::ErrorCollector {
       const std::string field = FieldBefore(text);
       message = "a negative number" + (field.empty() ? std::string() : " for " + field) +
                 ", which takes a whole number >= 0 (" + message + ")";
+    }
+    // A misspelt field: protobuf names the section's type; the names it has say what was meant.
+    static const std::regex kUnknownField("Message type \"([A-Za-z0-9_.]+)\" has no field named \"[^\"]*\"\\.");
+    std::smatch m;
+    if (std::regex_match(message, m, kUnknownField)) {
+      if (const pb::Descriptor* type = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(m[1].str())) {
+        message.pop_back();  // its full stop, after which the names go
+        message += " (its fields: " + FieldNames(*type) + ")";
+      }
     }
     return source + ":" + std::to_string(line_) + ":" + std::to_string(column_) + ": " + message;
   }
@@ -247,7 +264,8 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
     const pb::FieldDescriptor* field = message->GetDescriptor()->FindFieldByName(name);
     if (field == nullptr) {
       return Status::InvalidArgument("--set " + assignment + ": " + message->GetDescriptor()->name() +
-                                     " has no field '" + name + "'");
+                                     " has no field '" + name + "' (its fields: " +
+                                     FieldNames(*message->GetDescriptor()) + ")");
     }
     if (field->is_repeated() && (dot != std::string::npos || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ||
                                  field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING)) {

@@ -86,13 +86,20 @@ TEST(ConfigLoader, ANegativeNumberForAnUnsignedFieldNamesTheField) {
       << parsed.status().message();
 }
 
-TEST(ConfigLoader, UnknownFieldIsRejectedWithItsName) {
+TEST(ConfigLoader, UnknownFieldIsRejectedWithItsNameAndTheFieldsItsSectionHas) {
   TempDir dir;
   const std::string path = dir.Write("bad.pbtxt", "model {\n  layerz: 3\n}\n");
   auto config = LoadConfigFile(path);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("layerz"), std::string::npos) << config.status().message();
   EXPECT_NE(config.status().message().find(":2:"), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find("(its fields: layers, d_model, d_ff, heads,"), std::string::npos)
+      << config.status().message();
+  // At the top level too.
+  config = LoadConfigFile(dir.Write("top.pbtxt", "trainin { max_steps: 3 }\n"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("(its fields: name, model, optimizer,"), std::string::npos)
+      << config.status().message();
 }
 
 TEST(ConfigLoader, MissingFileIsNotFound) {
@@ -168,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOverride{"batching.src_tokens_per_step=0", "batching.src_tokens_per_step"},
                       BadOverride{"checkpoint.keep_last=2", "checkpoint.keep_last = 2: must keep at least"},
                       BadOverride{"data.train_dir=", "data.train_dir"},
-                      BadOverride{"model.headz=8", "has no field 'headz'"},
+                      BadOverride{"model.headz=8", "ModelConfig has no field 'headz' (its fields: layers, d_model, d_ff, heads"},
+                      BadOverride{"modle.heads=8", "JobConfig has no field 'modle' (its fields: name, model, "},
                       BadOverride{"model.heads=eight", "'eight' is not a valid value for model.heads"},
                       BadOverride{"model.norm_position=MIDDLE", "expected one of POST_LN PRE_LN"},
                       BadOverride{"model=3", "'model' is a section, not a value"},

@@ -135,6 +135,8 @@ double Get(const std::map<std::string, double>& m, const std::string& key) {
 StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
   const fs::path dir(run_dir);
   const fs::path config_path = dir / "config.pbtxt";
+  std::error_code missing;
+  if (!fs::exists(dir, missing)) return Status::NotFound(run_dir + " does not exist");
   if (!fs::is_directory(dir)) return Status::NotFound(run_dir + " is not a directory");
   if (!fs::exists(config_path) || !fs::is_directory(dir / "logs")) {
     return Status::NotFound(run_dir + " is not a run directory (it has no config.pbtxt and logs/; " +
@@ -257,6 +259,9 @@ std::string FormatRunStatus(const RunStatus& s) {
   } else if (s.newest_checkpoint >= 0) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
         << ")\n";
+  } else if (s.state == RunStatus::State::kFinished) {
+    out << "  no checkpoint (none was due before the last step); the model: "
+        << (fs::path(s.run_dir) / "model.bin").string() << "\n";
   } else {
     out << "  no checkpoint yet\n";
   }

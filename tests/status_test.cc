@@ -37,7 +37,9 @@ TEST(StatusCommand, ADirectoryThatIsNotARunIsAClearError) {
       r, 1,
       "psformer status: error: " + dir.path().string() + " is not a run directory (it has no config.pbtxt and logs/"));
   r = RunPsformer("status " + dir.File("missing"));
-  EXPECT_TRUE(EndsSaying(r, 1, dir.File("missing") + " is not a directory"));
+  EXPECT_TRUE(EndsSaying(r, 1, dir.File("missing") + " does not exist"));
+  r = RunPsformer("status " + dir.Write("file", "x"));
+  EXPECT_TRUE(EndsSaying(r, 1, dir.File("file") + " is not a directory"));
   r = RunPsformer("status");
   EXPECT_EQ(r.exit_status, 2) << r.output;
 }
@@ -51,6 +53,22 @@ TEST(StatusCommand, AWatchIntervalThatIsNotPositiveIsNamed) {
                                   {"-0.5", "--watch -0.5: must be a number of seconds > 0"},
                                   {"0", "--watch 0: must be a number of seconds > 0"},
                                   {"inf", "--watch inf: must be a number of seconds > 0"}});
+}
+
+// A run that finished before its first checkpoint was due: it has its model, and nothing more
+// is to come ("no checkpoint yet" said otherwise).
+TEST(StatusCommand, AFinishedRunWithoutACheckpointNamesItsModel) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  CommandResult r = RunPsformer(std::string("train ") + kJob +
+                                " --set training.max_steps=5 --set checkpoint.every_steps=0 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  r = RunPsformer("status " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("  no checkpoint (none was due before the last step); the model: " + run + "/model.bin\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("no checkpoint yet"), std::string::npos) << r.output;
 }
 
 TEST(StatusCommand, AFinishedRun) {

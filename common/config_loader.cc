@@ -264,8 +264,8 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
     const pb::FieldDescriptor* field = message->GetDescriptor()->FindFieldByName(name);
     if (field == nullptr) {
       return Status::InvalidArgument("--set " + assignment + ": " + message->GetDescriptor()->name() +
-                                     " has no field '" + name + "' (its fields: " +
-                                     FieldNames(*message->GetDescriptor()) + ")");
+                                     " has no field '" + name +
+                                     "' (its fields: " + FieldNames(*message->GetDescriptor()) + ")");
     }
     if (field->is_repeated() && (dot != std::string::npos || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ||
                                  field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING)) {

@@ -39,6 +39,7 @@ const std::vector<Subcommand>& Subcommands() {
       {"checksum", "print a digest of a model file's parameter bytes", RunChecksumCommand},
       {"status", "show a training run: its processes, progress, checkpoints and problems", RunStatusCommand},
       {"plot", "draw a run's losses, BLEU, learning rate, throughput and step times as a PNG", RunPlotCommand},
+      {"version", "print the commit this psformer was built from and the libraries it runs with", RunVersionCommand},
   };
   return kCommands;
 }
@@ -48,14 +49,23 @@ int RunCommandLine(int argc, char** argv) {
     PrintUsage(std::cerr);
     return kExitUsage;
   }
-  const std::string name = argv[1];
-  if (name == "--help" || name == "-h" || name == "help") {
+  std::string name = argv[1];
+  Args args(argv + 2, argv + argc);
+  if (name == "--help" || name == "-h" || (name == "help" && args.empty())) {
     PrintUsage(std::cout);
     return CheckStandardOutput("--help", 0);
   }
+  if (name == "--version") name = "version";
+  if (name == "help") {  // `psformer help train` is `psformer train --help`
+    if (args.size() > 1) {
+      std::cerr << "psformer help: error: one command at a time (psformer help COMMAND)\n";
+      return kExitUsage;
+    }
+    name = args.front();
+    args = {"--help"};
+  }
   for (const Subcommand& c : Subcommands()) {
     if (name == c.name) {
-      Args args(argv + 2, argv + argc);
       // A last line of defence: library code reports failures as Status, but nothing a user
       // types may end in an uncaught exception's stack trace.
       // Every command's result goes through here: one that could not be written is a failure.

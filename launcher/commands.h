@@ -35,6 +35,7 @@ int RunBleuCommand(const Args& args);
 int RunChecksumCommand(const Args& args);
 int RunStatusCommand(const Args& args);
 int RunPlotCommand(const Args& args);
+int RunVersionCommand(const Args& args);
 
 }  // namespace psformer
 

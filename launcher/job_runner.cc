@@ -22,6 +22,7 @@
 #include "common/transport/host_identity.h"
 #include "common/transport/van_factory.h"
 #include "common/write_file.h"
+#include "launcher/build_info.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_bootstrap.h"
@@ -142,7 +143,8 @@ std::string AfterStop(const std::string& run_dir, const std::string& launcher, i
     return "psformer train: " + how + "; continue with: " + launcher + ResumeCommand(run_dir) + "\n";
   }
   const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
-  return "psformer train: " + how + "; no checkpoint was written (the job stopped before a server wrote one; see "
+  return "psformer train: " + how +
+         "; no checkpoint was written (the job stopped before a server wrote one; see "
          "any warnings above and " +
          (fs::path(run_dir) / "logs").string() + "/): nothing to resume; start over with: " + launcher +
          "psformer train --config " + config + " --run-dir " + run_dir + " --overwrite\n";
@@ -226,6 +228,7 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   const JobOptions& job = placement.job;
   // The supervisor's lines still reach stderr without the file; say why it is missing.
   if (Status s = SetLogFile(placement.log_file); !s.ok()) PSF_LOG(Warning) << "no supervisor log file: " << s.message();
+  PSF_LOG(Info) << "psformer " << SourceCommit();  // which build ran the job
   PSF_LOG(Info) << placement.summary;
   SweepOrphanSegments();
   LogJobSegments(job.config, placement.job_id);

@@ -203,12 +203,15 @@ void SayHowToContinue(const std::string& run_dir, bool hung_up) {
   const std::string newest = NewestCompleteCheckpoint(run_dir);
   const std::string how = hung_up ? "hung up" : "interrupted";
   const std::string advice =
-      newest.empty() ? how + "; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
-                       "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with "
-                       "the same psformer launch command and --overwrite added to the train arguments"
-                     : how + "; not restarting. Continue with the same psformer launch command and --resume "
-                       "added to the train arguments (newest complete checkpoint: " +
-                           newest + ")";
+      newest.empty()
+          ? how +
+                "; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
+                "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with "
+                "the same psformer launch command and --overwrite added to the train arguments"
+          : how +
+                "; not restarting. Continue with the same psformer launch command and --resume "
+                "added to the train arguments (newest complete checkpoint: " +
+                newest + ")";
   if (Say(advice)) return;
   std::ofstream log(fs::path(run_dir) / "logs" / "launch.log", std::ios::app);
   log << "psformer launch: [" << Now() << "] " << advice << "\n";

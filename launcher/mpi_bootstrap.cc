@@ -25,6 +25,14 @@ struct MpiBootstrap::StopNotices {
   std::vector<MPI_Request> sends;
 };
 
+std::string MpiLibraryName() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS || length <= 0) return "MPI (it does not say which)";
+  const std::string name(text, static_cast<size_t>(length));
+  return name.substr(0, name.find_first_of(",\n"));
+}
+
 bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
 
 int MpirunRankCount() {

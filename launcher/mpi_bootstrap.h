@@ -23,6 +23,9 @@ bool StartedByMpirun();
 // The number of ranks mpirun started (Open MPI's OMPI_COMM_WORLD_SIZE), read without starting
 // MPI (--dry-run); 0 where it does not say.
 int MpirunRankCount();
+// The MPI library's name for itself, up to its first comma ("Open MPI v4.1.4"); callable
+// without starting MPI.
+std::string MpiLibraryName();
 
 class MpiBootstrap {
  public:

@@ -25,22 +25,50 @@ void ExpectEndsSaying(const std::string& arguments, int exit_status, const std::
   ExpectNoStackTrace(r);
 }
 
+// Every subcommand, as `psformer --help` lists them.
+constexpr const char* kSubcommands[] = {"train",   "launch", "worker", "pserver",  "aggregator", "prepare", "translate",
+                                        "average", "export", "bleu",   "checksum", "status",     "plot",    "version"};
+
 TEST(Cli, HelpListsEverySubcommand) {
   auto r = RunPsformer("--help");
   EXPECT_EQ(r.exit_status, 0);
-  for (const char* name :
-       {"train", "worker", "pserver", "prepare", "translate", "average", "export", "bleu", "checksum"}) {
+  for (const char* name : kSubcommands) {
     EXPECT_NE(r.output.find(std::string("  ") + name), std::string::npos) << name << "\n" << r.output;
   }
 }
 
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* name :
-       {"train", "worker", "pserver", "prepare", "translate", "average", "export", "bleu", "checksum"}) {
+  for (const char* name : kSubcommands) {
     auto r = RunPsformer(std::string(name) + " --help");
     ExpectNoStackTrace(r);
-    EXPECT_NE(r.output.find(std::string("psformer ") + name), std::string::npos) << r.output;
+    EXPECT_EQ(r.exit_status, 0) << name << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("usage: psformer ") + name), std::string::npos) << r.output;
+    // `psformer help NAME` says the same.
+    const auto asked = RunPsformer(std::string("help ") + name);
+    EXPECT_EQ(asked.exit_status, 0) << asked.output;
+    EXPECT_EQ(asked.output, r.output) << name;
   }
+  ExpectEndsSaying("help status plot", 2, "one command at a time (psformer help COMMAND)");
+  ExpectEndsSaying("help trian", 2, "unknown command 'trian'");
+}
+
+// The commit it was built from (this checkout's, when it is one) and the libraries it runs with.
+TEST(Cli, VersionNamesTheCommitAndTheLibraries) {
+  const auto r = RunPsformer("version");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  ExpectNoStackTrace(r);
+  const auto head = testing::RunShell("git -C " + testing::SourceDir() + " rev-parse HEAD 2>/dev/null");
+  if (head.exit_status == 0 && head.output.size() >= 12) {
+    EXPECT_EQ(r.output.rfind("psformer " + head.output.substr(0, 12), 0), 0u) << r.output << "\nHEAD " << head.output;
+  } else {
+    EXPECT_EQ(r.output.rfind("psformer unknown (not built from a git checkout)\n", 0), 0u) << r.output;
+  }
+  for (const char* part : {"\n  CPU backend:  OpenBLAS ", "; kernels here: ", "\n  CUDA backend: ", "\n  ZeroMQ ",
+                           ", Protocol Buffers ", ", Boost ", "MPI"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  }
+  EXPECT_EQ(RunPsformer("--version").output, r.output);
+  ExpectEndsSaying("version extra", 2, "psformer version: error: it takes no arguments (got 'extra')");
 }
 
 TEST(Cli, UnknownSubcommandIsAUsageError) { ExpectEndsSaying("trian", 2, "unknown command 'trian'"); }

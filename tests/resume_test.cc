@@ -74,8 +74,8 @@ int64_t StoppedCut(const std::string& run) {
 // (Ctrl-C, SIGTERM) or "hung up" (SIGHUP).
 std::string ContinueAdvice(const std::string& run, const std::string& launcher,
                            const std::string& how = "interrupted") {
-  return how + "; continue with: " + launcher + "psformer train --config " + run + "/config.pbtxt --run-dir " +
-         run + " --resume";
+  return how + "; continue with: " + launcher + "psformer train --config " + run + "/config.pbtxt --run-dir " + run +
+         " --resume";
 }
 
 // Checks that a resumed run of the job in `run` ended well, went on from the checkpoint of `step`

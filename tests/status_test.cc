@@ -69,6 +69,10 @@ TEST(StatusCommand, AFinishedRunWithoutACheckpointNamesItsModel) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("no checkpoint yet"), std::string::npos) << r.output;
+  // Its log says which build trained it: the commit `psformer version` names.
+  const CommandResult version = RunPsformer("version");
+  const std::string build = version.output.substr(0, version.output.find('\n'));
+  EXPECT_NE(testing::ReadTextFile(run + "/logs/supervisor.log").find("] " + build + "\n"), std::string::npos) << build;
 }
 
 TEST(StatusCommand, AFinishedRun) {

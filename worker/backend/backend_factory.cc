@@ -35,4 +35,8 @@ StatusOr<std::unique_ptr<Backend<float>>> MakeBackend(const BackendChoice& choic
 #endif
 }
 
+std::string CpuBackendDescription() {
+  return BlasLibraryDescription() + "; kernels here: " + BlasCoreName() + " (" + BlasKernelReason() + ")";
+}
+
 }  // namespace psformer

@@ -9,7 +9,8 @@
 
 #include "common/status.h"
 #include "worker/backend/backend.h"
-#include "worker/backend/cuda/cuda_device.h"  // CudaDeviceCount, CudaDeviceMemoryBytes, CudaUnavailableReason
+#include "worker/backend/cuda/cuda_device.h"  // CudaDeviceCount, CudaDeviceMemoryBytes, CudaUnavailableReason,
+                                              // CudaBuildDescription
 
 namespace psformer {
 
@@ -24,6 +25,11 @@ struct BackendChoice {
 // matrix products". Unimplemented for a GPU when this psformer was built without the CUDA
 // backend; fails as CudaBackend::Create does when the device cannot be used.
 StatusOr<std::unique_ptr<Backend<float>>> MakeBackend(const BackendChoice& choice, std::string* description = nullptr);
+
+// What the CPU backend computes with, for `psformer version`: the OpenBLAS library as it
+// describes its build, and the kernels it runs on this machine ("OpenBLAS 0.3.21 ...
+// DYNAMIC_ARCH ...; kernels here: Haswell").
+std::string CpuBackendDescription();
 
 }  // namespace psformer
 

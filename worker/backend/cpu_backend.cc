@@ -32,6 +32,13 @@ std::string BlasCoreName() {
   return name != nullptr ? name : "unknown";
 }
 
+std::string BlasLibraryDescription() {
+  const char* config = openblas_get_config();
+  std::string text = config != nullptr ? config : "OpenBLAS (it does not say which)";
+  text.erase(text.find_last_not_of(' ') + 1);
+  return text;
+}
+
 template <typename T>
 CpuBackend<T>::CpuBackend(int threads) : threads_(ResolveThreads(threads)), pool_(threads_) {}
 

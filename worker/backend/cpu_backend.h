@@ -21,6 +21,10 @@ namespace psformer {
 // reproducible only between processes that report the same name (docs/reproducibility.md).
 std::string BlasCoreName();
 
+// How the OpenBLAS library this process runs was built ("OpenBLAS 0.3.21 DYNAMIC_ARCH
+// NO_AFFINITY Haswell MAX_THREADS=64"), as it says itself.
+std::string BlasLibraryDescription();
+
 template <typename T>
 class CpuBackend : public Backend<T> {
  public:

@@ -33,4 +33,14 @@ std::string CudaUnavailableReason() {
   return count == 0 ? "no CUDA device: the driver reports 0 devices" : "";
 }
 
+// CUDA's versions are 1000 * major + 10 * minor (13000 is 13.0).
+std::string CudaBuildDescription() {
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int driver = 0;
+  const bool has_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0;
+  cudaGetLastError();
+  return "built with CUDA " + version(CUDART_VERSION) + "; " +
+         (has_driver ? "driver for CUDA " + version(driver) : std::string("no CUDA driver here"));
+}
+
 }  // namespace psformer

@@ -18,6 +18,10 @@ uint64_t CudaDeviceMemoryBytes(int device);
 // Why CudaDeviceCount() is 0, as one line ("no CUDA device: ..."), or "" when it is not.
 std::string CudaUnavailableReason();
 
+// The CUDA runtime this psformer was built with and the driver it finds ("built with CUDA
+// 13.0; driver 13.0"), or "not built (PSFORMER_CUDA=OFF or no nvcc)".
+std::string CudaBuildDescription();
+
 }  // namespace psformer
 
 #endif  // PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_

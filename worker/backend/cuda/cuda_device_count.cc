@@ -11,5 +11,7 @@ uint64_t CudaDeviceMemoryBytes(int) { return 0; }
 
 std::string CudaUnavailableReason() { return "no CUDA device: psformer was built without the CUDA backend"; }
 
+std::string CudaBuildDescription() { return "not built (PSFORMER_CUDA=OFF or no nvcc)"; }
+
 }  // namespace psformer
 #endif

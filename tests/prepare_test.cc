@@ -500,6 +500,17 @@ TEST_F(PrepareRefuses, LinesTooLongToLearnAVocabularyFrom) {
                  "bytes"});
 }
 
+// An --out that cannot be written is said before the vocabulary is learnt (minutes on a large
+// corpus): here the vocabulary asked for is one the corpus cannot give, and that is not what is
+// said.
+TEST_F(PrepareRefuses, AnOutputThatCannotBeWrittenBeforeLearning) {
+  const std::string file = dir_.Write("notes.txt", "x");
+  const auto r = RunPsformer("prepare --src " + Quote(src_) + " --tgt " + Quote(tgt_) + " --vocab-size 100000 --out " +
+                             Quote(file + "/out"));
+  ExpectRefused(dir_, r, {file + " is a file, not a directory"});
+  EXPECT_EQ(r.output.find("vocabulary size"), std::string::npos) << r.output;
+}
+
 TEST_F(PrepareRefuses, ExistingOutputAndHalfAValidationPair) {
   std::filesystem::create_directory(dir_.File("out"));
   auto r = Prepare(dir_, Files(src_, tgt_));

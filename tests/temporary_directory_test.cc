@@ -66,5 +66,19 @@ TEST(TemporaryDirectory, RemovesTheLeftoversOfKilledWritersOnly) {
   EXPECT_TRUE(fs::is_directory(temp->path()));
 }
 
+// A file where one of the target's directories should be is named, not reported as the
+// system's "Not a directory" about the path as a whole.
+TEST(TemporaryDirectory, AFileInTheWayOfTheTargetsDirectoriesIsNamed) {
+  TempDir dir;
+  const std::string file = dir.Write("notes.txt", "x");
+  for (const std::string& target : {file + "/out", file + "/deeper/out"}) {
+    auto temp = TemporaryDirectory::CreateBeside(target);
+    ASSERT_FALSE(temp.ok()) << target;
+    EXPECT_NE(temp.status().message().find(file + " is a file, not a directory"), std::string::npos)
+        << temp.status().message();
+  }
+  EXPECT_EQ(testing::ReadTextFile(file), "x");
+}
+
 }  // namespace
 }  // namespace psformer

@@ -34,6 +34,7 @@ done
 export PSFORMER_SOURCE_DIR="$bundle" PSFORMER_BINARY="$bin/psformer"
 if [[ -d "$bundle/lib" ]]; then export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+"$bin/psformer" version || true  # the build measured: its commit, CUDA runtime and driver
 
 [[ $train_steps =~ ^[0-9]+$ ]] || { echo "run_on_gpu.sh: --train-steps wants a number" >&2; exit 2; }
 status=0

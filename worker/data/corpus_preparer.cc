@@ -122,6 +122,9 @@ Status WriteWholeFile(const std::string& path, const std::string& bytes) { retur
 StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   PSF_RETURN_IF_ERROR(CheckOptions(options));
+  // Written beside the target and renamed at the end: a failure leaves no partial directory.
+  // Made first, so that an --out that cannot be written is said before minutes of learning.
+  PSF_ASSIGN_OR_RETURN(TemporaryDirectory temp, TemporaryDirectory::CreateBeside(options.out_dir));
   PrepareReport report;
   PSF_ASSIGN_OR_RETURN(ParallelText train, ReadParallelText(options.src_path, options.tgt_path, "--src", "--tgt"));
   std::optional<ParallelText> valid;
@@ -170,8 +173,6 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
     }
   }
 
-  // Written beside the target and renamed at the end: a failure leaves no partial directory.
-  PSF_ASSIGN_OR_RETURN(TemporaryDirectory temp, TemporaryDirectory::CreateBeside(options.out_dir));
   const fs::path out = fs::absolute(options.out_dir).lexically_normal();
   const fs::path final_dir = out.has_filename() ? out : out.parent_path();
   PSF_RETURN_IF_ERROR(WriteWholeFile((temp.path() / "spm.model").string(), model_bytes));

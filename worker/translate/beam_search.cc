@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -35,6 +36,13 @@ struct SentenceSearch {
   std::vector<Translation> finished;
 };
 
+// `value` as a person writes it: -1, 0.25, 1e+30 (std::to_string gave -1.000000).
+std::string AsWritten(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
 }  // namespace
 
 Status ValidateBeamSearchOptions(const BeamSearchOptions& options) {
@@ -42,10 +50,10 @@ Status ValidateBeamSearchOptions(const BeamSearchOptions& options) {
     return Status::InvalidArgument("beam size must be at least 1, got " + std::to_string(options.beam));
   if (!(options.alpha >= 0) || !std::isfinite(options.alpha)) {
     return Status::InvalidArgument("length penalty alpha must be a finite number >= 0, got " +
-                                   std::to_string(options.alpha));
+                                   AsWritten(options.alpha));
   }
   if (!(options.max_len_a >= 0) || !std::isfinite(options.max_len_a)) {
-    return Status::InvalidArgument("max-len-a must be a finite number >= 0, got " + std::to_string(options.max_len_a));
+    return Status::InvalidArgument("max-len-a must be a finite number >= 0, got " + AsWritten(options.max_len_a));
   }
   if (options.max_len_b < 0) {
     return Status::InvalidArgument("max-len-b must be >= 0, got " + std::to_string(options.max_len_b));

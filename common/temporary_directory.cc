@@ -80,6 +80,13 @@ TemporaryDirectory::~TemporaryDirectory() {
 Status TemporaryDirectory::RenameTo(const fs::path& target) {
   std::error_code ec;
   fs::rename(path_, target, ec);
+  if (ec == std::errc::directory_not_empty || ec == std::errc::file_exists) {
+    // Checked empty or absent when the command began: another writer got there first (two
+    // commands with the same output at once), and what it wrote is left as it is.
+    return Status::IoError(target.string() +
+                           " was written by another process meanwhile; it is left as that "
+                           "process wrote it, and this result is dropped");
+  }
   if (ec) return Status::IoError("cannot rename " + path_.string() + " to " + target.string() + ": " + ec.message());
   path_.clear();
   return Status::Ok();

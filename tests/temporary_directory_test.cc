@@ -66,6 +66,24 @@ TEST(TemporaryDirectory, RemovesTheLeftoversOfKilledWritersOnly) {
   EXPECT_TRUE(fs::is_directory(temp->path()));
 }
 
+// Two writers of the same target at once: the second to finish leaves the first's result and
+// says so (the system said "Directory not empty").
+TEST(TemporaryDirectory, ASecondWriterOfTheSameTargetLeavesTheFirstsResult) {
+  TempDir dir;
+  auto first = TemporaryDirectory::CreateBeside(dir.File("out"));
+  ASSERT_TRUE(first.ok());
+  fs::create_directory(dir.File("out"));
+  std::ofstream(dir.File("out/theirs")) << "x";
+  std::ofstream(first->path() / "mine") << "y";
+  const Status renamed = first->RenameTo(dir.File("out"));
+  ASSERT_FALSE(renamed.ok());
+  EXPECT_EQ(renamed.message(), dir.File("out") +
+                                   " was written by another process meanwhile; it is left as that process wrote it, "
+                                   "and this result is dropped");
+  EXPECT_TRUE(fs::exists(dir.File("out/theirs")));
+  EXPECT_FALSE(fs::exists(dir.File("out/mine")));
+}
+
 // A file where one of the target's directories should be is named, not reported as the
 // system's "Not a directory" about the path as a whole.
 TEST(TemporaryDirectory, AFileInTheWayOfTheTargetsDirectoriesIsNamed) {

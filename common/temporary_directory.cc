@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/process_exists.h"
+#include "common/write_file.h"
 
 namespace psformer {
 namespace fs = std::filesystem;
@@ -42,19 +43,7 @@ StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& ta
   const fs::path final_dir = out.has_filename() ? out : out.parent_path();
   const fs::path parent = final_dir.parent_path();
   std::error_code ec;
-  // A file where a directory of the path should be ("--out notes.txt/model") is named as such.
-  for (fs::path up = parent; !up.empty(); up = up.parent_path()) {
-    if (fs::exists(up, ec)) {
-      if (!fs::is_directory(up, ec)) {
-        const std::string what = up.string() + " is a file, not a directory";
-        return Status::IoError(up == parent ? what : "cannot create " + parent.string() + ": " + what);
-      }
-      break;
-    }
-    if (up == up.root_path()) break;
-  }
-  fs::create_directories(parent, ec);
-  if (ec) return Status::IoError("cannot create " + parent.string() + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(MakeDirectories(parent.string(), ""));
   // Hidden, and distinct for concurrent runs. Built by appending, since GCC 12 warns wrongly
   // (-Wrestrict) about `"." + std::string`.
   RemoveDeadWritersTemporaries(parent, final_dir.filename().string());

@@ -113,4 +113,22 @@ Status CheckReplaceable(const std::string& option, const std::string& path, std:
                                  "; it replaces only an earlier " + kind + ": remove it or name another file");
 }
 
+Status MakeDirectories(const std::string& dir, const std::string& what) {
+  const std::string failed = "cannot create " + (what.empty() ? std::string() : what + " ") + dir + ": ";
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::absolute(dir, ec).lexically_normal();
+  for (std::filesystem::path up = target; !up.empty(); up = up.parent_path()) {
+    if (std::filesystem::exists(up, ec)) {
+      if (!std::filesystem::is_directory(up, ec)) {
+        return Status::IoError(failed + (up == target ? dir : up.string()) + " is a file, not a directory");
+      }
+      break;
+    }
+    if (up == up.root_path()) break;
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(failed + ec.message());
+  return Status::Ok();
+}
+
 }  // namespace psformer

@@ -30,6 +30,11 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 Status CheckReplaceable(const std::string& option, const std::string& path, std::string_view magic,
                         const std::string& kind);
 
+// Makes directory `dir` and those above it that are missing. A failure says "cannot create
+// `what` DIR: " and why; where a file stands in the way ("--out notes.txt/model"), it names that
+// file ("notes.txt is a file, not a directory") rather than the system's "Not a directory".
+Status MakeDirectories(const std::string& dir, const std::string& what);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_WRITE_FILE_H_

@@ -39,11 +39,8 @@ namespace {
 namespace fs = std::filesystem;
 
 Status PrepareRunDir(const JobOptions& options) {
-  std::error_code ec;
-  fs::create_directories(fs::path(options.run_dir) / "logs", ec);
-  if (ec) return Status::IoError("cannot create run directory " + options.run_dir + ": " + ec.message());
-  fs::create_directories(fs::path(options.run_dir) / "checkpoints", ec);
-  if (ec) return Status::IoError("cannot create " + options.run_dir + "/checkpoints: " + ec.message());
+  PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(options.run_dir) / "logs").string(), "run directory"));
+  PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(options.run_dir) / "checkpoints").string(), ""));
   return WriteFileAtomically((fs::path(options.run_dir) / "config.pbtxt").string(), ConfigToText(options.config));
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/clock_text.h"
+#include "common/write_file.h"
 #include "launcher/port_reservation.h"
 
 namespace psformer {
@@ -92,9 +93,7 @@ std::string RunLock::PathIn(const std::string& dir) { return (fs::path(dir) / ".
 StatusOr<std::unique_ptr<RunLock>> RunLock::Acquire(const std::string& dir, std::chrono::seconds wait) {
   std::error_code ec;
   const bool created_dir = !fs::exists(dir, ec);
-  if (created_dir && (fs::create_directories(dir, ec), ec)) {
-    return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
-  }
+  if (created_dir) PSF_RETURN_IF_ERROR(MakeDirectories(dir, "run directory"));
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (bool said = false;; said = true) {
     auto lock = TryAcquire(dir, created_dir);

@@ -71,6 +71,18 @@ TEST(Cli, VersionNamesTheCommitAndTheLibraries) {
   ExpectEndsSaying("version extra", 2, "psformer version: error: it takes no arguments (got 'extra')");
 }
 
+// A --run-dir below a file: the file is named, for the job and for --local alike (the system's
+// "Not a directory" said nothing of which part of the path was wrong).
+TEST(Cli, ARunDirectoryBelowAFileNamesTheFile) {
+  TempDir dir;
+  const std::string file = dir.Write("notes.txt", "x");
+  for (const char* how : {"", "--local "}) {
+    ExpectEndsSaying(std::string("train ") + how + "--config configs/copy.pbtxt --set training.max_steps=1 --run-dir " +
+                         file + "/run",
+                     1, file + " is a file, not a directory");
+  }
+}
+
 TEST(Cli, UnknownSubcommandIsAUsageError) { ExpectEndsSaying("trian", 2, "unknown command 'trian'"); }
 
 TEST(Cli, DryRunPrintsTheResolvedBaseConfig) {

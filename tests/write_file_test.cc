@@ -20,6 +20,21 @@ bool IsCharacterDevice(const char* path) {
   return stat(path, &st) == 0 && S_ISCHR(st.st_mode);
 }
 
+// A file where a directory of the path should be is named, at any depth; otherwise the
+// directories are made.
+TEST(MakeDirectories, NamesAFileInTheWayAndMakesWhatIsMissing) {
+  TempDir dir;
+  const std::string file = dir.Write("notes.txt", "x");
+  Status s = MakeDirectories(file + "/run/logs", "run directory");
+  EXPECT_EQ(s.message(), "cannot create run directory " + file + "/run/logs: " + file + " is a file, not a directory");
+  s = MakeDirectories(file, "run directory");
+  EXPECT_EQ(s.message(), "cannot create run directory " + file + ": " + file + " is a file, not a directory");
+  EXPECT_EQ(ReadTextFile(file), "x");
+  ASSERT_TRUE(MakeDirectories(dir.File("a/b/c"), "").ok());
+  EXPECT_TRUE(fs::is_directory(dir.File("a/b/c")));
+  EXPECT_TRUE(MakeDirectories(dir.File("a/b/c"), "").ok()) << "an existing directory is no error";
+}
+
 TEST(WriteFile, ReplacesARegularFileAndLeavesNoTemporaryFile) {
   TempDir dir;
   const std::string path = dir.Write("out.txt", "old contents, longer than the new");

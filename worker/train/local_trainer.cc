@@ -179,9 +179,7 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
   LocalTrainer trainer(config, source.get());
   PSF_RETURN_IF_ERROR(trainer.EnableValidBleu());
   const std::string dir = options.run_dir;
-  std::error_code ec;
-  fs::create_directories(fs::path(dir) / "logs", ec);
-  if (ec) return Status::IoError("cannot create run directory " + dir + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(dir) / "logs").string(), "run directory"));
   PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
   const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
   if (options.resume) {

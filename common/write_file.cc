@@ -80,7 +80,19 @@ Status ReplaceRegularFile(const std::string& path, const std::string& bytes) {
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   struct stat link;
   if (::lstat(path.c_str(), &link) != 0) {
-    if (errno != ENOENT) return Failed("write", path, errno);
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) {
+      // Said of the directory, not of the temporary file the write would have made in it.
+      std::error_code ec;
+      const std::filesystem::path parent = std::filesystem::absolute(path, ec).parent_path();
+      if (!std::filesystem::is_directory(parent, ec)) {
+        return Status::IoError("cannot write " + path + ": " +
+                               (std::filesystem::exists(parent, ec)
+                                    ? parent.string() + " is a file, not a directory"
+                                    : "its directory " + parent.string() + " does not exist"));
+      }
+    }
+    if (error != ENOENT) return Failed("write", path, error);
     return ReplaceRegularFile(path, bytes);
   }
   std::string target = path;

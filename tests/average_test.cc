@@ -214,7 +214,8 @@ TEST_F(AverageTest, MistakesAreNamedErrors) {
       {"--run-dir " + run_ + " --last 0 --output " + out, 2, "--last must be at least 1"},
       {"--run-dir " + run_ + " --last three --output " + out, 2, "last"},
       {"--run-dir " + run_, 2, "output"},
-      {"--run-dir " + run_ + " --output " + dir_.File("no-such-dir") + "/model.bin", 1, "cannot create"},
+      {"--run-dir " + run_ + " --output " + dir_.File("no-such-dir") + "/model.bin", 1,
+       "its directory " + dir_.File("no-such-dir") + " does not exist"},
   };
   for (const Case& c : cases) {
     const auto result = RunPsformer("average " + c.arguments);

@@ -58,7 +58,12 @@ TEST(WriteFile, ADirectoryIsRefusedAndAMissingFolderNamed) {
   const Status directory = WriteFileAtomically(dir.path().string(), "x");
   EXPECT_NE(directory.message().find("it is a directory"), std::string::npos) << directory.message();
   const Status missing = WriteFileAtomically(dir.File("no/such/out.txt"), "x");
-  EXPECT_NE(missing.message().find("No such file or directory"), std::string::npos) << missing.message();
+  EXPECT_EQ(missing.message(),
+            "cannot write " + dir.File("no/such/out.txt") + ": its directory " + dir.File("no/such") + " does not exist");
+  const std::string file = dir.Write("notes.txt", "x");
+  const Status below_a_file = WriteFileAtomically(file + "/out.txt", "y");
+  EXPECT_EQ(below_a_file.message(), "cannot write " + file + "/out.txt: " + file + " is a file, not a directory");
+  EXPECT_EQ(ReadTextFile(file), "x");
 }
 
 TEST(WriteFile, ALinkIsFollowedAndKept) {

@@ -10,6 +10,26 @@
 #include "common/write_file.h"
 
 namespace psformer {
+namespace {
+
+// What a file that is not a model is, by its first bytes, where it is another of psformer's own
+// files (an easy mistake: they sit side by side in a run or corpus directory).
+std::string NotAModel(const std::string& bytes) {
+  const std::string head = bytes.substr(0, 8);
+  if (bytes.empty()) return "it is empty, not a psformer model file";
+  // The magics of worker/data/corpus_file.h, common/checkpoint/shard_file.h and
+  // worker/train/trainer_state.h.
+  if (head == std::string("PSFCORP\0", 8))
+    return "it is a corpus file of psformer prepare (train.bin, valid.bin), not a model";
+  if (head == "PSFSHARD") {
+    return "it is a checkpoint's shard file, not a model; psformer average --run-dir RUN_DIR --last 1 --output FILE "
+           "writes the newest checkpoint of a run as one";
+  }
+  if (head == "PSFTRAIN") return "it is the state of train --local (trainer_state.bin), not a model";
+  return "not a psformer model file (wrong magic number)";
+}
+
+}  // namespace
 
 Status WriteModelFile(const std::string& path, const ModelFile& file) {
   PSF_CHECK(file.params.size() == ParamLayout(file.model, file.vocab_size).total_size());
@@ -30,7 +50,7 @@ StatusOr<ModelFile> ReadModelFile(const std::string& path) {
 
   BinaryReader r(bytes);
   if (!r.HasMagic(std::string_view(kModelFileMagic, sizeof(kModelFileMagic)))) {
-    return corrupt("not a psformer model file (wrong magic number)");
+    return corrupt(NotAModel(bytes));
   }
   uint32_t version = 0;
   if (!r.Get(&version)) return corrupt("truncated in the header");

@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/binary_codec.h"
 #include "common/metrics_log.h"
@@ -140,7 +142,18 @@ TEST(ModelFile, RejectsMissingTruncatedCorruptAndForeignFiles) {
   EXPECT_NE(foreign.status().message().find("magic"), std::string::npos) << foreign.status().message();
 
   WriteAll(path, "");
-  EXPECT_FALSE(ReadModelFile(path).ok());
+  EXPECT_EQ(ReadModelFile(path).status().message(), "model file " + path + ": it is empty, not a psformer model file");
+
+  // psformer's other files, which lie beside models, are named for what they are.
+  for (const auto& [head, says] : std::vector<std::pair<std::string, std::string>>{
+           {std::string("PSFCORP\0", 8), "it is a corpus file of psformer prepare (train.bin, valid.bin), not a model"},
+           {"PSFSHARD", "it is a checkpoint's shard file, not a model; psformer average"},
+           {"PSFTRAIN", "it is the state of train --local (trainer_state.bin), not a model"}}) {
+    WriteAll(path, head + std::string(64, '\0'));
+    const auto other = ReadModelFile(path);
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.status().message().find(says), std::string::npos) << other.status().message();
+  }
 
   auto directory = ReadModelFile(dir.File(""));
   ASSERT_FALSE(directory.ok());

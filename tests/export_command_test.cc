@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/crc32c.h"
@@ -285,6 +286,21 @@ TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   ExpectRefused(Export(model_, dir_.File("no.spm"), dir_.File("new/hf")), {"--spm", "no.spm"});
   EXPECT_FALSE(fs::exists(dir_.File("new")));
   ExpectRefused(Export(model_, spm_, ""), {"--out is empty"});
+}
+
+// The model given for --spm (two files of the same run, swapped), an empty file and a text file
+// are each named for what they are, not with SentencePiece's line of source.
+TEST_F(ExportCommandTest, RefusesWhatIsNotASentencePieceModelSayingWhatItIs) {
+  const std::string empty = dir_.Write("empty.spm", "");
+  const std::string text = dir_.Write("text.spm", "alpha beta\n");
+  for (const auto& [spm, says] : std::vector<std::pair<std::string, std::string>>{
+           {model_, "not a SentencePiece model (it is one of psformer's own files (PSFMODE...), not the spm.model"},
+           {empty, "not a SentencePiece model (it is empty)"},
+           {text, "not a SentencePiece model (its bytes do not parse as one; psformer prepare writes spm.model)"}}) {
+    const auto r = Export(model_, spm, dir_.File("hf"));
+    ExpectRefused(r, {spm, says});
+    EXPECT_EQ(r.output.find("sentencepiece_processor.cc"), std::string::npos) << r.output;
+  }
 }
 
 TEST_F(ExportCommandTest, RefusesAnUnwritableDirectory) {

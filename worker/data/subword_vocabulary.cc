@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "worker/data/batch.h"
@@ -73,6 +74,19 @@ Status CheckReservedIds(const sentencepiece::SentencePieceProcessor& p, const st
   return Status::Ok();
 }
 
+// Why `bytes` did not load as a SentencePiece model. Where its parse failed, SentencePiece names
+// a line of its own source; the user needs to hear what the file is instead.
+std::string WhyNotAModel(const std::string& bytes, const std::string& sentencepiece_says) {
+  if (bytes.empty()) return "it is empty";  // SentencePiece: "unk is not defined"
+  if (sentencepiece_says.find("ParseFromArray") == std::string::npos) return sentencepiece_says;
+  // A model or corpus of psformer's own, given by mistake: their magics begin "PSF".
+  if (bytes.compare(0, 3, "PSF") == 0) {
+    return "it is one of psformer's own files (" + std::string(bytes.data(), std::min<size_t>(bytes.size(), 7)) +
+           "...), not the spm.model psformer prepare writes";
+  }
+  return "its bytes do not parse as one; psformer prepare writes spm.model";
+}
+
 }  // namespace
 
 StatusOr<std::string> TrainJointBpe(const std::vector<const std::vector<std::string>*>& sides,
@@ -109,7 +123,10 @@ SubwordVocabulary::~SubwordVocabulary() = default;
 StatusOr<SubwordVocabulary> SubwordVocabulary::FromSerialized(const std::string& bytes, const std::string& name) {
   auto processor = std::make_unique<sentencepiece::SentencePieceProcessor>();
   const auto status = processor->LoadFromSerializedProto(bytes);
-  if (!status.ok()) return Status::InvalidArgument(name + ": not a SentencePiece model (" + status.ToString() + ")");
+  if (!status.ok()) {
+    return Status::InvalidArgument(name + ": not a SentencePiece model (" + WhyNotAModel(bytes, status.ToString()) +
+                                   ")");
+  }
   PSF_RETURN_IF_ERROR(CheckReservedIds(*processor, name));
   return SubwordVocabulary(std::move(processor));
 }

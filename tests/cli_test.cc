@@ -49,6 +49,12 @@ TEST(Cli, EverySubcommandHasHelp) {
     EXPECT_EQ(asked.output, r.output) << name;
   }
   ExpectEndsSaying("help status plot", 2, "one command at a time (psformer help COMMAND)");
+  const auto usage = RunPsformer("--help");
+  for (const char* help : {"help", "help help", "help --help", "help -h", "-h"}) {
+    const auto r = RunPsformer(help);
+    EXPECT_EQ(r.exit_status, 0) << help << "\n" << r.output;
+    EXPECT_EQ(r.output, usage.output) << help;
+  }
   ExpectEndsSaying("help trian", 2, "unknown command 'trian'");
 }
 

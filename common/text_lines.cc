@@ -16,6 +16,7 @@ StatusOr<std::vector<std::string>> ReadUtf8Lines(std::FILE* in, const std::strin
   const auto where = [&] { return name + ":" + std::to_string(lines.size() + 1) + ": "; };
   const auto end_line = [&]() -> Status {
     if (cr == CarriageReturn::kDrop && !line.empty() && line.back() == '\r') line.pop_back();
+    if (cr == CarriageReturn::kDrop && lines.empty() && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     if (size_t bad = 0; !IsValidUtf8(line, &bad)) {
       return Status::InvalidArgument(where() + "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line" +
                                      std::string(hint));

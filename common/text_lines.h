@@ -21,7 +21,8 @@ constexpr size_t kMaxTextLineBytes = size_t{16} << 20;
 
 // What a "\r" before "\n" is. kKeep reads as sacreBLEU's command line does (lines end at "\n"
 // only, and 13a tokenization takes the "\r" as whitespace); kDrop reads a corpus written on
-// Windows as the same sentences.
+// Windows as the same sentences: without the "\r" of its line ends, and without the byte order
+// mark (U+FEFF) that Notepad begins a UTF-8 file with.
 enum class CarriageReturn { kKeep, kDrop };
 
 // The lines of `in`, named `name` in errors, without their "\n". IoError "cannot read NAME:

@@ -66,6 +66,20 @@ TEST(ReadUtf8Lines, KeepsCarriageReturnsWhenAskedAsSacrebleuDoes) {
   EXPECT_EQ(*lines, (std::vector<std::string>{"one\r", "\r", "two", ""}));
 }
 
+// A corpus saved by Notepad begins with a byte order mark; read for a corpus, it is not part of
+// the first sentence (nor of any later line); read as sacreBLEU does, it is kept, as Python's
+// open(encoding="utf-8") keeps it.
+TEST(ReadUtf8Lines, DropsAByteOrderMarkBeginningACorpusOnly) {
+  testing::TempDir dir;
+  const std::string path = dir.Write("bom.txt", "\xEF\xBB\xBFone\r\n\xEF\xBB\xBFtwo\r\n");
+  auto corpus = ReadUtf8Lines(path, CarriageReturn::kDrop);
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  EXPECT_EQ(*corpus, (std::vector<std::string>{"one", "\xEF\xBB\xBFtwo"}));
+  auto scored = ReadUtf8Lines(path, CarriageReturn::kKeep);
+  ASSERT_TRUE(scored.ok());
+  EXPECT_EQ(scored->front(), "\xEF\xBB\xBFone\r");
+}
+
 // A line is read in 64 KiB pieces: one that spans several, and a newline at a piece's edge.
 TEST(ReadUtf8Lines, LinesAcrossReadBuffersComeWhole) {
   testing::TempDir dir;

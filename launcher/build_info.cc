@@ -13,10 +13,10 @@
 namespace psformer {
 namespace {
 
-// A version packed as major * 10^6 + minor * 10^3 + patch (protobuf's), as "3.21.12".
-std::string Dotted(int packed) {
-  return std::to_string(packed / 1000000) + "." + std::to_string(packed / 1000 % 1000) + "." +
-         std::to_string(packed % 1000);
+// A version packed as major * `major_unit` + minor * `minor_unit` + patch, as "3.21.12".
+std::string Dotted(int packed, int major_unit, int minor_unit) {
+  return std::to_string(packed / major_unit) + "." + std::to_string(packed % major_unit / minor_unit) + "." +
+         std::to_string(packed % minor_unit);
 }
 
 }  // namespace
@@ -36,9 +36,8 @@ std::string BuildDescription() {
   out += "  CUDA backend: " + CudaBuildDescription() + "\n";
   out += "  ZeroMQ " + std::to_string(zmq_major) + "." + std::to_string(zmq_minor) + "." + std::to_string(zmq_patch) +
          (CurveAvailable() ? " (CURVE encryption available)" : " (without CURVE: cluster.authenticate cannot be on)") +
-         ", Protocol Buffers " + Dotted(GOOGLE_PROTOBUF_VERSION) + ", Boost " + std::to_string(BOOST_VERSION / 100000) +
-         "." + std::to_string(BOOST_VERSION / 100 % 1000) + "." + std::to_string(BOOST_VERSION % 100) + ", " +
-         MpiLibraryName() + "\n";
+         ", Protocol Buffers " + Dotted(GOOGLE_PROTOBUF_VERSION, 1000000, 1000) + ", Boost " +
+         Dotted(BOOST_VERSION, 100000, 100) + ", " + MpiLibraryName() + "\n";
   return out;
 }
 

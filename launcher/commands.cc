@@ -51,9 +51,11 @@ int RunCommandLine(int argc, char** argv) {
   }
   std::string name = argv[1];
   Args args(argv + 2, argv + argc);
-  const auto asks_for_help = [](const std::string& word) { return word == "--help" || word == "-h" || word == "help"; };
-  // `psformer help`, and `psformer help help` (or --help) as well.
-  if (asks_for_help(name) && (name != "help" || args.empty() || (args.size() == 1 && asks_for_help(args[0])))) {
+  // `psformer help help` (or help --help) is `psformer help`.
+  if (name == "help" && args.size() == 1 && (args[0] == "help" || args[0] == "--help" || args[0] == "-h")) {
+    args.clear();
+  }
+  if (name == "--help" || name == "-h" || (name == "help" && args.empty())) {
     PrintUsage(std::cout);
     return CheckStandardOutput("--help", 0);
   }

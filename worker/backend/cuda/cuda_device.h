@@ -19,7 +19,8 @@ uint64_t CudaDeviceMemoryBytes(int device);
 std::string CudaUnavailableReason();
 
 // The CUDA runtime this psformer was built with and the driver it finds ("built with CUDA
-// 13.0; driver 13.0"), or "not built (PSFORMER_CUDA=OFF or no nvcc)".
+// 13.0; driver for CUDA 13.0", "...; no CUDA driver here"), or "not built (PSFORMER_CUDA=OFF or
+// no nvcc)".
 std::string CudaBuildDescription();
 
 }  // namespace psformer

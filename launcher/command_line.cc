@@ -1,7 +1,9 @@
 #include "launcher/command_line.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio_ext.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -84,8 +86,22 @@ int JobExitStatus(int exit_status) {
   return exit_status;
 }
 
+namespace {
+
+// A shell can stay in a directory that was removed (or renamed) under it; every relative path
+// then fails with "No such file or directory", even one the command was to create. An error
+// says why when that is so.
+std::string RemovedWorkingDirectoryNote() {
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr || errno != ENOENT) return "";
+  return " (the current directory no longer exists: relative paths cannot be found or made from it; cd to a "
+         "directory that exists)";
+}
+
+}  // namespace
+
 int ReportError(const std::string& command, const std::string& message, int exit_status) {
-  std::cerr << "psformer " << command << ": error: " << message << "\n";
+  std::cerr << "psformer " << command << ": error: " << message << RemovedWorkingDirectoryNote() << "\n";
   return exit_status;
 }
 

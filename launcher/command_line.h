@@ -45,7 +45,9 @@ void KeepRunningWhenTheConsoleCloses();
 // lost), so that CheckStandardOutput does not turn a finished job into a failed one.
 int JobExitStatus(int exit_status);
 
-// Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`.
+// Prints "psformer COMMAND: error: MESSAGE" to stderr and returns `exit_status`. When the
+// current directory has been removed, the message says so (the cause of any relative path's
+// "No such file or directory").
 int ReportError(const std::string& command, const std::string& message, int exit_status = kExitFailure);
 int ReportError(const std::string& command, const Status& status, int exit_status = kExitFailure);
 

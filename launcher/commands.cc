@@ -78,8 +78,8 @@ int RunCommandLine(int argc, char** argv) {
         return CheckStandardOutput(name, c.run(args));
       } catch (const std::exception& e) {
         const std::string resources = OutOfResourcesMessage(e);
-        std::cerr << "psformer " << name << ": error: " << (resources.empty() ? e.what() : resources) << "\n";
-        return resources.empty() ? kExitFailure : kExitOutOfResources;
+        return ReportError(name, resources.empty() ? e.what() : resources,
+                           resources.empty() ? kExitFailure : kExitOutOfResources);
       }
     }
   }

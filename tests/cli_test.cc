@@ -89,6 +89,22 @@ TEST(Cli, ARunDirectoryBelowAFileNamesTheFile) {
   }
 }
 
+// A shell left in a directory that was removed: relative paths fail there with "No such file or
+// directory", even one to be created, and the error says why (the library's exceptions too).
+TEST(Cli, AnErrorInARemovedDirectorySaysItIsGone) {
+  TempDir dir;
+  const std::string gone = dir.File("gone");
+  const std::string in_gone =
+      "mkdir " + gone + " && cd " + gone + " && rmdir " + gone + " && " + testing::PsformerBinary() + " ";
+  const std::string note =
+      "(the current directory no longer exists: relative paths cannot be found or made from it; cd to a directory "
+      "that exists)";
+  const std::string config = testing::SourceDir() + "/configs/copy.pbtxt";
+  EXPECT_TRUE(EndsSaying(testing::RunShell(in_gone + "train --config " + config + " --run-dir run"), 1, note));
+  EXPECT_TRUE(EndsSaying(testing::RunShell(in_gone + "prepare --src a --tgt b --out corpus"), 1, note));
+  EXPECT_FALSE(std::filesystem::exists(gone));
+}
+
 TEST(Cli, UnknownSubcommandIsAUsageError) { ExpectEndsSaying("trian", 2, "unknown command 'trian'"); }
 
 TEST(Cli, DryRunPrintsTheResolvedBaseConfig) {

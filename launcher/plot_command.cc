@@ -38,21 +38,32 @@ double Field(const MetricsRecord& r, const std::string& key, double otherwise = 
   return it == r.end() ? otherwise : it->second;
 }
 
-// A temporary directory, removed with the object.
+// A temporary directory in $TMPDIR (or /tmp), removed with the object; error() says why none
+// could be made.
 class ScratchDir {
  public:
   ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "psformer-plot-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    const char* tmpdir = std::getenv("TMPDIR");
+    const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    std::string pattern = (fs::path(parent) / "psformer-plot-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) {
+      path_ = pattern;
+    } else {
+      const int error = errno;
+      error_ = "cannot make a temporary directory in " + parent + (parent == "/tmp" ? "" : " ($TMPDIR)") + ": " +
+               std::strerror(error) + "; set TMPDIR to a writable directory";
+    }
   }
   ~ScratchDir() {
     std::error_code ec;
     if (!path_.empty()) fs::remove_all(path_, ec);
   }
   const fs::path& path() const { return path_; }
+  const std::string& error() const { return error_; }
 
  private:
   fs::path path_;
+  std::string error_;
 };
 
 // `text` as a gnuplot single-quoted string, where '' stands for one quote.
@@ -73,7 +84,7 @@ std::string Script(const std::string& title, int width, int height, bool have_va
   if (steps.first == steps.second) s << "set xrange [" << steps.first - 1 << ":" << steps.second + 1 << "]\n";
   s << "set output 'plot.png'\n"
     << "set datafile missing 'nan'\n"
-    << "set multiplot layout 2,2 title " << Quoted(title) << "\n"
+    << "set multiplot layout 2,2 title " << Quoted(title) << " noenhanced\n"  // "my_run" is no subscript
     << "set grid\nset xlabel 'step'\nset key top right\n"
     << "set title 'loss per target token'\n"
     << "plot 'train.dat' using 1:2 with lines lw 2 title 'train (label-smoothed)'";
@@ -126,19 +137,22 @@ Status RunGnuplot(const fs::path& dir, const fs::path& script) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, messages.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  const std::string cd_and_plot = "cd '" + dir.string() + "' && exec gnuplot '" + script.string() + "'";
-  const char* argv[] = {"sh", "-c", cd_and_plot.c_str(), nullptr};
+  // gnuplot runs in `dir` (the script names its files relative to it), started without a shell,
+  // which would read a quote in $TMPDIR's path as the end of a word.
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  const std::string script_path = script.string();
+  const char* argv[] = {"gnuplot", script_path.c_str(), nullptr};
   pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), environ);
+  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, const_cast<char**>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
+  if (spawned == ENOENT) {
+    return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
+  }
   if (spawned != 0) return Status::IoError(std::string("cannot start gnuplot: ") + std::strerror(spawned));
   int wait_status = 0;
   waitpid(pid, &wait_status, 0);
   std::ifstream in(messages);
   const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitExecFailed) {  // the shell found no gnuplot
-    return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
-  }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     // Its last line says what failed ("plot.gp" line 20: ...); the lines before echo the script.
     std::string last;
@@ -205,7 +219,7 @@ int RunPlotCommand(const Args& args) {
   if (!metrics.ok()) return ReportError("plot", metrics.status());
   for (const std::string& line : unreadable) std::cerr << "psformer plot: warning: " << line << "\n";
   ScratchDir scratch;
-  if (scratch.path().empty()) return ReportError("plot", "cannot make a temporary directory");
+  if (scratch.path().empty()) return ReportError("plot", scratch.error());
   std::ofstream train(scratch.path() / "train.dat"), valid(scratch.path() / "valid.dat");
   int train_lines = 0, valid_lines = 0;
   bool have_bleu = false;

@@ -92,6 +92,28 @@ TEST(PlotCommand, ADeviceIsNeverReplacedAndAFailedWriteFails) {
   EXPECT_TRUE(EndsSaying(r, 1, "it is a directory"));
 }
 
+// plot's scratch files go to $TMPDIR: one that does not exist is named, one whose path holds a
+// quote works, and a gnuplot missing from PATH is said to be missing.
+TEST(PlotCommand, TmpdirAndGnuplotFromTheEnvironment) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.File("run"));
+  dir.Write("run/metrics.jsonl", "{\"step\":1,\"loss\":5.0}\n{\"step\":2,\"loss\":4.0}\n");
+  const std::string run = dir.File("run");
+  const std::string missing = dir.File("missing");
+  CommandResult r = RunPsformer("plot " + run + " --out " + dir.File("a.png"), "TMPDIR=" + missing);
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "psformer plot: error: cannot make a temporary directory in " + missing +
+                             " ($TMPDIR): No such file or directory; set TMPDIR to a writable directory"));
+  std::filesystem::create_directory(dir.File("it's"));
+  r = RunPsformer("plot " + run + " --out " + dir.File("b.png"), "TMPDIR=\"" + dir.File("it's") + "\"");
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.File("b.png")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.File("it's")));  // the scratch directory went with the plot
+  r = RunPsformer("plot " + run + " --out " + dir.File("c.png"), "PATH=" + missing);
+  EXPECT_TRUE(EndsSaying(r, 1, "psformer plot: error: gnuplot is not installed (apt-get install gnuplot-nox"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("c.png")));
+}
+
 TEST(PlotCommand, ClearErrors) {
   TempDir dir;
   CommandResult r = RunPsformer("plot " + dir.path().string());

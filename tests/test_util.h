@@ -75,9 +75,11 @@ inline std::string PsformerBinary() {
   return binary != nullptr && *binary != '\0' ? binary : PSFORMER_BINARY;
 }
 
-// Runs build/psformer with `arguments` (a shell-quoted string) from the source directory.
-inline CommandResult RunPsformer(const std::string& arguments) {
-  return RunShell("cd " + SourceDir() + " && " + PsformerBinary() + " " + arguments);
+// Runs build/psformer with `arguments` (a shell-quoted string) from the source directory, with
+// `environment` (shell-quoted NAME=VALUE words) added to its environment.
+inline CommandResult RunPsformer(const std::string& arguments, const std::string& environment = "") {
+  return RunShell("cd " + SourceDir() + " && " + (environment.empty() ? "" : environment + " ") + PsformerBinary() +
+                  " " + arguments);
 }
 
 // Runs `mpirun -np PROCESSES psformer ARGUMENTS` from the source directory: one MPI rank a role,

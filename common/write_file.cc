@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/run_directory_identity.h"
+
 namespace psformer {
 namespace {
 
@@ -140,6 +142,18 @@ Status MakeDirectories(const std::string& dir, const std::string& what) {
   }
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError(failed + ec.message());
+  return Status::Ok();
+}
+
+Status MakeDirectoriesInRun(const std::string& run_dir, const std::string& dir) {
+  PSF_RETURN_IF_ERROR(CheckRunDirectoryUnchanged(run_dir));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(run_dir, ec)) {
+    return Status::IoError("cannot create " + dir + ": the run directory " + run_dir +
+                           " no longer exists (it was removed or renamed while the job ran)");
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
   return Status::Ok();
 }
 

@@ -35,6 +35,13 @@ Status CheckReplaceable(const std::string& option, const std::string& path, std:
 // file ("notes.txt is a file, not a directory") rather than the system's "Not a directory".
 Status MakeDirectories(const std::string& dir, const std::string& what);
 
+// Makes directory `dir` and those missing between it and `run_dir`, but never `run_dir` itself:
+// a role of a job whose run directory was removed or renamed while it ran must not make a new
+// one of that name (where another job may be starting) by writing a checkpoint into it, nor
+// write into another directory made under that name (common/run_directory_identity.h). Fails
+// naming `run_dir` then. REQUIRES: `dir` lies below `run_dir`.
+Status MakeDirectoriesInRun(const std::string& run_dir, const std::string& dir);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_WRITE_FILE_H_

@@ -249,7 +249,8 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   if (hooks.after_supervision) hooks.after_supervision(status);
   roles.clear();  // every role process is gone
   RemoveJobSegments(placement.job_id);
-  RemoveSocketFiles(ListeningEndpoints(placement));
+  // The socket files of a directory made again under that name are the new job's.
+  if (!RunDirectoryWasLost()) RemoveSocketFiles(ListeningEndpoints(placement));
   const int job_status = hooks.job_status ? hooks.job_status(status) : status;
   if ((job_status == kExitInterrupted || job_status == kExitHangup) && placement.advises) {
     const std::string advice = AfterStop(job.run_dir, placement.resume_prefix, job_status);

@@ -5,6 +5,7 @@
 
 #include "common/config_loader.h"
 #include "common/role_threads.h"
+#include "common/run_directory_identity.h"
 #include "common/trace.h"
 
 namespace psformer {
@@ -203,6 +204,7 @@ RoleCommandLine ParseRoleCommandLine(Kind kind, const Args& args) {
                     kExitUsage);
     return line;
   }
+  RememberRunDirectory(run_dir);  // no checkpoint goes into another directory of that name
   RoleSlot slot;
   slot.kind = kind;
   slot.index = line.arguments.index;

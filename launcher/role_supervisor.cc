@@ -12,6 +12,7 @@
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/logging.h"
 #include "common/role_signals.h"
+#include "common/run_directory_identity.h"
 #include "launcher/exit_codes.h"
 
 namespace psformer {
@@ -30,6 +31,9 @@ void OnInterrupt(int signal) {
   g_first_signal.compare_exchange_strong(none, signal);
   g_interrupts.fetch_add(1);
 }
+
+// Set once SuperviseRoles found its run directory removed or replaced (RunDirectoryWasLost).
+std::atomic<bool> g_run_directory_lost{false};
 
 // Stops the roles of `kind` (SupervisorStopSignal()) while the others stay supervised, waiting at most `timeout`
 // (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
@@ -130,6 +134,8 @@ void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) 
 
 }  // namespace
 
+bool RunDirectoryWasLost() { return g_run_directory_lost.load(); }
+
 std::string NewestCompleteCheckpoint(const std::string& run_dir) {
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     if (CheckCheckpointFiles(run_dir, step).ok()) return CheckpointDir(run_dir, step);
@@ -142,6 +148,12 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   g_interrupts.store(0);
   g_first_signal.store(0);
   g_foreign_stop.store(false);
+  g_run_directory_lost.store(false);
+  // Removed, renamed, or replaced by another of the same name (`rm -rf RUN; psformer train
+  // --run-dir RUN` while this job still runs), the directory is no longer this job's: its roles
+  // would write their checkpoints and model into another job's directory, and its servers, whose
+  // workers' last messages went to the sockets of that job, would wait for them for ever.
+  const RunDirectoryIdentity identity(run_dir);
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   signal(SIGHUP, OnInterrupt);
@@ -154,6 +166,20 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   }
   int checkpoint_failures = 0;
   while (true) {
+    if (const std::string changed = identity.Changed(); !changed.empty()) {
+      for (auto& role : roles) role.process->Kill();
+      const std::string lost =
+          "the run directory " + run_dir + " " + changed +
+          " while the job ran; its role processes were killed at once, so that nothing more of this job is written "
+          "under that name" +
+          (changed.rfind("was removed", 0) == 0
+               ? " (a directory that was moved continues with --resume --run-dir WHERE_IT_IS_NOW)"
+               : "");
+      g_run_directory_lost.store(true);
+      PSF_LOG(Error) << lost;
+      std::cerr << "psformer train: error: " << lost << "\n";
+      return kExitFailure;
+    }
     checkpoint_failures += ReportCheckpointFailures(roles);
     NoteRestarts(roles, events);
     if (g_interrupts.load() != 0 || g_foreign_stop.load()) {

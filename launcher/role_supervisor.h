@@ -49,13 +49,19 @@ struct SupervisedRole {
 
 // Starts the roles and polls them until every one finished: kExitSuccess, or kExitFailure when
 // checkpoints failed on the way (the newest complete one of `run_dir` is named); one failed for
-// good: kExitFailure, the others killed; Ctrl-C / SIGTERM: kExitInterrupted after the orderly
+// good: kExitFailure, the others killed; the run directory removed, renamed or replaced:
+// kExitFailure, every role killed at once (RunDirectoryWasLost); Ctrl-C / SIGTERM: kExitInterrupted after the orderly
 // stop, SIGHUP (the terminal closed) the same stop and kExitHangup (a second signal of any of
 // these kills what is still running). Each restart a role's supervisor decides is noted in
 // `events` (TensorBoard).
 // REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM and SIGHUP handlers).
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const SupervisionHooks& hooks = {});
+
+// Whether the last SuperviseRoles ended because its run directory was removed, renamed or
+// replaced while the job ran (its roles killed, kExitFailure): what is at that path now is not
+// this job's, and nothing may be written, restored or removed there by path.
+bool RunDirectoryWasLost();
 
 // The newest checkpoint of the run that is complete (CheckCheckpointFiles), as a path; "" if none.
 std::string NewestCompleteCheckpoint(const std::string& run_dir);

@@ -300,6 +300,8 @@ int RunTrainCommand(const Args& args) {
   std::optional<RunBeforeResume> before;
   if (resume && !local && OwnsRunDirectory()) before = NoteRunBeforeResume(run_dir);
   const int status = Train(*config, run_dir, resume, local);
+  // What is at run_dir now is not this job's, if anything is: nothing there is put back or removed.
+  if (RunDirectoryWasLost()) return JobExitStatus(status);
   if (before && status != kExitSuccess) RestoreConfigUnlessTheRunWentOn(run_dir, *before);
   // A job refused before it wrote its config (a port in use, no GPU) leaves the directory as it
   // found it: no .lock, and no directory it had to create.

@@ -182,6 +182,44 @@ TEST_F(RunDirectory, ASecondJobOnALiveRunIsRefusedAndTheLockGoesWithAKilledJob) 
   EXPECT_EQ(again.exit_status, 0) << again.output;
 }
 
+// A live job's directory removed and made again under the same name (`rm -rf RUN` and another
+// job there), or moved away: the job ends at once, exit 1, saying which; nothing of it lands in
+// the new directory, and a moved run continues from where it went.
+TEST_F(RunDirectory, AJobWhoseDirectoryIsReplacedOrMovedEndsAndWritesNothingThere) {
+  const std::string run = dir_.File("live");
+  const std::string live_job = std::string(kRun) + " --set training.max_steps=100000 --set checkpoint.every_steps=5";
+  {
+    BackgroundJob job(live_job + " --run-dir " + run, dir_.File("job1.out"));
+    ASSERT_TRUE(WaitForStep(&job, run, 1, std::chrono::seconds(120))) << job.Output();
+    std::filesystem::remove_all(run);
+    std::filesystem::create_directory(run);
+    dir_.Write("live/notes.txt", "not the job's\n");
+    EXPECT_EQ(job.Wait(std::chrono::seconds(60)), 1) << job.Output();
+    EXPECT_TRUE(
+        HasText(job.Output(), "psformer train: error: the run directory " + run +
+                                  " was replaced (removed and made again, perhaps by another job) while the job ran"))
+        << job.Output();
+    // Past the job's end, and past the cadence of its checkpoints: nothing came.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(Snapshot(run), (std::map<std::string, std::string>{{"notes.txt", "not the job's\n"}}));
+  }
+  std::filesystem::remove_all(run);
+  const std::string moved = dir_.File("moved");
+  BackgroundJob job(live_job + " --run-dir " + run, dir_.File("job2.out"));
+  ASSERT_TRUE(WaitForStep(&job, run, 10, std::chrono::seconds(120))) << job.Output();
+  std::filesystem::rename(run, moved);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(60)), 1) << job.Output();
+  EXPECT_TRUE(HasText(job.Output(), "the run directory " + run + " was removed or renamed while the job ran"))
+      << job.Output();
+  EXPECT_FALSE(std::filesystem::exists(run));
+  const int64_t further = LastLoggedStep(moved) + 20;  // past any checkpoint it wrote
+  const CommandResult resumed =
+      RunPsformer("train --config " + moved +
+                  "/config.pbtxt --resume --set training.max_steps=" + std::to_string(further) + " --run-dir " + moved);
+  EXPECT_EQ(resumed.exit_status, 0) << resumed.output;
+  EXPECT_TRUE(std::filesystem::exists(moved + "/model.bin")) << resumed.output;
+}
+
 TEST_F(RunDirectory, ResumeWithAnotherModelNamesEachFieldAndTouchesNothing) {
   const std::string run = TrainedRun("run");
   const auto before = Snapshot(run);

@@ -99,9 +99,7 @@ Status WriteLines(const std::filesystem::path& path, const std::vector<std::stri
 Status WriteValidBleuFiles(const std::string& run_dir, int64_t step, const std::vector<std::string>& references,
                            const std::vector<std::string>& hypotheses) {
   const std::filesystem::path dir = std::filesystem::path(run_dir) / "valid_bleu";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(MakeDirectoriesInRun(run_dir, dir.string()));
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld.hyp", static_cast<long long>(step));
   PSF_RETURN_IF_ERROR(WriteLines(dir / "reference.txt", references));

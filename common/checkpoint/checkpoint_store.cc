@@ -14,6 +14,7 @@
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/proto/checkpoint.pb.h"
+#include "common/write_file.h"
 
 namespace psformer {
 namespace fs = std::filesystem;
@@ -109,15 +110,14 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
 Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, const ShardCheckpointView& shard,
                            int keep_last) {
   const fs::path dir = CheckpointDir(run_dir, shard.step);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IoError("cannot create checkpoint directory " + dir.string() + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(MakeDirectoriesInRun(run_dir, dir.string()));
   PSF_RETURN_IF_ERROR(WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard));
   PSF_ASSIGN_OR_RETURN(bool wrote, WriteManifestIfComplete(run_dir, shard.step, id));
   if (!wrote || keep_last <= 0) return Status::Ok();
   // Only the manifest writer prunes, and only checkpoints older than the newest keep_last
   // complete ones, so no checkpoint a resume could still need goes away.
   int complete = 0;
+  std::error_code ec;
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     const fs::path old = CheckpointDir(run_dir, step);
     if (step > shard.step) continue;

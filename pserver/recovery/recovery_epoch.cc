@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "common/logging.h"
+#include "common/write_file.h"
 
 namespace psformer {
 
@@ -25,8 +26,8 @@ uint64_t TakeRecoveryEpoch(const std::string& run_dir, int shard, uint32_t incar
   const uint64_t unique_to_this_server = static_cast<uint64_t>(incarnation) * 1024 + static_cast<uint64_t>(shard) + 1;
   if (run_dir.empty()) return unique_to_this_server;
   const std::filesystem::path dir = std::filesystem::path(run_dir) / "checkpoints" / "epochs";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  // Not the run directory itself, should it be gone (write_file.h): the open below fails then.
+  (void)MakeDirectoriesInRun(run_dir, dir.string());
   for (uint64_t e = 1;; ++e) {
     const std::string path = (dir / std::to_string(e)).string();
     const int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);

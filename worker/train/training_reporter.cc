@@ -10,6 +10,7 @@
 #include "common/lr_schedule.h"
 #include "common/metrics_log.h"
 #include "common/model_file.h"
+#include "common/run_directory_identity.h"
 
 namespace psformer {
 
@@ -104,6 +105,7 @@ Status TrainingReporter::WriteModel(int64_t step, int vocab_size, const std::vec
   PSF_ASSIGN_OR_RETURN(file.spm_digest, TrainingSentencePieceDigest(config_));
   file.params = params;
   const std::string path = (std::filesystem::path(options_.run_dir) / "model.bin").string();
+  PSF_RETURN_IF_ERROR(CheckRunDirectoryUnchanged(options_.run_dir));
   PSF_RETURN_IF_ERROR(WriteModelFile(path, file));
   PSF_LOG(Info) << "wrote " << path << " (step " << step << ")";
   return Status::Ok();

@@ -1,0 +1,48 @@
+#include "common/run_directory_identity.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "common/thread_annotations.h"
+
+namespace psformer {
+
+RunDirectoryIdentity::RunDirectoryIdentity(std::string path) : path_(std::move(path)) {
+  struct stat st {};
+  known_ = stat(path_.c_str(), &st) == 0;
+  device_ = st.st_dev;
+  inode_ = st.st_ino;
+}
+
+std::string RunDirectoryIdentity::Changed() const {
+  if (!known_) return "";
+  struct stat st {};
+  if (stat(path_.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR ? "was removed or renamed" : "";
+  if (st.st_dev == device_ && st.st_ino == inode_) return "";
+  return "was replaced (removed and made again, perhaps by another job)";
+}
+
+namespace {
+
+Mutex g_mu;
+std::unique_ptr<RunDirectoryIdentity> g_remembered PSF_GUARDED_BY(g_mu);
+
+}  // namespace
+
+void RememberRunDirectory(const std::string& run_dir) {
+  MutexLock lock(&g_mu);
+  g_remembered = std::make_unique<RunDirectoryIdentity>(run_dir);
+}
+
+Status CheckRunDirectoryUnchanged(const std::string& run_dir) {
+  MutexLock lock(&g_mu);
+  if (g_remembered == nullptr || g_remembered->path() != run_dir) return Status::Ok();
+  const std::string changed = g_remembered->Changed();
+  if (changed.empty()) return Status::Ok();
+  return Status::IoError("the run directory " + run_dir + " " + changed +
+                         " while the job ran; nothing more of this job is written there");
+}
+
+}  // namespace psformer

@@ -16,12 +16,16 @@ RunDirectoryIdentity::RunDirectoryIdentity(std::string path) : path_(std::move(p
   inode_ = st.st_ino;
 }
 
-std::string RunDirectoryIdentity::Changed() const {
-  if (!known_) return "";
+RunDirectoryIdentity::Change RunDirectoryIdentity::Look() const {
+  if (!known_) return Change::kNone;
   struct stat st {};
-  if (stat(path_.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR ? "was removed or renamed" : "";
-  if (st.st_dev == device_ && st.st_ino == inode_) return "";
-  return "was replaced (removed and made again, perhaps by another job)";
+  if (stat(path_.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR ? Change::kRemoved : Change::kNone;
+  return st.st_dev == device_ && st.st_ino == inode_ ? Change::kNone : Change::kReplaced;
+}
+
+std::string RunDirectoryIdentity::Describe(Change change) {
+  return change == Change::kRemoved ? "was removed or renamed"
+                                    : "was replaced (removed and made again, perhaps by another job)";
 }
 
 namespace {
@@ -39,9 +43,9 @@ void RememberRunDirectory(const std::string& run_dir) {
 Status CheckRunDirectoryUnchanged(const std::string& run_dir) {
   MutexLock lock(&g_mu);
   if (g_remembered == nullptr || g_remembered->path() != run_dir) return Status::Ok();
-  const std::string changed = g_remembered->Changed();
-  if (changed.empty()) return Status::Ok();
-  return Status::IoError("the run directory " + run_dir + " " + changed +
+  const RunDirectoryIdentity::Change change = g_remembered->Look();
+  if (change == RunDirectoryIdentity::Change::kNone) return Status::Ok();
+  return Status::IoError("the run directory " + run_dir + " " + RunDirectoryIdentity::Describe(change) +
                          " while the job ran; nothing more of this job is written there");
 }
 

@@ -16,15 +16,23 @@ namespace psformer {
 
 class RunDirectoryIdentity {
  public:
-  // The directory `path` names now; one that cannot be looked at has no identity (Changed then
-  // says nothing).
+  enum class Change {
+    kNone,      // the same directory, or one that could not be looked at, then or now for
+                // another reason than its absence (a network file system's hiccup is no loss)
+    kRemoved,   // no directory by that name: removed or renamed
+    kReplaced,  // another directory by that name: removed and made again
+  };
+
+  // The directory `path` names now; one that cannot be looked at has no identity (Look then
+  // says kNone).
   explicit RunDirectoryIdentity(std::string path);
 
-  // "" while `path` still names the same directory (or could not be looked at, then or now for
-  // another reason than its absence: a network file system's hiccup is no loss); else what
-  // became of it: "was removed or renamed" or "was replaced (removed and made again, perhaps by
-  // another job)".
-  std::string Changed() const;
+  // What became of the directory since.
+  Change Look() const;
+
+  // "was removed or renamed" or "was replaced (removed and made again, perhaps by another
+  // job)". REQUIRES: change != kNone.
+  static std::string Describe(Change change);
 
   const std::string& path() const { return path_; }
 

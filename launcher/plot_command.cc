@@ -44,13 +44,14 @@ class ScratchDir {
  public:
   ScratchDir() {
     const char* tmpdir = std::getenv("TMPDIR");
-    const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    const bool from_environment = tmpdir != nullptr && *tmpdir != '\0';
+    const std::string parent = from_environment ? tmpdir : "/tmp";
     std::string pattern = (fs::path(parent) / "psformer-plot-XXXXXX").string();
     if (mkdtemp(pattern.data()) != nullptr) {
       path_ = pattern;
     } else {
       const int error = errno;
-      error_ = "cannot make a temporary directory in " + parent + (parent == "/tmp" ? "" : " ($TMPDIR)") + ": " +
+      error_ = "cannot make a temporary directory in " + parent + (from_environment ? " ($TMPDIR)" : "") + ": " +
                std::strerror(error) + "; set TMPDIR to a writable directory";
     }
   }

@@ -166,13 +166,13 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   }
   int checkpoint_failures = 0;
   while (true) {
-    if (const std::string changed = identity.Changed(); !changed.empty()) {
+    if (const RunDirectoryIdentity::Change change = identity.Look(); change != RunDirectoryIdentity::Change::kNone) {
       for (auto& role : roles) role.process->Kill();
       const std::string lost =
-          "the run directory " + run_dir + " " + changed +
+          "the run directory " + run_dir + " " + RunDirectoryIdentity::Describe(change) +
           " while the job ran; its role processes were killed at once, so that nothing more of this job is written "
           "under that name" +
-          (changed.rfind("was removed", 0) == 0
+          (change == RunDirectoryIdentity::Change::kRemoved
                ? " (a directory that was moved continues with --resume --run-dir WHERE_IT_IS_NOW)"
                : "");
       g_run_directory_lost.store(true);

@@ -10,6 +10,7 @@
 
 #include "launcher/child_process.h"
 #include "launcher/exit_codes.h"
+#include "launcher/mpirun_session_directory.h"
 
 namespace psformer {
 namespace {
@@ -47,7 +48,8 @@ pid_t StartMpirun(const std::vector<std::string>& command) {
 }
 
 // Ends mpirun after its job lost a host: SIGTERM (mpirun kills its ranks on the hosts it still
-// reaches), then SIGKILL if it is still there after `grace`. Returns its wait status.
+// reaches), then SIGKILL if it is still there after `grace`, and the session directory it had no
+// chance to remove goes with it. Returns its wait status.
 int EndMpirun(pid_t pid, std::chrono::seconds grace) {
   kill(pid, SIGTERM);
   const auto deadline = Clock::now() + grace;
@@ -58,6 +60,7 @@ int EndMpirun(pid_t pid, std::chrono::seconds grace) {
   }
   kill(-pid, SIGKILL);
   waitpid(pid, &status, 0);
+  RemoveKilledMpirunSessionDirectory(pid);
   return status;
 }
 

@@ -4,6 +4,7 @@
 // bitwise with an undisturbed single-node run. Skipped, with the reason, where this machine
 // cannot make network namespaces.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -157,9 +158,12 @@ class OnSimulatedCluster : public ::testing::Test {
   }
   // That launch started in the background, once it has logged step `step`; null (and the test
   // failed, with the launch's output) when it did not get there in 180 s.
+  // `environment` ("NAME=VALUE ..."): set for the launch.
   std::unique_ptr<BackgroundJob> StartJobUntilStep(const std::string& launch_options, int64_t step,
-                                                   const std::string& train_options = "") {
-    auto job = std::make_unique<BackgroundJob>(LaunchJob(launch_options, train_options), dir_.File("launch.out"));
+                                                   const std::string& train_options = "",
+                                                   const std::string& environment = "") {
+    auto job = std::make_unique<BackgroundJob>(LaunchJob(launch_options, train_options), dir_.File("launch.out"),
+                                               environment.empty() ? "" : "env " + environment + " ");
     if (testing::WaitForStep(job.get(), run_, step, std::chrono::seconds(180))) return job;
     ADD_FAILURE() << "the job did not reach step " << step << ":\n" << job->Output();
     return nullptr;
@@ -291,10 +295,13 @@ TEST_F(Cluster, ARateShapesOrRanksAHostsLinkAndRefusesWhatIsNotOne) {
 }
 
 // Cut off for longer than the host timeout: the job is ended and started again without the silent
-// host (a spare takes its place), and still ends with the same weights.
+// host (a spare takes its place), and still ends with the same weights. The mpirun that could not
+// reach the host to end it is killed, and its session directory on this host (Open MPI's, under
+// TMPDIR) goes with it; a private TMPDIR keeps other tests' mpiruns out of sight.
 TEST_F(ClusterWithASpare, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange) {
+  TempDir tmpdir;
   {
-    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 6", 12);
+    const auto job = StartJobUntilStep("--max-restarts 2 --host-timeout 6", 12, "", "TMPDIR=" + tmpdir.path().string());
     ASSERT_NE(job, nullptr);
     ASSERT_EQ(cluster().Run("link " + cluster().hosts()[0] + " down").exit_status, 0);
     // Up again only once the launch has restarted the job elsewhere.
@@ -310,6 +317,12 @@ TEST_F(ClusterWithASpare, ALinkDownForLongerIsRestartedAndTheWeightsDoNotChange)
         << job->Output();
   }
   EXPECT_EQ(ModelDigest(run_ + "/model.bin"), UndisturbedDigest());
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  for (const auto& entry : std::filesystem::directory_iterator(tmpdir.path())) {
+    EXPECT_NE(entry.path().filename().string().rfind(std::string("ompi.") + name + ".", 0), 0u)
+        << entry.path() << " (mpirun's session directory) outlived the launch";
+  }
 }
 
 // CURVE across hosts: a worker started by hand on another host, without the job's keys, reaches

@@ -32,6 +32,14 @@ using testing::TempDir;
 
 const std::string kPython = std::string(PSFORMER_EXPORT_VENV) + "/bin/python";
 
+// The venv's python as a command, with torch's compile cache (which importing transformers'
+// models makes, by default /tmp/torchinductor_USER, left there for good) in a directory of this
+// test binary's, removed when it ends.
+std::string Python() {
+  static const TempDir cache;
+  return "TORCHINDUCTOR_CACHE_DIR=" + cache.File("torchinductor") + " " + kPython;
+}
+
 std::string Script() { return testing::SourceDir() + "/tests/export/check_export.py"; }
 
 std::vector<std::string> ReadLines(const std::string& path) {
@@ -127,7 +135,7 @@ class ExportedModel : public ::testing::TestWithParam<std::string> {
 
   // check_export.py's translations of the held-out sentences.
   std::vector<std::string> PythonTranslations(const std::string& arguments) {
-    const auto r = RunShell("{ " + kPython + " " + Script() + " " + arguments + " < " + HeldOut("en") + " > " +
+    const auto r = RunShell("{ " + Python() + " " + Script() + " " + arguments + " < " + HeldOut("en") + " > " +
                             dir_.File("python.txt") + "; }");
     EXPECT_EQ(r.exit_status, 0) << r.output;
     return ReadLines(dir_.File("python.txt"));
@@ -139,7 +147,7 @@ class ExportedModel : public ::testing::TestWithParam<std::string> {
     references.resize(sentences);
     const std::string cases =
         dir_.Write("cases.json", LogitCases(model_path, model_dir_ + "/data/spm.model", sources, references));
-    const auto r = RunShell(kPython + " " + Script() + " logits " + export_dir + " " + cases);
+    const auto r = RunShell(Python() + " " + Script() + " logits " + export_dir + " " + cases);
     std::cout << r.output;
     EXPECT_EQ(r.exit_status, 0) << r.output;
   }
@@ -183,7 +191,7 @@ TEST_P(ExportedModel, BeamFourWithEachDefaultComparedWithPsformers) {
 TEST_P(ExportedModel, GreedyTranslationsInCTranslate2EqualPsformers) {
   SKIP_WITHOUT_VENV();
   const std::string ct2 = dir_.File("ct2");
-  const auto r = RunShell(kPython + " " + testing::SourceDir() + "/scripts/ctranslate2-from-export.py " + model_dir_ +
+  const auto r = RunShell(Python() + " " + testing::SourceDir() + "/scripts/ctranslate2-from-export.py " + model_dir_ +
                           "/hf " + ct2);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const auto psformer = PsformerTranslations("--beam 1");

@@ -8,6 +8,7 @@
 
 #include "export/marian_export.h"
 #include "launcher/command_line.h"
+#include "launcher/run_sentencepiece.h"
 
 namespace psformer {
 
@@ -19,7 +20,9 @@ int RunExportCommand(const Args& args) {
   options.add_options()
       ("model", po::value<std::string>(&marian.model_path)->required(),
        "model file (RUN_DIR/model.bin or psformer average's output)")
-      ("spm", po::value<std::string>(&marian.spm_path)->required(), "SentencePiece model the model was trained with (spm.model)")
+      ("spm", po::value<std::string>(),
+       "SentencePiece model the model was trained with (default: the spm.model of the corpus of the run "
+       "directory the model lies in)")
       ("out", po::value<std::string>(&marian.out_dir)->required(),
        "directory to write; must not exist or be empty (an existing export is not overwritten)")
       ("format", po::value<std::string>(&format)->default_value("hf"),
@@ -27,13 +30,16 @@ int RunExportCommand(const Args& args) {
        "(config.json, model.safetensors, source.spm, target.spm, vocab.json, tokenizer_config.json, "
        "generation_config.json)");
   // clang-format on
-  const std::string usage = "--model M --spm SPM --out DIR [--format hf]";
+  const std::string usage = "--model M [--spm SPM] --out DIR [--format hf]";
   const po::positional_options_description no_positional;
   ParsedOptions parsed = ParseOptions("export", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
   if (format != "hf") {
     return ReportError("export", "--format " + format + " is not known; the one format is hf", kExitUsage);
   }
+  auto spm = SentencePieceOption("export", parsed.values, marian.model_path);
+  if (!spm.ok()) return ReportError("export", spm.status(), kExitUsage);
+  marian.spm_path = *spm;
   auto report = ExportMarian(marian);
   if (!report.ok()) return ReportError("export", report.status());
   if (!report->spm_warning.empty()) std::cerr << "psformer export: warning: " << report->spm_warning << "\n";

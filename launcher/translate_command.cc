@@ -21,6 +21,7 @@
 #include "common/text_lines.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
+#include "launcher/run_sentencepiece.h"
 #include "launcher/terminal_progress.h"
 #include "launcher/thread_limit.h"
 #include "worker/backend/backend_factory.h"
@@ -139,7 +140,9 @@ int RunTranslateCommand(const Args& args) {
   // clang-format off
   options.add_options()
       ("model", po::value<std::string>()->required(), "model file (RUN_DIR/model.bin or psformer average's output)")
-      ("spm", po::value<std::string>()->required(), "SentencePiece model the model was trained with (spm.model)")
+      ("spm", po::value<std::string>(),
+       "SentencePiece model the model was trained with (default: the spm.model of the corpus of the run "
+       "directory the model lies in)")
       ("beam", po::value<int>(&beam.beam)->default_value(4), "beam size (1 = greedy)")
       ("alpha", po::value<double>(&beam.alpha)->default_value(0.6, ShortestText(0.6)), "length penalty ((5 + |Y|) / 6)^alpha")
       ("max-len-a", po::value<double>(&beam.max_len_a)->default_value(1.0, ShortestText(1.0)),
@@ -150,7 +153,7 @@ int RunTranslateCommand(const Args& args) {
       ("threads", po::value<int>(&threads)->default_value(0), "CPU threads (0 = every core; at most 4 a core)")
       ("gpu", po::value<int>(&gpu)->default_value(-1), "decode on this CUDA device, fp32 GEMMs (-1: on the CPU)");
   // clang-format on
-  const std::string usage = "--model M --spm SPM [options] < input > output";
+  const std::string usage = "--model M [--spm SPM] [options] < input > output";
   const po::positional_options_description no_positional;
   ParsedOptions parsed = ParseOptions("translate", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
@@ -167,7 +170,9 @@ int RunTranslateCommand(const Args& args) {
 
   if (Status input = CheckStandardInput(); !input.ok()) return ReportError("translate", input);
   const std::string model_path = parsed.values["model"].as<std::string>();
-  const std::string spm_path = parsed.values["spm"].as<std::string>();
+  auto spm = SentencePieceOption("translate", parsed.values, model_path);
+  if (!spm.ok()) return ReportError("translate", spm.status(), kExitUsage);
+  const std::string spm_path = *spm;
   auto model = ReadModelFile(model_path);
   if (!model.ok()) return ReportError("translate", model.status());
   auto spm_bytes = ReadBinaryFile(spm_path, "--spm");

@@ -288,6 +288,25 @@ TEST_F(ExportCommandTest, RefusesAMissingSentencePieceModel) {
   ExpectRefused(Export(model_, spm_, ""), {"--out is empty"});
 }
 
+// Without --spm, a model in a run directory exports with the spm.model of the run's corpus (as
+// translate does: tests/translate_command_test.cc); a model outside one is refused, asking for it.
+TEST_F(ExportCommandTest, WithoutSpmTheRunsCorpusGivesIt) {
+  fs::create_directories(dir_.File("run"));
+  fs::copy_file(model_, dir_.File("run/model.bin"));
+  std::ofstream(dir_.File("run/config.pbtxt"))
+      << "name: \"t\"\ndata { task: CORPUS train_dir: \"" << dir_.path().string() << "\" }\n";
+  auto r = RunPsformer("export --model '" + dir_.File("run/model.bin") + "' --out '" + dir_.File("run/hf") + "'");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("psformer export: --spm " + spm_ + " (the corpus of the model's run)"), std::string::npos)
+      << r.output;
+  std::ifstream given(spm_, std::ios::binary), written(dir_.File("run/hf/source.spm"), std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(written), {}),
+            std::string(std::istreambuf_iterator<char>(given), {}));
+  r = RunPsformer("export --model '" + model_ + "' --out '" + dir_.File("hf") + "'");
+  EXPECT_EQ(r.exit_status, 2) << r.output;
+  ExpectRefused(r, {"no --spm, and " + model_ + " is not in a run directory", "give --spm SPM"});
+}
+
 // The model given for --spm (two files of the same run, swapped), an empty file and a text file
 // are each named for what they are, not with SentencePiece's line of source.
 TEST_F(ExportCommandTest, RefusesWhatIsNotASentencePieceModelSayingWhatItIs) {

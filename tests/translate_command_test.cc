@@ -2,6 +2,7 @@
 // model file of its vocabulary, and every bad input named with a non-zero exit and no output.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -150,6 +151,57 @@ TEST_F(TranslateCommandTest, UnreadableStandardInputIsAnError) {
   // An empty input is no error: nothing to translate.
   auto empty = Translate(flags, "/dev/null");
   EXPECT_EQ(empty.exit_status, 0) << empty.output;
+}
+
+// Without --spm, a model in a run directory translates with the spm.model of the corpus its
+// config.pbtxt names (data.train_dir), said on stderr; where there is none to take, the error
+// says why and asks for --spm, with no output.
+TEST_F(TranslateCommandTest, WithoutSpmTheRunsCorpusGivesIt) {
+  std::filesystem::create_directories(dir_.File("run"));
+  std::filesystem::copy_file(model_, dir_.File("run/model.bin"));
+  auto run_config = [&](const std::string& data) {
+    std::ofstream(dir_.File("run/config.pbtxt")) << "name: \"t\"\ndata { " << data << " }\n";
+  };
+  run_config("task: CORPUS train_dir: \"" + dir_.path().string() + "\"");
+  auto with = Translate("--model " + model_ + " --spm " + spm_ + " --beam 2 --max-len-b 4", input_);
+  ASSERT_EQ(with.exit_status, 0) << with.output;
+  const std::vector<std::string> expected = OutputLines();
+  auto without = Translate("--model " + dir_.File("run/model.bin") + " --beam 2 --max-len-b 4", input_);
+  ASSERT_EQ(without.exit_status, 0) << without.output;
+  EXPECT_EQ(OutputLines(), expected);
+  EXPECT_NE(without.output.find("psformer translate: --spm " + spm_ + " (the corpus of the model's run)"),
+            std::string::npos)
+      << without.output;
+
+  const std::string give = "; give --spm SPM, the spm.model of the corpus the model was trained on";
+  run_config("task: CORPUS train_dir: \"no-such-corpus\"");
+  auto missing = Translate("--model " + dir_.File("run/model.bin"), input_);
+  EXPECT_TRUE(testing::EndsSaying(missing, 2,
+                                  "no --spm, and the run's SentencePiece model, no-such-corpus/spm.model "
+                                  "(data.train_dir = \"no-such-corpus\" of " +
+                                      dir_.File("run/config.pbtxt") +
+                                      "), is not there (a relative train_dir is read from the current directory, "
+                                      "as the job did)" +
+                                      give))
+      << missing.output;
+  run_config("task: COPY");
+  auto copy = Translate("--model " + dir_.File("run/model.bin"), input_);
+  EXPECT_TRUE(testing::EndsSaying(copy, 2,
+                                  "trains the copy task, which has no SentencePiece model (its models copy "
+                                  "ids, not text)"))
+      << copy.output;
+  run_config("no_such_field: 1");
+  auto broken = Translate("--model " + dir_.File("run/model.bin"), input_);
+  EXPECT_EQ(broken.exit_status, 2) << broken.output;
+  EXPECT_NE(broken.output.find("the run's config to take it from cannot be read: " + dir_.File("run/config.pbtxt")),
+            std::string::npos)
+      << broken.output;
+  auto outside = Translate("--model " + model_, input_);  // dir_ has no config.pbtxt
+  EXPECT_TRUE(testing::EndsSaying(
+      outside, 2,
+      "no --spm, and " + model_ + " is not in a run directory (no config.pbtxt beside it) to take it from" + give))
+      << outside.output;
+  EXPECT_TRUE(OutputLines().empty());
 }
 
 TEST_F(TranslateCommandTest, ABeamTooWideForTheMachineIsRefusedAndAnUnusualOneWarned) {

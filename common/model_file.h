@@ -57,6 +57,15 @@ StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config
 Status CheckSentencePiece(const ModelFile& file, const std::string& model_path, std::string_view spm_bytes,
                           const std::string& spm_path, std::string* warning);
 
+// The SentencePiece model a model file was trained with, found from its run directory: what
+// `psformer translate` and `psformer export` use when --spm is not given. A model in a run
+// directory (RUN_DIR/model.bin, or `psformer average` output written there) lies beside the
+// run's config.pbtxt, whose corpus holds it: data.train_dir/spm.model (a relative train_dir is
+// taken from the current directory, as the job that wrote it did). Whether it is the right one
+// is still for CheckSentencePiece to say. InvalidArgument saying why there is none to take and
+// asking for --spm.
+StatusOr<std::string> SentencePieceOfRun(const std::string& model_path);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_MODEL_FILE_H_

@@ -57,15 +57,21 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
   PSF_ASSIGN_OR_RETURN(ModelFile model, ReadModelFile(options.model_path));
   const Status compatible = CheckExportable(model);
   if (!compatible.ok()) return Status::InvalidArgument(options.model_path + ": " + compatible.message());
-  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBinaryFile(options.spm_path, "--spm"));
-  PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, options.spm_path));
-  if (vocabulary.size() != model.vocab_size) {
-    return Status::InvalidArgument("vocabulary mismatch: " + options.spm_path + " has " +
-                                   std::to_string(vocabulary.size()) + " pieces but " + options.model_path +
-                                   " was trained with a vocabulary of " + std::to_string(model.vocab_size));
-  }
   MarianExportReport report;
-  PSF_RETURN_IF_ERROR(CheckSentencePiece(model, options.model_path, spm_bytes, options.spm_path, &report.spm_warning));
+  if (options.spm_path) {
+    report.spm_path = *options.spm_path;
+  } else {
+    PSF_ASSIGN_OR_RETURN(report.spm_path, SentencePieceOfRun(options.model_path));
+  }
+  const std::string& spm_path = report.spm_path;
+  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBinaryFile(spm_path, "--spm"));
+  PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, spm_path));
+  if (vocabulary.size() != model.vocab_size) {
+    return Status::InvalidArgument("vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary.size()) +
+                                   " pieces but " + options.model_path + " was trained with a vocabulary of " +
+                                   std::to_string(model.vocab_size));
+  }
+  PSF_RETURN_IF_ERROR(CheckSentencePiece(model, options.model_path, spm_bytes, spm_path, &report.spm_warning));
 
   std::string weights;
   {

@@ -12,6 +12,7 @@
 #define PSFORMER_EXPORT_MARIAN_EXPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -20,8 +21,10 @@ namespace psformer {
 
 struct MarianExportOptions {
   std::string model_path;  // model.bin (psformer train or psformer average)
-  std::string spm_path;    // the SentencePiece model it was trained with
-  std::string out_dir;     // must not exist, or be an empty directory
+  // The SentencePiece model it was trained with; none: the one of the model's run
+  // (SentencePieceOfRun, common/model_file.h).
+  std::optional<std::string> spm_path;
+  std::string out_dir;  // must not exist, or be an empty directory
 };
 
 struct MarianExportReport {
@@ -29,6 +32,7 @@ struct MarianExportReport {
   int64_t tensors = 0;            // in model.safetensors
   int64_t bytes = 0;              // of model.safetensors
   std::string spm_warning;        // the model records no SentencePiece model to check --spm against
+  std::string spm_path;           // the SentencePiece model exported (spm_path's, or the run's)
 };
 
 // Checks everything before writing anything (the model reads with the layout's shapes, the

@@ -8,7 +8,6 @@
 
 #include "export/marian_export.h"
 #include "launcher/command_line.h"
-#include "launcher/run_sentencepiece.h"
 
 namespace psformer {
 
@@ -37,11 +36,11 @@ int RunExportCommand(const Args& args) {
   if (format != "hf") {
     return ReportError("export", "--format " + format + " is not known; the one format is hf", kExitUsage);
   }
-  auto spm = SentencePieceOption("export", parsed.values, marian.model_path);
-  if (!spm.ok()) return ReportError("export", spm.status(), kExitUsage);
-  marian.spm_path = *spm;
+  if (parsed.values.count("spm")) marian.spm_path = parsed.values["spm"].as<std::string>();
   auto report = ExportMarian(marian);
   if (!report.ok()) return ReportError("export", report.status());
+  if (!marian.spm_path)
+    std::cerr << "psformer export: --spm " << report->spm_path << " (the corpus of the model's run)\n";
   if (!report->spm_warning.empty()) std::cerr << "psformer export: warning: " << report->spm_warning << "\n";
   std::cout << "psformer export: wrote " << marian.out_dir << " (" << report->tensors << " tensors, " << std::fixed
             << std::setprecision(1) << report->bytes / (1024.0 * 1024.0) << " MiB of weights); load it with "

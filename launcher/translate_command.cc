@@ -21,7 +21,6 @@
 #include "common/text_lines.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
-#include "launcher/run_sentencepiece.h"
 #include "launcher/terminal_progress.h"
 #include "launcher/thread_limit.h"
 #include "worker/backend/backend_factory.h"
@@ -170,11 +169,17 @@ int RunTranslateCommand(const Args& args) {
 
   if (Status input = CheckStandardInput(); !input.ok()) return ReportError("translate", input);
   const std::string model_path = parsed.values["model"].as<std::string>();
-  auto spm = SentencePieceOption("translate", parsed.values, model_path);
-  if (!spm.ok()) return ReportError("translate", spm.status(), kExitUsage);
-  const std::string spm_path = *spm;
   auto model = ReadModelFile(model_path);
   if (!model.ok()) return ReportError("translate", model.status());
+  std::string spm_path;
+  if (parsed.values.count("spm")) {
+    spm_path = parsed.values["spm"].as<std::string>();
+  } else {
+    auto found = SentencePieceOfRun(model_path);
+    if (!found.ok()) return ReportError("translate", found.status());
+    spm_path = *found;
+    std::cerr << "psformer translate: --spm " << spm_path << " (the corpus of the model's run)\n";
+  }
   auto spm_bytes = ReadBinaryFile(spm_path, "--spm");
   if (!spm_bytes.ok()) return ReportError("translate", spm_bytes.status());
   auto vocabulary = SubwordVocabulary::FromSerialized(*spm_bytes, spm_path);

@@ -176,7 +176,7 @@ TEST_F(TranslateCommandTest, WithoutSpmTheRunsCorpusGivesIt) {
   const std::string give = "; give --spm SPM, the spm.model of the corpus the model was trained on";
   run_config("task: CORPUS train_dir: \"no-such-corpus\"");
   auto missing = Translate("--model " + dir_.File("run/model.bin"), input_);
-  EXPECT_TRUE(testing::EndsSaying(missing, 2,
+  EXPECT_TRUE(testing::EndsSaying(missing, 1,
                                   "no --spm, and the run's SentencePiece model, no-such-corpus/spm.model "
                                   "(data.train_dir = \"no-such-corpus\" of " +
                                       dir_.File("run/config.pbtxt") +
@@ -186,21 +186,25 @@ TEST_F(TranslateCommandTest, WithoutSpmTheRunsCorpusGivesIt) {
       << missing.output;
   run_config("task: COPY");
   auto copy = Translate("--model " + dir_.File("run/model.bin"), input_);
-  EXPECT_TRUE(testing::EndsSaying(copy, 2,
+  EXPECT_TRUE(testing::EndsSaying(copy, 1,
                                   "trains the copy task, which has no SentencePiece model (its models copy "
                                   "ids, not text)"))
       << copy.output;
   run_config("no_such_field: 1");
   auto broken = Translate("--model " + dir_.File("run/model.bin"), input_);
-  EXPECT_EQ(broken.exit_status, 2) << broken.output;
+  EXPECT_EQ(broken.exit_status, 1) << broken.output;
   EXPECT_NE(broken.output.find("the run's config to take it from cannot be read: " + dir_.File("run/config.pbtxt")),
             std::string::npos)
       << broken.output;
   auto outside = Translate("--model " + model_, input_);  // dir_ has no config.pbtxt
   EXPECT_TRUE(testing::EndsSaying(
-      outside, 2,
+      outside, 1,
       "no --spm, and " + model_ + " is not in a run directory (no config.pbtxt beside it) to take it from" + give))
       << outside.output;
+  // A model that cannot be read is named for that first, not for the --spm it lacks.
+  auto directory = Translate("--model " + dir_.File("run"), input_);
+  EXPECT_TRUE(testing::EndsSaying(directory, 1, "it is a directory, not a file")) << directory.output;
+  EXPECT_EQ(directory.output.find("--spm"), std::string::npos) << directory.output;
   EXPECT_TRUE(OutputLines().empty());
 }
 

@@ -202,6 +202,8 @@ struct JobHooks {
   // A stop this rank began, passed on to the others; one another rank began (SupervisionHooks).
   std::function<void(int signal)> stop_began;
   std::function<int()> stop_asked;
+  // Whether every worker of the job has finished (SupervisionHooks).
+  std::function<bool(bool mine_finished)> every_worker_finished;
 };
 
 // The ipc:// endpoints the roles of this process listened on: its servers' and aggregators'.
@@ -245,6 +247,7 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   }
   supervision.stop_began = hooks.stop_began;
   supervision.stop_asked = hooks.stop_asked;
+  supervision.every_worker_finished = hooks.every_worker_finished;
   const int status = SuperviseRoles(roles, job.run_dir, &events, supervision);
   if (hooks.after_supervision) hooks.after_supervision(status);
   roles.clear();  // every role process is gone
@@ -451,6 +454,8 @@ int RunClusterRank(const JobOptions& options) {
     const auto poll = [&] {
       for (auto& role : roles) role.process->Poll();
     };
+    // This rank's workers have finished or stopped: no rank waits on them any more.
+    mpi.NoteWorkersFinished();
     if (!stopping) {
       mpi.BarrierWithin(std::chrono::milliseconds::max(), poll);
     } else if (!mpi.BarrierWithin(kWorkerStopTimeout + std::chrono::seconds(30), poll)) {
@@ -475,6 +480,12 @@ int RunClusterRank(const JobOptions& options) {
     PSF_LOG(Warning) << "rank " << notice->rank << (hangup ? " hung up" : " was interrupted")
                      << " and stops the job: this rank stops in order too";
     return hangup ? SIGHUP : SIGINT;
+  };
+  // A server rank has no workers of its own: it learns here when every worker rank's have
+  // finished, and stops a server that outlives them (it never heard the job end).
+  hooks.every_worker_finished = [&](bool mine_finished) {
+    if (mine_finished) mpi.NoteWorkersFinished();
+    return mpi.WorkersFinishedEverywhere();
   };
   hooks.job_status = [&](int status) {
     mpi.EndStopNotices();

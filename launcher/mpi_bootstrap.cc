@@ -25,6 +25,13 @@ struct MpiBootstrap::StopNotices {
   std::vector<MPI_Request> sends;
 };
 
+struct MpiBootstrap::WorkersFinished {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool entered = false;
+  bool everywhere = false;
+};
+
 std::string MpiLibraryName() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
@@ -47,9 +54,27 @@ MpiBootstrap::MpiBootstrap() {
   MPI_Init(nullptr, nullptr);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  workers_finished_ = std::make_unique<WorkersFinished>();
+  MPI_Comm_dup(MPI_COMM_WORLD, &workers_finished_->comm);
 }
 
 MpiBootstrap::~MpiBootstrap() { MPI_Finalize(); }
+
+void MpiBootstrap::NoteWorkersFinished() {
+  if (workers_finished_->entered) return;
+  workers_finished_->entered = true;
+  MPI_Ibarrier(workers_finished_->comm, &workers_finished_->barrier);
+}
+
+bool MpiBootstrap::WorkersFinishedEverywhere() {
+  if (!workers_finished_->entered) return false;
+  if (!workers_finished_->everywhere) {
+    int done = 0;
+    MPI_Test(&workers_finished_->barrier, &done, MPI_STATUS_IGNORE);
+    workers_finished_->everywhere = done != 0;
+  }
+  return workers_finished_->everywhere;
+}
 
 void MpiBootstrap::ListenForStop() {
   stop_ = std::make_unique<StopNotices>();

@@ -64,11 +64,21 @@ class MpiBootstrap {
   void AnnounceStop(int signal);
   void EndStopNotices();
 
+  // Whether the workers of every rank have finished (a rank with none has at once), for the
+  // supervisors of ranks that outlive them (SupervisionHooks::every_worker_finished): a
+  // non-blocking barrier on a communicator of its own, so that it takes no part in the order of
+  // the other collectives. NoteWorkersFinished enters it once this rank's workers have finished
+  // or stopped (repeats change nothing); WorkersFinishedEverywhere tests it, not blocking.
+  void NoteWorkersFinished();
+  bool WorkersFinishedEverywhere();
+
  private:
   struct StopNotices;  // MPI's requests and buffers (mpi.h stays in the .cc)
   int rank_ = 0;
   int size_ = 1;
   std::unique_ptr<StopNotices> stop_;
+  struct WorkersFinished;  // the communicator and request of NoteWorkersFinished
+  std::unique_ptr<WorkersFinished> workers_finished_;
 };
 
 }  // namespace psformer

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "common/checkpoint/checkpoint_store.h"
@@ -125,6 +126,32 @@ bool TakeForeignStop(std::vector<SupervisedRole>& roles) {
   return stop;
 }
 
+// Whether every worker of the job has finished: this process's (vacuously where it has none)
+// and, through the hook, every other rank's.
+bool EveryWorkerFinished(const std::vector<SupervisedRole>& roles, const SupervisionHooks& hooks) {
+  bool mine = true;
+  for (const auto& role : roles) {
+    if (role.kind == RoleSlot::Kind::kWorker) mine = mine && role.process->state() == RoleProcess::State::kSucceeded;
+  }
+  return hooks.every_worker_finished ? hooks.every_worker_finished(mine) : mine;
+}
+
+// Stops, in order, the servers and aggregators still running `waited` after every worker
+// finished. Training is over and the model written; such a server never heard the coordinator
+// end the job (it was restarted as the job ended, or every SHUTDOWN to it was lost), and would
+// wait for its workers for ever.
+void StopRolesThatOutlivedTheWorkers(std::vector<SupervisedRole>& roles, std::chrono::milliseconds waited) {
+  for (auto& role : roles) {
+    if (role.kind == RoleSlot::Kind::kWorker || role.process->finished()) continue;
+    const std::string outlived = role.process->name() + " was still running " + std::to_string(waited.count() / 1000) +
+                                 " s after every worker finished (it never heard that the job ended); stopping it";
+    PSF_LOG(Warning) << outlived;
+    std::cerr << "psformer train: warning: " << outlived << "\n";
+  }
+  StopRoles(roles, RoleSlot::Kind::kAggregator, kServerStopTimeout);
+  StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
+}
+
 // Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
 void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
   for (auto& role : roles) {
@@ -165,6 +192,8 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
     }
   }
   int checkpoint_failures = 0;
+  std::optional<std::chrono::steady_clock::time_point> workers_finished_at;
+  bool outliving_roles_stopped = false;
   while (true) {
     if (const RunDirectoryIdentity::Change change = identity.Look(); change != RunDirectoryIdentity::Change::kNone) {
       for (auto& role : roles) role.process->Kill();
@@ -202,6 +231,9 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
       all_done = all_done && state == RoleProcess::State::kSucceeded;
     }
     if (TakeForeignStop(roles)) continue;  // stopped in order at the top of the loop
+    // Asked before an ending below: every rank says its workers finished (cluster mode).
+    const auto now = std::chrono::steady_clock::now();
+    if (!workers_finished_at && EveryWorkerFinished(roles, hooks)) workers_finished_at = now;
     if (all_done) {
       if (hooks.after_all_finished) hooks.after_all_finished();
       checkpoint_failures += ReportCheckpointFailures(roles);
@@ -212,6 +244,12 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
                 << " checkpoint(s) could not be written (see above); last good checkpoint: "
                 << (newest.empty() ? "none" : newest) << "\n";
       return kExitFailure;
+    }
+    if (workers_finished_at && !outliving_roles_stopped &&
+        now - *workers_finished_at >= hooks.servers_outliving_workers) {
+      outliving_roles_stopped = true;
+      StopRolesThatOutlivedTheWorkers(roles, hooks.servers_outliving_workers);
+      continue;  // they finished: the job ends as it would have
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -21,6 +21,11 @@ namespace psformer {
 // their checkpoint, before it kills what is left.
 inline constexpr std::chrono::seconds kWorkerStopTimeout{60};
 inline constexpr std::chrono::seconds kServerStopTimeout{60};
+// How long servers and aggregators may run on once every worker of the job has finished. A
+// server stops by itself at most 60 s after the coordinator ended the job (kServerFinishDeadline,
+// pserver/timing.h), which is before the last worker exits; one still running twice that long
+// after never heard the job end (restarted as it ended, say) and would wait for ever.
+inline constexpr std::chrono::seconds kServersOutliveWorkersTimeout{120};
 
 // What a supervision shares with the supervisors of the job's other ranks (cluster mode); each
 // is optional.
@@ -39,6 +44,13 @@ struct SupervisionHooks {
   // orderly stop, once the hook has logged which rank; 0 if none. This process then stops in
   // order too.
   std::function<int()> stop_asked;
+  // Polled while the roles run, with whether every worker of this process has finished (true
+  // where it has none): whether every worker of the whole job has. Without it, this process's
+  // workers are the job's.
+  std::function<bool(bool mine_finished)> every_worker_finished;
+  // Servers and aggregators still running this long after every worker of the job finished are
+  // stopped in order, with a warning: the job ends instead of waiting on them for ever.
+  std::chrono::milliseconds servers_outliving_workers = kServersOutliveWorkersTimeout;
 };
 
 // A role process and what it is, so that a stop can go in order.
@@ -48,12 +60,14 @@ struct SupervisedRole {
 };
 
 // Starts the roles and polls them until every one finished: kExitSuccess, or kExitFailure when
-// checkpoints failed on the way (the newest complete one of `run_dir` is named); one failed for
-// good: kExitFailure, the others killed; the run directory removed, renamed or replaced:
-// kExitFailure, every role killed at once (RunDirectoryWasLost); Ctrl-C / SIGTERM: kExitInterrupted after the orderly
-// stop, SIGHUP (the terminal closed) the same stop and kExitHangup (a second signal of any of
-// these kills what is still running). Each restart a role's supervisor decides is noted in
-// `events` (TensorBoard).
+// checkpoints failed on the way (the newest complete one of `run_dir` is named). Servers and
+// aggregators that outlive every worker by `servers_outliving_workers` are stopped in order on
+// the way, and their exits decide as any role's. One role failed for good: kExitFailure, the
+// others killed. The run directory removed, renamed or replaced: kExitFailure, every role killed
+// at once (RunDirectoryWasLost). Ctrl-C / SIGTERM: kExitInterrupted after the orderly stop;
+// SIGHUP (the terminal closed): the same stop and kExitHangup (a second signal of any of these
+// kills what is still running). Each restart a role's supervisor decides is noted in `events`
+// (TensorBoard).
 // REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM and SIGHUP handlers).
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const SupervisionHooks& hooks = {});

@@ -10,3 +10,4 @@ psformer_test(run_directory_test integration SOURCES run_directory_test.cc LIBS 
 psformer_test(memory_estimate_test integration SOURCES memory_estimate_test.cc LIBS psformer_launcher)
 psformer_test(checkpoint_failure_test fault SOURCES checkpoint_failure_test.cc LIBS psformer_common)
 psformer_test(server_scalars_test unit SOURCES server_scalars_test.cc LIBS psformer_launcher)
+psformer_test(role_supervisor_test integration SOURCES role_supervisor_test.cc LIBS psformer_launcher)

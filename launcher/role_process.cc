@@ -310,6 +310,15 @@ void RoleProcess::WaitForResources(const std::string& last_words) {
   restarts_.push_back(said);
 }
 
+void RoleProcess::Pause() {
+  if (state_ == State::kRunning) killpg(pid_, SIGSTOP);  // its own group (Spawn): it and what it started
+}
+
+void RoleProcess::Continue() {
+  if (state_ == State::kRunning) killpg(pid_, SIGCONT);
+  ForgetSilence();
+}
+
 RoleProcess::State RoleProcess::Poll() {
   const auto now = std::chrono::steady_clock::now();
   if (state_ == State::kRunning) {

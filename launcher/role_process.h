@@ -7,7 +7,8 @@
 // cluster.heartbeat_interval_ms. Silence for cluster.heartbeat_timeout_ms counts as a hang.
 //
 // The child runs in a process group of its own with stdin from /dev/null: a Ctrl-C at the
-// terminal reaches only the supervisor, which then stops its roles in order (workers first).
+// terminal reaches only the supervisor, which then stops its roles in order (workers first), and
+// Ctrl-Z too, which then pauses them (Pause, Continue) before it stops itself.
 // It still dies with the supervisor (PR_SET_PDEATHSIG), so killing the supervisor's process group
 // ends the whole job.
 //
@@ -77,6 +78,14 @@ class RoleProcess {
   bool finished() const { return state_ == State::kSucceeded || state_ == State::kFailed; }
   // Kills the child (SIGKILL) and waits for it; the state becomes kFailed unless it had finished.
   void Kill();
+  // Job control (Ctrl-Z at the supervisor's terminal): Pause stops a running child's process group
+  // (SIGSTOP); Continue lets it go on (SIGCONT) and starts its heartbeat window afresh, as a paused
+  // role sends none.
+  void Pause();
+  void Continue();
+  // Starts the heartbeat window afresh: the silence so far was the supervisor's (it was stopped
+  // itself, and read nothing), not the role's.
+  void ForgetSilence() { last_heartbeat_ = std::chrono::steady_clock::now(); }
 
   State state() const { return state_; }
   pid_t pid() const { return pid_; }

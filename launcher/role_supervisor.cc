@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/checkpoint/checkpoint_store.h"
+#include "common/duration_text.h"
 #include "common/logging.h"
 #include "common/role_signals.h"
 #include "common/run_directory_identity.h"
@@ -36,6 +37,59 @@ void OnInterrupt(int signal) {
 // Set once SuperviseRoles found its run directory removed or replaced (RunDirectoryWasLost).
 std::atomic<bool> g_run_directory_lost{false};
 
+// Ctrl-Z (SIGTSTP) asked this supervisor to stop: it pauses its roles first (PauseJobIfAsked).
+std::atomic<bool> g_pause_asked{false};  // NOLINT: a signal handler can reach nothing else.
+void OnTerminalStop(int) { g_pause_asked.store(true); }
+// SIGCONT: this process was stopped, by its own pause or by a SIGSTOP it could not see coming.
+std::atomic<bool> g_continued{false};  // NOLINT: as above.
+void OnContinue(int) { g_continued.store(true); }
+
+// Job control while SuperviseRoles runs: Ctrl-Z stops the whole job, not this process alone
+// (roles run in process groups of their own, out of the terminal's reach), and `fg` or `bg`
+// continues all of it. Restores the default actions when supervision ends.
+class JobControl {
+ public:
+  JobControl() {
+    g_pause_asked.store(false);
+    g_continued.store(false);
+    signal(SIGTSTP, OnTerminalStop);
+    signal(SIGCONT, OnContinue);
+  }
+  ~JobControl() {
+    signal(SIGTSTP, SIG_DFL);
+    signal(SIGCONT, SIG_DFL);
+  }
+  JobControl(const JobControl&) = delete;
+  JobControl& operator=(const JobControl&) = delete;
+};
+
+// After Ctrl-Z: stops every role (SIGSTOP to its process group), then this process (SIGTSTP's
+// default action, so that the shell sees the job stopped); once continued, continues the roles.
+// Returns how long the job was paused (zero when nothing asked, or when the kernel discarded the
+// stop, as it does for a process group no shell controls). A SIGCONT without a pause of ours
+// (this process alone was stopped, `kill -STOP`) forgives the roles the heartbeats it missed.
+std::chrono::steady_clock::duration PauseJobIfAsked(std::vector<SupervisedRole>& roles) {
+  if (g_continued.exchange(false)) {
+    for (auto& role : roles) role.process->ForgetSilence();
+  }
+  if (!g_pause_asked.exchange(false)) return {};
+  for (auto& role : roles) role.process->Pause();
+  PSF_LOG(Warning) << "stopped (SIGTSTP): every role process is paused until this supervisor continues";
+  std::cerr << "psformer train: paused (Ctrl-Z): every role process of the job is stopped; fg or bg continues it\n"
+            << std::flush;
+  const auto paused_at = std::chrono::steady_clock::now();
+  signal(SIGTSTP, SIG_DFL);
+  raise(SIGTSTP);  // returns once continued
+  signal(SIGTSTP, OnTerminalStop);
+  for (auto& role : roles) role.process->Continue();
+  g_continued.store(false);
+  const auto paused = std::chrono::steady_clock::now() - paused_at;
+  const std::string after = DurationText(std::chrono::duration<double>(paused).count());
+  PSF_LOG(Warning) << "continued after " << after << "; every role process continues";
+  std::cerr << "psformer train: continued after " << after << "\n";
+  return paused;
+}
+
 // Stops the roles of `kind` (SupervisorStopSignal()) while the others stay supervised, waiting at most `timeout`
 // (or until another Ctrl-C) before killing the rest. True when every one of them exited 0.
 bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chrono::seconds timeout) {
@@ -45,8 +99,9 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
   for (auto& role : roles) {
     if (role.kind == kind) role.process->RequestStop(SupervisorStopSignal());
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
+    deadline += PauseJobIfAsked(roles);  // a pause is no time the roles had to stop
     bool all_finished = true;
     for (auto& role : roles) {
       role.process->Poll();
@@ -181,6 +236,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   // would write their checkpoints and model into another job's directory, and its servers, whose
   // workers' last messages went to the sockets of that job, would wait for them for ever.
   const RunDirectoryIdentity identity(run_dir);
+  const JobControl job_control;
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   signal(SIGHUP, OnInterrupt);
@@ -195,6 +251,8 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   std::optional<std::chrono::steady_clock::time_point> workers_finished_at;
   bool outliving_roles_stopped = false;
   while (true) {
+    const auto paused = PauseJobIfAsked(roles);
+    if (workers_finished_at) *workers_finished_at += paused;  // servers had no time to hear the end
     if (const RunDirectoryIdentity::Change change = identity.Look(); change != RunDirectoryIdentity::Change::kNone) {
       for (auto& role : roles) role.process->Kill();
       const std::string lost =

@@ -187,6 +187,42 @@ void ExpectASignalOfAnotherSenderToStopTheJobInOrder(
       undisturbed);
 }
 
+// Ctrl-Z (SIGTSTP to the terminal's foreground group, where only the supervisor is) pauses the
+// whole job: every role process stops, no step is logged while it is paused, and a pause longer
+// than the heartbeat timeout is no hang. `fg` (SIGCONT) continues it to the undisturbed weights,
+// with no role restarted. (Once Ctrl-Z stopped only the supervisor, and training went on.)
+TEST(Resume, CtrlZPausesTheWholeJobAndFgContinuesItToTheSameWeights) {
+  TempDir dir;
+  const std::string undisturbed = UndisturbedDigest(dir);
+  const std::string run = dir.File("paused");
+  BackgroundJob job(std::string("train ") + kJob + kSlowSteps +
+                        " --set checkpoint.every_steps=0 --set cluster.heartbeat_timeout_ms=1000 --run-dir " + run,
+                    run + ".out");
+  ASSERT_TRUE(testing::WaitForStep(&job, run, 20, std::chrono::seconds(120))) << job.Output();
+  const std::vector<pid_t> roles = testing::StartedPids(run + "/logs/supervisor.log");
+  ASSERT_EQ(roles.size(), 4u) << BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  auto stopped = [](pid_t pid) { return testing::StatFields(pid).substr(0, 1) == "T"; };
+  job.SignalGroup(SIGTSTP);
+  const bool all_stopped = testing::WaitUntil(&job, std::chrono::seconds(20), [&] {
+    return stopped(job.pid()) && std::all_of(roles.begin(), roles.end(), stopped);
+  });
+  ASSERT_TRUE(all_stopped) << job.Output();
+  const int64_t paused_at = testing::LastLoggedStep(run);
+  // Three heartbeat timeouts: a supervisor that counted the pause as silence would kill its roles.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(testing::LastLoggedStep(run), paused_at);
+  EXPECT_TRUE(stopped(job.pid()) && std::all_of(roles.begin(), roles.end(), stopped));
+  job.SignalGroup(SIGCONT);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(150)), 0) << job.Output();
+  const std::string output = job.Output();
+  EXPECT_TRUE(testing::HasText(output, "paused (Ctrl-Z): every role process of the job is stopped")) << output;
+  EXPECT_TRUE(testing::HasText(output, "continued after ")) << output;
+  const std::string log = BackgroundJob::ReadAll(run + "/logs/supervisor.log");
+  EXPECT_FALSE(testing::HasText(log, "no heartbeat")) << log;
+  EXPECT_EQ(testing::StartedPids(run + "/logs/supervisor.log").size(), 4u) << log;  // nothing restarted
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), undisturbed);
+}
+
 // A SIGTERM to every process of the job at once, as `pkill psformer`, a batch system's cancel or
 // systemd's stop sends it: the roles leave the stop to their supervisor, which stops them in
 // order. (Each role once acted on it by itself: servers stopped while their workers' step was

@@ -6,13 +6,17 @@
 # out (the target provides them); the CUDA toolkit's runtime and cuBLAS go in only with
 # --with-cuda-libs (for a target whose toolkit is not CUDA 13).
 #
-# Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs] [--corpus DIR]
+# Usage: bench/gpu/make_bundle.sh [--build-dir DIR] [--out DIR] [--with-cuda-libs] [--corpus DIR | --bible]
 # Result: OUT (default BUILD_DIR/bundle, BUILD_DIR default build-gpu/) with bin/, lib/, configs/,
 # bench/gpu/, scripts/trace-summary, and OUT.tar.gz holding the same; run
 # OUT/bench/gpu/run_on_gpu.sh there.
 # --corpus DIR: a corpus prepared for the base model (psformer prepare --vocab-size 37000 --out
 # DIR, e.g. from scripts/get-bible-corpus), carried as data/bible-37k for train_on_gpu.sh, which
 # run_on_gpu.sh then runs too (the GPU machine has no package registry to fetch one).
+# --bible: the same corpus made here first (scripts/get-bible-corpus, then psformer prepare
+# --vocab-size 37000; a few minutes on 2 cores), kept as BUILD_DIR/bible-37k, which later bundles
+# reuse. With a GPU lent for minutes, this and --build-dir build leave only the call itself:
+# bench/gpu/device_call.sh, which names the archive to carry.
 # --build-dir build reuses scripts/build's tree where it found nvcc (PSFORMER_CUDA=AUTO): its
 # CUDA code is already built for sm_80/sm_90, so the bundle takes minutes instead of a second
 # full build (~40 min on 2 cores). The archive with the 37,000-piece corpus: ~32 MB.
@@ -23,16 +27,22 @@ build="$root/build-gpu"
 out=""
 cuda_libs=0
 corpus=""
+bible=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build=$(realpath -m "${2:?--build-dir wants a directory}"); shift 2 ;;
     --out) out=$(realpath -m "${2:?--out wants a directory}"); shift 2 ;;
     --with-cuda-libs) cuda_libs=1; shift ;;
     --corpus) corpus=$(realpath "${2:?--corpus wants a directory}"); shift 2 ;;
+    --bible) bible=1; shift ;;
     *) echo "make_bundle.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 out="${out:-$build/bundle}"  # under build*/, which git ignores
+if [[ $bible -eq 1 && -n $corpus ]]; then
+  echo "make_bundle.sh: --bible makes the corpus that --corpus names: give one of them" >&2
+  exit 2
+fi
 if [[ -n $corpus && ! -f $corpus/spm.model ]]; then
   echo "make_bundle.sh: $corpus is not a prepared corpus (no spm.model; see psformer prepare)" >&2
   exit 2
@@ -41,6 +51,17 @@ fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
 gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
 cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench psformer_host_passes "${gpu_tests[@]}"
+
+if [[ $bible -eq 1 ]]; then
+  corpus="$build/bible-37k"
+  if [[ ! -f $corpus/spm.model ]]; then
+    raw="$build/bible-raw"
+    [[ -f $raw/test.es ]] || "$root/scripts/get-bible-corpus" "$raw"
+    rm -rf "$corpus"  # what a prepare stopped half-way left (prepare wants a new --out)
+    "$build/psformer" prepare --src "$raw/train.en" --tgt "$raw/train.es" --valid-src "$raw/valid.en" \
+      --valid-tgt "$raw/valid.es" --vocab-size 37000 --out "$corpus"
+  fi
+fi
 
 binaries=("$build/psformer" "$build/psformer_gpu_bench" "$build/psformer_host_passes")
 for t in "${gpu_tests[@]}"; do binaries+=("$build/tests/$t"); done

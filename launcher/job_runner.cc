@@ -30,6 +30,7 @@
 #include "launcher/role_arguments.h"
 #include "launcher/role_supervisor.h"
 #include "launcher/same_host_path.h"
+#include "launcher/shm_janitor.h"
 #include "launcher/supervisor_events.h"
 #include "worker/backend/backend_factory.h"
 
@@ -231,13 +232,17 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   PSF_LOG(Info) << placement.summary;
   SweepOrphanSegments();
   LogJobSegments(job.config, placement.job_id);
+  // Removes the segments if this process is killed before it can (a kill -9 of it alone).
+  std::optional<ShmJanitor> janitor;
+  if (job.config.cluster().same_host_shm()) janitor.emplace(placement.job_id);
   std::vector<SupervisedRole> roles;
   int host_weight = 0;  // of the role processes on this host (common/role_threads.h)
   for (const RoleSlot& slot : placement.mine) host_weight += SlotWeight(job.config, slot);
   for (const RoleSlot& slot : placement.mine) {
-    roles.push_back(
-        {slot.kind, std::make_unique<RoleProcess>(RoleOptions(job, slot, placement.job_id, placement.addresses,
-                                                              placement.host_identity, host_weight))});
+    RoleProcessOptions options =
+        RoleOptions(job, slot, placement.job_id, placement.addresses, placement.host_identity, host_weight);
+    if (janitor) options.started = [&janitor](pid_t pid) { janitor->Watch(pid); };
+    roles.push_back({slot.kind, std::make_unique<RoleProcess>(std::move(options))});
   }
   SupervisorEvents events(job.run_dir, job.config.logging().tensorboard());
   SupervisionHooks supervision;
@@ -252,6 +257,7 @@ int SuperviseJob(const Placement& placement, const JobHooks& hooks = {}) {
   if (hooks.after_supervision) hooks.after_supervision(status);
   roles.clear();  // every role process is gone
   RemoveJobSegments(placement.job_id);
+  if (janitor) janitor->Done();
   // The socket files of a directory made again under that name are the new job's.
   if (!RunDirectoryWasLost()) RemoveSocketFiles(ListeningEndpoints(placement));
   const int job_status = hooks.job_status ? hooks.job_status(status) : status;

@@ -156,6 +156,7 @@ Status RoleProcess::Spawn() {
   heartbeat_fd_ = pipe_fds[0];
   fcntl(heartbeat_fd_, F_SETFL, O_NONBLOCK);
   pid_ = pid;
+  if (options_.started) options_.started(pid);
   state_ = State::kRunning;
   ready_ = false;
   stopped_.clear();

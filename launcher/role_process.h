@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -52,6 +53,9 @@ struct RoleProcessOptions {
   // max_resource_waits times in a row; then the role fails, naming the cause.
   int resource_wait_ms = 2000;
   int max_resource_waits = 6;
+  // Told the pid of each incarnation as it starts (the janitor of the job's shared memory,
+  // shm_janitor.h); may be empty.
+  std::function<void(pid_t)> started;
 };
 
 // Not thread-safe: one thread drives a RoleProcess (Start, then Poll until it finishes).

@@ -517,6 +517,14 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
     }
     EXPECT_FALSE(testing::ProcessRuns(pid)) << "role process " << pid << " outlived its supervisor";
   }
+  // Their shared memory does not outlive them either: the supervisor's janitor (shm_janitor.h)
+  // removes it (before, it stayed in /dev/shm until the next train on the host).
+  std::vector<std::string> left = JobSegmentsLeft(run);
+  for (int i = 0; i < 250 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = JobSegmentsLeft(run);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " segment(s) left, the first " << left.front();
   const int64_t newest = NewestCompleteCheckpoint(run);
   EXPECT_GE(newest, 30);
   EXPECT_LT(newest, 200);

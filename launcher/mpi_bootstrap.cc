@@ -4,10 +4,13 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "common/logging.h"
 
 namespace psformer {
 namespace {
@@ -23,6 +26,10 @@ struct MpiBootstrap::StopNotices {
   bool announced = false;  // this rank sent its own
   int sent[2] = {0, 0};
   std::vector<MPI_Request> sends;
+};
+
+struct MpiBootstrap::Abandoned {
+  std::vector<MPI_Request> barriers;
 };
 
 struct MpiBootstrap::WorkersFinished {
@@ -56,9 +63,25 @@ MpiBootstrap::MpiBootstrap() {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   workers_finished_ = std::make_unique<WorkersFinished>();
   MPI_Comm_dup(MPI_COMM_WORLD, &workers_finished_->comm);
+  abandoned_ = std::make_unique<Abandoned>();
 }
 
-MpiBootstrap::~MpiBootstrap() { MPI_Finalize(); }
+MpiBootstrap::~MpiBootstrap() {
+  // MPI_Finalize wants no request pending. A barrier given up on is complete by now wherever a
+  // later collective completed (every rank entered it first); the workers' barrier, once every
+  // rank's workers ended. Tested for a bounded time, not waited for: a rank that never comes
+  // must not hold this one here (MPI_Finalize then says what it found).
+  std::vector<MPI_Request> pending = abandoned_->barriers;
+  if (workers_finished_->entered) pending.push_back(workers_finished_->barrier);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int done = pending.empty() ? 1 : 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Testall(static_cast<int>(pending.size()), pending.data(), &done, MPI_STATUSES_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!done) PSF_LOG(Warning) << "a barrier of the job was still pending at MPI_Finalize (a rank never reached it)";
+  MPI_Finalize();
+}
 
 void MpiBootstrap::NoteWorkersFinished() {
   if (workers_finished_->entered) return;
@@ -168,7 +191,10 @@ bool MpiBootstrap::BarrierWithin(std::chrono::milliseconds timeout, const std::f
     int done = 0;
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) return true;
-    if (!forever && std::chrono::steady_clock::now() >= deadline) return false;
+    if (!forever && std::chrono::steady_clock::now() >= deadline) {
+      abandoned_->barriers.push_back(request);
+      return false;
+    }
     if (while_waiting) while_waiting();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

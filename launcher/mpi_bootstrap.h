@@ -45,7 +45,8 @@ class MpiBootstrap {
   int AllReduceMax(int value);
   // Waits until every rank has called this (a non-blocking barrier), calling `while_waiting`
   // every few ms; false if `timeout` passed first (the barrier then stays pending, and the ranks
-  // still agree on the order of later collectives); milliseconds::max() waits for ever.
+  // still agree on the order of later collectives: it completes before any later one can, and
+  // the destructor waits for it before MPI_Finalize); milliseconds::max() waits for ever.
   bool BarrierWithin(std::chrono::milliseconds timeout, const std::function<void()>& while_waiting);
   // Ends every rank of the job with `exit_status` (after this rank printed why).
   [[noreturn]] void Abort(int exit_status);
@@ -79,6 +80,8 @@ class MpiBootstrap {
   std::unique_ptr<StopNotices> stop_;
   struct WorkersFinished;  // the communicator and request of NoteWorkersFinished
   std::unique_ptr<WorkersFinished> workers_finished_;
+  struct Abandoned;  // the requests of barriers BarrierWithin stopped waiting for
+  std::unique_ptr<Abandoned> abandoned_;
 };
 
 }  // namespace psformer

@@ -95,12 +95,14 @@ class TransformerStep final : public StepComputer {
   std::unique_ptr<RangeDownloader> grad_download_;   // device_grad_ to grad_ (or its bf16 to grad_bf16_) as
                                                      // backward reports layers
   BlockCrcs* grad_crcs_ = nullptr;                   // grad_download_'s record of the blocks' CRCs, or null
+  // Lent pieces (pull_landing.h) this step's uploads read, kept until their copies have: declared
+  // before the uploaders, so that an uploader's destructor, which waits for its copies, runs
+  // while the servers' memory they read is still mapped and registered.
+  std::vector<std::shared_ptr<const LentParams>> lent_uploading_;
   std::unique_ptr<RangeUploader> param_upload_;      // params_ to device_params_, by layers
   std::unique_ptr<RangeUploader> bf16_upload_;       // params_bf16_ to device_params_bf16_ (or null)
   std::vector<ElementRange> forward_ranges_;         // the model's layers in forward order, in chunks
   std::vector<bool> uploads_started_;                // (forward_ranges_) this step's, as the pull lands
-  // Lent pieces (pull_landing.h) this step's uploads read, kept until their copies have.
-  std::vector<std::shared_ptr<const LentParams>> lent_uploading_;
   bool split_embedding_ = false;                     // cluster.split_embedding: lookups kept apart
   uint64_t copy_chunk_ = 0;                          // the most elements of one copy: a piece's
   LookupRows<float> device_lookups_;                 // the model's, on the device

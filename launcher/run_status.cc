@@ -16,6 +16,7 @@
 #include "common/metrics_log.h"
 #include "launcher/run_lock.h"
 #include "launcher/supervisor_log.h"
+#include "pserver/server/shard_checkpointer.h"
 #include "worker/train/trainer_state.h"
 
 namespace psformer {
@@ -132,7 +133,7 @@ double Get(const std::map<std::string, double>& m, const std::string& key) {
 
 }  // namespace
 
-StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
+StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   const fs::path dir(run_dir);
   const fs::path config_path = dir / "config.pbtxt";
   std::error_code missing;
@@ -155,9 +156,12 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
   std::error_code ec;
   status.local = status.roles.empty() && fs::exists(dir / "logs" / "trainer.log", ec);
   status.trainer_state = fs::exists(dir / "trainer_state.bin", ec);
+  status.verified = verify;
   if (status.trainer_state) {
-    // Its size and header only, as checkpoints are checked here; the CRC is --resume's to check.
-    const Status whole = CheckTrainerStateFile((dir / "trainer_state.bin").string());
+    // Its size and header only, as checkpoints are checked here (the CRC is --resume's to check),
+    // unless asked to verify.
+    const std::string path = (dir / "trainer_state.bin").string();
+    const Status whole = verify ? ReadTrainerState(path).status() : CheckTrainerStateFile(path);
     if (!whole.ok()) status.trainer_state_damage = whole.message();
   }
   // The local trainer has no roles to look for: it is alive while it holds the run's lock.
@@ -184,8 +188,9 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir) {
     if (record.count("loss")) status.last_train = record;
     if (record.count("valid_loss")) status.last_valid = record;
   }
+  const CheckpointIdentity identity = JobCheckpointIdentity(config, ResolvedVocabSize(config));
   for (int64_t step : ListCheckpointSteps(run_dir)) {
-    const Status files = CheckCheckpointFiles(run_dir, step);
+    const Status files = verify ? VerifyCheckpoint(run_dir, step, identity) : CheckCheckpointFiles(run_dir, step);
     if (files.ok()) {
       status.newest_checkpoint = step;
       break;
@@ -253,12 +258,13 @@ std::string FormatRunStatus(const RunStatus& s) {
     if (!s.trainer_state_damage.empty()) {
       out << "  damaged trainer state: " << s.trainer_state_damage << "\n";
     } else {
-      out << (s.trainer_state ? "  trainer state: " + (fs::path(s.run_dir) / "trainer_state.bin").string() + "\n"
+      out << (s.trainer_state ? "  trainer state: " + (fs::path(s.run_dir) / "trainer_state.bin").string() +
+                                    (s.verified ? " (CRC-32C verified)" : "") + "\n"
                               : std::string("  no trainer state yet\n"));
     }
   } else if (s.newest_checkpoint >= 0) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
-        << ")\n";
+        << (s.verified ? "; every shard's CRC-32C verified" : "") << ")\n";
   } else if (s.state == RunStatus::State::kFinished) {
     out << "  no checkpoint (none was due before the last step); the model: "
         << (fs::path(s.run_dir) / "model.bin").string() << "\n";

@@ -40,6 +40,9 @@ struct RunStatus {
   std::map<std::string, double> last_valid;  // ... with "valid_loss"
   int64_t newest_checkpoint = -1;            // the newest step whose checkpoint is complete (CheckCheckpointFiles)
   std::vector<std::string> damaged_checkpoints;  // newer ones with a manifest but not all shards: "step N: why"
+  // The checkpoints (or a --local run's trainer_state.bin) were read whole and their CRC-32Cs
+  // checked, as a resume checks them (status --verify), not only their sizes.
+  bool verified = false;
   bool local = false;                        // trained with --local: one process, logs/trainer.log, no roles
   bool trainer_state = false;                // RUN_DIR/trainer_state.bin (what a --local run continues from)
   std::string trainer_state_damage;          // why that file cannot be resumed from ("" when it looks whole)
@@ -48,7 +51,9 @@ struct RunStatus {
 };
 
 // NotFound (saying so) if `run_dir` is not a run directory: no config.pbtxt or logs/ in it.
-StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir);
+// `verify`: read every checkpoint file, newest first until one is intact, and check it as
+// `train --resume` does (sizes, CRC-32Cs, the model it was written for), instead of sizes alone.
+StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify = false);
 
 // One screen of text, ending in a newline.
 std::string FormatRunStatus(const RunStatus& status);

@@ -1,5 +1,6 @@
-// `psformer status RUN_DIR [--watch SECONDS]`: one screen about a training run (launcher/run_status.h),
-// redrawn every SECONDS with --watch until the job is no longer running or Ctrl-C.
+// `psformer status RUN_DIR [--watch SECONDS | --verify]`: one screen about a training run
+// (launcher/run_status.h), redrawn every SECONDS with --watch until the job is no longer running or
+// Ctrl-C; with --verify, its checkpoints read whole and checked as a resume checks them.
 #include <unistd.h>
 
 #include <chrono>
@@ -37,20 +38,29 @@ int RunStatusCommand(const Args& args) {
   options.add_options()
       ("run-dir", po::value<std::string>()->required(), "the run directory (also the first positional argument)")
       ("watch", po::value<double>()->implicit_value(2.0),
-       "redraw every SECONDS (default 2) while the job runs");
+       "redraw every SECONDS (default 2) while the job runs")
+      ("verify", po::bool_switch(),
+       "read the checkpoints whole and check their CRC-32Cs as train --resume does (without it: their sizes)");
   // clang-format on
   po::positional_options_description positional;
   positional.add("run-dir", 1);
-  ParsedOptions parsed = ParseOptions("status", "RUN_DIR [--watch [SECONDS]]", args, options, &positional);
+  ParsedOptions parsed = ParseOptions("status", "RUN_DIR [--watch [SECONDS] | --verify]", args, options, &positional);
   if (parsed.exit_status) return *parsed.exit_status;
   const std::string run_dir = parsed.values["run-dir"].as<std::string>();
   const bool watch = parsed.values.count("watch") > 0;
   const double every = watch ? parsed.values["watch"].as<double>() : 0.0;
   if (watch && !(every > 0 && std::isfinite(every)))
     return ReportError("status", "--watch " + ShortestText(every) + ": must be a number of seconds > 0", kExitUsage);
+  const bool verify = parsed.values["verify"].as<bool>();
+  if (watch && verify) {
+    return ReportError("status",
+                       "--verify reads every checkpoint file, too much to redraw every few seconds: "
+                       "give --watch or --verify, not both",
+                       kExitUsage);
+  }
   const bool terminal = isatty(STDOUT_FILENO);
   while (true) {
-    auto status = ReadRunStatus(run_dir);
+    auto status = ReadRunStatus(run_dir, verify);
     if (!status.ok()) return ReportError("status", status.status());
     // On a terminal each screen replaces the last (clear, cursor home); in a pipe they follow.
     if (watch && terminal) std::cout << "\033[H\033[2J";

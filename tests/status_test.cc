@@ -108,6 +108,40 @@ TEST(StatusCommand, AFinishedRun) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("newest checkpoint: step 10"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 20: " + shard + " has "), std::string::npos) << r.output;
+
+  // A flipped byte keeps the size: status alone takes the checkpoint for whole, --verify reads it
+  // as a resume would and names the damage.
+  const std::string shard10 = run + "/checkpoints/step-00000010/shard-0000-of-0001.bin";
+  {
+    std::fstream f(shard10, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(100);
+    f.put(static_cast<char>(byte ^ 0x20));
+  }
+  r = RunPsformer("status " + run);
+  EXPECT_NE(r.output.find("newest checkpoint: step 10 ("), std::string::npos) << r.output;
+  r = RunPsformer("status " + run + " --verify");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.output.find("newest checkpoint:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 10: " + shard10 + ": checksum differs from the manifest's"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 20: "), std::string::npos) << r.output;
+  // Put back, it verifies.
+  {
+    std::fstream f(shard10, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(100);
+    f.put(static_cast<char>(byte ^ 0x20));
+  }
+  r = RunPsformer("status " + run + " --verify");
+  EXPECT_NE(r.output.find("newest checkpoint: step 10 (" + run + "/checkpoints/step-00000010; every shard's CRC-32C "
+                          "verified)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(EndsSaying(RunPsformer("status " + run + " --verify --watch"), 2, "give --watch or --verify, not both"));
 }
 
 // A run whose max_steps is not a logging step logs its last steps too, in a line that says how
@@ -181,6 +215,23 @@ TEST(StatusCommand, ADamagedTrainerStateIsNamedAndNotAdvisedToResumeFrom) {
   std::filesystem::remove(run + "/model.bin");
   r = RunPsformer("status " + run);
   EXPECT_NE(r.output.find("  continue with: psformer train --local"), std::string::npos) << r.output;
+  r = RunPsformer("status " + run + " --verify");
+  EXPECT_NE(r.output.find("  trainer state: " + run + "/trainer_state.bin (CRC-32C verified)\n"), std::string::npos)
+      << r.output;
+  // A flipped byte near its end (in Adam's moments) is seen by --verify alone.
+  const std::string state = run + "/trainer_state.bin";
+  {
+    std::fstream f(state, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-8, std::ios::end);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(-8, std::ios::end);
+    f.put(static_cast<char>(byte ^ 0x01));
+  }
+  r = RunPsformer("status " + run);
+  EXPECT_NE(r.output.find("  continue with: psformer train --local"), std::string::npos) << r.output;
+  r = RunPsformer("status " + run + " --verify");
+  EXPECT_NE(r.output.find("  damaged trainer state: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  nothing to resume (trainer_state.bin is damaged)"), std::string::npos) << r.output;
   std::filesystem::resize_file(run + "/trainer_state.bin", 1000);
   r = RunPsformer("status " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;

@@ -40,8 +40,9 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,
 status=0
 if [[ $tests -eq 1 ]]; then
   for t in cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test; do
-    echo "== $t"
-    timeout --kill-after=10 300 "$tests_dir/$t" --gtest_brief=1 || status=1
+    echo "== $t ($(date -u +%T))"
+    # A test binary that hangs is ended, so that it cannot spend the lease (PSFORMER_GPU_TEST_TIMEOUT).
+    timeout --kill-after=10 "${PSFORMER_GPU_TEST_TIMEOUT:-300}" "$tests_dir/$t" --gtest_brief=1 || status=1
   done
 fi
 
@@ -72,7 +73,7 @@ done < "$results"
 
 if [[ $train_steps -gt 0 && -f "$bundle/data/bible-37k/spm.model" ]]; then
   echo
-  echo "== train_on_gpu.sh: the base model through the servers, $train_steps steps a job"
+  echo "== train_on_gpu.sh: the base model through the servers, $train_steps steps a job ($(date -u +%T))"
   "$here/train_on_gpu.sh" --bin "$bin" --steps "$train_steps" ${keep[@]+"${keep[@]}"} || status=1
 fi
 exit $status

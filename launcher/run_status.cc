@@ -195,6 +195,8 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
       status.newest_checkpoint = step;
       break;
     }
+    // Pruned (keep_last) while it was read, as a running job's older checkpoints are: not damaged.
+    if (!fs::exists(CheckpointDir(run_dir, step), ec)) continue;
     // A manifest whose shards are not all there (a disk that filled, a copy cut short) is not
     // complete; one without a manifest is still being written, or was cut off with its job.
     if (!files.IsNotFound())

@@ -71,7 +71,11 @@ CommandResult TrainBesideAHog(const TempDir& dir, const std::string& name, int f
 set -u
 hierarchy=$1 tasks=$2 free=$3 hold=$4 hog=$5 ready=$6 psformer=$7 run=$8 most=$9
 shift 9
-for old in "$hierarchy"/psformer-thread-hog-*; do [ -d "$old" ] && rmdir "$old" 2>/dev/null; done
+# Cgroups an earlier run left; not those of a run still going (ctest -j runs these tests side by
+# side: one's sweep once removed another's emptied cgroup before its own cleanup could).
+for old in "$hierarchy"/psformer-thread-hog-*; do
+  [ -d "$old" ] && ! kill -0 "${old##*-}" 2>/dev/null && rmdir "$old" 2>/dev/null
+done
 cg=$hierarchy/psformer-thread-hog-$$
 mkdir "$cg" || exit 90
 hog_pid=

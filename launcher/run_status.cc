@@ -188,7 +188,9 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
     if (record.count("loss")) status.last_train = record;
     if (record.count("valid_loss")) status.last_valid = record;
   }
-  const CheckpointIdentity identity = JobCheckpointIdentity(config, ResolvedVocabSize(config));
+  // What --verify compares each checkpoint's manifest with; unused without it.
+  const CheckpointIdentity identity =
+      verify ? JobCheckpointIdentity(config, ResolvedVocabSize(config)) : CheckpointIdentity{};
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     const Status files = verify ? VerifyCheckpoint(run_dir, step, identity) : CheckCheckpointFiles(run_dir, step);
     if (files.ok()) {

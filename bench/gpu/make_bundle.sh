@@ -14,7 +14,7 @@
 # DIR, e.g. from scripts/get-bible-corpus), carried as data/bible-37k for train_on_gpu.sh, which
 # run_on_gpu.sh then runs too (the GPU machine has no package registry to fetch one).
 # --bible: the same corpus made here first (scripts/get-bible-corpus, then psformer prepare
-# --vocab-size 37000; a few minutes on 2 cores), kept as BUILD_DIR/bible-37k, which later bundles
+# --vocab-size 37000; under a minute on 2 cores), kept as BUILD_DIR/bible-37k, which later bundles
 # reuse. With a GPU lent for minutes, this and --build-dir build leave only the call itself:
 # bench/gpu/device_call.sh, which names the archive to carry.
 # --build-dir build reuses scripts/build's tree where it found nvcc (PSFORMER_CUDA=AUTO): its
@@ -57,7 +57,7 @@ if [[ $bible -eq 1 ]]; then
   if [[ ! -f $corpus/spm.model ]]; then
     raw="$build/bible-raw"
     [[ -f $raw/test.es ]] || "$root/scripts/get-bible-corpus" "$raw"
-    rm -rf "$corpus"  # what a prepare stopped half-way left (prepare wants a new --out)
+    rm -rf "$corpus"  # a directory there without spm.model is no prepared corpus; prepare wants a new --out
     "$build/psformer" prepare --src "$raw/train.en" --tgt "$raw/train.es" --valid-src "$raw/valid.en" \
       --valid-tgt "$raw/valid.es" --vocab-size 37000 --out "$corpus"
   fi

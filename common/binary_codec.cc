@@ -1,28 +1,15 @@
 #include "common/binary_codec.h"
 
-#include <cerrno>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "common/crc32c.h"
 #include "common/logging.h"
+#include "common/read_file.h"
 
 namespace psformer {
 
-StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what) {
-  // A directory opens as a stream and fails only in the read, with the library's words.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::InvalidArgument("cannot read " + what + " " + path + ": it is a directory, not a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + what + " " + path + ": " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::IoError("cannot read " + what + " " + path + ": " + std::strerror(errno));
-  return buffer.str();
+StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what, std::string_view magic) {
+  return ReadFileBytes(path, what, kAnyFileSize, magic);
 }
 
 BinarySink StringSink(std::string* out) {

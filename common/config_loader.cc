@@ -10,13 +10,13 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string_view>
 
 #include "common/fault_plan.h"
 #include "common/memory_estimate.h"
+#include "common/read_file.h"
 
 namespace psformer {
 namespace {
@@ -224,11 +224,7 @@ StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) return Status::NotFound("config file " + path + " does not exist");
   if (std::filesystem::is_directory(path, ec))
     return Status::InvalidArgument("config file " + path + " is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError("cannot read config file " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  PSF_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(path, "config file", kMaxTextFileBytes));
   // Some editors save UTF-8 with a byte-order mark, which the text format reads as a stray
   // character ("Interpreting non ascii codepoint 239"); it carries nothing here.
   constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";

@@ -6,6 +6,7 @@
 #include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/param_layout.h"
+#include "common/read_file.h"
 #include "common/sha256.h"
 #include "common/write_file.h"
 
@@ -45,7 +46,7 @@ Status WriteModelFile(const std::string& path, const ModelFile& file) {
 }
 
 StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "model file"));
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "model file", std::string_view(kModelFileMagic, sizeof(kModelFileMagic))));
   auto corrupt = [&](const std::string& why) { return Status::Corruption("model file " + path + ": " + why); };
 
   BinaryReader r(bytes);
@@ -97,7 +98,7 @@ StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config
     return std::string();
   }
   const std::string path = (std::filesystem::path(config.data().train_dir()) / "spm.model").string();
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "SentencePiece model"));
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path, "SentencePiece model", kMaxSentencePieceBytes));
   return SentencePieceDigest(bytes);
 }
 

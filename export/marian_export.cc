@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "common/binary_codec.h"
 #include "common/model_file.h"
+#include "common/read_file.h"
 #include "common/temporary_directory.h"
 #include "common/write_file.h"
 #include "export/marian_config.h"
@@ -64,7 +64,7 @@ StatusOr<MarianExportReport> ExportMarian(const MarianExportOptions& options) {
     PSF_ASSIGN_OR_RETURN(report.spm_path, SentencePieceOfRun(options.model_path));
   }
   const std::string& spm_path = report.spm_path;
-  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadBinaryFile(spm_path, "--spm"));
+  PSF_ASSIGN_OR_RETURN(std::string spm_bytes, ReadFileBytes(spm_path, "--spm", kMaxSentencePieceBytes));
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(spm_bytes, spm_path));
   if (vocabulary.size() != model.vocab_size) {
     return Status::InvalidArgument("vocabulary mismatch: " + spm_path + " has " + std::to_string(vocabulary.size()) +

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "common/read_file.h"
 
 namespace psformer {
 
@@ -81,9 +81,7 @@ StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return Status::InvalidArgument("hostfile " + path + " is a directory; name a file of hosts, one a line");
   }
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read hostfile " + path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  PSF_ASSIGN_OR_RETURN(const std::string text, ReadFileBytes(path, "hostfile", kMaxTextFileBytes));
   return ParseHostfile(text, path);
 }
 

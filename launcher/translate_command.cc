@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/binary_codec.h"
 #include "common/memory_estimate.h"
 #include "common/model_file.h"
+#include "common/read_file.h"
 #include "common/text_lines.h"
 #include "launcher/command_line.h"
 #include "launcher/memory_check.h"
@@ -180,7 +180,7 @@ int RunTranslateCommand(const Args& args) {
     spm_path = *found;
     std::cerr << "psformer translate: --spm " << spm_path << " (the corpus of the model's run)\n";
   }
-  auto spm_bytes = ReadBinaryFile(spm_path, "--spm");
+  auto spm_bytes = ReadFileBytes(spm_path, "--spm", kMaxSentencePieceBytes);
   if (!spm_bytes.ok()) return ReportError("translate", spm_bytes.status());
   auto vocabulary = SubwordVocabulary::FromSerialized(*spm_bytes, spm_path);
   if (!vocabulary.ok()) return ReportError("translate", vocabulary.status());

@@ -283,6 +283,22 @@ TEST(Cli, AConfigWithAByteOrderMarkReadsAsWithout) {
   ExpectEndsSaying("train --config " + path + " --dry-run", 0, "d_model: 32");
 }
 
+// A device or a pipe given where a file goes is read in bounded memory: /dev/zero as a config,
+// a hostfile or an --spm fails at once, and as a model it is not read past its magic, where
+// before each read until memory ran out. A config from a pipe still reads.
+TEST(Cli, ADeviceGivenAsAFileFailsAtOnceAndAPipeReads) {
+  ExpectEndsSaying("train --config /dev/zero --dry-run", 1,
+                   "config file /dev/zero gave more than 16 MiB without ending: it is not a regular file (a device, "
+                   "or a pipe that does not end?)");
+  ExpectEndsSaying("launch --hostfile /dev/zero -np 2 -- train --config configs/copy.pbtxt --run-dir /nonexistent/r",
+                   1, "hostfile /dev/zero gave more than 16 MiB without ending");
+  ExpectEndsSaying("checksum /dev/zero", 1, "model file /dev/zero: not a psformer model file (wrong magic number)");
+  const testing::CommandResult piped = testing::RunShell("cd " + testing::SourceDir() + " && cat configs/copy.pbtxt | " +
+                                                         testing::PsformerBinary() + " train --config /dev/stdin --dry-run");
+  EXPECT_EQ(piped.exit_status, 0) << piped.output;
+  EXPECT_NE(piped.output.find("name: \"copy\""), std::string::npos) << piped.output;
+}
+
 // An empty name (a script's unset variable) is a usage error that says so, not "cannot open :"
 // from deep inside the command.
 TEST(Cli, AnEmptyNameIsAUsageErrorThatSaysSo) {

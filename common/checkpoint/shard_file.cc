@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/binary_codec.h"
+#include "common/read_file.h"
 
 namespace psformer {
 namespace {
@@ -91,7 +92,9 @@ Status WriteCheckpointFileAtomically(const std::string& path, const std::string&
   return AtomicWrite(path, [&](const BinarySink& sink) { return sink(bytes.data(), bytes.size()); });
 }
 
-StatusOr<std::string> ReadCheckpointFile(const std::string& path) { return ReadBinaryFile(path, "checkpoint file"); }
+StatusOr<std::string> ReadCheckpointFile(const std::string& path) {
+  return ReadFileBytes(path, "checkpoint file", kAnyFileSize);
+}
 
 StatusOr<ShardCheckpoint> ReadShardFile(const std::string& path) {
   PSF_ASSIGN_OR_RETURN(std::string bytes, ReadCheckpointFile(path));

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/binary_codec.h"
 #include "common/model_file.h"
+#include "common/read_file.h"
 #include "worker/data/copy_task.h"
 #include "worker/data/corpus_file.h"
 #include "worker/data/sampled_batch_source.h"
@@ -49,7 +49,7 @@ struct SentencePieceFile {
 
 StatusOr<SentencePieceFile> ReadSentencePiece(const std::filesystem::path& dir) {
   const std::string path = (dir / "spm.model").string();
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "SentencePiece model"));
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path, "SentencePiece model", kMaxSentencePieceBytes));
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary, SubwordVocabulary::FromSerialized(bytes, path));
   return SentencePieceFile{std::move(vocabulary), SentencePieceDigest(bytes)};
 }

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <vector>
 
 #include "common/model_file.h"
+#include "common/read_file.h"
 #include "common/temporary_directory.h"
 #include "common/text_lines.h"
 #include "common/write_file.h"
@@ -109,12 +108,6 @@ std::string DropSummary(const SplitReport& r, const PrepareOptions& o) {
   return s.str();
 }
 
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError("cannot read --spm " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 Status WriteWholeFile(const std::string& path, const std::string& bytes) { return WriteFileAtomically(path, bytes); }
 
 }  // namespace
@@ -145,7 +138,7 @@ StatusOr<PrepareReport> PrepareCorpus(const PrepareOptions& options) {
     model_bytes = std::move(trained).value();
     report.learned_vocabulary = true;
   } else {
-    PSF_ASSIGN_OR_RETURN(model_bytes, ReadWholeFile(options.spm_model));
+    PSF_ASSIGN_OR_RETURN(model_bytes, ReadFileBytes(options.spm_model, "--spm", kMaxSentencePieceBytes));
   }
   PSF_ASSIGN_OR_RETURN(SubwordVocabulary vocabulary,
                        SubwordVocabulary::FromSerialized(

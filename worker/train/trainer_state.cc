@@ -76,7 +76,7 @@ Status CheckTrainerStateFile(const std::string& path) {
 }
 
 StatusOr<TrainerState> ReadTrainerState(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "trainer state"));
+  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "trainer state", std::string_view(kMagic, sizeof(kMagic))));
   auto corrupt = [&](const std::string& why) { return Corrupt(path, why); };
   BinaryReader r(bytes);
   TrainerState state;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <csignal>
-
 #include <string>
 #include <thread>
 
@@ -45,8 +44,8 @@ TEST(ReadFileBytes, ARegularFileOverTheLimitIsRefusedByItsSize) {
   const auto read = ReadFileBytes(path, "config file", 2048);
   ASSERT_FALSE(read.ok());
   EXPECT_TRUE(read.status().IsInvalidArgument());
-  EXPECT_EQ(read.status().message(), "config file " + path +
-                                         " is 2.9 KiB, more than a config file can be (2.0 KiB): is it the right file?");
+  EXPECT_EQ(read.status().message(),
+            "config file " + path + " is 2.9 KiB, more than a config file can be (2.0 KiB): is it the right file?");
 }
 
 TEST(ReadFileBytes, ADeviceThatNeverEndsIsReadNoFurtherThanTheLimit) {
@@ -61,7 +60,8 @@ TEST(ReadFileBytes, ADeviceThatNeverEndsIsReadNoFurtherThanTheLimit) {
 // A pipe (as a shell's <(...) gives) is read to its end, in reads of whatever size it hands out.
 TEST(ReadFileBytes, APipeIsReadToItsEndOrRefusedPastTheLimit) {
   // The writer of a pipe whose reader gave up gets EPIPE, not the signal that ends the test.
-  struct sigaction ignore {}, before {};
+  struct sigaction ignore {
+  }, before{};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(sigaction(SIGPIPE, &ignore, &before), 0);
   for (const size_t limit : {size_t{1} << 20, size_t{100'000}}) {

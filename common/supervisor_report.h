@@ -12,6 +12,9 @@
 //   signalled           a stop signal reached the role from another sender than its supervisor
 //                       ("SIGNAL PID", common/role_signals.h): the supervisor stops the whole
 //                       job in order, as on its own Ctrl-C
+//   progress            the coordinator's progress line (a training interval, a validation, an
+//                       early stop), which the supervisor shows on the console of the job: the
+//                       role's own log, where it goes too, is a file
 //
 // Without PSFORMER_HEARTBEAT_FD (a role started by hand) reports go nowhere.
 #ifndef PSFORMER_COMMON_SUPERVISOR_REPORT_H_
@@ -27,6 +30,7 @@ inline constexpr std::string_view kReportCheckpointFailed = "checkpoint-failed";
 inline constexpr std::string_view kReportFatal = "fatal";
 inline constexpr std::string_view kReportStopped = "stopped";
 inline constexpr std::string_view kReportSignalled = "signalled";
+inline constexpr std::string_view kReportProgress = "progress";
 
 // The exit status of a role that a restart cannot help (its last report, kReportFatal, says
 // why): the supervisor ends the job instead (EX_CONFIG of sysexits.h).

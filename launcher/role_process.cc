@@ -27,6 +27,9 @@ namespace {
 // The heartbeat pipe's descriptor number in the child (after stdin, stdout, stderr).
 constexpr int kChildHeartbeatFd = 3;
 
+// Progress lines held for a supervisor that does not take them (it takes them every 10 ms).
+constexpr size_t kMaxProgressLinesHeld = 1000;
+
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
@@ -198,6 +201,10 @@ void RoleProcess::HandleReport(const std::string& line) {
     ready_ = true;
   } else if (kind == kReportCheckpointFailed) {
     checkpoint_failures_.push_back(options_.name + ": " + text);
+  } else if (kind == kReportProgress) {
+    // A role that never reads its console would otherwise hold them all: keep the newest.
+    if (progress_.size() >= kMaxProgressLinesHeld) progress_.erase(progress_.begin());
+    progress_.push_back(text);
   } else if (kind == kReportFatal) {
     fatal_ = text;
   } else if (kind == kReportStopped) {
@@ -213,6 +220,11 @@ void RoleProcess::HandleReport(const std::string& line) {
   } else {
     PSF_LOG(Warning) << options_.name << " sent an unknown report: " << line;
   }
+}
+
+std::vector<std::string> RoleProcess::TakeProgress() {
+  if (state_ == State::kRunning) ReadHeartbeats();
+  return std::exchange(progress_, {});
 }
 
 std::vector<std::string> RoleProcess::TakeCheckpointFailures() {

@@ -100,6 +100,9 @@ class RoleProcess {
   const std::string& failure() const { return failure_; }
   // The checkpoint failures the role reported since the last call, oldest first.
   std::vector<std::string> TakeCheckpointFailures();
+  // The progress lines the role reported since the last call (the coordinator's "step N/M  loss
+  // ..." and validation lines), oldest first.
+  std::vector<std::string> TakeProgress();
   // The restarts decided since the last call, oldest first, each as a sentence: "worker-1 killed
   // by signal 9 (Killed); restarting as incarnation 1".
   std::vector<std::string> TakeRestarts() { return std::exchange(restarts_, {}); }
@@ -133,6 +136,7 @@ class RoleProcess {
   std::string failure_;
   std::string partial_report_;  // bytes of a report line not yet complete
   std::vector<std::string> checkpoint_failures_;
+  std::vector<std::string> progress_;
   std::vector<std::string> restarts_;
   std::string fatal_;                 // the role's last kReportFatal text
   std::string stopped_;               // the role's kReportStopped text: it stopped, not finished

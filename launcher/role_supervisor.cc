@@ -207,6 +207,14 @@ void StopRolesThatOutlivedTheWorkers(std::vector<SupervisedRole>& roles, std::ch
   StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
 }
 
+// Shows the progress lines the roles reported (the coordinator's) on this supervisor's console
+// and in its log: a user who started the job sees it train, not only its roles start and end.
+void ShowProgress(std::vector<SupervisedRole>& roles) {
+  for (auto& role : roles) {
+    for (const std::string& line : role.process->TakeProgress()) PSF_LOG(Info) << role.process->name() << ": " << line;
+  }
+}
+
 // Notes each restart a role's supervisor decided in TensorBoard (the logs have them already).
 void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) {
   for (auto& role : roles) {
@@ -268,6 +276,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
       return kExitFailure;
     }
     checkpoint_failures += ReportCheckpointFailures(roles);
+    ShowProgress(roles);
     NoteRestarts(roles, events);
     if (g_interrupts.load() != 0 || g_foreign_stop.load()) {
       if (hooks.stop_began) hooks.stop_began(g_first_signal.load() == SIGHUP ? SIGHUP : SIGINT);
@@ -295,6 +304,7 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
     if (all_done) {
       if (hooks.after_all_finished) hooks.after_all_finished();
       checkpoint_failures += ReportCheckpointFailures(roles);
+      ShowProgress(roles);
       if (checkpoint_failures == 0) return kExitSuccess;
       // The model was written, but the run lacks checkpoints its config asked for.
       const std::string newest = NewestCompleteCheckpoint(run_dir);

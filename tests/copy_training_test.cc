@@ -54,6 +54,21 @@ TEST_F(CopyTraining, ReachesValidAccuracy99AndWritesTheRunDirectory) {
   EXPECT_TRUE(std::filesystem::exists(run_ + "/logs/worker-0.log"));
   EXPECT_TRUE(std::filesystem::exists(run_ + "/logs/pserver-0.log"));
 
+  // The console of `psformer train` shows the coordinator's progress, every line of it: each
+  // interval and each validation that metrics.jsonl holds, and why training stopped.
+  const auto count = [&](const std::string& pattern) {
+    const std::regex re(pattern);
+    return std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), re), std::sregex_iterator());
+  };
+  EXPECT_EQ(count("worker-0: step [0-9]+/1500  loss [0-9.]+  lr [0-9.e+-]+  [0-9]+ tokens/s  elapsed"),
+            static_cast<long>(MetricValues(run_ + "/metrics.jsonl", "tokens_per_s").size()))
+      << r.output;
+  EXPECT_EQ(count("worker-0: step [0-9]+/1500  valid loss [0-9.]+  nll [0-9.]+  ppl [0-9.]+  accuracy [0-9.]+"),
+            static_cast<long>(MetricValues(run_ + "/metrics.jsonl", "valid_accuracy").size()))
+      << r.output;
+  EXPECT_EQ(count("worker-0: step 50/1500  loss "), 1) << r.output;
+  EXPECT_EQ(count("worker-0: valid_accuracy reached training.stop_at_valid_accuracy [0-9.]+: stopping"), 1) << r.output;
+
   auto sum = RunPsformer("checksum " + run_ + "/model.bin");
   EXPECT_EQ(sum.exit_status, 0) << sum.output;
   EXPECT_TRUE(std::regex_search(sum.output, std::regex("^[0-9a-f]{64}  [0-9]+ parameters  "))) << sum.output;

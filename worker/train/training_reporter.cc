@@ -11,8 +11,19 @@
 #include "common/metrics_log.h"
 #include "common/model_file.h"
 #include "common/run_directory_identity.h"
+#include "common/supervisor_report.h"
 
 namespace psformer {
+namespace {
+
+// A progress line: into this role's log, and to its supervisor, which shows it on the job's
+// console (a role's own output goes to its log file only).
+void Say(const std::string& line) {
+  PSF_LOG(Info) << line;
+  ReportToSupervisor(kReportProgress, line);
+}
+
+}  // namespace
 
 void TrainInterval::AddStep(const TrainInterval& step) {
   loss_sum += step.loss_sum;
@@ -80,21 +91,22 @@ Status TrainingReporter::Train(int64_t step, const TrainInterval& interval) {
   if (steps_done > 0 && step < max_steps) {
     text += "  ETA " + DurationText(so_far / steps_done * static_cast<double>(max_steps - step));
   }
-  PSF_LOG(Info) << text;
+  Say(text);
   return metrics_->Write(line);
 }
 
 Status TrainingReporter::Validation(int64_t step, const ValidationResult& v,
                                     const std::vector<std::string>* bleu_references,
                                     const std::vector<std::string>& bleu_hypotheses) {
-  PSF_LOG(Info) << "step " << step << "/" << config_.training().max_steps() << "  " << ValidationSummary(v);
+  Say("step " + std::to_string(step) + "/" + std::to_string(config_.training().max_steps()) + "  " +
+      ValidationSummary(v));
   if (bleu_references != nullptr) {
     PSF_RETURN_IF_ERROR(WriteValidBleuFiles(options_.run_dir, step, *bleu_references, bleu_hypotheses));
   }
   PSF_RETURN_IF_ERROR(metrics_->Write(ValidationMetrics(step, v)));
   const std::string why = EarlyStopReason(config_.training(), v);
   if (why.empty()) return Status::Ok();
-  PSF_LOG(Info) << why << ": stopping";
+  Say(why + ": stopping");
   return metrics_->Note(step, why + ": stopping");
 }
 

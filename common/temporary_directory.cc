@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/interrupt_cleanup.h"
 #include "common/process_exists.h"
 #include "common/write_file.h"
 
@@ -54,6 +55,7 @@ StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& ta
   if (!fs::create_directory(temp.path(), ec) || ec) {
     return Status::IoError("cannot create " + temp.path().string() + ": " + ec.message());
   }
+  RegisterTemporary(temp.path());
   return temp;
 }
 
@@ -62,21 +64,23 @@ TemporaryDirectory::TemporaryDirectory(TemporaryDirectory&& other) noexcept : pa
 }
 
 TemporaryDirectory::~TemporaryDirectory() {
-  std::error_code ec;
-  if (!path_.empty()) fs::remove_all(path_, ec);
+  if (!path_.empty()) RemoveTemporary(path_);
 }
 
 Status TemporaryDirectory::RenameTo(const fs::path& target) {
-  std::error_code ec;
-  fs::rename(path_, target, ec);
-  if (ec == std::errc::directory_not_empty || ec == std::errc::file_exists) {
-    // Checked empty or absent when the command began: another writer got there first (two
-    // commands with the same output at once), and what it wrote is left as it is.
-    return Status::IoError(target.string() +
-                           " was written by another process meanwhile; it is left as that "
-                           "process wrote it, and this result is dropped");
-  }
-  if (ec) return Status::IoError("cannot rename " + path_.string() + " to " + target.string() + ": " + ec.message());
+  PSF_RETURN_IF_ERROR(CommitTemporary(path_, [&] {
+    std::error_code ec;
+    fs::rename(path_, target, ec);
+    if (ec == std::errc::directory_not_empty || ec == std::errc::file_exists) {
+      // Checked empty or absent when the command began: another writer got there first (two
+      // commands with the same output at once), and what it wrote is left as it is.
+      return Status::IoError(target.string() +
+                             " was written by another process meanwhile; it is left as that "
+                             "process wrote it, and this result is dropped");
+    }
+    if (ec) return Status::IoError("cannot rename " + path_.string() + " to " + target.string() + ": " + ec.message());
+    return Status::Ok();
+  }));
   path_.clear();
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/interrupt_cleanup.h"
 #include "common/run_directory_identity.h"
 
 namespace psformer {
@@ -66,13 +67,16 @@ Status ReplaceRegularFile(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Failed("create", tmp, errno);
+  RegisterTemporary(tmp);
   int error = WriteAll(fd, bytes);
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(tmp.c_str());
-    return Failed("write", path, error);
+  const Status written = error != 0 ? Failed("write", path, error) : CommitTemporary(tmp, [&] {
+    return std::rename(tmp.c_str(), path.c_str()) == 0 ? Status::Ok() : Failed("write", path, errno);
+  });
+  if (!written.ok()) {
+    RemoveTemporary(tmp);
+    return written;
   }
   return SyncDirectoryOf(path);
 }

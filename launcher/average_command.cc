@@ -9,6 +9,7 @@
 
 #include "common/checkpoint/checkpoint_average.h"
 #include "common/config_loader.h"
+#include "common/interrupt_cleanup.h"
 #include "common/model_file.h"
 #include "common/param_layout.h"
 #include "common/write_file.h"
@@ -52,6 +53,7 @@ int RunAverageCommand(const Args& args) {
   const po::positional_options_description no_positional;
   ParsedOptions parsed = ParseOptions("average", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
+  RemoveTemporariesOnInterrupt("average");  // a stop leaves no unfinished file
   const auto& v = parsed.values;
   if (v.count("last") && v["last"].as<int>() < 1) {
     return ReportError("average", "--last must be at least 1, got " + std::to_string(v["last"].as<int>()), kExitUsage);

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "common/interrupt_cleanup.h"
 #include "export/marian_export.h"
 #include "launcher/command_line.h"
 
@@ -33,6 +34,7 @@ int RunExportCommand(const Args& args) {
   const po::positional_options_description no_positional;
   ParsedOptions parsed = ParseOptions("export", usage, args, options, &no_positional);
   if (parsed.exit_status) return *parsed.exit_status;
+  RemoveTemporariesOnInterrupt("export");  // a stop leaves no unfinished file
   if (format != "hf") {
     return ReportError("export", "--format " + format + " is not known; the one format is hf", kExitUsage);
   }

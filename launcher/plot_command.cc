@@ -19,6 +19,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/interrupt_cleanup.h"
 #include "common/metrics_log.h"
 #include "common/write_file.h"
 #include "launcher/command_line.h"
@@ -49,6 +50,7 @@ class ScratchDir {
     std::string pattern = (fs::path(parent) / "psformer-plot-XXXXXX").string();
     if (mkdtemp(pattern.data()) != nullptr) {
       path_ = pattern;
+      RegisterTemporary(path_);
     } else {
       const int error = errno;
       error_ = "cannot make a temporary directory in " + parent + (from_environment ? " ($TMPDIR)" : "") + ": " +
@@ -56,8 +58,7 @@ class ScratchDir {
     }
   }
   ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
+    if (!path_.empty()) RemoveTemporary(path_);
   }
   const fs::path& path() const { return path_; }
   const std::string& error() const { return error_; }
@@ -184,6 +185,7 @@ int RunPlotCommand(const Args& args) {
   positional.add("run-dir", 1);
   ParsedOptions parsed = ParseOptions("plot", "RUN_DIR [--out FILE.png] [--size WxH]", args, options, &positional);
   if (parsed.exit_status) return *parsed.exit_status;
+  RemoveTemporariesOnInterrupt("plot");  // a stop leaves no unfinished file
   // A console that goes away (`2>&1 | head -1`) ends no plot halfway, its scratch files left.
   KeepRunningWhenTheConsoleCloses();
   const fs::path run_dir = parsed.values["run-dir"].as<std::string>();

@@ -4,6 +4,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/interrupt_cleanup.h"
 #include "launcher/command_line.h"
 #include "launcher/terminal_progress.h"
 #include "worker/data/corpus_preparer.h"
@@ -31,6 +32,7 @@ int RunPrepareCommand(const Args& args) {
   // clang-format on
   ParsedOptions parsed = ParseOptions("prepare", "--src FILE --tgt FILE --out DIR [options]", args, options);
   if (parsed.exit_status) return *parsed.exit_status;
+  RemoveTemporariesOnInterrupt("prepare");  // a stop leaves no unfinished file
   const auto& values = parsed.values;
   auto text = [&values](const char* name) {
     return values.count(name) ? values[name].as<std::string>() : std::string();

@@ -4,6 +4,7 @@
 // validation asked of a corpus without one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -231,6 +232,32 @@ proto::JobConfig CorpusConfig(const std::string& train_dir) {
 std::string FileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A prepare stopped midway (SIGTERM, as a batch system sends; Ctrl-C's SIGINT goes the same way)
+// removes its unfinished output, says so, and ends by that signal, so that a script running it
+// stops too. Before, it left ".out.tmp-PID" with whatever it had written beside the output.
+TEST(Prepare, AStopMidwayRemovesTheUnfinishedOutputAndEndsByTheSignal) {
+  TempDir dir;
+  const TextCorpus text = MakeText(200000, 7);
+  const std::string src = dir.Write("train.en", text.src);
+  const std::string tgt = dir.Write("train.es", text.tgt);
+  const std::string temp = dir.File(".out.tmp-");
+  // Stopped as soon as its temporary directory appears (at most 30 s of waiting for it).
+  const auto r = testing::RunShell("cd " + testing::SourceDir() + " && { " + testing::PsformerBinary() +
+                                   " prepare --src " + Quote(src) + " --tgt " + Quote(tgt) + " --vocab-size 60 --out " +
+                                   Quote(dir.File("out")) + " & pid=$!; n=0; while [ ! -d " + Quote(temp) +
+                                   "$pid ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; kill -TERM $pid; "
+                                   "wait $pid; echo \"status $?\"; }");
+  EXPECT_NE(r.output.find("status 143"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("psformer prepare: terminated; removed its unfinished files: " + temp), std::string::npos)
+      << r.output;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    left.push_back(entry.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"train.en", "train.es"}));
 }
 
 // A train.bin (or valid.bin) and an spm.model of two `prepare` runs with vocabularies of the

@@ -1,0 +1,105 @@
+#include "common/interrupt_cleanup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "common/thread_annotations.h"
+
+namespace psformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+Mutex g_mu;
+std::vector<fs::path> g_paths PSF_GUARDED_BY(g_mu);
+
+// The stop signal's number, and a pipe its handler writes to: the handler runs on whichever
+// thread the signal reached (OpenBLAS's own threads among them, started before main) and does
+// only what a handler may; the waiting thread does the rest.
+std::atomic<int> g_signal{0};
+int g_wake[2] = {-1, -1};
+
+void OnStop(int signal) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, signal);
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t n = write(g_wake[1], &byte, 1);
+}
+
+// Ends the process by `signal`'s default action.
+[[noreturn]] void DieOf(int signal) {
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigaction(signal, &default_action, nullptr);
+  raise(signal);
+  _exit(128 + signal);  // not reached
+}
+
+// Waits for a stop signal, removes what is registered and dies of the signal.
+void WaitForStop(const std::string& command) {
+  char byte = 0;
+  while (read(g_wake[0], &byte, 1) != 1) {
+    if (errno != EINTR) return;  // cannot wait: no cleanup, as without it
+  }
+  const int signal = g_signal.load();
+  MutexLock lock(&g_mu);  // held until the process ends: no commit after the removal
+  std::string removed;
+  for (const fs::path& path : g_paths) {
+    std::error_code ec;
+    // A writer still adding files may leave one after a pass: a few passes then.
+    for (int pass = 0; pass < 5 && fs::exists(path, ec); ++pass) fs::remove_all(path, ec);
+    removed += (removed.empty() ? " " : ", ") + path.string();
+  }
+  const char* how = signal == SIGHUP ? "hung up" : signal == SIGTERM ? "terminated" : "interrupted";
+  std::cerr << "psformer " << command << ": " << how
+            << (removed.empty() ? "" : "; removed its unfinished files:" + removed) << std::endl;
+  DieOf(signal);
+}
+
+}  // namespace
+
+void RemoveTemporariesOnInterrupt(const std::string& command) {
+  if (pipe2(g_wake, O_CLOEXEC) != 0) return;  // no cleanup then, as before
+  struct sigaction action {};
+  action.sa_handler = OnStop;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    // One ignored when this process began (a shell's background job ignores SIGINT, nohup
+    // SIGHUP) stays ignored, as the one who started it asked.
+    struct sigaction before {};
+    if (sigaction(signal, nullptr, &before) == 0 && before.sa_handler == SIG_IGN) continue;
+    sigaction(signal, &action, nullptr);
+  }
+  std::thread(WaitForStop, command).detach();
+}
+
+void RegisterTemporary(const fs::path& path) {
+  MutexLock lock(&g_mu);
+  g_paths.push_back(path);
+}
+
+void RemoveTemporary(const fs::path& path) {
+  MutexLock lock(&g_mu);
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  g_paths.erase(std::remove(g_paths.begin(), g_paths.end(), path), g_paths.end());
+}
+
+Status CommitTemporary(const fs::path& path, const std::function<Status()>& commit) {
+  MutexLock lock(&g_mu);
+  Status committed = commit();
+  if (committed.ok()) g_paths.erase(std::remove(g_paths.begin(), g_paths.end(), path), g_paths.end());
+  return committed;
+}
+
+}  // namespace psformer

@@ -301,8 +301,7 @@ TEST(EarlyStopReason, NamesTheTargetReachedAndIsEmptyOtherwise) {
   training.set_stop_at_valid_accuracy(0.8f);
   EXPECT_EQ(EarlyStopReason(training, v), "");
   v.accuracy = 0.8f;
-  EXPECT_NE(EarlyStopReason(training, v).find("valid_accuracy reached training.stop_at_valid_accuracy"),
-            std::string::npos);
+  EXPECT_EQ(EarlyStopReason(training, v), "valid_accuracy 0.800 reached training.stop_at_valid_accuracy 0.8");
 
   training.set_stop_at_valid_accuracy(0);
   training.set_stop_at_valid_bleu(30);
@@ -310,7 +309,7 @@ TEST(EarlyStopReason, NamesTheTargetReachedAndIsEmptyOtherwise) {
   v.bleu = 29.9;
   EXPECT_EQ(EarlyStopReason(training, v), "");
   v.bleu = 30;
-  EXPECT_NE(EarlyStopReason(training, v).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+  EXPECT_EQ(EarlyStopReason(training, v), "valid_bleu 30.00 reached training.stop_at_valid_bleu 30");
 }
 
 TEST(ValidationDue, EveryValidEveryStepsAndNeverWithZero) {

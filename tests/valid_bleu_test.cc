@@ -55,7 +55,7 @@ void ExpectStoppedAtBleu60(const std::string& run) {
   EXPECT_GE(bleu.back(), 60.0);
   for (size_t i = 0; i + 1 < bleu.size(); ++i) EXPECT_LT(bleu[i], 60.0);
   EXPECT_LT(bleu.size(), 30u);  // stopped before max_steps
-  EXPECT_NE(testing::ReadRunLogs(run).find("valid_bleu reached training.stop_at_valid_bleu"), std::string::npos);
+  EXPECT_NE(testing::ReadRunLogs(run).find("reached training.stop_at_valid_bleu"), std::string::npos);
 }
 
 TEST(ValidBleu, EqualsPsformerBleuOnTheSameHypotheses) {

@@ -41,12 +41,17 @@ bool ValidationDue(const proto::TrainingConfig& training, int64_t step) {
 }
 
 std::string EarlyStopReason(const proto::TrainingConfig& training, const ValidationResult& v) {
+  // The figure as the validation line shows it, the threshold as the config has it ("0.99").
+  char text[160];
   if (training.stop_at_valid_accuracy() > 0 && v.accuracy >= training.stop_at_valid_accuracy()) {
-    return "valid_accuracy reached training.stop_at_valid_accuracy " +
-           std::to_string(training.stop_at_valid_accuracy());
+    std::snprintf(text, sizeof(text), "valid_accuracy %.3f reached training.stop_at_valid_accuracy %g", v.accuracy,
+                  static_cast<double>(training.stop_at_valid_accuracy()));
+    return text;
   }
   if (training.stop_at_valid_bleu() > 0 && v.bleu >= training.stop_at_valid_bleu()) {
-    return "valid_bleu reached training.stop_at_valid_bleu " + std::to_string(training.stop_at_valid_bleu());
+    std::snprintf(text, sizeof(text), "valid_bleu %.2f reached training.stop_at_valid_bleu %g", v.bleu,
+                  static_cast<double>(training.stop_at_valid_bleu()));
+    return text;
   }
   return "";
 }

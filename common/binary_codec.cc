@@ -4,13 +4,8 @@
 
 #include "common/crc32c.h"
 #include "common/logging.h"
-#include "common/read_file.h"
 
 namespace psformer {
-
-StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what, std::string_view magic) {
-  return ReadFileBytes(path, what, kAnyFileSize, magic);
-}
 
 BinarySink StringSink(std::string* out) {
   return [out](const void* data, size_t n) {

@@ -29,13 +29,6 @@ static_assert(std::endian::native == std::endian::little, "psformer's binary fil
 
 inline constexpr size_t kMagicBytes = 8;
 
-// The bytes of the file at `path`, a file of the format whose magic is `magic`: read by
-// ReadFileBytes (common/read_file.h), so a file that does not begin with `magic` is read no
-// further than its first bytes, which the format's reader then refuses as a wrong magic.
-// NotFound "cannot open WHAT PATH: why" when it cannot be opened, InvalidArgument when it is a
-// directory, IoError when it cannot be read.
-StatusOr<std::string> ReadBinaryFile(const std::string& path, const std::string& what, std::string_view magic);
-
 // Where a writer's bytes go; a failure is reported once, by Finish.
 using BinarySink = std::function<Status(const void* data, size_t n)>;
 // A sink appending to *out.

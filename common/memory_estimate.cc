@@ -1,7 +1,6 @@
 #include "common/memory_estimate.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace psformer {
 namespace {
@@ -96,23 +95,6 @@ StatusOr<MemoryEstimate> EstimateMemory(const proto::JobConfig& c, int vocab_siz
   e.worker_activation_bytes = activations.value();
   e.local_bytes = local.value();
   return e;
-}
-
-std::string FormatBytes(uint64_t bytes) {
-  static const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 6) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  if (unit == 0) {
-    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(text, sizeof(text), value < 10 ? "%.1f %s" : "%.0f %s", value, kUnits[unit]);
-  }
-  return text;
 }
 
 }  // namespace psformer

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/format_bytes.h"  // FormatBytes, which its users print estimates with
 #include "common/proto/config.pb.h"
 #include "common/status.h"
 
@@ -38,9 +39,6 @@ StatusOr<uint64_t> CountParameters(const proto::ModelConfig& model, int vocab_si
 // (not known before the data is read) leaves the embedding out of the figures.
 // InvalidArgument, naming the sizes, when a figure does not fit 64 bits.
 StatusOr<MemoryEstimate> EstimateMemory(const proto::JobConfig& config, int vocab_size);
-
-// "1.5 GiB", "512 MiB", "3.2 TiB": bytes as a person reads them.
-std::string FormatBytes(uint64_t bytes);
 
 }  // namespace psformer
 

@@ -46,7 +46,9 @@ Status WriteModelFile(const std::string& path, const ModelFile& file) {
 }
 
 StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "model file", std::string_view(kModelFileMagic, sizeof(kModelFileMagic))));
+  PSF_ASSIGN_OR_RETURN(
+      const std::string bytes,
+      ReadFileBytes(path, "model file", kAnyFileSize, std::string_view(kModelFileMagic, sizeof(kModelFileMagic))));
   auto corrupt = [&](const std::string& why) { return Status::Corruption("model file " + path + ": " + why); };
 
   BinaryReader r(bytes);

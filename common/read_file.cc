@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/memory_estimate.h"
+#include "common/format_bytes.h"
 
 namespace psformer {
 namespace {
@@ -21,7 +21,6 @@ class Descriptor {
   }
   Descriptor(const Descriptor&) = delete;
   Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
 
  private:
   int fd_;

@@ -7,6 +7,7 @@
 #include "common/binary_codec.h"
 #include "common/logging.h"
 #include "common/model_file.h"
+#include "common/read_file.h"
 #include "common/write_file.h"
 
 namespace psformer {
@@ -76,7 +77,8 @@ Status CheckTrainerStateFile(const std::string& path) {
 }
 
 StatusOr<TrainerState> ReadTrainerState(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(const std::string bytes, ReadBinaryFile(path, "trainer state", std::string_view(kMagic, sizeof(kMagic))));
+  PSF_ASSIGN_OR_RETURN(const std::string bytes,
+                       ReadFileBytes(path, "trainer state", kAnyFileSize, std::string_view(kMagic, sizeof(kMagic))));
   auto corrupt = [&](const std::string& why) { return Corrupt(path, why); };
   BinaryReader r(bytes);
   TrainerState state;

@@ -33,7 +33,7 @@ std::string BuildDescription() {
   zmq_version(&zmq_major, &zmq_minor, &zmq_patch);
   std::string out = "psformer " + SourceCommit() + "\n";
   out += "  CPU backend:  " + CpuBackendDescription() + "\n";
-  out += "  CUDA backend: " + CudaBuildDescription() + "\n";
+  out += "  CUDA backend: " + CudaBackendDescription() + "\n";
   out += "  ZeroMQ " + std::to_string(zmq_major) + "." + std::to_string(zmq_minor) + "." + std::to_string(zmq_patch) +
          (CurveAvailable() ? " (CURVE encryption available)" : " (without CURVE: cluster.authenticate cannot be on)") +
          ", Protocol Buffers " + Dotted(GOOGLE_PROTOBUF_VERSION, 1000000, 1000) + ", Boost " +

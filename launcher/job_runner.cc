@@ -284,11 +284,11 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   p.job = options;
   auto& cluster = *p.job.config.mutable_cluster();
   const std::string host = HostName();
-  const int gpus = CudaDeviceCount();
+  const int gpus = GpuCount();
   auto gpu_workers = ChooseGpuWorkers(cluster.backend(), {{host, gpus}});
   if (!gpu_workers.ok()) {
     return Status::InvalidArgument("cluster.backend = CUDA but this machine (" + host +
-                                   ") has no GPU (CUDA device count 0; " + CudaUnavailableReason() +
+                                   ") has no GPU (CUDA device count 0; " + GpuUnavailableReason() +
                                    "); set cluster.backend to CPU or AUTO");
   }
   // Role processes read the worker count from the run's config.pbtxt, so 0 is resolved here.
@@ -339,7 +339,7 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
 // into `config`. Every rank fails the same way.
 StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   // Every rank reports its host and the GPUs it sees there.
-  auto reports = mpi.AllGather(HostName() + " " + std::to_string(CudaDeviceCount()));
+  auto reports = mpi.AllGather(HostName() + " " + std::to_string(GpuCount()));
   if (!reports.ok()) mpi.Abort(kExitFailure);
   std::vector<std::string> hosts;
   std::vector<std::pair<std::string, int>> gpus_per_host;

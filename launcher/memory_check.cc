@@ -55,9 +55,9 @@ MachineMemory ThisMachine() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) m.host_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-  m.gpus = CudaDeviceCount();
+  m.gpus = GpuCount();
   for (int g = 0; g < m.gpus; ++g) {
-    const uint64_t bytes = CudaDeviceMemoryBytes(g);
+    const uint64_t bytes = GpuMemoryBytes(g);
     if (bytes > 0 && (m.gpu_bytes == 0 || bytes < m.gpu_bytes)) m.gpu_bytes = bytes;
   }
   return m;

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tests/test_util.h"
-#include "worker/backend/cuda/cuda_device.h"
+#include "worker/backend/backend_factory.h"
 
 namespace psformer {
 namespace {
@@ -54,7 +54,7 @@ class HeldPort {
 };
 
 TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefused) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  if (GpuCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   TempDir dir;
   const std::string run = dir.File("run");
   CommandResult r = RunPsformer(std::string("train ") + kShort + " --set cluster.backend=CUDA --run-dir " + run);
@@ -64,7 +64,7 @@ TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefused) {
 }
 
 TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefusedUnderMpirun) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  if (GpuCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   TempDir dir;
   CommandResult r =
       RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.backend=CUDA --run-dir " + dir.File("run"));
@@ -74,7 +74,7 @@ TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefusedUnderMpirun) {
 }
 
 TEST(LaunchErrors, ZeroWorkersOnACpuMachineMeansOneWorker) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU: workers 0 means one per GPU there";
+  if (GpuCount() > 0) GTEST_SKIP() << "this machine has a GPU: workers 0 means one per GPU there";
   TempDir dir;
   const std::string run = dir.File("run");
   CommandResult r = RunPsformer(std::string("train ") + kShort + " --set cluster.workers=0 --run-dir " + run);

@@ -50,7 +50,7 @@ fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
 gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
-cmake --build "$build" -j"$(nproc)" --target psformer psformer_gpu_bench psformer_host_passes "${gpu_tests[@]}"
+cmake --build "$build" -j"$(nproc)" --target psformer psformer_cuda psformer_gpu_bench psformer_host_passes "${gpu_tests[@]}"
 
 if [[ $bible -eq 1 ]]; then
   corpus="$build/bible-37k"
@@ -71,12 +71,14 @@ tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bench/gpu" "$tmp/configs"
 cp "${binaries[@]}" "$tmp/bin/"
+# The CUDA backend psformer loads when a GPU is asked for: it looks beside itself and in ../lib.
+cp "$build/libpsformer_cuda.so" "$tmp/lib/"
 cp "$root/configs/copy.pbtxt" "$root/configs/base.pbtxt" "$tmp/configs/"  # gpu_training_test, train_on_gpu.sh
 if [[ -n $corpus ]]; then
   mkdir -p "$tmp/data"
   cp -r "$corpus" "$tmp/data/bible-37k"
 fi
-strip --strip-debug "$tmp"/bin/*  # debug info is most of their size
+strip --strip-debug "$tmp"/bin/* "$tmp/lib/libpsformer_cuda.so"  # debug info is most of their size
 cp "$root/bench/gpu/run_on_gpu.sh" "$root/bench/gpu/train_on_gpu.sh" "$root/bench/gpu/pytorch_transformer.py" \
   "$tmp/bench/gpu/"
 mkdir -p "$tmp/scripts"
@@ -85,7 +87,7 @@ cp "$root/scripts/trace-summary" "$tmp/scripts/"  # for the traces train_on_gpu.
 # Libraries the target provides itself: glibc's, the driver's, and (unless asked) the toolkit's.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libresolv\.so|libcuda\.so)'
 toolkit='^(libcudart|libcublas|libcublasLt)\.so'
-for bin in "${binaries[@]}"; do
+for bin in "${binaries[@]}" "$build/libpsformer_cuda.so"; do
   ldd "$bin" | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi

@@ -1,6 +1,7 @@
-// Whether CUDA devices are present, for the launcher (how many GPU workers to start) and for
-// tests (skip when none). Safe to call in every build: without the CUDA backend compiled in
-// (PSFORMER_CUDA=OFF or no nvcc), and on a machine without a driver or device, it returns 0.
+// Whether CUDA devices are present, inside the CUDA backend's library (libpsformer_cuda.so): the
+// rest of psformer asks through backend_factory.h (GpuCount, ...), which loads the library; the
+// tests of the CUDA backend, linked with it, ask here. On a machine without a driver or device,
+// CudaDeviceCount returns 0.
 #ifndef PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
 #define PSFORMER_WORKER_BACKEND_CUDA_CUDA_DEVICE_H_
 
@@ -9,7 +10,7 @@
 
 namespace psformer {
 
-// The number of visible CUDA devices; 0 when there is no driver, no device, or no CUDA build.
+// The number of visible CUDA devices; 0 when there is no driver or no device.
 int CudaDeviceCount();
 
 // Total memory of CUDA device `device` in bytes; 0 when it cannot be asked (as CudaDeviceCount).

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "common/config_loader.h"
 #include "common/role_threads.h"
@@ -33,19 +34,36 @@ const char* CommandOf(Kind kind) {
 
 std::string Flag(const char* name) { return std::string("--") + name; }
 
+// A list of endpoints is one argument, its items separated by commas. An ipc:// endpoint is a
+// path under the run directory, which may hold a comma (or a '%'): inside an item these are
+// written %2C and %25, as in a URI, and read back.
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
   std::string part;
   while (std::getline(in, part, ',')) {
-    if (!part.empty()) parts.push_back(part);
+    if (part.empty()) continue;
+    std::string decoded;
+    for (size_t i = 0; i < part.size(); ++i) {
+      const std::string_view code = std::string_view(part).substr(i + 1, 2);
+      if (part[i] == '%' && (code == "2C" || code == "2c" || code == "25")) {
+        decoded += code == "25" ? '%' : ',';
+        i += 2;
+      } else {
+        decoded += part[i];
+      }
+    }
+    parts.push_back(decoded);
   }
   return parts;
 }
 
 std::string JoinCommas(const std::vector<std::string>& parts) {
   std::string text;
-  for (const std::string& part : parts) text += (text.empty() ? "" : ",") + part;
+  for (const std::string& part : parts) {
+    if (!text.empty()) text += ',';
+    for (char c : part) text += c == ',' ? "%2C" : c == '%' ? "%25" : std::string(1, c);
+  }
   return text;
 }
 
@@ -87,7 +105,8 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
     options.add_options()(kEndpoint, po::value<std::string>()->required(),
                           "where the group's workers reach it: ipc://PATH (or tcp://HOST:PORT)");
     options.add_options()(kServers, po::value<std::string>()->required(),
-                          "server endpoints in shard order, comma-separated");
+                          "server endpoints in shard order, comma-separated (inside one, a comma is written %2C and a "
+                          "% as %25)");
   } else if (server) {
     options.add_options()(kEndpoint, po::value<std::string>()->required(),
                           "where to listen: tcp://HOST:PORT (PORT 0 = any free port) or ipc://PATH");
@@ -96,7 +115,8 @@ void AddRoleOptions(Kind kind, po::options_description& options) {
                           "shared memory (set by psformer train with cluster.same_host_shm)");
   } else {
     options.add_options()(kServers, po::value<std::string>()->required(),
-                          "server endpoints in shard order, comma-separated");
+                          "server endpoints in shard order, comma-separated (inside one, a comma is written %2C and a "
+                          "% as %25)");
     options.add_options()(kAggregator, po::value<std::string>()->default_value(""),
                           "the endpoint of this worker's host group's aggregator, which its pushes and pulls go to "
                           "(host summing; set by psformer train)");

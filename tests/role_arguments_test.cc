@@ -66,6 +66,22 @@ TEST(RoleArguments, AWorkerCommandLineReadsBackAsWritten) {
   EXPECT_FALSE(read.resume);
 }
 
+// Same-host endpoints are paths under the run directory, which may hold a comma or a '%' (a
+// run directory named "runs/en,de 50%" once split one endpoint into two).
+TEST(RoleArguments, EndpointsWithCommasAndPercentSignsReadBackWhole) {
+  for (RoleSlot::Kind kind : {RoleSlot::Kind::kWorker, RoleSlot::Kind::kAggregator}) {
+    RoleArguments role;
+    role.kind = kind;
+    role.endpoint = "ipc:///r/ipc/aggregator-0.sock";
+    role.servers = {"ipc:///runs/en,de 50%/ipc/pserver-0.sock", "tcp://b:7001", "ipc:///x/%2C,,%25/p.sock"};
+    const std::vector<std::string> args = role.ToArgs();
+    const auto list = std::find(args.begin(), args.end(), "--servers");
+    ASSERT_NE(list, args.end());
+    EXPECT_EQ(*(list + 1), "ipc:///runs/en%2Cde 50%25/ipc/pserver-0.sock,tcp://b:7001,ipc:///x/%252C%2C%2C%2525/p.sock");
+    EXPECT_EQ(Parse(kind, args).servers, role.servers);
+  }
+}
+
 TEST(RoleArguments, DefaultsAreLeftOffTheCommandLine) {
   RoleArguments worker;
   worker.servers = {"tcp://a:7000"};

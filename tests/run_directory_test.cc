@@ -60,6 +60,23 @@ TEST_F(RunDirectory, TrainRefusesADirectoryHoldingAnotherRunAndLeavesItAlone) {
   EXPECT_EQ(Snapshot(run), before);
 }
 
+// The same-host sockets lie under the run directory, and their paths travel to the workers in a
+// comma-separated list: a directory named with a comma once split one endpoint in two, and every
+// worker refused to start. Any name trains, to the same weights.
+TEST_F(RunDirectory, ANameWithACommaAPercentSignAndSpacesTrainsTheSameModel) {
+  const std::string job = std::string(kRun) + " --set cluster.servers=2 --set cluster.workers=2";
+  std::string digests[2];
+  int i = 0;
+  for (const std::string name : {"plain", "en,de 50% (2)"}) {
+    const std::string run = dir_.File(name);
+    const CommandResult r = RunPsformer(job + " --run-dir '" + run + "'");
+    ASSERT_EQ(r.exit_status, 0) << name << "\n" << r.output;
+    digests[i++] = ModelDigest("'" + run + "/model.bin'");
+  }
+  EXPECT_FALSE(digests[0].empty());
+  EXPECT_EQ(digests[1], digests[0]);
+}
+
 TEST_F(RunDirectory, OverwriteStartsOverAndSaysWhatItRemoved) {
   const std::string run = TrainedRun("run");
   const std::string notes = run + "/notes.txt";

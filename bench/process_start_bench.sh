@@ -24,7 +24,7 @@ for ((i = 0; i < reps; i++)); do
   for k in 0 1; do
     # %e wall s, %U user s, %S system s, %M peak resident KiB; the command's own output is dropped.
     /usr/bin/time -f "%e %U %S %M" -o "$work/t" "${binaries[$k]}" status "$work/no-such-run" >/dev/null 2>&1 || true
-    cat "$work/t" >> "$work/$k"
+    tail -n 1 "$work/t" >> "$work/$k"  # after time's "Command exited with non-zero status" line
   done
 done
 

@@ -67,7 +67,7 @@ bench() {
   local label=$1 mode=$2 servers=$3 workers=$4
   local times=()
   for ((r = 0; r < reps; ++r)); do
-    local run="$work/$label-$r"
+    local run="$work/${label//[^A-Za-z0-9]/_}-$r"  # a plain name, so that older binaries run it too
     local job=(train "${common[@]}" --set cluster.servers="$servers" --set cluster.workers="$workers" --run-dir "$run")
     case $mode in
       local) times+=("$(time_to_first_step "$run" "$binary" train "${common[@]}" --local --run-dir "$run")") ;;

@@ -33,5 +33,6 @@ for k in 0 1; do
   wall=$(awk '{ print $1 }' "$work/$k" | median)
   cpu=$(awk '{ printf "%.2f\n", $2 + $3 }' "$work/$k" | median)
   rss=$(awk '{ print $4 }' "$work/$k" | median)
-  echo "${binaries[$k]}: start and exit ${wall} s wall, ${cpu} s CPU, $((rss / 1024)) MiB peak resident (median of $reps)"
+  echo "${binaries[$k]}: start and exit ${wall} s wall, ${cpu} s CPU, $((rss / 1024)) MiB peak resident" \
+    "(median of $reps)"
 done

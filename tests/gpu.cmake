@@ -5,9 +5,12 @@
 # device: ..." where no GPU is present, so the suite passes on machines with the toolkit but no
 # device.
 if(PSFORMER_HAVE_CUDA)
-  psformer_test(cuda_backend_test gpu SOURCES cuda_backend_test.cc LIBS psformer_cuda_backend psformer_model psformer_common)
-  psformer_test(cuda_model_test gpu SOURCES cuda_model_test.cc LIBS psformer_cuda_backend psformer_model psformer_common)
-  psformer_test(gpu_training_test gpu SOURCES gpu_training_test.cc LIBS psformer_cuda_backend psformer_model psformer_common)
+  psformer_test(cuda_backend_test gpu SOURCES cuda_backend_test.cc
+                LIBS psformer_cuda_backend psformer_model psformer_common)
+  psformer_test(cuda_model_test gpu SOURCES cuda_model_test.cc
+                LIBS psformer_cuda_backend psformer_model psformer_common)
+  psformer_test(gpu_training_test gpu SOURCES gpu_training_test.cc
+                LIBS psformer_cuda_backend psformer_model psformer_common)
   psformer_test(cuda_range_downloader_test gpu SOURCES cuda_range_downloader_test.cc
                 LIBS psformer_cuda_backend psformer_model psformer_common)
 endif()

@@ -77,7 +77,8 @@ TEST(RoleArguments, EndpointsWithCommasAndPercentSignsReadBackWhole) {
     const std::vector<std::string> args = role.ToArgs();
     const auto list = std::find(args.begin(), args.end(), "--servers");
     ASSERT_NE(list, args.end());
-    EXPECT_EQ(*(list + 1), "ipc:///runs/en%2Cde 50%25/ipc/pserver-0.sock,tcp://b:7001,ipc:///x/%252C%2C%2C%2525/p.sock");
+    EXPECT_EQ(*(list + 1),
+              "ipc:///runs/en%2Cde 50%25/ipc/pserver-0.sock,tcp://b:7001,ipc:///x/%252C%2C%2C%2525/p.sock");
     EXPECT_EQ(Parse(kind, args).servers, role.servers);
   }
 }

@@ -50,7 +50,8 @@ fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSFORMER_CUDA=ON > /dev/null
 gpu_tests=(cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test)
-cmake --build "$build" -j"$(nproc)" --target psformer psformer_cuda psformer_gpu_bench psformer_host_passes "${gpu_tests[@]}"
+cmake --build "$build" -j"$(nproc)" --target psformer psformer_cuda psformer_gpu_bench psformer_host_passes \
+  "${gpu_tests[@]}"
 
 if [[ $bible -eq 1 ]]; then
   corpus="$build/bible-37k"

@@ -1,7 +1,6 @@
 #include "worker/backend/backend_factory.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>

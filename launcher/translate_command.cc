@@ -32,14 +32,15 @@ namespace psformer {
 namespace {
 
 // Standard input's lines as source ids, each cut to `max_source` tokens (the model has no
-// positions beyond); says how many were cut. Fails naming the line that cannot be encoded.
+// positions beyond); says how many were cut, and which (the first few). Fails naming the line that
+// cannot be encoded.
 Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vector<std::vector<int32_t>>* sources) {
   // Checked as UTF-8: SentencePiece would take a bad byte as an unknown piece and translate
   // something else.
   PSF_ASSIGN_OR_RETURN(const std::vector<std::string> lines,
                        ReadUtf8Lines(stdin, "standard input", CarriageReturn::kKeep, " (translate reads UTF-8 text)"));
   sources->assign(lines.size(), {});
-  int truncated = 0;
+  std::vector<size_t> truncated;  // line numbers, from 1
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<int> ids;
     Status encoded = vocabulary.Encode(lines[i], &ids);
@@ -47,13 +48,19 @@ Status EncodeInput(const SubwordVocabulary& vocabulary, int max_source, std::vec
     // Keep the start of an overlong line.
     if (static_cast<int>(ids.size()) > max_source) {
       ids.resize(max_source);
-      ++truncated;
+      truncated.push_back(i + 1);
     }
     (*sources)[i].assign(ids.begin(), ids.end());
   }
-  if (truncated > 0) {
-    std::cerr << "psformer translate: warning: " << truncated << " line(s) longer than " << max_source
-              << " subword tokens were cut to that length\n";
+  if (!truncated.empty()) {
+    constexpr size_t kNamed = 5;
+    std::string which;
+    for (size_t k = 0; k < std::min(truncated.size(), kNamed); ++k) {
+      which += (k == 0 ? "" : ", ") + std::to_string(truncated[k]);
+    }
+    if (truncated.size() > kNamed) which += " and " + std::to_string(truncated.size() - kNamed) + " more";
+    std::cerr << "psformer translate: warning: " << truncated.size() << " line(s) longer than " << max_source
+              << " subword tokens were cut to that length (line " << which << " of standard input)\n";
   }
   return Status::Ok();
 }

@@ -138,6 +138,23 @@ TEST_F(TranslateCommandTest, AnEndlessLineOnStandardInputIsRefusedWithItsLine) {
   EXPECT_TRUE(OutputLines().empty());
 }
 
+// A line longer than the model's positions is cut and translated; the warning says how many were
+// cut and which, the first five by number.
+TEST_F(TranslateCommandTest, LinesCutToTheModelsPositionsAreNamed) {
+  std::string long_line;
+  for (int i = 0; i < 40; ++i) long_line += "the word ";
+  std::string text = "night\n";
+  for (int line = 2; line <= 9; ++line) text += (line == 4 ? std::string("day") : long_line) + "\n";
+  const std::string input = dir_.Write("long.txt", text);
+  auto result = Translate("--model " + model_ + " --spm " + spm_ + " --beam 1 --max-len-b 2", input);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_EQ(OutputLines().size(), 9u);
+  EXPECT_NE(result.output.find("warning: 7 line(s) longer than 31 subword tokens were cut to that length "
+                               "(line 2, 3, 5, 6, 7 and 2 more of standard input)"),
+            std::string::npos)
+      << result.output;
+}
+
 // Standard input that cannot be read (a directory, or closed) is an error, not an empty input
 // translated into nothing with exit status 0.
 TEST_F(TranslateCommandTest, UnreadableStandardInputIsAnError) {

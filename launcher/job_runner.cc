@@ -25,6 +25,7 @@
 #include "launcher/build_info.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/exit_codes.h"
+#include "launcher/memory_check.h"
 #include "launcher/mpi_bootstrap.h"
 #include "launcher/port_reservation.h"
 #include "launcher/role_arguments.h"
@@ -284,7 +285,7 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   p.job = options;
   auto& cluster = *p.job.config.mutable_cluster();
   const std::string host = HostName();
-  const int gpus = GpuCount();
+  const int gpus = GpusFor(cluster.backend());
   auto gpu_workers = ChooseGpuWorkers(cluster.backend(), {{host, gpus}});
   if (!gpu_workers.ok()) {
     return Status::InvalidArgument("cluster.backend = CUDA but this machine (" + host +
@@ -339,7 +340,7 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
 // into `config`. Every rank fails the same way.
 StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   // Every rank reports its host and the GPUs it sees there.
-  auto reports = mpi.AllGather(HostName() + " " + std::to_string(GpuCount()));
+  auto reports = mpi.AllGather(HostName() + " " + std::to_string(GpusFor(config->cluster().backend())));
   if (!reports.ok()) mpi.Abort(kExitFailure);
   std::vector<std::string> hosts;
   std::vector<std::pair<std::string, int>> gpus_per_host;

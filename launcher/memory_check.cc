@@ -50,12 +50,22 @@ Placement Place(const JobConfig& config, const MemoryEstimate& e, JobPlacement w
 
 }  // namespace
 
-MachineMemory ThisMachine() {
-  MachineMemory m;
+uint64_t HostMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page_size > 0) m.host_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-  m.gpus = GpuCount();
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+int GpusFor(proto::ClusterConfig::Backend backend) {
+  if (backend == proto::ClusterConfig::CPU || backend == proto::ClusterConfig::EMULATED) return 0;
+  return GpuCount();
+}
+
+MachineMemory ThisMachine(proto::ClusterConfig::Backend backend) {
+  MachineMemory m;
+  m.host_bytes = HostMemoryBytes();
+  m.gpus = GpusFor(backend);
   for (int g = 0; g < m.gpus; ++g) {
     const uint64_t bytes = GpuMemoryBytes(g);
     if (bytes > 0 && (m.gpu_bytes == 0 || bytes < m.gpu_bytes)) m.gpu_bytes = bytes;

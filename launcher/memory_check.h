@@ -26,7 +26,14 @@ struct MachineMemory {
   int gpus = 0;
   uint64_t gpu_bytes = 0;  // of the smallest GPU (0 = unknown)
 };
-MachineMemory ThisMachine();
+// Its GPUs are counted (GpusFor) only for a backend that may compute on them.
+MachineMemory ThisMachine(proto::ClusterConfig::Backend backend);
+uint64_t HostMemoryBytes();  // physical memory, 0 when it cannot be asked
+
+// The GPUs this machine offers `backend`: 0 for CPU and EMULATED without asking, since asking
+// loads the CUDA library (backend_factory.h: a tenth of a second and ~200 MiB in every process
+// that asks, for the whole job's life); GpuCount() for CUDA and AUTO.
+int GpusFor(proto::ClusterConfig::Backend backend);
 
 // The parameter count and each role's memory, as comment lines ("# ...") that --dry-run prints
 // after the config (the output stays a valid config file).

@@ -90,7 +90,7 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   std::cout << ConfigToText(config);
   // ValidateConfig computed the same figures with overflow checks: this cannot fail.
   auto estimate = EstimateMemory(config, ResolvedVocabSize(config));
-  const MachineMemory machine = ThisMachine();
+  const MachineMemory machine = ThisMachine(config.cluster().backend());
   if (estimate.ok()) {
     std::cout << DescribeMemory(config, *estimate, placement, machine);
     const Status fits = CheckMemoryFits(config, *estimate, placement, machine);
@@ -105,7 +105,7 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   // the host groups: the run here would refuse a mismatch.
   const HostGroups groups = HostGroups::Of(config);
   if (placement == JobPlacement::kSingleNode && config.cluster().workers() == 0 && groups.summing()) {
-    const int gpus = GpuCount();
+    const int gpus = GpusFor(config.cluster().backend());
     const auto gpu_workers = ChooseGpuWorkers(config.cluster().backend(), {{HostName(), gpus}});
     const int here = gpu_workers.ok() && *gpu_workers ? gpus : 1;
     if (groups.workers() != here) {
@@ -284,7 +284,8 @@ int RunTrainCommand(const Args& args) {
   }
   auto estimate = EstimateMemory(*config, ResolvedVocabSize(*config));
   if (!estimate.ok()) return ReportError("train", estimate.status());
-  if (Status fits = CheckMemoryFits(*config, *estimate, placement, ThisMachine()); !fits.ok()) {
+  const MachineMemory machine = ThisMachine(config->cluster().backend());
+  if (Status fits = CheckMemoryFits(*config, *estimate, placement, machine); !fits.ok()) {
     return ReportError("train", fits);
   }
   // Every role process of this machine would start that many threads for its compute.

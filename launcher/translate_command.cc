@@ -202,7 +202,7 @@ int RunTranslateCommand(const Args& args) {
   }
   if (!spm_warning.empty()) std::cerr << "psformer translate: warning: " << spm_warning << "\n";
 
-  if (Status fits = CheckBeamFits(beam, *model, ThisMachine().host_bytes); !fits.ok()) {
+  if (Status fits = CheckBeamFits(beam, *model, HostMemoryBytes()); !fits.ok()) {
     return ReportError("translate", fits);
   }
 

@@ -24,6 +24,45 @@ TEST(CudaLibrary, TheBinaryStartsWithoutCudasLibraries) {
   }
 }
 
+// Which of a job's processes loaded the CUDA library, from the dynamic loader's log of the files
+// each opened (LD_DEBUG=files, a file per process): their count, and how many loaded it.
+struct Loads {
+  int processes = 0;
+  int with_cuda_library = 0;
+};
+Loads CudaLibraryLoadsOfATrainingJob(const std::string& backend) {
+  testing::TempDir dir;
+  const std::filesystem::path logs = dir.path() / "ld";
+  std::filesystem::create_directories(logs);
+  const auto train = testing::RunPsformer("train --config configs/copy.pbtxt --run-dir " +
+                                              (dir.path() / "run").string() +
+                                              " --set training.max_steps=10 --set cluster.backend=" + backend,
+                                          "LD_DEBUG=files LD_DEBUG_OUTPUT=" + (logs / "process").string());
+  EXPECT_EQ(train.exit_status, 0) << train.output;
+  Loads loads;
+  for (const auto& entry : std::filesystem::directory_iterator(logs)) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    ++loads.processes;
+    if (text.str().find("libpsformer_cuda.so") != std::string::npos) ++loads.with_cuda_library;
+  }
+  return loads;
+}
+
+// A CPU job never loads the CUDA library, in any of its processes: the launcher does not count
+// GPUs it will not use (launcher/memory_check.h, GpusFor).
+TEST(CudaLibrary, ACpuJobLoadsItInNoProcess) {
+  const Loads cpu = CudaLibraryLoadsOfATrainingJob("CPU");
+  EXPECT_GE(cpu.processes, 3);  // the launcher, a server and a worker at least
+  EXPECT_EQ(cpu.with_cuda_library, 0);
+#ifdef PSFORMER_HAVE_CUDA
+  // The log would show it: with AUTO the launcher asks for the GPUs, and loads it.
+  const Loads automatic = CudaLibraryLoadsOfATrainingJob("AUTO");
+  EXPECT_GE(automatic.with_cuda_library, 1);
+#endif
+}
+
 #ifdef PSFORMER_HAVE_CUDA
 // `version` loads the library (all its symbols resolved, RTLD_NOW) and says where from; the
 // library's logging and trace calls bind to the binary's own functions, not to its copies.

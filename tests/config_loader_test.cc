@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include "common/fault_plan.h"
 #include "tests/test_util.h"
 
@@ -183,7 +185,15 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOverride{"model=3", "'model' is a section, not a value"},
                       BadOverride{"model.heads.x=3", "'heads' is a value, not a section"},
                       BadOverride{"fault.events=3", "repeated field"},
-                      BadOverride{"noequals", "expected field.path=value"}));
+                      BadOverride{"noequals", "expected field.path=value"}),
+    // Named by the assignment, in the characters a test name may hold: "model_heads_7".
+    [](const auto& info) {
+      std::string name = info.param.assignment;
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
 
 TEST(ConfigLoader, CorpusDirectoryMustExistToTrain) {
   auto config = ResolveConfig(ConfigPath("base.pbtxt"), {"data.train_dir=/nonexistent/data"});

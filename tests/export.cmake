@@ -28,5 +28,5 @@ target_compile_definitions(export_model_test PRIVATE PSFORMER_SOURCE_DIR="${CMAK
                                                      PSFORMER_EXPORT_MODEL="${PSFORMER_EXPORT_MODEL}"
                                                      PSFORMER_EXPORT_MODEL_PRE_LN="${PSFORMER_EXPORT_MODEL_PRE_LN}")
 add_dependencies(export_model_test psformer)
-gtest_discover_tests(export_model_test PROPERTIES LABELS export FIXTURES_REQUIRED export_fixtures
+gtest_discover_tests(export_model_test NO_PRETTY_VALUES PROPERTIES LABELS export FIXTURES_REQUIRED export_fixtures
                      TIMEOUT ${PSFORMER_TEST_TIMEOUT_export} DISCOVERY_TIMEOUT 60)

@@ -101,7 +101,14 @@ INSTANTIATE_TEST_SUITE_P(Kinds, GradAttention,
                          ::testing::Values(AttentionCase{AttentionKind::kSelf, 0.0f},
                                            AttentionCase{AttentionKind::kCausalSelf, 0.0f},
                                            AttentionCase{AttentionKind::kCross, 0.0f},
-                                           AttentionCase{AttentionKind::kCausalSelf, 0.3f}));
+                                           AttentionCase{AttentionKind::kCausalSelf, 0.3f}),
+                         [](const auto& info) {
+                           const AttentionKind kind = info.param.kind;
+                           const std::string name = kind == AttentionKind::kSelf         ? "Self"
+                                                    : kind == AttentionKind::kCausalSelf ? "CausalSelf"
+                                                                                         : "Cross";
+                           return info.param.probs_dropout > 0 ? name + "WithDropout" : name;
+                         });
 
 // A sub-layer from (rows, 8) to (rows, 8) whose parameters are the tensors under `prefix`:
 // analytic gradients of a random projection of its output against finite differences, for its

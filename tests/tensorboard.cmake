@@ -10,5 +10,5 @@ target_compile_definitions(tensorboard_test PRIVATE PSFORMER_SOURCE_DIR="${CMAKE
                                                     PSFORMER_BINARY="$<TARGET_FILE:psformer>"
                                                     PSFORMER_TENSORBOARD_PYTHON="${PSFORMER_TENSORBOARD_VENV}/bin/python")
 add_dependencies(tensorboard_test psformer)
-gtest_discover_tests(tensorboard_test PROPERTIES LABELS integration FIXTURES_REQUIRED tensorboard_venv
+gtest_discover_tests(tensorboard_test NO_PRETTY_VALUES PROPERTIES LABELS integration FIXTURES_REQUIRED tensorboard_venv
                      TIMEOUT ${PSFORMER_TEST_TIMEOUT_integration} DISCOVERY_TIMEOUT 60)

@@ -33,7 +33,14 @@ StatusOr<std::unique_ptr<CudaRangeDownloader>> CudaRangeDownloader::Create(cudaS
                                                           element_bytes, timeline);
   // On failure the destructor releases whatever was created before it.
   cudaError_t err = cudaGetDevice(&downloader->device_ordinal_);  // the caller's: WaitOldest's thread may have none
-  if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&downloader->copy_stream_, cudaStreamNonBlocking);
+  // The greatest priority: each copy waits for the CRC kernel ahead of it on this stream
+  // (RecordBlockCrcs), whose blocks would otherwise queue behind backward's as SMs free, holding
+  // the layer's push back by as much.
+  int least_priority = 0, greatest_priority = 0;
+  if (err == cudaSuccess) err = cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority);
+  if (err == cudaSuccess) {
+    err = cudaStreamCreateWithPriority(&downloader->copy_stream_, cudaStreamNonBlocking, greatest_priority);
+  }
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&downloader->computed_, cudaEventDisableTiming);
   if (err != cudaSuccess) {
     cudaGetLastError();

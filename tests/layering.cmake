@@ -12,7 +12,7 @@ find_program(PSFORMER_THREAD_SAFETY_CLANGXX NAMES clang++-14 clang++)
 if(Python3_Interpreter_FOUND AND PSFORMER_THREAD_SAFETY_CLANGXX AND NOT PSFORMER_FUZZ)
   add_test(NAME check_thread_safety COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/check-thread-safety
                                             ${CMAKE_BINARY_DIR})
-  set_tests_properties(check_thread_safety PROPERTIES LABELS unit TIMEOUT 900 COST 1000
+  set_tests_properties(check_thread_safety PROPERTIES LABELS unit TIMEOUT 900
                        ENVIRONMENT "CLANG=${PSFORMER_THREAD_SAFETY_CLANGXX}")
 elseif(NOT PSFORMER_FUZZ)
   message(STATUS "psformer: no clang++ (clang-14); the check_thread_safety test is left out")

@@ -17,16 +17,13 @@ if(PSFORMER_FUZZ)
   # This is the fuzz build itself.
 elseif(IS_ABSOLUTE "${PSFORMER_FUZZ_RUNTIME}" AND EXISTS "${PSFORMER_FUZZ_RUNTIME}")
   add_test(NAME wire_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz 25)
-  # Started first (COST: CTest runs the costliest first where it has no times of its own, as on a
-  # clean clone): the fuzz build and the fuzzers run one after another (RESOURCE_LOCK), ~7 minutes
-  # on 2 cores that, left to the end, ran beside nothing.
-  set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build COST 1000
+  set_tests_properties(wire_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
     ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
   # The readers of text files (metrics.jsonl, supervisor logs, hostfiles), briefly, from their seeds.
   # And a live server fed sequences of messages.
   foreach(reader metrics_line supervisor_log hostfile live_server)
     add_test(NAME ${reader}_fuzz COMMAND ${CMAKE_SOURCE_DIR}/scripts/fuzz --target ${reader} 10)
-    set_tests_properties(${reader}_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build COST 900
+    set_tests_properties(${reader}_fuzz PROPERTIES LABELS unit TIMEOUT 1200 RESOURCE_LOCK fuzz_build
       ENVIRONMENT "PSFORMER_FUZZ_BUILD_DIR=${CMAKE_BINARY_DIR}/fuzz-build;CLANG=${PSFORMER_FUZZ_CLANGXX}")
   endforeach()
 else()

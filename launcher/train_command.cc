@@ -105,7 +105,7 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
   // the host groups: the run here would refuse a mismatch.
   const HostGroups groups = HostGroups::Of(config);
   if (placement == JobPlacement::kSingleNode && config.cluster().workers() == 0 && groups.summing()) {
-    const int gpus = GpusFor(config.cluster().backend());
+    const int gpus = machine.gpus;
     const auto gpu_workers = ChooseGpuWorkers(config.cluster().backend(), {{HostName(), gpus}});
     const int here = gpu_workers.ok() && *gpu_workers ? gpus : 1;
     if (groups.workers() != here) {

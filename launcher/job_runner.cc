@@ -40,6 +40,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// How long the ranks of a failed job wait for rank 0 to undo what it left (JobOptions::on_failure).
+constexpr std::chrono::seconds kUndoTimeout{30};
+
 Status PrepareRunDir(const JobOptions& options) {
   PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(options.run_dir) / "logs").string(), "run directory"));
   PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(options.run_dir) / "checkpoints").string(), ""));
@@ -440,17 +443,8 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   return p;
 }
 
-}  // namespace
-
-int RunSingleNode(const JobOptions& options) {
-  auto placement = PlaceOnThisNode(options);
-  if (!placement.ok()) return Fail(placement.status().message());
-  return SuperviseJob(*placement);
-}
-
-int RunClusterRank(const JobOptions& options) {
-  MpiBootstrap mpi;
-  SetLogTag("supervisor-" + std::to_string(mpi.rank()));
+// This rank's part of the job, its exit status agreed by every rank.
+int SuperviseThisRank(MpiBootstrap& mpi, const JobOptions& options) {
   int failed = kExitFailure;
   std::optional<Placement> placement = PlaceThisRank(mpi, options, &failed);
   if (!placement) return failed;
@@ -499,6 +493,26 @@ int RunClusterRank(const JobOptions& options) {
     return mpi.AllReduceMax(status);
   };
   return SuperviseJob(*placement, hooks);
+}
+
+}  // namespace
+
+int RunSingleNode(const JobOptions& options) {
+  auto placement = PlaceOnThisNode(options);
+  if (!placement.ok()) return Fail(placement.status().message());
+  return SuperviseJob(*placement);
+}
+
+int RunClusterRank(const JobOptions& options) {
+  MpiBootstrap mpi;
+  SetLogTag("supervisor-" + std::to_string(mpi.rank()));
+  const int status = SuperviseThisRank(mpi, options);
+  if (status == kExitSuccess) return status;
+  // mpirun ends every rank still running once one exits non-zero: rank 0 undoes what the job
+  // leaves in its run directory before any rank exits (a refused job would leave its .lock).
+  if (mpi.rank() == 0 && options.on_failure) options.on_failure(status);
+  if (!mpi.BarrierWithin(kUndoTimeout, nullptr)) PSF_LOG(Warning) << "not every rank ended the failed job in time";
+  return status;
 }
 
 }  // namespace psformer

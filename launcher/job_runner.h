@@ -4,6 +4,7 @@
 #ifndef PSFORMER_LAUNCHER_JOB_RUNNER_H_
 #define PSFORMER_LAUNCHER_JOB_RUNNER_H_
 
+#include <functional>
 #include <string>
 
 #include "common/config_loader.h"
@@ -18,6 +19,10 @@ struct JobOptions {
   // The job's CURVE keys (EncodeCurveKeys of common/transport/curve_keys.h), made by the runner
   // when cluster.authenticate is on; each role gets its share in its environment. Empty = none.
   std::string curve_keys;
+  // What the run directory's owner undoes when the job fails (train: the lock of a directory the
+  // job never wrote, a --resume's config). Under mpirun rank 0 runs it and every rank waits for
+  // it before exiting: mpirun ends the other ranks as soon as one of them exits non-zero.
+  std::function<void(int status)> on_failure;
 };
 
 // Both return the process exit status (0 when training finished) after printing why not.

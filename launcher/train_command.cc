@@ -9,10 +9,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <utility>
 
 #include "common/config_loader.h"
 #include "common/host_groups.h"
@@ -178,7 +180,8 @@ void RestoreConfigUnlessTheRunWentOn(const std::string& run_dir, const RunBefore
 
 // Trains the resolved, checked config in `run_dir` (its lock held by the caller): in this
 // process with --local, else as a supervisor of role processes (single node, or one MPI rank).
-int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local) {
+int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local,
+          const std::function<void(int status)>& on_failure) {
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   if (local) {
@@ -202,6 +205,7 @@ int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool
   job.config = config;
   job.run_dir = run_dir;
   job.resume = resume;
+  job.on_failure = on_failure;
   job.executable = "/proc/self/exe";
   char path[4096];
   const ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
@@ -300,17 +304,20 @@ int RunTrainCommand(const Args& args) {
 
   std::optional<RunBeforeResume> before;
   if (resume && !local && OwnsRunDirectory()) before = NoteRunBeforeResume(run_dir);
-  const int status = Train(*config, run_dir, resume, local);
-  // What is at run_dir now is not this job's, if anything is: nothing there is put back or removed.
-  if (RunDirectoryWasLost()) return JobExitStatus(status);
-  if (before && status != kExitSuccess) RestoreConfigUnlessTheRunWentOn(run_dir, *before);
-  // A job refused before it wrote its config (a port in use, no GPU) leaves the directory as it
-  // found it: no .lock, and no directory it had to create.
-  std::error_code ec;
-  if (status != kExitSuccess && *lock &&
-      !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) {
-    (*lock)->Abandon();
-  }
+  // What a failed job undoes, once: under mpirun rank 0 does it before any rank exits (Train).
+  bool undone = false;
+  const auto undo = [&](int) {
+    if (std::exchange(undone, true)) return;
+    // What is at run_dir now is not this job's, if anything is: nothing there is put back or removed.
+    if (RunDirectoryWasLost()) return;
+    if (before) RestoreConfigUnlessTheRunWentOn(run_dir, *before);
+    // A job refused before it wrote its config (a port in use, no GPU) leaves the directory as it
+    // found it: no .lock, and no directory it had to create.
+    std::error_code ec;
+    if (*lock && !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) (*lock)->Abandon();
+  };
+  const int status = Train(*config, run_dir, resume, local, undo);
+  if (status != kExitSuccess) undo(status);
   return JobExitStatus(status);
 }
 

@@ -25,9 +25,15 @@ const char* kShort =
     "--config configs/copy.pbtxt --set training.max_steps=4 --set training.valid_every=0 "
     "--set logging.every_steps=2 --set checkpoint.every_steps=0";
 
-std::string Mpirun(int ranks) {
-  return std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe -np " +
-         std::to_string(ranks) + " " + PSFORMER_BINARY + " train " + kShort;
+std::string Mpirun(int ranks, const std::string& mpirun_options = "") {
+  return std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe " +
+         mpirun_options + "-np " + std::to_string(ranks) + " " + PSFORMER_BINARY + " train " + kShort;
+}
+
+// A refused job's rank 0 lets go of the run directory before MPI_Finalize, for it may die at any
+// time after the ranks agreed to fail: here it is killed as it calls MPI_Finalize.
+std::string MpirunWhoseRank0DiesInMpiFinalize(int ranks) {
+  return Mpirun(ranks, std::string("-x LD_PRELOAD=") + RANK0_DIES_IN_MPI_FINALIZE + " ");
 }
 
 // Holds a listening TCP socket on 127.0.0.1 (a port some other program uses).
@@ -66,11 +72,13 @@ TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefused) {
 TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefusedUnderMpirun) {
   if (GpuCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   TempDir dir;
-  CommandResult r =
-      RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.backend=CUDA --run-dir " + dir.File("run"));
+  const std::string run = dir.File("run");
+  CommandResult r = RunShell(MpirunWhoseRank0DiesInMpiFinalize(3) +
+                             " --set cluster.workers=2 --set cluster.backend=CUDA --run-dir " + run);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("cluster.backend = CUDA but host "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("has no GPU (CUDA device count 0)"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "a refused job left its run directory";
 }
 
 TEST(LaunchErrors, ZeroWorkersOnACpuMachineMeansOneWorker) {
@@ -113,11 +121,12 @@ TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
 
 // A run directory whose path does not fit the aggregator's Unix socket is refused before any
 // rank writes it: `psformer launch` restarts a job that got as far as its run directory, and this
-// one would be refused again.
+// one would be refused again. Rank 0, which took the directory's lock, dies in MPI_Finalize.
 TEST(LaunchErrors, ARunDirTooLongForTheAggregatorsSocketIsRefusedBeforeItIsWritten) {
   TempDir dir;
   const std::string run = dir.File("run-" + std::string(110, 'x'));
-  CommandResult r = RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.host_groups=1,1 --run-dir " + run);
+  CommandResult r = RunShell(MpirunWhoseRank0DiesInMpiFinalize(3) +
+                             " --set cluster.workers=2 --set cluster.host_groups=1,1 --run-dir " + run);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("the run directory's path is too long for the Unix socket of host group 0's aggregator"),
             std::string::npos)

@@ -508,8 +508,9 @@ int RunClusterRank(const JobOptions& options) {
   SetLogTag("supervisor-" + std::to_string(mpi.rank()));
   const int status = SuperviseThisRank(mpi, options);
   if (status == kExitSuccess) return status;
-  // mpirun ends every rank still running once one exits non-zero: rank 0 undoes what the job
-  // leaves in its run directory before any rank exits (a refused job would leave its .lock).
+  // Once one rank exits non-zero, mpirun kills every rank that has not finished MPI_Finalize
+  // (rank 0 of a refused job was killed there, leaving its .lock): rank 0 undoes what the job
+  // leaves in its run directory before any rank finalizes.
   if (mpi.rank() == 0 && options.on_failure) options.on_failure(status);
   if (!mpi.BarrierWithin(kUndoTimeout, nullptr)) PSF_LOG(Warning) << "not every rank ended the failed job in time";
   return status;

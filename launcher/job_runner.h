@@ -21,7 +21,7 @@ struct JobOptions {
   std::string curve_keys;
   // What the run directory's owner undoes when the job fails (train: the lock of a directory the
   // job never wrote, a --resume's config). Under mpirun rank 0 runs it and every rank waits for
-  // it before exiting: mpirun ends the other ranks as soon as one of them exits non-zero.
+  // it before MPI_Finalize: once one rank exits non-zero, mpirun kills those still finalizing.
   std::function<void(int status)> on_failure;
 };
 

@@ -1,6 +1,7 @@
 // Preloaded (LD_PRELOAD) by launch_errors_test into every rank of an mpirun job: rank 0 is
-// killed as it calls MPI_Finalize, as a process can die at any time (an OOM kill, a node's
-// shutdown). What a failed job must undo has to be done by then. Other ranks finalize as usual.
+// killed as it calls MPI_Finalize, as mpirun kills a rank still finalizing once another rank has
+// exited non-zero. What a failed job must undo has to be done by then. Other ranks finalize as
+// usual.
 #include <dlfcn.h>
 #include <signal.h>
 

@@ -366,22 +366,27 @@ StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
   return plan;
 }
 
-// This rank's server endpoint ("" for a worker) once every rank has its run directory; every
-// rank learns whether all of them got that far (false: each failing rank said why).
-bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
-  const RoleSlot& me = plan.slot(mpi.rank());
-  Status status = AggregatorSocketsFit(job);
-  if (status.ok()) status = PrepareRunDir(job);
-  if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
-    auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());
-    if (mine.ok()) *endpoint = *mine;
-    status = mine.status();
-  }
+// Whether `status` is ok on every rank (false: each failing rank has said why).
+bool OkOnEveryRank(MpiBootstrap& mpi, const RoleSlot& me, const Status& status) {
   if (!status.ok()) {
     std::cerr << "psformer train: error: rank " << mpi.rank() << " (" << me.name() << " on " << me.host
               << "): " << status.message() << "\n";
   }
   return mpi.AllReduceMax(status.ok() ? kExitSuccess : kExitFailure) == kExitSuccess;
+}
+
+// This rank's server endpoint ("" for a worker) once every rank has its run directory; every
+// rank learns whether all of them got that far. The sockets' paths and the servers' ports are
+// checked on every rank before any rank writes the run directory: a refused job leaves nothing.
+bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptions& job, std::string* endpoint) {
+  const RoleSlot& me = plan.slot(mpi.rank());
+  Status status = AggregatorSocketsFit(job);
+  if (status.ok() && me.kind == RoleSlot::Kind::kServer) {
+    auto mine = ServerEndpoint(job.config.cluster(), me.index, plan.hosts());
+    if (mine.ok()) *endpoint = *mine;
+    status = mine.status();
+  }
+  return OkOnEveryRank(mpi, me, status) && OkOnEveryRank(mpi, me, PrepareRunDir(job));
 }
 
 // This rank's role, and every server's addresses, agreed over MPI. Returns the exit status in

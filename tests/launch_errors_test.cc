@@ -110,13 +110,14 @@ TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
   HeldPort held;
   ASSERT_GT(held.port(), 0);
   TempDir dir;
-  CommandResult r =
-      RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.base_port=" + std::to_string(held.port()) +
-               " --run-dir " + dir.File("run"));
+  const std::string run = dir.File("run");
+  CommandResult r = RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.base_port=" +
+                             std::to_string(held.port()) + " --run-dir " + run);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("(pserver-0 on "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cannot bind 127.0.0.1:" + std::to_string(held.port())), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the port is in use"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run)) << "a refused job left its run directory";
 }
 
 // A run directory whose path does not fit the aggregator's Unix socket is refused before any

@@ -516,7 +516,7 @@ int RunClusterRank(const JobOptions& options) {
   // Once one rank exits non-zero, mpirun kills every rank that has not finished MPI_Finalize
   // (rank 0 of a refused job was killed there, leaving its .lock): rank 0 undoes what the job
   // leaves in its run directory before any rank finalizes.
-  if (mpi.rank() == 0 && options.on_failure) options.on_failure(status);
+  if (mpi.rank() == 0 && options.on_failure) options.on_failure();
   if (!mpi.BarrierWithin(kUndoTimeout, nullptr)) PSF_LOG(Warning) << "not every rank ended the failed job in time";
   return status;
 }

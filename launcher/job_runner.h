@@ -22,7 +22,7 @@ struct JobOptions {
   // What the run directory's owner undoes when the job fails (train: the lock of a directory the
   // job never wrote, a --resume's config). Under mpirun rank 0 runs it and every rank waits for
   // it before MPI_Finalize: once one rank exits non-zero, mpirun kills those still finalizing.
-  std::function<void(int status)> on_failure;
+  std::function<void()> on_failure;
 };
 
 // Both return the process exit status (0 when training finished) after printing why not.

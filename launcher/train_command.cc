@@ -181,7 +181,7 @@ void RestoreConfigUnlessTheRunWentOn(const std::string& run_dir, const RunBefore
 // Trains the resolved, checked config in `run_dir` (its lock held by the caller): in this
 // process with --local, else as a supervisor of role processes (single node, or one MPI rank).
 int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local,
-          const std::function<void(int status)>& on_failure) {
+          const std::function<void()>& on_failure) {
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   if (local) {
@@ -304,9 +304,9 @@ int RunTrainCommand(const Args& args) {
 
   std::optional<RunBeforeResume> before;
   if (resume && !local && OwnsRunDirectory()) before = NoteRunBeforeResume(run_dir);
-  // What a failed job undoes, once: under mpirun rank 0 does it before any rank exits (Train).
+  // What a failed job undoes, once: under mpirun rank 0 does it before MPI_Finalize (Train).
   bool undone = false;
-  const auto undo = [&](int) {
+  const auto undo = [&] {
     if (std::exchange(undone, true)) return;
     // What is at run_dir now is not this job's, if anything is: nothing there is put back or removed.
     if (RunDirectoryWasLost()) return;
@@ -317,7 +317,7 @@ int RunTrainCommand(const Args& args) {
     if (*lock && !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) (*lock)->Abandon();
   };
   const int status = Train(*config, run_dir, resume, local, undo);
-  if (status != kExitSuccess) undo(status);
+  if (status != kExitSuccess) undo();
   return JobExitStatus(status);
 }
 

@@ -48,8 +48,17 @@ void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> 
   sa.sa_sigaction = OnStopSignal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  for (const int signal : signals) sigaction(signal, &sa, nullptr);
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (const int signal : signals) {
+    sigaction(signal, &sa, nullptr);
+    sigaddset(&handled, signal);
+  }
   sigaction(SupervisorStopSignal(), &sa, nullptr);
+  sigaddset(&handled, SupervisorStopSignal());
+  // A supervisor starts its roles with these blocked (launcher/role_process.cc): one that came
+  // before now is delivered here, to the handler.
+  pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
 std::string TakeForeignStopSignalReport() {

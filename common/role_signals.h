@@ -32,7 +32,9 @@ using StopSignalAction = void (*)(int signal);
 int SupervisorStopSignal();
 
 // Installs the handler for `signals` (of SIGINT, SIGTERM, SIGHUP) and SupervisorStopSignal() as
-// above.
+// above, and unblocks them in the calling thread: a supervisor starts its roles with them blocked,
+// so that one sent before the handler was there waits for it. Call it from the main thread before
+// it starts others, or know that threads started earlier keep them blocked.
 void InstallRoleStopSignals(StopSignalAction action, std::initializer_list<int> signals);
 
 // The report of the first stop signal from another sender not yet reported ("15 4242": the

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/role_signals.h"
 #include "common/supervisor_report.h"
 #include "common/transport/shm_segment.h"
 #include "launcher/exit_codes.h"
@@ -123,8 +124,17 @@ Status RoleProcess::Spawn() {
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  // The stop signals stay blocked in the child until the role installed its handlers
+  // (InstallRoleStopSignals): a stop asked as it starts (a Ctrl-C that came with the job's start)
+  // waits for them instead of killing it by the signal's default action. They are blocked here,
+  // around the fork, so that the child has them blocked from its first instruction.
+  sigset_t stop_signals, before;
+  sigemptyset(&stop_signals);
+  for (const int s : {SupervisorStopSignal(), SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
   const pid_t parent = getpid();
   const pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     const int error = errno;
     close(pipe_fds[0]);

@@ -533,6 +533,27 @@ TEST(Resume, AJobKilledWholeContinuesFromItsLastCheckpointToTheSameWeights) {
   ExpectResumedToTheSameWeights(RunPsformer(command + " --resume"), run, 0, newest, undisturbed);
 }
 
+// A Ctrl-C that comes as the roles start: each is asked to stop before it installed its handlers.
+// The supervisor starts them with the stop signals blocked, so the ask waits for the handler;
+// before, the worker died of the signal's default action ("worker-0 killed by signal 37 while
+// stopping", and "not every role process stopped cleanly").
+TEST(Stop, ACtrlCAsTheRolesStartStopsThemInOrder) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  BackgroundJob job(std::string("train ") + kJob + " --set checkpoint.every_steps=0 --run-dir " + run,
+                    dir.File("run.out"));
+  const std::string log = run + "/logs/supervisor.log";
+  for (int i = 0; i < 30000 && !testing::HasText(BackgroundJob::ReadAll(log), "worker-1: started pid") && !job.Exited();
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_TRUE(testing::HasText(BackgroundJob::ReadAll(log), "worker-1: started pid")) << job.Output();
+  job.SignalGroup(SIGINT);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(150)), 130) << job.Output();
+  EXPECT_FALSE(testing::HasText(job.Output(), "killed by signal")) << job.Output();
+  EXPECT_FALSE(testing::HasText(job.Output(), "not every role process stopped cleanly")) << job.Output();
+}
+
 // A worker asked to stop (SIGTERM: how its supervisor passes a Ctrl-C on) while no server has
 // answered its HELLO yet (one still starting, or unreachable) exits at once and cleanly, instead
 // of resending until its timeout while the supervisor waits to kill it. Nothing listens at the

@@ -28,6 +28,8 @@ pid_t StartChildProcess(const ChildProcessOptions& options) {
         dup2(null, STDERR_FILENO);
       }
     }
+    if (!options.silence_output && options.stdout_fd >= 0) dup2(options.stdout_fd, STDOUT_FILENO);
+    if (!options.silence_output && options.stderr_fd >= 0) dup2(options.stderr_fd, STDERR_FILENO);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     execvp(argv[0], argv.data());

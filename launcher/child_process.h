@@ -14,6 +14,10 @@ namespace psformer {
 struct ChildProcessOptions {
   std::vector<std::string> args;  // args[0] is looked up in PATH
   bool silence_output = false;    // stdout and stderr to /dev/null too
+  // Otherwise, where they go when not -1 (descriptors of this process, e.g. the write ends of
+  // pipes it reads); else they are this process's.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
   // Starts "COMMAND: error: cannot run PROGRAM: reason", said on stderr when exec fails.
   std::string command = "psformer";
 };

@@ -205,8 +205,8 @@ void SayHowToContinue(const std::string& run_dir, bool hung_up) {
   const std::string advice =
       newest.empty()
           ? how +
-                "; not restarting. No checkpoint was written (mpirun ends its ranks at most a few "
-                "seconds after Ctrl-C, and none had been written before): nothing to resume; start over with "
+                "; not restarting. No complete checkpoint was written (the job was killed before its servers "
+                "wrote one, or stopped before it began): nothing to resume; start over with "
                 "the same psformer launch command and --overwrite added to the train arguments"
           : how +
                 "; not restarting. Continue with the same psformer launch command and --resume "
@@ -269,7 +269,9 @@ int Launch(const LaunchOptions& options) {
     for (const HostSlots& h : *chosen) watched.hosts.push_back(h.host);
     watched.probe = probe;
     watched.host_timeout = options.host_timeout;
+    watched.console_gone_log = (fs::path(options.run_dir) / "logs" / "launch.log").string();
     const std::time_t started = std::time(nullptr);
+    watched.job_started = [&] { return JobStarted(options.run_dir, started); };
     const WatchedMpirunResult result = RunWatchedMpirun(watched);
     if (result.interrupted) {
       // mpirun's own status after a Ctrl-C is its abort's (1), whatever the ranks did: the

@@ -5,9 +5,13 @@
 
 #include "launcher/commands.h"
 #include "launcher/exit_codes.h"
+#include "launcher/mpi_bootstrap.h"
+#include "launcher/role_supervisor.h"
 #include "worker/backend/blas_kernel_choice.h"
 
 int main(int argc, char** argv) {
+  // An orderly stop mpirun passes on while this rank still starts waits for its handler.
+  if (psformer::StartedByMpirun()) psformer::HoldOrderlyStopSignal();
   const psformer::Status kernels = psformer::UseBestBlasKernels(argv);
   if (!kernels.ok()) {
     std::cerr << "psformer: error: " << kernels.message() << "\n";

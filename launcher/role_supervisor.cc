@@ -33,6 +33,14 @@ void OnInterrupt(int signal) {
   g_first_signal.compare_exchange_strong(none, signal);
   g_interrupts.fetch_add(1);
 }
+// kOrderlyStopSignal asks for the orderly stop and nothing more: a second one does not kill.
+void OnOrderlyStop(int signal) {
+  int none = 0;
+  if (g_first_signal.compare_exchange_strong(none, signal)) g_interrupts.fetch_add(1);
+}
+// A kOrderlyStopSignal that came before SuperviseRoles began (KeepOrderlyStopUntilSupervision).
+std::atomic<bool> g_stop_before_supervision{false};  // NOLINT: as above.
+void OnOrderlyStopBeforeSupervision(int) { g_stop_before_supervision.store(true); }
 
 // Set once SuperviseRoles found its run directory removed or replaced (RunDirectoryWasLost).
 std::atomic<bool> g_run_directory_lost{false};
@@ -224,6 +232,21 @@ void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) 
 
 }  // namespace
 
+void HoldOrderlyStopSignal() {
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, kOrderlyStopSignal);
+  pthread_sigmask(SIG_BLOCK, &held, nullptr);
+}
+
+void KeepOrderlyStopUntilSupervision() {
+  signal(kOrderlyStopSignal, OnOrderlyStopBeforeSupervision);
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, kOrderlyStopSignal);
+  pthread_sigmask(SIG_UNBLOCK, &held, nullptr);
+}
+
 bool RunDirectoryWasLost() { return g_run_directory_lost.load(); }
 
 std::string NewestCompleteCheckpoint(const std::string& run_dir) {
@@ -248,6 +271,8 @@ int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_di
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   signal(SIGHUP, OnInterrupt);
+  signal(kOrderlyStopSignal, OnOrderlyStop);
+  if (g_stop_before_supervision.exchange(false)) OnOrderlyStop(kOrderlyStopSignal);
   for (auto& role : roles) {
     const Status started = role.process->Start();
     if (!started.ok()) {

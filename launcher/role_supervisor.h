@@ -5,6 +5,8 @@
 #ifndef PSFORMER_LAUNCHER_ROLE_SUPERVISOR_H_
 #define PSFORMER_LAUNCHER_ROLE_SUPERVISOR_H_
 
+#include <signal.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -59,16 +61,33 @@ struct SupervisedRole {
   std::unique_ptr<RoleProcess> process;
 };
 
+// SIGUSR1 asks a supervisor for the orderly stop as Ctrl-C does, and a second one does not kill.
+// mpirun answers Ctrl-C and SIGTERM by killing its ranks a second later, which is too soon for a
+// large model's step and checkpoint; SIGUSR1 it passes on to every rank, and then waits for them.
+// So `psformer launch` stops a job with it, and so can a user of a bare mpirun (docs/launching.md).
+inline constexpr int kOrderlyStopSignal = SIGUSR1;
+
+// Blocks kOrderlyStopSignal, so that one that comes while this process starts waits for
+// KeepOrderlyStopUntilSupervision (a blocked signal stays blocked through an exec; a handler
+// does not). Under mpirun, the first thing main does.
+void HoldOrderlyStopSignal();
+
+// Keeps a kOrderlyStopSignal that comes before SuperviseRoles begins (its default action would
+// end this process, and under mpirun the job with it), and unblocks it: supervision then starts
+// with the stop.
+void KeepOrderlyStopUntilSupervision();
+
 // Starts the roles and polls them until every one finished: kExitSuccess, or kExitFailure when
 // checkpoints failed on the way (the newest complete one of `run_dir` is named). Servers and
 // aggregators that outlive every worker by `servers_outliving_workers` are stopped in order on
 // the way, and their exits decide as any role's. One role failed for good: kExitFailure, the
 // others killed. The run directory removed, renamed or replaced: kExitFailure, every role killed
-// at once (RunDirectoryWasLost). Ctrl-C / SIGTERM: kExitInterrupted after the orderly stop;
-// SIGHUP (the terminal closed): the same stop and kExitHangup (a second signal of any of these
-// kills what is still running). Each restart a role's supervisor decides is noted in `events`
-// (TensorBoard).
-// REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM and SIGHUP handlers).
+// at once (RunDirectoryWasLost). Ctrl-C, SIGTERM or kOrderlyStopSignal: kExitInterrupted after
+// the orderly stop; SIGHUP (the terminal closed): the same stop and kExitHangup (then a SIGINT,
+// SIGTERM or SIGHUP kills what is still running). Each restart a role's supervisor decides is
+// noted in `events` (TensorBoard).
+// REQUIRES: one call at a time in a process (it installs SIGINT, SIGTERM, SIGHUP and SIGUSR1
+// handlers).
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,
                    const SupervisionHooks& hooks = {});
 

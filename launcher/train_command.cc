@@ -257,6 +257,9 @@ int RunTrainCommand(const Args& args) {
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank
                                                      : JobPlacement::kSingleNode;
+  // Under mpirun a job is stopped in order by SIGUSR1 (role_supervisor.h), which may come while
+  // this rank still starts (main holds it until here).
+  if (!local) KeepOrderlyStopUntilSupervision();
   const bool resume = values["resume"].as<bool>();
   if (resume && !values.count("run-dir")) {
     return ReportError("train", "--resume needs --run-dir: the run directory to continue", kExitUsage);

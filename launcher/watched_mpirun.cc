@@ -1,16 +1,25 @@
 #include "launcher/watched_mpirun.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "launcher/child_process.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpirun_session_directory.h"
+#include "launcher/role_supervisor.h"
 
 namespace psformer {
 namespace {
@@ -18,18 +27,37 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What the signal handlers may touch: the pid to pass signals on to, and whether one came.
-std::atomic<pid_t> g_mpirun_pid{-1};     // NOLINT: a signal handler can reach nothing else.
-std::atomic<bool> g_interrupted{false};  // NOLINT
-std::atomic<bool> g_hung_up{false};      // NOLINT
+std::atomic<pid_t> g_mpirun_pid{-1};  // NOLINT: a signal handler can reach nothing else.
+std::atomic<int> g_signals{0};        // NOLINT
+std::atomic<bool> g_hung_up{false};   // NOLINT
 
-void PassOn(int signal) {
-  const bool first = !g_interrupted.exchange(true);
-  // mpirun in a group of its own never hears the terminal close: it gets a Ctrl-C's SIGINT, which
-  // it passes on to the ranks, who stop in order (mpirun answers SIGTERM by ending the ranks
-  // before their servers wrote a checkpoint).
+// mpirun, in a group of its own, hears neither the terminal's Ctrl-C nor its closing. The first
+// signal asks for the orderly stop, which the watch loop passes on (PassOnTheStop); a second one
+// is a SIGINT to mpirun: kill the job now.
+void OnSignal(int signal) {
+  const bool first = g_signals.fetch_add(1) == 0;
   if (first && signal == SIGHUP) g_hung_up.store(true);
   const pid_t pid = g_mpirun_pid.load();
-  if (pid > 0) kill(pid, signal == SIGHUP ? SIGINT : signal);
+  if (!first && pid > 0) kill(pid, SIGINT);
+}
+
+// The orderly stop goes to mpirun as SIGUSR1, which it passes on to every rank and then waits for
+// them (a SIGINT or SIGTERM it answers by killing the ranks a second later, before a large
+// model's servers wrote their checkpoint). mpirun passes it only to the ranks it has started, and
+// one that gets it before its main() began dies of it; so it is sent once the job has started
+// (every rank is then past its start), and until then the launch says that it waits. Returns
+// whether it was sent.
+bool PassOnTheStop(pid_t mpirun, const std::function<bool()>& job_started, bool* said_waiting) {
+  if (!job_started || job_started()) {
+    kill(mpirun, kOrderlyStopSignal);
+    return true;
+  }
+  if (!std::exchange(*said_waiting, true)) {
+    std::cerr << "psformer launch: the job is still starting; it stops in order once it has (Ctrl-C again to end "
+                 "it at once)"
+              << std::endl;
+  }
+  return false;
 }
 
 std::string DescribeWaitStatus(int status) {
@@ -40,11 +68,116 @@ std::string DescribeWaitStatus(int status) {
 
 int ExitStatus(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-pid_t StartMpirun(const std::vector<std::string>& command) {
+// One of mpirun's output streams, relayed to this process's. mpirun does not survive a console
+// that went away (a closed terminal, `| head`): its next write there ends it, and its ranks with it
+// (Open MPI 4.1 kills them, then crashes), which looked like a failed job and was restarted. So
+// mpirun writes into a pipe of ours; what the console no longer takes is appended to a file.
+struct Relay {
+  int from = -1;  // the pipe's read end; -1 once it ended
+  int to = -1;    // STDOUT_FILENO or STDERR_FILENO
+  bool console_gone = false;
+};
+
+// Writes what mpirun said to the relay's console, or once that failed, appends it to `fallback`
+// (when its directory exists: a job that never made its run directory leaves none behind).
+void Forward(Relay& relay, const char* data, size_t size, const std::string& fallback) {
+  while (size > 0 && !relay.console_gone) {
+    const ssize_t n = write(relay.to, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      relay.console_gone = true;
+      break;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  if (size == 0 || fallback.empty()) return;
+  const int fd = open(fallback.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
+// Relays what the pipes hold, waiting up to `wait` for some; returns whether anything came.
+bool Pump(std::array<Relay, 2>& relays, std::chrono::milliseconds wait, const std::string& fallback) {
+  std::array<pollfd, 2> fds{};
+  nfds_t open_pipes = 0;
+  for (const Relay& relay : relays) {
+    if (relay.from >= 0) fds[open_pipes++] = pollfd{relay.from, POLLIN, 0};
+  }
+  if (open_pipes == 0) {
+    std::this_thread::sleep_for(wait);
+    return false;
+  }
+  if (poll(fds.data(), open_pipes, static_cast<int>(wait.count())) <= 0) return false;
+  bool came = false;
+  char buffer[65536];
+  for (Relay& relay : relays) {
+    if (relay.from < 0) continue;
+    const ssize_t n = read(relay.from, buffer, sizeof(buffer));
+    if (n > 0) {
+      Forward(relay, buffer, static_cast<size_t>(n), fallback);
+      came = true;
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      close(relay.from);  // every writer is gone
+      relay.from = -1;
+    }
+  }
+  return came;
+}
+
+// Relays what mpirun left in the pipes, then closes them. A process it started that still holds
+// a write end (one that outlived it) is not waited for.
+void Drain(std::array<Relay, 2>& relays, const std::string& fallback) {
+  for (int i = 0; i < 1000 && Pump(relays, std::chrono::milliseconds(0), fallback); ++i) {
+  }
+  for (Relay& relay : relays) {
+    if (relay.from >= 0) close(relay.from);
+    relay.from = -1;
+  }
+}
+
+// Starts mpirun with its stdout and stderr into pipes that `relays` read; -1 when it could not.
+pid_t StartMpirun(const std::vector<std::string>& command, std::array<Relay, 2>& relays) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0) return -1;
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return -1;
+  }
   ChildProcessOptions child;
   child.args = command;
   child.command = "psformer launch";
-  return StartChildProcess(child);
+  child.stdout_fd = out[1];
+  child.stderr_fd = err[1];
+  const pid_t pid = StartChildProcess(child);
+  const int error = errno;
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    close(out[0]);
+    close(err[0]);
+    errno = error;
+    return -1;
+  }
+  relays[0].from = out[0];
+  relays[0].to = STDOUT_FILENO;
+  relays[1].from = err[0];
+  relays[1].to = STDERR_FILENO;
+  for (const Relay& relay : relays) {
+    fcntl(relay.from, F_SETFL, O_NONBLOCK);
+    // Room for what mpirun says while a host probe keeps this process from reading (at most its
+    // timeout); best effort, the default 64 KiB otherwise.
+    fcntl(relay.from, F_SETPIPE_SZ, 1 << 20);
+  }
+  return pid;
 }
 
 // Ends mpirun after its job lost a host: SIGTERM (mpirun kills its ranks on the hosts it still
@@ -68,16 +201,17 @@ int EndMpirun(pid_t pid, std::chrono::seconds grace) {
 
 WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
   WatchedMpirunResult result;
-  g_interrupted.store(false);
+  g_signals.store(0);
   g_hung_up.store(false);
   struct sigaction pass_on = {}, old_int = {}, old_term = {}, old_hup = {};
-  pass_on.sa_handler = PassOn;
+  pass_on.sa_handler = OnSignal;
   sigemptyset(&pass_on.sa_mask);
   sigaction(SIGINT, &pass_on, &old_int);
   sigaction(SIGTERM, &pass_on, &old_term);
   sigaction(SIGHUP, &pass_on, &old_hup);
 
-  const pid_t pid = StartMpirun(options.command);
+  std::array<Relay, 2> relays;
+  const pid_t pid = StartMpirun(options.command, relays);
   if (pid < 0) {
     result.exit_status = kExitFailure;
     result.cause = std::string("cannot start mpirun: ") + strerror(errno);
@@ -86,9 +220,13 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
     std::vector<Clock::time_point> last_answer(options.hosts.size(), Clock::now());
     Clock::time_point next_probe = Clock::now() + options.probe_every;
     int status = 0;
+    bool stop_passed_on = false, said_waiting = false;
     while (true) {
       if (waitpid(pid, &status, WNOHANG) == pid) break;
-      const bool watching = options.host_timeout.count() > 0 && !g_interrupted.load();
+      if (g_signals.load() == 1 && !stop_passed_on) {
+        stop_passed_on = PassOnTheStop(pid, options.job_started, &said_waiting);
+      }
+      const bool watching = options.host_timeout.count() > 0 && g_signals.load() == 0;
       if (watching && Clock::now() >= next_probe) {
         const std::vector<bool> answers = ProbeHosts(options.hosts, options.probe);
         const auto now = Clock::now();
@@ -108,13 +246,14 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
         result.lost_host.clear();
         next_probe = now + options.probe_every;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      Pump(relays, std::chrono::milliseconds(20), options.console_gone_log);
     }
+    Drain(relays, options.console_gone_log);
     g_mpirun_pid.store(-1);
     result.exit_status = ExitStatus(status);
     if (result.cause.empty() && result.exit_status != 0) result.cause = DescribeWaitStatus(status);
   }
-  result.interrupted = g_interrupted.load();
+  result.interrupted = g_signals.load() > 0;
   result.hung_up = g_hung_up.load();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

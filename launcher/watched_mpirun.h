@@ -4,14 +4,15 @@
 // instead of closing, and a BSP job waits forever for that host's workers. A host silent for
 // longer than the host timeout ends the run, so the launch can start it again without that host.
 //
-// Signals: mpirun runs in a process group of its own with stdin from /dev/null, and SIGINT /
-// SIGTERM sent to this process are passed on to it one for one (so a first Ctrl-C stops the job
-// in order, as under a bare mpirun, and a second one kills it at once); SIGHUP (the terminal
-// closed) is passed on as SIGINT, the Ctrl-C that mpirun's ranks stop in order after.
+// Signals: mpirun runs in a process group of its own with stdin from /dev/null. The first SIGINT,
+// SIGTERM or SIGHUP sent to this process is passed on as SIGUSR1 once the job has started, which
+// mpirun passes on to every rank, who stop in order however long that takes (role_supervisor.h:
+// kOrderlyStopSignal); a second one as SIGINT, on which mpirun kills the job at once.
 #ifndef PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 #define PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct WatchedMpirunOptions {
   std::chrono::milliseconds probe_every{2000};
   // A host that has not answered for this long counts as lost; 0 = never (no watching).
   std::chrono::milliseconds host_timeout{30000};
+  // mpirun's stdout and stderr pass through this process to its own; once its console takes no
+  // more (a closed terminal, `| head`), they are appended to this file, if its directory exists.
+  std::string console_gone_log;
+  // Whether the job has started: every rank is past its start (rank 0 writes the run's config
+  // only after every rank reached MPI). A Ctrl-C is passed on as the orderly stop only then.
+  std::function<bool()> job_started;
 };
 
 struct WatchedMpirunResult {

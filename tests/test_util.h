@@ -168,6 +168,15 @@ inline std::string ReadTextFile(const std::filesystem::path& path) {
 // Whether `what` occurs in `text` (command output, a log).
 inline bool HasText(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
+// How many times `what` occurs in `text`, counting occurrences that do not overlap.
+inline int CountText(const std::string& text, const std::string& what) {
+  int count = 0;
+  for (size_t at = text.find(what); !what.empty() && at != std::string::npos; at = text.find(what, at + what.size())) {
+    ++count;
+  }
+  return count;
+}
+
 // Whether a command ended with `exit_status` and said `text`; when not, the failure shows both
 // and the command's whole output.
 inline ::testing::AssertionResult EndsSaying(const CommandResult& result, int exit_status, const std::string& text) {

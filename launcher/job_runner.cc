@@ -75,6 +75,7 @@ RoleProcessOptions RoleOptions(const JobOptions& options, const RoleSlot& slot, 
   role.max_restarts = cluster.max_restarts();
   role.restart_backoff_ms = cluster.restart_backoff_ms();
   role.reports_ready = true;
+  role.holds_stop_signals_until_handled = true;
   RoleArguments arguments;
   arguments.kind = slot.kind;
   arguments.config = (fs::path(options.run_dir) / "config.pbtxt").string();

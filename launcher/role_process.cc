@@ -130,7 +130,9 @@ Status RoleProcess::Spawn() {
   // around the fork, so that the child has them blocked from its first instruction.
   sigset_t stop_signals, before;
   sigemptyset(&stop_signals);
-  for (const int s : {SupervisorStopSignal(), SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+  if (options_.holds_stop_signals_until_handled) {
+    for (const int s : {SupervisorStopSignal(), SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+  }
   pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
   const pid_t parent = getpid();
   const pid_t pid = fork();

@@ -47,6 +47,11 @@ struct RoleProcessOptions {
   // fails twice in a row the same way before it is ready is not restarted again: that is a
   // configuration error (a model too large, a bad file), which no restart fixes.
   bool reports_ready = false;
+  // The program unblocks the stop signals once it handles them (InstallRoleStopSignals, as every
+  // psformer role does): the child is started with them blocked, so that a stop asked while it
+  // starts waits for its handler instead of killing it. False for any other program (a test's
+  // shell script), which would never see them.
+  bool holds_stop_signals_until_handled = false;
   // A role that exits with kExitOutOfResources (the machine refused it a thread or memory,
   // common/supervisor_report.h) is started again after a wait of its own, which does not count
   // against max_restarts: resource_wait_ms, doubled each time in a row, capped at 30 s, at most

@@ -232,19 +232,21 @@ void NoteRestarts(std::vector<SupervisedRole>& roles, SupervisorEvents* events) 
 
 }  // namespace
 
-void HoldOrderlyStopSignal() {
-  sigset_t held;
-  sigemptyset(&held);
-  sigaddset(&held, kOrderlyStopSignal);
-  pthread_sigmask(SIG_BLOCK, &held, nullptr);
+namespace {
+// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) kOrderlyStopSignal in the calling thread.
+void MaskOrderlyStopSignal(int how) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, kOrderlyStopSignal);
+  pthread_sigmask(how, &set, nullptr);
 }
+}  // namespace
+
+void HoldOrderlyStopSignal() { MaskOrderlyStopSignal(SIG_BLOCK); }
 
 void KeepOrderlyStopUntilSupervision() {
   signal(kOrderlyStopSignal, OnOrderlyStopBeforeSupervision);
-  sigset_t held;
-  sigemptyset(&held);
-  sigaddset(&held, kOrderlyStopSignal);
-  pthread_sigmask(SIG_UNBLOCK, &held, nullptr);
+  MaskOrderlyStopSignal(SIG_UNBLOCK);
 }
 
 bool RunDirectoryWasLost() { return g_run_directory_lost.load(); }

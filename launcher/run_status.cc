@@ -151,6 +151,8 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   status.name = config.name();
   status.max_steps = config.training().max_steps();
   status.every_steps = std::max(1, config.logging().every_steps());
+  status.checkpoints_configured =
+      config.checkpoint().every_steps() > 0 || config.checkpoint().every_minutes() > 0;
 
   ReadLogs(dir, &status);
   std::error_code ec;
@@ -270,8 +272,10 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
         << (s.verified ? "; every shard's CRC-32C verified" : "") << ")\n";
   } else if (s.state == RunStatus::State::kFinished) {
-    out << "  no checkpoint (none was due before the last step); the model: "
-        << (fs::path(s.run_dir) / "model.bin").string() << "\n";
+    // A job that checkpoints at all checkpoints its last step: without one, that write failed.
+    out << (s.checkpoints_configured ? "  no checkpoint (see the logs' warnings)"
+                                     : "  no checkpoint (checkpoint.every_steps and every_minutes are 0)")
+        << "; the model: " << (fs::path(s.run_dir) / "model.bin").string() << "\n";
   } else {
     out << "  no checkpoint yet\n";
   }

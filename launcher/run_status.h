@@ -34,6 +34,7 @@ struct RunStatus {
   std::string name;  // the config's name
   int64_t max_steps = 0;
   int every_steps = 1;  // logging.every_steps
+  bool checkpoints_configured = true;  // checkpoint.every_steps or every_minutes > 0
   State state = State::kStopped;
   std::vector<RoleStatus> roles;
   std::map<std::string, double> last_train;  // the newest metrics.jsonl line with "loss" (empty if none)

@@ -261,6 +261,32 @@ TEST_F(RunDirectory, ResumeContinuesWithMoreStepsAndAnotherCheckpointCadence) {
   EXPECT_TRUE(HasText(ReadTextFile(run + "/config.pbtxt"), "max_steps: 30"));
 }
 
+// A run that ends between two periodic checkpoints is checkpointed at its last step, so it
+// continues from there (not from its last periodic one) and `psformer average` sees its final
+// weights; continued to a longer end it holds the weights of a run trained that long at once. A
+// last step the periodic cadence checkpointed already is not written twice.
+TEST_F(RunDirectory, AFinishedRunIsCheckpointedAtItsLastStepAndContinuesFromThere) {
+  const std::string run = dir_.File("run");
+  const std::string job = std::string(kRun) + " --set cluster.servers=2 --set cluster.workers=2";
+  CommandResult r = RunPsformer(job + " --set training.max_steps=23 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(NewestCompleteCheckpoint(run), 23) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/checkpoints/step-00000020")) << "the periodic ones stay";
+  r = RunPsformer("train --config " + run + "/config.pbtxt --resume --set training.max_steps=30 --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(HasText(ReadTextFile(run + "/logs/pserver-1.log"), "resumes from the checkpoint of step 23"));
+
+  const std::string at_once = dir_.File("at-once");
+  r = RunPsformer(job + " --set training.max_steps=30 --run-dir " + at_once);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), ModelDigest(at_once + "/model.bin"));
+  for (const std::string shard : {"0", "1"}) {
+    EXPECT_EQ(CountText(ReadTextFile(at_once + "/logs/pserver-" + shard + ".log"),
+                        "shard " + shard + " wrote its checkpoint of step 30"),
+              1);
+  }
+}
+
 // --dry-run of a resume answers as the resume does, both ways: it accepted nothing the run
 // would refuse, but refused every resume of a run whose config left model.vocab_size to the
 // data ("written for another model config": it checked the digest without the vocabulary).

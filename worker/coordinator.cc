@@ -82,6 +82,14 @@ void Coordinator::MaybeCheckpoint(int64_t step, const PsClient& client) {
   if (!s.ok()) PSF_LOG(Warning) << "time-based checkpoint of step " << step << " failed: " << s.message();
 }
 
+void Coordinator::CheckpointTheEnd(int64_t last_step, const PsClient& client) {
+  const proto::CheckpointConfig& c = config_.checkpoint();
+  if ((c.every_steps() <= 0 && c.every_minutes() <= 0) || last_step < 1) return;
+  Status s = MakeControlClient(client);
+  if (s.ok()) s = control_->Checkpoint(last_step);
+  if (!s.ok()) PSF_LOG(Warning) << "the checkpoint of the last step, " << last_step << ", failed: " << s.message();
+}
+
 Status Coordinator::ShutDownJob(const PsClient& client) {
   PSF_RETURN_IF_ERROR(MakeControlClient(client));
   return control_->Shutdown();

@@ -2,7 +2,8 @@
 // through a TrainingReporter (metrics.jsonl, TensorBoard, progress lines, validation), with the
 // loss over every worker's batches where the servers say it (BSP) and the step time split into
 // compute / push / wait / pull; notes restarts and rollbacks; asks the servers for time-based
-// checkpoints; and at the end writes RUN_DIR/model.bin and shuts the servers down.
+// checkpoints; and at the end writes RUN_DIR/model.bin, has the servers checkpoint the last step
+// and shuts them down.
 //
 // Checkpoints and shutdown are the COORDINATOR role's to ask for, so it speaks them on a client of
 // its own, made when first needed and kept in the worker client's epoch. Not thread-safe: the
@@ -49,6 +50,12 @@ class Coordinator {
   // Every checkpoint.every_minutes, has every shard checkpoint `step` (just pulled). A failure is
   // logged, not returned: training goes on (a rollback under way is found by the next pull).
   void MaybeCheckpoint(int64_t step, const PsClient& client);
+  // After the model is written: every shard checkpoints `last_step` (a shard that holds it
+  // already answers at once), so that a finished run continues from where it ended (--resume)
+  // and `psformer average` counts its final weights; nothing when the config writes no
+  // checkpoints (checkpoint.every_steps and every_minutes both 0). A failure is logged, not
+  // returned: the server reports it to its supervisor, and the job ends with exit status 1.
+  void CheckpointTheEnd(int64_t last_step, const PsClient& client);
 
   TrainingReporter* reporter() { return reporter_.get(); }
 

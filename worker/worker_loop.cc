@@ -89,7 +89,7 @@ class WorkerLoop {
 
   // Validates the weights after `step` (in params()); `*stop`: whether that ends training.
   Status ValidateAndMaybeStop(int64_t step, bool* stop);
-  // Coordinator: the final weights to model.bin, then the job ends.
+  // Coordinator: the final weights to model.bin, the last step's checkpoint, then the job ends.
   Status Finish(int64_t last_step);
   bool is_coordinator() const { return options_.index == 0; }
 
@@ -341,6 +341,7 @@ Status WorkerLoop::Finish(int64_t last_step) {
     return Status::IoError(why);
   }
   return data_path_->Call([&](PsClient& c) -> Status {
+    coordinator_->CheckpointTheEnd(last_step, c);
     PSF_RETURN_IF_ERROR(c.Goodbye());
     // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
     return coordinator_->ShutDownJob(c);

@@ -29,7 +29,7 @@ void ParameterServer::ServePendingCheckpoints() {
   pending_checkpoints_.ServeReady(
       [this](const proto::Header& checkpoint) { return policy_->CheckpointReady(checkpoint.step(), progress_); },
       [this](const PendingRequests::Entry& e) {
-        const Status s = WriteCheckpoint(e.request.step());
+        const Status s = e.request.step() == written_step_ ? Status::Ok() : WriteCheckpoint(e.request.step());
         if (s.ok()) return replies_.Answer(e.peer, e.request);
         proto::Header h = replies_.Header(e.request, proto::ERROR);
         h.set_error("checkpoint failed: " + s.message());
@@ -42,6 +42,7 @@ Status ParameterServer::WriteCheckpoint(int64_t step) {
                                            [this, step] { faults_.KillDuringCheckpoint(step); });
   if (options_.on_checkpoint) options_.on_checkpoint(step, saved);
   PSF_RETURN_IF_ERROR(saved);
+  written_step_ = step;
   stats_.checkpoints_written.fetch_add(1);
   PSF_LOG(Info) << "shard " << options_.shard << " wrote its checkpoint of step " << step;
   return Status::Ok();
@@ -100,6 +101,7 @@ Status ParameterServer::RestoreTo(int64_t step) {
     optimizer_.Restore(std::move(loaded));
   }
   progress_.applied_step = step;
+  written_step_ = -1;
   for (auto& heard : heard_) std::fill(heard.begin(), heard.end(), false);
   std::fill(heard_count_.begin(), heard_count_.end(), 0);
   applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.

@@ -9,9 +9,44 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <limits>
+#include <system_error>
+#include <vector>
 
 namespace psformer {
+
+namespace {
+
+// Where a word that no option took stands: the hidden option that collects such words (Boost's own
+// error, "too many positional options have been specified", names neither the word nor a fix).
+constexpr const char* kStrayWords = "psf-stray-words";
+
+// "unexpected argument 'W'", with the option a newcomer most likely left out where the word looks
+// like its value and that option is not `given` already (`psformer train configs/copy.pbtxt`).
+std::string StrayWordError(const po::options_description& options, const po::variables_map& given,
+                           bool takes_positional, const std::string& word) {
+  std::string text = "unexpected argument '" + word + "'";
+  const auto takes = [&](const char* name) {
+    return options.find_nothrow(name, false) != nullptr && given.count(name) == 0;
+  };
+  const auto ends_with = [&](const char* end) { return word.ends_with(end); };
+  std::string option;
+  std::error_code ec;
+  if (takes("config") && ends_with(".pbtxt")) {
+    option = "--config";
+  } else if (takes("model") && ends_with(".bin")) {
+    option = "--model";
+  } else if (takes("run-dir") && std::filesystem::is_directory(word, ec)) {
+    option = "--run-dir";
+  }
+  if (!option.empty()) return text + " (did you mean " + option + " " + word + "?)";
+  if (word.starts_with("-") || takes_positional) return text;
+  return text + ": every argument goes with an option";
+}
+
+}  // namespace
 
 ParsedOptions ParseOptions(const std::string& command, const std::string& usage, const Args& args,
                            const po::options_description& options,
@@ -21,13 +56,28 @@ ParsedOptions ParseOptions(const std::string& command, const std::string& usage,
   all.add_options()("help,h", "print this help and exit");
   ParsedOptions parsed;
   try {
+    // Without a positional description, stray words would be ignored silently; here they are
+    // collected after the command's own positional arguments, and refused by name below.
+    po::options_description parsing;
+    parsing.add(all);
+    parsing.add_options()(kStrayWords, po::value<std::vector<std::string>>());
+    po::positional_options_description words =
+        positional != nullptr ? *positional : po::positional_options_description();
+    if (words.max_total_count() != std::numeric_limits<unsigned>::max()) words.add(kStrayWords, -1);
     po::command_line_parser parser(args);
-    parser.options(all);
-    // Without a positional description, stray words would be ignored silently; an empty one
-    // makes them an error ("too many positional options").
-    const po::positional_options_description none;
-    parser.positional(positional != nullptr ? *positional : none);
+    parser.options(parsing);
+    parser.positional(words);
     po::store(parser.run(), parsed.values);
+    if (parsed.values.count(kStrayWords)) {
+      const std::string word = parsed.values[kStrayWords].as<std::vector<std::string>>().front();
+      std::cerr << "psformer " << command << ": error: "
+                << StrayWordError(options, parsed.values, positional != nullptr && positional->max_total_count() > 0,
+                                  word)
+                << "\n"
+                << "usage: psformer " << command << " " << usage << "  (see --help)\n";
+      parsed.exit_status = kExitUsage;
+      return parsed;
+    }
     if (parsed.values.count("help")) {
       std::cout << "usage: psformer " << command << " " << usage << "\n\n" << all << "\n";
       parsed.exit_status = kExitSuccess;

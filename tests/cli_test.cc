@@ -172,9 +172,21 @@ TEST(Cli, ASetThatCannotApplyIsAUsageError) {
 namespace psformer {
 namespace {
 
-TEST(Cli, StrayArgumentIsAUsageError) {
-  auto r = testing::RunPsformer("train --config configs/base.pbtxt --dry-run extra");
-  EXPECT_EQ(r.exit_status, 2) << r.output;
+// A word no option takes is named, with the option it was most likely meant for where its value
+// looks like one (Boost's own "too many positional options" named neither).
+TEST(Cli, AStrayArgumentIsNamedWithTheOptionItWasMeantFor) {
+  ExpectEndsSaying("train configs/copy.pbtxt", 2,
+                   "psformer train: error: unexpected argument 'configs/copy.pbtxt' (did you mean --config "
+                   "configs/copy.pbtxt?)");
+  ExpectEndsSaying("translate runs/x/model.bin", 2, "unexpected argument 'runs/x/model.bin' (did you mean --model");
+  ExpectEndsSaying("export runs/x/model.bin --out y", 2, "(did you mean --model runs/x/model.bin?)");
+  ExpectEndsSaying("average configs --output a.bin", 2,
+                   "unexpected argument 'configs' (did you mean --run-dir configs?)");
+  ExpectEndsSaying("train --config configs/base.pbtxt --dry-run extra", 2,
+                   "unexpected argument 'extra': every argument goes with an option");
+  // A command that takes a positional argument refuses a second one by name.
+  ExpectEndsSaying("status configs configs", 2, "psformer status: error: unexpected argument 'configs'\n");
+  ExpectEndsSaying("checksum a.bin b.bin", 2, "unexpected argument 'b.bin'");
 }
 
 TEST(Cli, AResultThatCannotBeWrittenToStandardOutputIsAFailure) {
@@ -290,11 +302,12 @@ TEST(Cli, ADeviceGivenAsAFileFailsAtOnceAndAPipeReads) {
   ExpectEndsSaying("train --config /dev/zero --dry-run", 1,
                    "config file /dev/zero gave more than 16 MiB without ending: it is not a regular file (a device, "
                    "or a pipe that does not end?)");
-  ExpectEndsSaying("launch --hostfile /dev/zero -np 2 -- train --config configs/copy.pbtxt --run-dir /nonexistent/r",
-                   1, "hostfile /dev/zero gave more than 16 MiB without ending");
+  ExpectEndsSaying("launch --hostfile /dev/zero -np 2 -- train --config configs/copy.pbtxt --run-dir /nonexistent/r", 1,
+                   "hostfile /dev/zero gave more than 16 MiB without ending");
   ExpectEndsSaying("checksum /dev/zero", 1, "model file /dev/zero: not a psformer model file (wrong magic number)");
-  const testing::CommandResult piped = testing::RunShell("cd " + testing::SourceDir() + " && cat configs/copy.pbtxt | " +
-                                                         testing::PsformerBinary() + " train --config /dev/stdin --dry-run");
+  const testing::CommandResult piped =
+      testing::RunShell("cd " + testing::SourceDir() + " && cat configs/copy.pbtxt | " + testing::PsformerBinary() +
+                        " train --config /dev/stdin --dry-run");
   EXPECT_EQ(piped.exit_status, 0) << piped.output;
   EXPECT_NE(piped.output.find("name: \"copy\""), std::string::npos) << piped.output;
 }
@@ -312,9 +325,10 @@ TEST(Cli, AnEmptyNameIsAUsageErrorThatSaysSo) {
 // An aggregator of a config without host groups: there is none to be, said so (it read
 // "--index 0 is outside 0..-1").
 TEST(Cli, AnAggregatorOfAConfigWithoutHostGroupsSaysThereIsNone) {
-  ExpectEndsSaying("aggregator --index 0 --config configs/copy.pbtxt --run-dir runs/none --endpoint ipc:///nowhere "
-                   "--servers tcp://127.0.0.1:9",
-                   2, "has no host groups (cluster.host_groups is empty: no aggregator runs)");
+  ExpectEndsSaying(
+      "aggregator --index 0 --config configs/copy.pbtxt --run-dir runs/none --endpoint ipc:///nowhere "
+      "--servers tcp://127.0.0.1:9",
+      2, "has no host groups (cluster.host_groups is empty: no aggregator runs)");
 }
 
 TEST(Cli, AnUnclosedSectionIsNamedAsSuch) {

@@ -124,6 +124,15 @@ bool JobStarted(const std::string& run_dir, std::time_t since) {
   return stat(config.c_str(), &info) == 0 && info.st_mtime >= since;
 }
 
+// Whether this attempt's job trained to its end (wrote RUN_DIR/model.bin): what failed after that
+// (a checkpoint its servers could not write) no restart mends, and would cost the steps since the
+// newest checkpoint again, each time.
+bool JobTrainedToItsEnd(const std::string& run_dir, std::time_t since) {
+  struct stat info;
+  const std::string model = (fs::path(run_dir) / "model.bin").string();
+  return stat(model.c_str(), &info) == 0 && info.st_mtime >= since;
+}
+
 // --network as Open MPI's *_if_include takes it: comma-separated CIDR networks (a.b.c.d/n) or
 // interface names. Empty when it is one; else what is wrong with it.
 std::string CidrProblem(const std::string& item) {
@@ -285,6 +294,11 @@ int Launch(const LaunchOptions& options) {
       // mpirun that could not be run at all ends with 127 (exit_codes.h): launch's own status
       // for a failure while running is 1.
       return result.exit_status == kExitExecFailed ? kExitFailure : result.exit_status;
+    }
+    if (JobTrainedToItsEnd(options.run_dir, started)) {
+      Say("the job trained to its end and wrote " + (fs::path(options.run_dir) / "model.bin").string() +
+          ", but ended with an error (see above); not restarting");
+      return result.exit_status;
     }
     if (attempt >= options.max_restarts) {
       Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +

@@ -43,6 +43,37 @@ TEST(CheckpointFailure, IsReportedOnTheConsoleAndTheRunIsNotAPlainSuccess) {
   EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
 }
 
+// A job checkpoints its last step when it ends between two periodic checkpoints; that one's
+// failure is reported as any other, after model.bin is written.
+TEST(CheckpointFailure, OfTheLastStepIsReportedAndTheModelIsWritten) {
+  TempDir dir;
+  const std::string run = RunDirBlocking(dir, {23});
+  const CommandResult r = RunPsformer(std::string(kJob) + " --set training.max_steps=23 --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "training finished, but 1 checkpoint(s) could not be written (see above); last good "
+                         "checkpoint: " +
+                             run + "/checkpoints/step-00000020"));
+  EXPECT_TRUE(HasText(r.output, "shard 0 could not write its checkpoint of step 23 (1 in a row")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
+}
+
+// Through psformer launch, a job that trained to its end and then failed (here: its last step's
+// checkpoint) is not restarted: no restart mends that, and each would train the steps since the
+// newest checkpoint again.
+TEST(CheckpointFailure, AfterTheJobTrainedToItsEndLaunchDoesNotRestartIt) {
+  TempDir dir;
+  const std::string run = RunDirBlocking(dir, {23});
+  const CommandResult r = RunPsformer(
+      LaunchOnThisHost(dir, 2,
+                       std::string(kJob).substr(std::string("train ").size()) +
+                           " --set training.max_steps=23 --run-dir " + run));
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "the job trained to its end and wrote " + run +
+                             "/model.bin, but ended with an error (see above); not restarting"));
+  EXPECT_TRUE(HasText(r.output, "could not write its checkpoint of step 23")) << r.output;
+  EXPECT_FALSE(HasText(r.output, "restart 1 of")) << r.output;
+}
+
 TEST(CheckpointFailure, TooManyInARowStopTheJobNamingTheLastGoodCheckpoint) {
   TempDir dir;
   const std::string run = RunDirBlocking(dir, {20, 30, 40});

@@ -452,14 +452,10 @@ TEST(Resume, ASigtermToOneRankUnderMpirunStopsTheWholeJobInOrder) {
 }
 
 // The arguments of `psformer launch` training kJob (slow steps, no periodic checkpoint) into
-// `run` on a cluster of this one host, whose "remote" shell (an agent written into `dir`) runs
-// the command here.
+// `run` on a cluster of this one host (testing::LaunchOnThisHost).
 std::string OneHostLaunch(const TempDir& dir, const std::string& run, const char* slow_steps = kSlowSteps) {
-  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
-  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const std::string hosts = dir.Write("hosts", "localhost slots=4\n");
-  return "launch --hostfile " + hosts + " --np 4 --rsh-agent " + agent + " -- train " + kJob + slow_steps +
-         " --set checkpoint.every_steps=0 --run-dir " + run;
+  return testing::LaunchOnThisHost(dir, 4,
+                                   std::string(kJob) + slow_steps + " --set checkpoint.every_steps=0 --run-dir " + run);
 }
 
 // psformer launch on this machine alone: Ctrl-C reaches launch, mpirun and the ranks (one

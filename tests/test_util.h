@@ -177,6 +177,16 @@ inline int CountText(const std::string& text, const std::string& what) {
   return count;
 }
 
+// The arguments of `psformer launch` running `psformer train TRAIN` with `ranks` ranks on a
+// cluster of this one host, whose "remote" shell (an agent written into `dir`) runs the command here.
+inline std::string LaunchOnThisHost(const TempDir& dir, int ranks, const std::string& train) {
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  const std::string hosts = dir.Write("hosts", "localhost slots=" + std::to_string(ranks) + "\n");
+  return "launch --hostfile " + hosts + " --np " + std::to_string(ranks) + " --rsh-agent " + agent + " -- train " +
+         train;
+}
+
 // Whether a command ended with `exit_status` and said `text`; when not, the failure shows both
 // and the command's whole output.
 inline ::testing::AssertionResult EndsSaying(const CommandResult& result, int exit_status, const std::string& text) {

@@ -84,7 +84,7 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
       {"--model " + model_ + " --spm " + spm_ + " --alpha -1", "alpha", 2},
       {"--model " + model_ + " --spm " + spm_ + " --batch-tokens 0", "batch-tokens", 2},
       {"--model " + model_ + " --spm " + spm_ + " --beam four", "beam", 2},
-      {"--model " + model_ + " --spm " + spm_ + " stray", "positional", 2},
+      {"--model " + model_ + " --spm " + spm_ + " stray", "unexpected argument 'stray'", 2},
       {"--spm " + spm_, "model", 2},
       {"--model " + model_ + " --spm " + spm_ + " --gpu -2", "--gpu", 2},
       // Far more threads than cores would exhaust the machine for every process on it.

@@ -138,6 +138,21 @@ TEST(ShutdownTracker, StopsOnceEveryWorkerHeardFromIsDone) {
   EXPECT_TRUE(tracker.ShouldStop(t0));  // nobody was refused, so nobody can have missed it.
 }
 
+// The coordinator that names the job's last step has every worker hold the server up, also one
+// not heard from yet (a resumed job with no step left ends before its other workers' HELLO).
+TEST(ShutdownTracker, WaitsForEveryWorkerWhenTheCoordinatorSaysSo) {
+  ShutdownTracker tracker(2, /*retry_ms=*/100);
+  const auto t0 = ShutdownTracker::Clock::now();
+  tracker.Heard(0);
+  tracker.WorkerSaidGoodbye(0, t0);
+  tracker.JobEnded(t0, /*every_worker=*/true);
+  EXPECT_FALSE(tracker.ShouldStop(t0));  // worker 1 has not spoken yet
+  tracker.Heard(1);
+  tracker.WorkerSaidGoodbye(1, t0);
+  EXPECT_TRUE(tracker.ShouldStop(t0));
+  EXPECT_FALSE(tracker.Overdue(t0));
+}
+
 TEST(ShutdownTracker, LingersForAResendAfterTellingAWorkerTheJobFinished) {
   ShutdownTracker tracker(1, /*retry_ms=*/100);
   const auto t0 = ShutdownTracker::Clock::now();

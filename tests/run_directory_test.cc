@@ -287,6 +287,25 @@ TEST_F(RunDirectory, AFinishedRunIsCheckpointedAtItsLastStepAndContinuesFromTher
   }
 }
 
+// Resumed without a higher training.max_steps, a finished run has nothing left to train: the job
+// says so and ends at once with the same model, every worker done. (Worker 0 used to end the job
+// before worker 1 had reached the servers, whose HELLO then waited 600 s for a server that was
+// gone, restart after restart.)
+TEST_F(RunDirectory, AFinishedRunResumedWithoutMoreStepsEndsAtOnceWithItsModel) {
+  const std::string run = dir_.File("run");
+  const std::string job =
+      std::string(kRun) + " --set cluster.servers=2 --set cluster.workers=2 --set training.max_steps=23";
+  ASSERT_EQ(RunPsformer(job + " --run-dir " + run).exit_status, 0);
+  const std::string digest = ModelDigest(run + "/model.bin");
+  const CommandResult r = RunPsformer("train --config " + run + "/config.pbtxt --resume --run-dir " + run);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(HasText(r.output, "nothing left to train: the servers hold step 23, training.max_steps")) << r.output;
+  EXPECT_EQ(ModelDigest(run + "/model.bin"), digest);
+  EXPECT_FALSE(HasText(r.output, "restarting")) << r.output;
+  // The servers loaded that checkpoint; it is not written again.
+  EXPECT_EQ(CountText(ReadTextFile(run + "/logs/pserver-0.log"), "shard 0 wrote its checkpoint of step 23"), 1);
+}
+
 // --dry-run of a resume answers as the resume does, both ways: it accepted nothing the run
 // would refuse, but refused every resume of a run whose config left model.vocab_size to the
 // data ("written for another model config": it checked the digest without the vocabulary).

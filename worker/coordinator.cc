@@ -90,9 +90,9 @@ void Coordinator::CheckpointTheEnd(int64_t last_step, const PsClient& client) {
   if (!s.ok()) PSF_LOG(Warning) << "the checkpoint of the last step, " << last_step << ", failed: " << s.message();
 }
 
-Status Coordinator::ShutDownJob(const PsClient& client) {
+Status Coordinator::ShutDownJob(const PsClient& client, int64_t last_step) {
   PSF_RETURN_IF_ERROR(MakeControlClient(client));
-  return control_->Shutdown();
+  return control_->Shutdown(last_step);
 }
 
 }  // namespace psformer

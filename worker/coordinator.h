@@ -64,7 +64,9 @@ class Coordinator {
     return reporter_->WriteModel(last_step, vocab_size, params);
   }
   // ...then, once worker 0 said goodbye, the servers are told to shut down.
-  Status ShutDownJob(const PsClient& client);
+  // `last_step`: the job's, so that servers wait for every worker to be done (a resumed job with
+  // no step left to train ends before its other workers have reached the servers).
+  Status ShutDownJob(const PsClient& client, int64_t last_step);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -344,7 +344,7 @@ Status WorkerLoop::Finish(int64_t last_step) {
     coordinator_->CheckpointTheEnd(last_step, c);
     PSF_RETURN_IF_ERROR(c.Goodbye());
     // Only the coordinator role may end the job; worker 0 speaks as it for this last message.
-    return coordinator_->ShutDownJob(c);
+    return coordinator_->ShutDownJob(c, last_step);
   });
 }
 

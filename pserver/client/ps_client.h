@@ -241,7 +241,9 @@ class PsClient {
   StatusOr<int64_t> Hello();
   // Coordinator: every shard writes its checkpoint of `step` (waits until all have), or shuts down.
   Status Checkpoint(int64_t step);
-  Status Shutdown();
+  // `last_step` > 0: the job's last step, and every server waits until every worker of the job
+  // is done, not only those it heard from (ShutdownTracker::JobEnded); 0: only those.
+  Status Shutdown(int64_t last_step = 0);
   // A worker that is done says so (SHUTDOWN as WORKER), so the servers (and its host group's
   // aggregator) can end with the job.
   Status Goodbye();

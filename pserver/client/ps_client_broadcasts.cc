@@ -95,8 +95,8 @@ Status PsClient::Goodbye() {
   return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));
 }
 
-Status PsClient::Shutdown() {
-  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, 0));
+Status PsClient::Shutdown(int64_t last_step) {
+  PSF_ASSIGN_OR_RETURN(Ticket ticket, Broadcast(proto::SHUTDOWN, last_step));
   // A server ACKs and exits; if that ACK is lost, resends find nobody, so wait only a while.
   Request done;
   return Finish(ticket, &done, static_cast<int>(ShutdownGrace(options_.retry_ms).count()));

@@ -122,6 +122,7 @@ Status ParameterServer::Start() {
                                        std::to_string(progress_.worker_steps.size()));
       }
       progress_.applied_step = loaded->step;
+      written_step_ = loaded->step;
       progress_.worker_steps = loaded->worker_steps;
       PSF_LOG(Info) << "shard " << options_.shard << " resumes from the checkpoint of step " << loaded->step;
       optimizer_.Restore(std::move(loaded).value());
@@ -349,7 +350,7 @@ void ParameterServer::HandleShutdown(const WireMessage& msg) {
   const auto now = ShutdownTracker::Clock::now();
   if (h.sender_role() == proto::WORKER) return shutdown_.WorkerSaidGoodbye(static_cast<int>(h.sender_id()), now);
   if (!shutdown_.job_ended()) PSF_LOG(Info) << "shard " << options_.shard << ": the coordinator ended the job";
-  shutdown_.JobEnded(now);
+  shutdown_.JobEnded(now, /*every_worker=*/h.step() > 0);
   // Workers still waiting (SSP and async stop at different steps) learn it now.
   pending_pulls_.DropAll([this](const PendingRequests::Entry& e) {
     if (e.request.sender_role() == proto::WORKER) RefuseJobFinished(e.peer, e.request);

@@ -173,8 +173,8 @@ class ParameterServer {
   uint64_t next_tokens_ = 0;
   PendingRequests pending_pulls_;
   PendingRequests pending_checkpoints_;
-  // The step of the last checkpoint this shard wrote of its state as it is (-1: none since it
-  // started or rolled back): asked for it again (the coordinator's checkpoint of the last step
+  // The step of the checkpoint this shard's state is, as written or loaded (-1: none, as after
+  // a start from the initial values): asked for it again (the coordinator's checkpoint of the last step
   // after a periodic one of the same step, or a resent request), it answers without writing.
   int64_t written_step_ = -1;
   Status fatal_;  // a rollback that could not load its checkpoint.

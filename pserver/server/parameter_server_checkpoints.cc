@@ -101,7 +101,7 @@ Status ParameterServer::RestoreTo(int64_t step) {
     optimizer_.Restore(std::move(loaded));
   }
   progress_.applied_step = step;
-  written_step_ = -1;
+  written_step_ = step > 0 ? step : -1;  // the state is that checkpoint's
   for (auto& heard : heard_) std::fill(heard.begin(), heard.end(), false);
   std::fill(heard_count_.begin(), heard_count_.end(), 0);
   applied_tokens_ = 0;  // unknown for a restored step: metrics fall back to the worker's own.

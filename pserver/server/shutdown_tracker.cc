@@ -7,7 +7,8 @@ namespace psformer {
 ShutdownTracker::ShutdownTracker(int workers, int retry_ms, uint64_t shard_bytes)
     : retry_ms_(retry_ms), shard_bytes_(shard_bytes), done_(workers, false), seen_(workers, false) {}
 
-void ShutdownTracker::JobEnded(Clock::time_point now) {
+void ShutdownTracker::JobEnded(Clock::time_point now, bool every_worker) {
+  if (every_worker) seen_.assign(seen_.size(), true);
   if (!job_ended_) deadline_ = now + kServerFinishDeadline;
   job_ended_ = true;
   Update(now);

@@ -2,7 +2,8 @@
 //
 // The coordinator's SHUTDOWN ends the job; from then on the server refuses every worker's PUSH
 // and PULL as "job finished", which is how workers of SSP and async (that stop at different
-// steps) learn of it. The server stops once every worker it has heard from is done: said
+// steps) learn of it. The server stops once every worker it has heard from (or, when the
+// coordinator says so, every worker of the job) is done: said
 // SHUTDOWN itself, or was told "job finished". A refusal may be lost on the wire, so after
 // having sent one the server lingers for a client's longest resend interval (pserver/timing.h)
 // before it stops. Whatever happens, it stops kServerFinishDeadline after the job ended.
@@ -27,8 +28,11 @@ class ShutdownTracker {
 
   // A message came from `worker`: the server must wait for it to be done.
   void Heard(int worker) { seen_[worker] = true; }
-  // The coordinator ended the job (repeats change nothing).
-  void JobEnded(Clock::time_point now);
+  // The coordinator ended the job (repeats change nothing). `every_worker`: a worker not heard
+  // from yet holds the server up too (the coordinator named the job's last step: a resumed job
+  // with no step left ends before its other workers' HELLO, which would find no server and wait
+  // for one, restart after restart); without, it counts as done.
+  void JobEnded(Clock::time_point now, bool every_worker = false);
   bool job_ended() const { return job_ended_; }
   // `worker` said SHUTDOWN: it is done.
   void WorkerSaidGoodbye(int worker, Clock::time_point now);

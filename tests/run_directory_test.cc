@@ -299,7 +299,7 @@ TEST_F(RunDirectory, AFinishedRunResumedWithoutMoreStepsEndsAtOnceWithItsModel) 
   const std::string digest = ModelDigest(run + "/model.bin");
   const CommandResult r = RunPsformer("train --config " + run + "/config.pbtxt --resume --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_TRUE(HasText(r.output, "nothing left to train: the servers hold step 23, training.max_steps")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "nothing left to train: the run is at step 23, training.max_steps")) << r.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), digest);
   EXPECT_FALSE(HasText(r.output, "restarting")) << r.output;
   // The servers loaded that checkpoint; it is not written again.

@@ -59,9 +59,16 @@ void ReplySender::Answer(const std::string& peer, const proto::Header& request, 
 
 void ReplySender::Refuse(const std::string& peer, const proto::Header* request, const Rejection& why) {
   rejected_->Count(why.reason);
-  PSF_LOG(Warning) << "shard " << shard_ << " refused "
-                   << (request ? proto::MessageType_Name(request->type()) : std::string("a message")) << ": "
-                   << why.ToString();
+  const std::string refused = "shard " + std::to_string(shard_) + " refused " +
+                              (request ? proto::MessageType_Name(request->type()) : std::string("a message")) + ": " +
+                              why.ToString();
+  // "Job finished" is how a worker still training (SSP, async) or validating learns that the
+  // job ended: part of an orderly end, not a problem for `psformer status` to show.
+  if (why.reason == RejectReason::kJobFinished) {
+    PSF_LOG(Info) << refused;
+  } else {
+    PSF_LOG(Warning) << refused;
+  }
   proto::Header h = Header(request ? *request : proto::Header(), proto::ERROR);
   h.set_error(why.ToString());
   h.set_reject_reason(static_cast<uint32_t>(why.reason));

@@ -52,8 +52,8 @@ StatusOr<std::unique_ptr<TrainingReporter>> TrainingReporter::Open(const proto::
 
 void TrainingReporter::Start(int64_t first_step) {
   if (first_step > config_.training().max_steps()) {
-    Say("nothing left to train: the servers hold step " + std::to_string(first_step - 1) +
-        ", training.max_steps; the job writes its model (--set training.max_steps=N to train on)");
+    Say("nothing left to train: the run is at step " + std::to_string(first_step - 1) +
+        ", training.max_steps; it writes its model (--set training.max_steps=N to train on)");
   }
   first_step_ = first_step;
   last_train_step_ = first_step - 1;

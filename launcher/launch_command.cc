@@ -116,21 +116,24 @@ StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
   return config;
 }
 
+// Whether the run's file `name` was written at `since` or later (by this attempt's job).
+bool RunFileWrittenSince(const std::string& run_dir, const char* name, std::time_t since) {
+  struct stat info;
+  const std::string path = (fs::path(run_dir) / name).string();
+  return stat(path.c_str(), &info) == 0 && info.st_mtime >= since;
+}
+
 // Whether this attempt's job got as far as writing its run directory (the bootstrap passed the
 // launch checks); a job refused before that would be refused again.
 bool JobStarted(const std::string& run_dir, std::time_t since) {
-  struct stat info;
-  const std::string config = (fs::path(run_dir) / "config.pbtxt").string();
-  return stat(config.c_str(), &info) == 0 && info.st_mtime >= since;
+  return RunFileWrittenSince(run_dir, "config.pbtxt", since);
 }
 
 // Whether this attempt's job trained to its end (wrote RUN_DIR/model.bin): what failed after that
 // (a checkpoint its servers could not write) no restart mends, and would cost the steps since the
 // newest checkpoint again, each time.
 bool JobTrainedToItsEnd(const std::string& run_dir, std::time_t since) {
-  struct stat info;
-  const std::string model = (fs::path(run_dir) / "model.bin").string();
-  return stat(model.c_str(), &info) == 0 && info.st_mtime >= since;
+  return RunFileWrittenSince(run_dir, "model.bin", since);
 }
 
 // --network as Open MPI's *_if_include takes it: comma-separated CIDR networks (a.b.c.d/n) or

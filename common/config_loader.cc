@@ -313,6 +313,10 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
 
 void FillDefaults(JobConfig* config) { FillMessageDefaults(config); }
 
+bool WritesCheckpoints(const JobConfig& config) {
+  return config.checkpoint().every_steps() > 0 || config.checkpoint().every_minutes() > 0;
+}
+
 int ResolvedVocabSize(const JobConfig& config) {
   if (config.model().vocab_size() > 0) return config.model().vocab_size();
   if (config.data().task() == proto::DataConfig::COPY) return config.data().copy_vocab_size();

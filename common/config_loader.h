@@ -58,6 +58,10 @@ std::string ConfigToText(const JobConfig& config);
 // task's vocabulary, else 0 (to be read from the SentencePiece model of the corpus).
 int ResolvedVocabSize(const JobConfig& config);
 
+// Whether the job writes checkpoints as it trains (checkpoint.every_steps or every_minutes set;
+// a validated config has neither negative), and so its last step's too.
+bool WritesCheckpoints(const JobConfig& config);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_CONFIG_LOADER_H_

@@ -109,7 +109,7 @@ StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
   const std::vector<std::string> configs =
       OptionValues(options.train_args, "--config");  // not empty (RunLaunchCommand)
   PSF_ASSIGN_OR_RETURN(JobConfig config, ResolveConfig(configs.back(), OptionValues(options.train_args, "--set")));
-  if (options.max_restarts > 0 && config.checkpoint().every_steps() == 0 && config.checkpoint().every_minutes() == 0) {
+  if (options.max_restarts > 0 && !WritesCheckpoints(config)) {
     Say("warning: the config writes no periodic checkpoint (checkpoint.every_steps, every_minutes): a restart "
         "starts the training again from step 0");
   }

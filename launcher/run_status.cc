@@ -151,8 +151,7 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   status.name = config.name();
   status.max_steps = config.training().max_steps();
   status.every_steps = std::max(1, config.logging().every_steps());
-  status.checkpoints_configured =
-      config.checkpoint().every_steps() > 0 || config.checkpoint().every_minutes() > 0;
+  status.checkpoints_configured = WritesCheckpoints(config);
 
   ReadLogs(dir, &status);
   std::error_code ec;

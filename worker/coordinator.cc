@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/config_loader.h"
 #include "common/logging.h"
 #include "common/transport/faulty_van.h"
 #include "common/transport/van_factory.h"
@@ -77,17 +78,17 @@ void Coordinator::MaybeCheckpoint(int64_t step, const PsClient& client) {
     return;
   }
   last_checkpoint_ = Clock::now();
-  Status s = MakeControlClient(client);
-  if (s.ok()) s = control_->Checkpoint(step);
-  if (!s.ok()) PSF_LOG(Warning) << "time-based checkpoint of step " << step << " failed: " << s.message();
+  AskForCheckpoint(step, client, "time-based checkpoint");
 }
 
 void Coordinator::CheckpointTheEnd(int64_t last_step, const PsClient& client) {
-  const proto::CheckpointConfig& c = config_.checkpoint();
-  if ((c.every_steps() <= 0 && c.every_minutes() <= 0) || last_step < 1) return;
+  if (WritesCheckpoints(config_) && last_step >= 1) AskForCheckpoint(last_step, client, "checkpoint of the last step");
+}
+
+void Coordinator::AskForCheckpoint(int64_t step, const PsClient& client, const char* which) {
   Status s = MakeControlClient(client);
-  if (s.ok()) s = control_->Checkpoint(last_step);
-  if (!s.ok()) PSF_LOG(Warning) << "the checkpoint of the last step, " << last_step << ", failed: " << s.message();
+  if (s.ok()) s = control_->Checkpoint(step);
+  if (!s.ok()) PSF_LOG(Warning) << which << " of step " << step << " failed: " << s.message();
 }
 
 Status Coordinator::ShutDownJob(const PsClient& client, int64_t last_step) {

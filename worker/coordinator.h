@@ -74,6 +74,8 @@ class Coordinator {
       : config_(config), control_options_(std::move(control)), reporter_(std::move(reporter)) {}
   // The COORDINATOR client, in `client`'s epoch.
   Status MakeControlClient(const PsClient& client);
+  // Has every shard checkpoint `step`; a failure is logged (`which` checkpoint), not returned.
+  void AskForCheckpoint(int64_t step, const PsClient& client, const char* which);
   // Writes the train line of `interval`, the steps through `step`, and starts the next one;
   // nothing where `step` is logged already or the interval holds no step.
   Status Log(int64_t step, TrainInterval* interval);

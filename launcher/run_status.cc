@@ -270,6 +270,13 @@ std::string FormatRunStatus(const RunStatus& s) {
   } else if (s.newest_checkpoint >= 0) {
     out << "  newest checkpoint: step " << s.newest_checkpoint << " (" << CheckpointDir(s.run_dir, s.newest_checkpoint)
         << (s.verified ? "; every shard's CRC-32C verified" : "") << ")\n";
+    // A finished job checkpoints its last step; where that write failed, --resume would train
+    // the steps since again, and the last step's weights are only in model.bin.
+    const int64_t last_step = StepOf(s.last_train).value_or(0);
+    if (s.state == RunStatus::State::kFinished && last_step > s.newest_checkpoint) {
+      out << "  the last step, " << last_step << ", has no complete checkpoint; its weights are in "
+          << (fs::path(s.run_dir) / "model.bin").string() << "\n";
+    }
   } else if (s.state == RunStatus::State::kFinished) {
     // A job that checkpoints at all checkpoints its last step: without one, that write failed.
     out << (s.checkpoints_configured ? "  no checkpoint (see the logs' warnings)"

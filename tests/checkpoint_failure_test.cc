@@ -55,6 +55,12 @@ TEST(CheckpointFailure, OfTheLastStepIsReportedAndTheModelIsWritten) {
                              run + "/checkpoints/step-00000020"));
   EXPECT_TRUE(HasText(r.output, "shard 0 could not write its checkpoint of step 23 (1 in a row")) << r.output;
   EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
+  // psformer status says the last step has none, and where its weights are.
+  const CommandResult status = RunPsformer("status " + run);
+  EXPECT_TRUE(HasText(status.output, "newest checkpoint: step 20 (")) << status.output;
+  EXPECT_TRUE(HasText(status.output, "the last step, 23, has no complete checkpoint; its weights are in " + run +
+                                         "/model.bin"))
+      << status.output;
 }
 
 // Through psformer launch, a job that trained to its end and then failed (here: its last step's

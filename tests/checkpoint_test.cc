@@ -227,11 +227,32 @@ TEST(CheckpointStore, FullDiskIsAClearErrorAndKeepsTheLastGoodCheckpoint) {
   EXPECT_TRUE(s.IsIoError()) << s.ToString();
   EXPECT_NE(s.message().find("File too large"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(ShardFileName(0, kShards)), std::string::npos) << s.message();
-  for (const auto& entry : fs::directory_iterator(CheckpointDir(run, 2))) {
-    ADD_FAILURE() << "left behind: " << entry.path();
-  }
+  // Nothing left behind, not even the step's directory: the run shows no checkpoint of step 2.
+  EXPECT_FALSE(fs::exists(CheckpointDir(run, 2))) << CheckpointDir(run, 2);
   EXPECT_TRUE(VerifyCheckpoint(run, 1, kId).ok());
   for (int k = 0; k < kShards; ++k) EXPECT_EQ(LoadedStep(run, k), 1);
+}
+
+// A shard that fails where another has written keeps the other's file: the directory goes only
+// when it holds nothing.
+TEST(CheckpointStore, AFailedShardLeavesTheFilesOfTheOthers) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  ShardData first;
+  ASSERT_TRUE(SaveShardCheckpoint(run, kId, first.View(0, 2), 0).ok());
+  rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 2000;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  ShardData second;
+  const Status s = SaveShardCheckpoint(run, kId, second.View(1, 2), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  EXPECT_TRUE(s.IsIoError()) << s.ToString();
+  EXPECT_TRUE(fs::exists(ShardPath(run, 2, 0)));
+  EXPECT_FALSE(fs::exists(ShardPath(run, 2, 1)));
 }
 
 }  // namespace

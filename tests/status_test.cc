@@ -92,6 +92,7 @@ TEST(StatusCommand, AFinishedRun) {
       << r.output;
   EXPECT_NE(r.output.find("  valid (step 20): loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("newest checkpoint: step 20"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("has no complete checkpoint"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
   for (const char* role : {"worker-0", "worker-1", "pserver-0"}) {
     EXPECT_TRUE(std::regex_search(Row(r.output, role), std::regex(" 0 +0 +finished"))) << role << "\n" << r.output;
@@ -108,6 +109,9 @@ TEST(StatusCommand, AFinishedRun) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("newest checkpoint: step 10"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 20: " + shard + " has "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the last step, 20, has no complete checkpoint; its weights are in " + run + "/model.bin"),
+            std::string::npos)
+      << r.output;
 
   // A flipped byte keeps the size: status alone takes the checkpoint for whole, --verify reads it
   // as a resume would and names the damage.

@@ -82,13 +82,13 @@ void Coordinator::MaybeCheckpoint(int64_t step, const PsClient& client) {
 }
 
 void Coordinator::CheckpointTheEnd(int64_t last_step, const PsClient& client) {
-  if (WritesCheckpoints(config_) && last_step >= 1) AskForCheckpoint(last_step, client, "checkpoint of the last step");
+  if (WritesCheckpoints(config_) && last_step >= 1) AskForCheckpoint(last_step, client, "the last step's checkpoint");
 }
 
 void Coordinator::AskForCheckpoint(int64_t step, const PsClient& client, const char* which) {
   Status s = MakeControlClient(client);
   if (s.ok()) s = control_->Checkpoint(step);
-  if (!s.ok()) PSF_LOG(Warning) << which << " of step " << step << " failed: " << s.message();
+  if (!s.ok()) PSF_LOG(Warning) << which << ", of step " << step << ", failed: " << s.message();
 }
 
 Status Coordinator::ShutDownJob(const PsClient& client, int64_t last_step) {

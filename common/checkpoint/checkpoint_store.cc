@@ -111,7 +111,14 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
                            int keep_last) {
   const fs::path dir = CheckpointDir(run_dir, shard.step);
   PSF_RETURN_IF_ERROR(MakeDirectoriesInRun(run_dir, dir.string()));
-  PSF_RETURN_IF_ERROR(WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard));
+  if (Status written = WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard);
+      !written.ok()) {
+    // A directory that holds nothing (no other shard wrote into it) is no checkpoint: it goes, so
+    // that the run shows none for this step. fs::remove takes only an empty one.
+    std::error_code ec;
+    fs::remove(dir, ec);
+    return written;
+  }
   PSF_ASSIGN_OR_RETURN(bool wrote, WriteManifestIfComplete(run_dir, shard.step, id));
   if (!wrote || keep_last <= 0) return Status::Ok();
   // Only the manifest writer prunes, and only checkpoints older than the newest keep_last

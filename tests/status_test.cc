@@ -65,7 +65,8 @@ TEST(StatusCommand, AFinishedRunWithoutACheckpointNamesItsModel) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   r = RunPsformer("status " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("  no checkpoint (checkpoint.every_steps and every_minutes are 0); the model: " + run + "/model.bin\n"),
+  EXPECT_NE(r.output.find("  no checkpoint (checkpoint.every_steps and every_minutes are 0); the model: " + run +
+                          "/model.bin\n"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("no checkpoint yet"), std::string::npos) << r.output;
@@ -128,8 +129,9 @@ TEST(StatusCommand, AFinishedRun) {
   r = RunPsformer("status " + run + " --verify");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(r.output.find("newest checkpoint:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 10: " + shard10 + ": checksum differs from the manifest's"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("damaged checkpoint, skipped: step 10: " + shard10 + ": checksum differs from the manifest's"),
+      std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("damaged checkpoint, skipped: step 20: "), std::string::npos) << r.output;
   // Put back, it verifies.
@@ -141,7 +143,8 @@ TEST(StatusCommand, AFinishedRun) {
     f.put(static_cast<char>(byte ^ 0x20));
   }
   r = RunPsformer("status " + run + " --verify");
-  EXPECT_NE(r.output.find("newest checkpoint: step 10 (" + run + "/checkpoints/step-00000010; every shard's CRC-32C "
+  EXPECT_NE(r.output.find("newest checkpoint: step 10 (" + run +
+                          "/checkpoints/step-00000010; every shard's CRC-32C "
                           "verified)"),
             std::string::npos)
       << r.output;

@@ -111,8 +111,7 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
                            int keep_last) {
   const fs::path dir = CheckpointDir(run_dir, shard.step);
   PSF_RETURN_IF_ERROR(MakeDirectoriesInRun(run_dir, dir.string()));
-  if (Status written = WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard);
-      !written.ok()) {
+  if (Status written = WriteShardFile((dir / ShardFileName(shard.shard, id.shards)).string(), shard); !written.ok()) {
     // A directory that holds nothing (no other shard wrote into it) is no checkpoint: it goes, so
     // that the run shows none for this step. fs::remove takes only an empty one.
     std::error_code ec;

@@ -17,8 +17,12 @@ struct HostProbeOptions {
   std::chrono::milliseconds timeout{10000};  // per probe; all run at the same time
 };
 
-// One entry per host, in order: true when it answered.
-std::vector<bool> ProbeHosts(const std::vector<std::string>& hosts, const HostProbeOptions& options);
+// One entry per host, in order: true when it answered. `why`, when given, gets one entry per
+// host too: "" for one that answered, else why not, in a line (the last thing the probe said,
+// such as ssh's "connect to host ... Connection refused", or its exit status, or no reply in
+// time), so that a user can tell a host that is down from a login that is refused.
+std::vector<bool> ProbeHosts(const std::vector<std::string>& hosts, const HostProbeOptions& options,
+                             std::vector<std::string>* why = nullptr);
 
 }  // namespace psformer
 

@@ -85,17 +85,31 @@ StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path) {
   return ParseHostfile(text, path);
 }
 
+std::string SilentHosts(const std::vector<std::string>& hosts, const std::vector<bool>& answers,
+                        const std::vector<std::string>& why) {
+  std::string silent;
+  bool reasons = false;
+  for (size_t i = 0; i < hosts.size() && i < answers.size(); ++i)
+    reasons |= !answers[i] && i < why.size() && !why[i].empty();
+  for (size_t i = 0; i < hosts.size() && i < answers.size(); ++i) {
+    if (answers[i]) continue;
+    if (!silent.empty()) silent += reasons ? "; " : ", ";
+    silent += hosts[i];
+    if (i < why.size() && !why[i].empty()) silent += ": " + why[i];
+  }
+  return silent;
+}
+
 StatusOr<std::vector<HostSlots>> SelectHosts(const std::vector<HostSlots>& hosts, const std::vector<bool>& answers,
-                                             int processes) {
+                                             int processes, const std::vector<std::string>& why) {
   std::vector<HostSlots> chosen;
   int slots = 0;
   int answering_slots = 0;
-  std::string silent;
+  std::vector<std::string> names;
+  for (const HostSlots& h : hosts) names.push_back(h.host);
+  const std::string silent = SilentHosts(names, answers, why);
   for (size_t i = 0; i < hosts.size(); ++i) {
-    if (i < answers.size() && !answers[i]) {
-      silent += (silent.empty() ? "" : ", ") + hosts[i].host;
-      continue;
-    }
+    if (i < answers.size() && !answers[i]) continue;
     answering_slots += hosts[i].slots;
     if (slots >= processes) continue;
     HostSlots used = hosts[i];

@@ -27,9 +27,14 @@ StatusOr<std::vector<HostSlots>> ReadHostfile(const std::string& path);
 
 // The hosts for `processes` processes: `hosts` in order, leaving out those whose `answers` entry
 // is false, until the slots suffice (the last host taken may be used in part). Fails, saying how
-// many slots answer and how many are needed, and which hosts did not answer, when too few do.
+// many slots answer and how many are needed, and which hosts did not answer (with `why`, when
+// given: ProbeHosts's reasons), when too few do.
 StatusOr<std::vector<HostSlots>> SelectHosts(const std::vector<HostSlots>& hosts, const std::vector<bool>& answers,
-                                             int processes);
+                                             int processes, const std::vector<std::string>& why = {});
+
+// "b, c" or, with reasons, "b: why; c: why": the hosts whose `answers` entry is false.
+std::string SilentHosts(const std::vector<std::string>& hosts, const std::vector<bool>& answers,
+                        const std::vector<std::string>& why = {});
 
 }  // namespace psformer
 

@@ -116,6 +116,23 @@ StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
   return config;
 }
 
+// What is wrong with -np for the config's roles, or "": said here, before any host is asked,
+// rather than by every rank once mpirun has started them (ClusterPlan::CheckRanks).
+std::string RankCountProblem(int ranks, const JobConfig& config) {
+  const int servers = config.cluster().servers();
+  const int workers = config.cluster().workers();
+  const std::string np = "-np " + std::to_string(ranks);
+  if (workers == 0) {
+    if (ranks > servers) return "";
+    return np + " leaves no rank for a worker: with cluster.workers = 0 every rank beside the cluster.servers (" +
+           std::to_string(servers) + ") is one; pass -np " + std::to_string(servers + 1) + " or more";
+  }
+  if (ranks == servers + workers) return "";
+  return np + " does not fit the config: it needs cluster.servers (" + std::to_string(servers) +
+         ") + cluster.workers (" + std::to_string(workers) + ") = " + std::to_string(servers + workers) +
+         " ranks; pass -np " + std::to_string(servers + workers) + ", or change the config with --set";
+}
+
 // Whether the run's file `name` was written at `since` or later (by this attempt's job).
 bool RunFileWrittenSince(const std::string& run_dir, const char* name, std::time_t since) {
   struct stat info;
@@ -234,6 +251,9 @@ int Launch(const LaunchOptions& options) {
   if (!hosts.ok()) return ReportError("launch", hosts.status());
   const auto config = LaunchConfig(options);
   if (!config.ok()) return ReportError("launch", config.status());
+  if (const std::string ranks = RankCountProblem(options.processes, *config); !ranks.empty()) {
+    return ReportError("launch", ranks, kExitUsage);
+  }
   std::vector<std::string> names;
   for (const HostSlots& h : *hosts) names.push_back(h.host);
   HostProbeOptions probe;
@@ -243,18 +263,13 @@ int Launch(const LaunchOptions& options) {
 
   std::string previous_hosts;
   for (int attempt = 0;; ++attempt) {
-    const std::vector<bool> answers = ProbeHosts(names, probe);
-    auto chosen = SelectHosts(*hosts, answers, options.processes);
+    std::vector<std::string> why;
+    const std::vector<bool> answers = ProbeHosts(names, probe, &why);
+    auto chosen = SelectHosts(*hosts, answers, options.processes, why);
     if (!chosen.ok()) return ReportError("launch", chosen.status());
     if (attempt == 0 && std::find(answers.begin(), answers.end(), false) != answers.end()) {
       // A silent host before those that hold the job would otherwise be passed over without a word.
-      std::string silent;
-      for (size_t i = 0; i < names.size(); ++i) {
-        if (!answers[i]) silent += (silent.empty() ? "" : ", ") + names[i];
-      }
-      Say("no answer from " + silent + " (" + (options.rsh_agent.empty() ? "ssh" : options.rsh_agent) +
-          " HOST true failed or took longer than " + std::to_string(probe.timeout.count() / 1000) +
-          " s); starting on " + Names(*chosen));
+      Say("no answer from " + SilentHosts(names, answers, why) + "; starting on " + Names(*chosen));
     }
     std::vector<std::string> train = TrainArguments(options, *config, chosen->size());
     if (attempt > 0 && !HasFlag(train, "--resume")) train.push_back("--resume");
@@ -266,11 +281,8 @@ int Launch(const LaunchOptions& options) {
     }
     const std::vector<std::string> command = MpirunCommandLine(options, *chosen, train);
     if (previous_hosts != Names(*chosen) && !previous_hosts.empty()) {
-      std::string silent;
-      for (size_t i = 0; i < names.size(); ++i) {
-        if (!answers[i]) silent += (silent.empty() ? "" : ",") + names[i];
-      }
-      Say("hosts now " + Names(*chosen) + " (were " + previous_hosts + "; no answer from " + silent + ")");
+      Say("hosts now " + Names(*chosen) + " (were " + previous_hosts + "; no answer from " +
+          SilentHosts(names, answers, why) + ")");
     }
     previous_hosts = Names(*chosen);
     std::cout << "psformer launch: " << ShellQuote(command) << std::endl;

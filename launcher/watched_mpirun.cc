@@ -218,6 +218,7 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
   } else {
     g_mpirun_pid.store(pid);
     std::vector<Clock::time_point> last_answer(options.hosts.size(), Clock::now());
+    std::vector<std::string> last_why(options.hosts.size());  // what the newest failed probe of each said
     Clock::time_point next_probe = Clock::now() + options.probe_every;
     int status = 0;
     bool stop_passed_on = false, said_waiting = false;
@@ -228,18 +229,24 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
       }
       const bool watching = options.host_timeout.count() > 0 && g_signals.load() == 0;
       if (watching && Clock::now() >= next_probe) {
-        const std::vector<bool> answers = ProbeHosts(options.hosts, options.probe);
+        std::vector<std::string> why;
+        const std::vector<bool> answers = ProbeHosts(options.hosts, options.probe, &why);
         const auto now = Clock::now();
         for (size_t i = 0; i < answers.size(); ++i) {
           if (answers[i]) last_answer[i] = now;
+          if (!answers[i]) last_why[i] = why[i];
         }
+        size_t lost = 0;
         for (size_t i = 0; i < options.hosts.size() && result.lost_host.empty(); ++i) {
-          if (now - last_answer[i] > options.host_timeout) result.lost_host = options.hosts[i];
+          if (now - last_answer[i] > options.host_timeout) {
+            result.lost_host = options.hosts[i];
+            lost = i;
+          }
         }
         if (!result.lost_host.empty() && waitpid(pid, &status, WNOHANG) != pid) {
           const auto silent = std::chrono::duration_cast<std::chrono::seconds>(options.host_timeout).count();
           result.cause = "host " + result.lost_host + " has not answered for more than " + std::to_string(silent) +
-                         " s; ended mpirun";
+                         " s" + (last_why[lost].empty() ? "" : " (" + last_why[lost] + ")") + "; ended mpirun";
           status = EndMpirun(pid, std::chrono::seconds(5));
           break;
         }

@@ -230,7 +230,7 @@ TEST_F(ClusterWithASpare, ALostHostIsReplacedByASpareAndTheWeightsDoNotChange) {
     EXPECT_NE(out.find("restart 1 of 2: "), std::string::npos) << out;
     EXPECT_NE(out.find("hosts now " + cluster().hosts()[0] + "," + cluster().hosts()[2] + "," + cluster().spares()[0] +
                        " (were " + cluster().hosts()[0] + "," + cluster().hosts()[1] + "," + cluster().hosts()[2] +
-                       "; no answer from " + cluster().hosts()[1] + ")"),
+                       "; no answer from " + cluster().hosts()[1]),
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("restart 2 of 2"), std::string::npos) << out;
@@ -407,7 +407,8 @@ TEST(Launch, TooFewHostsIsAnErrorThatSaysHaveAndNeed) {
                                       kJob + " --run-dir " + dir.File("run"));
   EXPECT_TRUE(EndsSaying(r, 1,
                          "psformer launch: error: the job needs 3 process slot(s) but the hosts that answer have 0 "
-                         "(no answer from nodeA, nodeB)"));
+                         "(no answer from nodeA: '/bin/false nodeA true' exited with status 1; nodeB: '/bin/false "
+                         "nodeB true' exited with status 1)"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
@@ -445,13 +446,13 @@ TEST(Launch, AnRshAgentThatCannotRunIsNamed) {
 // A host that does not answer is passed over with a word, naming it and the hosts used instead.
 TEST(Launch, ASilentHostPassedOverIsNamed) {
   TempDir dir;
-  const std::string hostfile = dir.Write("hosts", "nodeA\nnodeB\n");
+  const std::string hostfile = dir.Write("hosts", "nodeA slots=3\nnodeB slots=3\n");
   const std::string agent = dir.Write("agent", "#!/bin/sh\n[ \"$1\" = nodeB ]\n");
   std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 1 --rsh-agent " + agent +
+  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 3 --rsh-agent " + agent +
                                       " --dry-run -- train " + kJob + " --run-dir " + dir.File("run"));
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("no answer from nodeA (" + agent + " HOST true failed or took longer than"),
+  EXPECT_NE(r.output.find("no answer from nodeA: '" + agent + " nodeA true' exited with status 1; starting on nodeB"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("starting on nodeB"), std::string::npos) << r.output;
@@ -461,10 +462,10 @@ TEST(Launch, ASilentHostPassedOverIsNamed) {
 // (WEAK-ANSWERS L-17: it passed on the shell's 127). The agent runs the probe on this machine.
 TEST(Launch, AnMpirunThatCannotRunIsNamedWithExitStatus1) {
   TempDir dir;
-  const std::string hostfile = dir.Write("hosts", "localhost slots=1\n");
+  const std::string hostfile = dir.Write("hosts", "localhost slots=3\n");
   const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
   std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
-  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 1 --rsh-agent " + agent + " --mpirun " +
+  const CommandResult r = RunPsformer("launch --hostfile " + hostfile + " -np 3 --rsh-agent " + agent + " --mpirun " +
                                       dir.File("no-mpirun") + " -- train " + kJob + " --run-dir " + dir.File("run"));
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("cannot run " + dir.File("no-mpirun") + ": No such file or directory"), std::string::npos)
@@ -517,8 +518,30 @@ TEST(Launch, UsageErrorsSayWhatIsMissing) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
   // A good one gets past the check (and then stops at the unreachable host, as before).
   const CommandResult good =
-      RunPsformer("launch --hostfile " + hostfile + " -np 1 --network 10.1.0.0/16,ib0 --dry-run" + train);
+      RunPsformer("launch --hostfile " + hostfile + " -np 2 --network 10.1.0.0/16,ib0 --dry-run" + train);
   EXPECT_EQ(good.output.find("--network"), std::string::npos) << good.output;
+}
+
+// A rank count that does not fit the config's roles is named before any host is asked; every
+// rank used to say it once mpirun had started them.
+TEST(Launch, ARankCountThatDoesNotFitTheConfigIsNamedFirst) {
+  TempDir dir;
+  const std::string hostfile = dir.Write("hosts", "nodeA slots=4\n");
+  const std::string launch = "launch --hostfile " + hostfile + " --rsh-agent /bin/false -np ";
+  const std::string train = " -- train --config configs/copy.pbtxt --run-dir " + dir.File("run");
+  CommandResult r = RunPsformer(launch + "3" + train);
+  EXPECT_TRUE(EndsSaying(r, 2,
+                         "psformer launch: error: -np 3 does not fit the config: it needs cluster.servers (1) + "
+                         "cluster.workers (1) = 2 ranks; pass -np 2, or change the config with --set"));
+  EXPECT_EQ(r.output.find("no answer"), std::string::npos) << r.output;
+  r = RunPsformer(launch + "1" + train + " --set cluster.workers=0");
+  EXPECT_TRUE(EndsSaying(r, 2,
+                         "-np 1 leaves no rank for a worker: with cluster.workers = 0 every rank beside the "
+                         "cluster.servers (1) is one; pass -np 2 or more"));
+  // Past the check, the hosts are asked (and this one does not answer).
+  r = RunPsformer(launch + "4" + train + " --set cluster.workers=0");
+  EXPECT_TRUE(EndsSaying(r, 1, "no answer from nodeA"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("run")));
 }
 
 }  // namespace

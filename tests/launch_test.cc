@@ -2,8 +2,12 @@
 // answer with spares taking the place of silent ones, and the mpirun line built from them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "launcher/host_probe.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpirun_command.h"
+#include "tests/test_util.h"
 
 namespace psformer {
 namespace {
@@ -74,6 +78,48 @@ TEST(SelectHosts, TooFewAnsweringHostsSayHaveAndNeed) {
   EXPECT_EQ(chosen.status().message(),
             "the job needs 3 process slot(s) but the hosts that answer have 2 (no answer from b, c); add hosts to "
             "the hostfile or start fewer processes (-np)");
+}
+
+TEST(SelectHosts, TooFewAnsweringHostsSayWhyEachWasSilent) {
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 1}, {"c", 1}};
+  auto chosen = SelectHosts(hosts, {true, false, false}, 3,
+                            {"", "ssh: connect to host b port 22: Connection refused", "no reply within 10 s"});
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().message(),
+            "the job needs 3 process slot(s) but the hosts that answer have 2 (no answer from b: ssh: connect to "
+            "host b port 22: Connection refused; c: no reply within 10 s); add hosts to the hostfile or start fewer "
+            "processes (-np)");
+}
+
+// A probe's reason is the last line the probe said, else its exit status or signal, else that it
+// did not reply in time.
+TEST(ProbeHosts, ASilentHostIsNamedWithWhatItsProbeSaid) {
+  testing::TempDir dir;
+  const std::string agent = dir.Write("agent",
+                                      "#!/bin/sh\n"
+                                      "case \"$1\" in\n"
+                                      "  up) exit 0 ;;\n"
+                                      "  refused) echo 'warning: first line' >&2; printf 'connect to host %s: "
+                                      "Connection refused\\r\\n\\n' \"$1\" >&2; exit 255 ;;\n"
+                                      "  mute) exit 3 ;;\n"
+                                      "  killed) kill -9 $$ ;;\n"
+                                      "  slow) exec sleep 30 ;;\n"
+                                      "esac\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  HostProbeOptions options;
+  options.rsh_agent = agent;
+  options.timeout = std::chrono::milliseconds(1500);
+  std::vector<std::string> why;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<bool> answers = ProbeHosts({"up", "refused", "mute", "killed", "slow"}, options, &why);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));  // the slow one was ended
+  EXPECT_EQ(answers, (std::vector<bool>{true, false, false, false, false}));
+  ASSERT_EQ(why.size(), 5u);
+  EXPECT_EQ(why[0], "");
+  EXPECT_EQ(why[1], "connect to host refused: Connection refused");
+  EXPECT_EQ(why[2], "'" + agent + " mute true' exited with status 3");
+  EXPECT_EQ(why[3], "'" + agent + " killed true' ended by signal 9");
+  EXPECT_EQ(why[4], "no reply to '" + agent + " slow true' within 1500 ms");
 }
 
 TEST(MpirunCommand, OverSshFailsFastAndFillsHostsSlotBySlot) {

@@ -193,6 +193,36 @@ TEST(ClientThread, APullTakenInBeforeItsWaitReportsTheStepsTokens) {
   EXPECT_EQ(loss, 81.5);
 }
 
+// A command queued while the client thread waits for replies ends that wait at once (a pushed
+// piece, a Call of the launching thread): here the thread polls a minute at a time, with a pull in
+// flight that no server answers yet (BSP holds a pull of a step not applied), so a command that
+// waited for the poll to time out would take that minute.
+TEST(ClientThread, ACommandQueuedWhileItWaitsForRepliesRunsAtOnce) {
+  // Two workers: worker 1 never pushes, so worker 0's pull after its push of step 1 is held.
+  const proto::JobConfig config = PsConfig(2, 1, proto::ClusterConfig::BSP);
+  ServerGroup group(config, kTotal);
+  ClientThread client(MakeClient(group, kTotal, 0), /*reply_poll_ms=*/60000);
+  std::vector<float> params(kTotal), grad = testing::Gradient(0, 1, kTotal);
+  ASSERT_TRUE(client
+                  .Call([&](PsClient& c) -> Status {
+                    PSF_ASSIGN_OR_RETURN(auto pull, c.Pull(0, params.data()));
+                    PSF_RETURN_IF_ERROR(c.Wait(pull));
+                    PSF_ASSIGN_OR_RETURN(auto push, c.Push(1, grad.data(), 10, 1.0));
+                    return c.Wait(push);
+                  })
+                  .ok());
+  const auto held = client.Call([&](PsClient& c) { return c.Pull(1, params.data()); });
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  using Clock = std::chrono::steady_clock;
+  for (int round = 0; round < 2; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the thread is back in its wait
+    const auto start = Clock::now();
+    const bool waiting = client.Call([&](PsClient& c) { return c.has_requests() && !c.Answered(*held); });
+    EXPECT_TRUE(waiting) << "the pull of step 1 was answered: nothing held the thread in its wait";
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30)) << "round " << round;
+  }
+}
+
 // A pull's digest is the CRC-32C of the whole vector as it travelled, combined from its pieces'
 // CRCs in model order: ParameterDigest of the parameters for fp32, the CRC of their bf16 bytes
 // for bf16, the same with one server as with two and pieces (an emulated GPU keys its gradients

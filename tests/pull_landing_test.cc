@@ -3,6 +3,7 @@
 #include "pserver/client/pull_landing.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "common/bfloat16.h"
 #include "common/crc32c.h"
+#include "common/transport/wakeup.h"
 #include "pserver/wire/gradient_rows.h"
 
 namespace psformer {
@@ -81,6 +83,32 @@ TEST(PullLanding, PiecesLandInPlaceCheckedAndInTheOrderGiven) {
   }
   EXPECT_EQ(std::memcmp(params.data(), a.data(), a.size() * 4), 0);
   EXPECT_EQ(std::memcmp(params.data() + 1000, b.data(), b.size() * 4), 0);
+}
+
+// Whether `fd` becomes readable within `ms`.
+bool ReadableWithin(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+// Each outcome notifies the client thread's wakeup, which waits in its Van's poll, not in
+// WaitForLanded: a landed piece ends that wait at once.
+TEST(PullLanding, EachOutcomeNotifiesTheClientsWakeup) {
+  Wakeup wakeup;
+  ASSERT_GE(wakeup.fd(), 0);
+  PullLanding landing(2);
+  landing.NotifyOnLanded(&wakeup);
+  std::vector<float> params(2000, -1.0f);
+  for (uint64_t sequence : {21u, 22u}) {
+    wakeup.Drain();
+    EXPECT_FALSE(ReadableWithin(wakeup.fd(), 0));
+    landing.Land({sequence, 7, 0, Reply(Values(2000, 3.0f), false, 500), params.data(), nullptr});
+    ASSERT_TRUE(ReadableWithin(wakeup.fd(), 30000)) << "piece " << sequence << " landed without a word";
+    const std::vector<PullLanding::Landed> landed = landing.TakeLanded();
+    ASSERT_EQ(landed.size(), 1u);
+    EXPECT_EQ(landed[0].sequence, sequence);
+    EXPECT_TRUE(landed[0].intact);
+  }
 }
 
 TEST(PullLanding, ADamagedPieceIsToldAndBf16LandsWidenedOrAsItCame) {

@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "common/transport/curve_keys.h"
+#include "common/transport/faulty_van.h"
+#include "common/transport/wakeup.h"
 #include "common/transport/zmq_van.h"
 #include "tests/test_util.h"
 #include "tests/van_test_util.h"
@@ -70,6 +72,61 @@ TEST(ZmqVan, MultipartRoundTripOverTcp) { RoundTrip("tcp://127.0.0.1:0"); }
 TEST(ZmqVan, MultipartRoundTripOverIpc) {
   testing::TempDir dir;
   RoundTrip("ipc://" + dir.File("van.sock"));
+}
+
+// A Recv that waits for replies ends as soon as its wake descriptor is notified (a worker's client
+// thread hears of a queued command at once), also through a decorator that waits in rounds; a
+// message waiting is still returned first, and once drained the descriptor no longer ends a wait.
+TEST(ZmqVan, AWakeEndsTheWaitAndAMessageComesFirst) {
+  for (const bool decorated : {false, true}) {
+    SCOPED_TRACE(decorated ? "through a FaultyVan" : "ZmqVan");
+    auto zmq_server = std::make_unique<ZmqVan>();
+    ZmqVan client;
+    auto bound = zmq_server->Bind("tcp://127.0.0.1:0");
+    ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+    ASSERT_TRUE(client.Connect("srv", *bound).ok());
+    std::unique_ptr<Van> server = std::move(zmq_server);
+    // A FaultyVan that passes everything through still waits in rounds of its own.
+    if (decorated) server = std::make_unique<FaultyVan>(std::move(server), FaultyVanOptions{});
+    Wakeup wakeup;
+    ASSERT_GE(wakeup.fd(), 0);
+    server->WakeOn(wakeup.fd());
+
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    std::thread notifier([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      wakeup.Notify();
+    });
+    auto woken = server->Recv(60000);
+    notifier.join();
+    ASSERT_TRUE(woken.ok()) << woken.status().ToString();
+    EXPECT_FALSE(woken->has_value());
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));  // not the minute it was given
+
+    // Still readable (the Van never drains it): a message waiting comes first all the same.
+    RawMessage ping;
+    ping.peer = "srv";
+    ping.frames.push_back(Frame::Copy("ping", 4));
+    ASSERT_TRUE(client.Send(std::move(ping)).ok());
+    std::optional<RawMessage> got;  // each Recv ends at once, readable as it is: tried for 10 s
+    for (const auto give_up = Clock::now() + std::chrono::seconds(10); !got && Clock::now() < give_up;) {
+      auto r = server->Recv(100);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      if (r->has_value()) got = std::move(**r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->frames[0].bytes(), "ping");
+
+    // Drained, it ends nothing: the wait runs its course.
+    wakeup.Drain();
+    const auto quiet = Clock::now();
+    auto timed_out = server->Recv(200);
+    ASSERT_TRUE(timed_out.ok());
+    EXPECT_FALSE(timed_out->has_value());
+    EXPECT_GE(Clock::now() - quiet, std::chrono::milliseconds(190));
+  }
 }
 
 TEST(ZmqVan, ReportsUnknownPeersAndBadEndpoints) {

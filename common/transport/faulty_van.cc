@@ -169,7 +169,7 @@ StatusOr<std::optional<RawMessage>> FaultyVan::Recv(int timeout_ms) {
     auto received = inner_->Recv(wait_ms);
     if (!received.ok() || received->has_value()) return received;
     SendHeld(nullptr);
-    if (timeout_ms >= 0 && Clock::now() >= deadline) return std::optional<RawMessage>();
+    if ((timeout_ms >= 0 && Clock::now() >= deadline) || Woken()) return std::optional<RawMessage>();
   }
 }
 

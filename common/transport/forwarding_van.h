@@ -27,6 +27,10 @@ class ForwardingVan : public Van {
   void PinPeerMemory(PinFn pin) override { inner_->PinPeerMemory(std::move(pin)); }
   bool PeerMemoryPinned(const void* data, size_t n) const override { return inner_->PeerMemoryPinned(data, n); }
   StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) override { return inner_->Recv(timeout_ms); }
+  void WakeOn(int fd) override {
+    wake_fd_ = fd;
+    inner_->WakeOn(fd);
+  }
 
   Van& inner() { return *inner_; }
 

@@ -70,8 +70,21 @@ class Van {
   virtual bool PeerMemoryPinned(const void* /*data*/, size_t /*n*/) const { return false; }
 
   // Waits up to `timeout_ms` (-1 = forever, 0 = poll) for the next whole message from any peer.
-  // Returns nullopt when none arrived in time.
+  // Returns nullopt when none arrived in time, or when the wake descriptor is readable.
   virtual StatusOr<std::optional<RawMessage>> Recv(int timeout_ms) = 0;
+
+  // A descriptor (an eventfd, common/wakeup.h) that ends a Recv's wait as soon as it is readable,
+  // so that the thread receiving also hears of work that comes another way (a command queued for
+  // it, a piece landed) without waiting for its poll to time out; -1 for none. The Van never reads
+  // it: its owner drains it before it looks for that work. Decorators pass it on.
+  virtual void WakeOn(int fd) { wake_fd_ = fd; }
+
+ protected:
+  // Whether the wake descriptor is readable now (a decorator's Recv that waits in several rounds
+  // stops at the first it sees).
+  bool Woken() const;
+
+  int wake_fd_ = -1;
 };
 
 }  // namespace psformer

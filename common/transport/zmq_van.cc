@@ -378,6 +378,7 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
         }
         items.push_back({sockets[i]->handle(), 0, events, 0});
       }
+      if (wake_fd_ >= 0) items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});  // last: no socket's index
       int wait_ms = timeout_ms;
       if (timeout_ms > 0) {
         const auto spent =
@@ -390,8 +391,8 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
       bool sliced = false;  // a slice arrived, and its message is not whole yet
       const size_t from = next_poll_;
-      for (size_t k = 0; k < items.size(); ++k) {
-        const size_t i = (from + k) % items.size();
+      for (size_t k = 0; k < sockets.size(); ++k) {
+        const size_t i = (from + k) % sockets.size();
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         next_poll_ = i + 1;
         const std::optional<size_t> router = i < routers_.size() ? std::optional<size_t>(i) : std::nullopt;
@@ -400,8 +401,9 @@ StatusOr<std::optional<RawMessage>> ZmqVan::Recv(int timeout_ms) {
         sliced = true;
       }
       // No whole message arrived: a wait that is over ends, one that woke for room or for a
-      // slice goes on.
-      if ((held_.empty() && !sliced) ||
+      // slice goes on, unless the wake descriptor says there is other work.
+      const bool woken = wake_fd_ >= 0 && (items.back().revents & ZMQ_POLLIN);
+      if ((held_.empty() && !sliced) || woken ||
           (timeout_ms >= 0 && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(timeout_ms))) {
         return std::optional<RawMessage>();
       }

@@ -24,9 +24,9 @@ constexpr char kAggregatorPeer[] = "aggregator";
 // Keeps a push's converted payload (bf16) and its rows' run tables alive; empty for an fp32
 // push without rows, which is sent from the caller's buffer.
 struct PsClient::PushPayload {
-  std::vector<uint16_t> bf16;                   // (parameter_count) when gradient_dtype is BFLOAT16
+  std::vector<uint16_t> bf16;                  // (parameter_count) when gradient_dtype is BFLOAT16
   std::deque<std::vector<ElementRun>> tables;  // run tables (ROWS parts', named DENSE parts'): stay put
-  std::vector<uint16_t> rows_bf16;              // the rows' values rounded, when gradients are bf16
+  std::vector<uint16_t> rows_bf16;             // the rows' values rounded, when gradients are bf16
 };
 
 PsClient::PsClient(CreateKey, PsClientOptions options, std::unique_ptr<Van> van)
@@ -331,6 +331,13 @@ Status PsClient::PushReady(Ticket ticket, uint64_t begin, uint64_t end) {
   return Status::Ok();
 }
 
+void PsClient::WakeWith(Wakeup* wakeup) {
+  if (wakeup != nullptr && wakeup->fd() < 0) wakeup = nullptr;  // none could be made: poll as without
+  wakeup_ = wakeup;
+  van_->WakeOn(wakeup != nullptr ? wakeup->fd() : -1);
+  landing_->NotifyOnLanded(wakeup);
+}
+
 Status PsClient::Progress(int timeout_ms) {
   while (true) {
     TakeLandings();
@@ -376,9 +383,8 @@ Status PsClient::SendPart(Ticket ticket, Request& r, int part) {
       base = r.rounded + p.model;
     } else if (r.bf16 != nullptr) {
       if (!p.sent()) {  // rounded once, split over the copy threads (elementwise: the same bits)
-        ParallelFor(options_.copy_threads, p.end - p.begin, kBf16Grain, [&](int, size_t b, size_t e) {
-          FloatsToBf16(r.grad + p.model + b, e - b, r.bf16 + p.model + b);
-        });
+        ParallelFor(options_.copy_threads, p.end - p.begin, kBf16Grain,
+                    [&](int, size_t b, size_t e) { FloatsToBf16(r.grad + p.model + b, e - b, r.bf16 + p.model + b); });
       }
       base = r.bf16 + p.model;
     } else {

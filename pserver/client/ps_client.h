@@ -61,6 +61,7 @@
 #include "common/param_layout.h"
 #include "common/proto/wire.pb.h"
 #include "common/transport/van.h"
+#include "common/transport/wakeup.h"
 #include "pserver/client/pull_landing.h"
 #include "pserver/client/resender.h"
 #include "pserver/client/segment_refusals.h"
@@ -73,10 +74,10 @@ namespace psformer {
 
 struct PsClientOptions {
   uint64_t job_id = 0;
-  proto::Role role = proto::WORKER;              // WORKER, or COORDINATOR for Checkpoint / Shutdown / final pulls.
-  uint32_t id = 0;                               // worker index (0 for the coordinator).
-  uint32_t incarnation = 0;                      // restart count of this process.
-  std::vector<std::string> servers;              // endpoint of shard k at index k.
+  proto::Role role = proto::WORKER;  // WORKER, or COORDINATOR for Checkpoint / Shutdown / final pulls.
+  uint32_t id = 0;                   // worker index (0 for the coordinator).
+  uint32_t incarnation = 0;          // restart count of this process.
+  std::vector<std::string> servers;  // endpoint of shard k at index k.
   // With host summing (common/host_groups.h): the endpoint of this worker's host group's
   // aggregator, which every PUSH and PULL goes to and which answers them for their shards; the
   // other requests still go to the servers. "" = the flat path.
@@ -90,7 +91,7 @@ struct PsClientOptions {
   // least) ends Wait and Progress with Unavailable naming the segment and what was waited for
   // (segment_refusals.h); the worker passes cluster.heartbeat_timeout_ms. 0 = never.
   int shm_refusal_patience_ms = 0;
-  int io_threads = 2;                            // ZeroMQ I/O threads (when the client makes its own Van).
+  int io_threads = 2;  // ZeroMQ I/O threads (when the client makes its own Van).
   // Threads copying a pulled part into place and checking it, on the client's landing thread
   // (pull_landing.h) while the client's own thread goes on.
   int copy_threads = 1;
@@ -159,7 +160,14 @@ class PsClient {
   Status AwaitLentPushes();
   // Takes in every reply that has arrived, waiting up to `timeout_ms` for the first (0: not at
   // all): the pieces of a pull are written to its params as they come, not only during Wait.
+  // With a wakeup (WakeWith), the wait also ends once it is notified.
   Status Progress(int timeout_ms = 0);
+  // The thread that owns this client also runs work that reaches it another way (a worker's
+  // client thread: commands): `wakeup`, notified then by the owner, ends any wait for replies
+  // (Progress, Wait) at once, and so does each pulled piece landed (PullLanding), which a Wait
+  // no longer polls for. The owner drains it before it looks for its work; Wait drains it too.
+  // `wakeup` outlives the client. Before the first request.
+  void WakeWith(Wakeup* wakeup);
   // Whether a request is in flight (sent, not yet waited for): replies may be coming.
   bool has_requests() const { return !requests_.empty(); }
   // Whether every part of the ticket's request has been answered (taken in by Progress or Wait);
@@ -273,13 +281,13 @@ class PsClient {
   // What a request is sent to: a shard, and for PUSH and PULL a run of its pieces.
   struct Part {
     int shard = 0;
-    uint64_t begin = 0, end = 0;  // wire range (PieceTable)
-    uint64_t model = 0;           // where [begin, end) lies in the caller's grad and params
-    uint64_t reported = 0;        // PUSH: elements PushReady has reported final
+    uint64_t begin = 0, end = 0;                // wire range (PieceTable)
+    uint64_t model = 0;                         // where [begin, end) lies in the caller's grad and params
+    uint64_t reported = 0;                      // PUSH: elements PushReady has reported final
     proto::PushPart piece_part = proto::WHOLE;  // PUSH, PULL: DENSE and ROWS for a split piece
-    int piece = 0;                             // ROWS: the piece (PieceTable index)...
-    int sibling = -1;                          // PULL of a split piece: the other part's index
-    const ElementRun* runs = nullptr;          // ...its run table (in the push's payload)...
+    int piece = 0;                              // ROWS: the piece (PieceTable index)...
+    int sibling = -1;                           // PULL of a split piece: the other part's index
+    const ElementRun* runs = nullptr;           // ...its run table (in the push's payload)...
     uint32_t run_count = 0;
     bool named = false;           // DENSE PUSH: runs/run_count name the rows (NameRows)
     uint64_t first_value = 0;     // ...and where its values begin in the rows'.
@@ -317,7 +325,7 @@ class PsClient {
     PushPayload* payload = nullptr;     // payload_owner's, for the ROWS parts' tables and values
     const void* rows_values = nullptr;  // PushRows' values: fp32, the caller's bf16, or a rounded copy
     bool rows_reported = false;
-    std::vector<int32_t> named_rows;    // NameRows'
+    std::vector<int32_t> named_rows;  // NameRows'
     bool rows_named = false;
     uint64_t target_tokens = 0;
     double loss_sum = 0;
@@ -399,8 +407,9 @@ class PsClient {
   std::vector<PushMemory> push_memory_;  // what AllocatePushMemory handed out
   Ticket next_ticket_ = 1;
   uint64_t duplicate_acks_ = 0;
-  bool lend_pinned_only_ = false;  // PinPeerMemory's
+  bool lend_pinned_only_ = false;         // PinPeerMemory's
   const BlockCrcs* push_crcs_ = nullptr;  // KnowPushCrcs's, or null
+  Wakeup* wakeup_ = nullptr;              // WakeWith's, or null
   uint64_t push_parts_known_crc_ = 0;     // push parts sent with a CRC push_crcs_ knew
   uint64_t pulled_parts_written_ = 0;
   uint64_t pulled_parts_lent_ = 0;

@@ -24,8 +24,8 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       return Status::InvalidArgument(
           "ps client: waiting for the push of step " + std::to_string(it->second.step) + ", whose " +
           (p.piece_part == proto::ROWS ? std::string("rows (PushRows)")
-                                      : "gradient of [" + std::to_string(p.model) + ", " +
-                                            std::to_string(p.model + p.end - p.begin) + ") (PushReady)") +
+                                       : "gradient of [" + std::to_string(p.model) + ", " +
+                                             std::to_string(p.model + p.end - p.begin) + ") (PushReady)") +
           " were never reported");
     }
   }
@@ -38,6 +38,7 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
   last_pull_loss_sum_ = 0;
   last_pull_tokens_ = 0;
   while (true) {
+    if (wakeup_ != nullptr) wakeup_->Drain();  // before the look: what lands after it wakes the Recv below
     TakeLandings();
     if (it->second.remaining == 0) break;
     PSF_RETURN_IF_ERROR(unusable_segment_);  // its replies cannot be read: resending is no use
@@ -53,14 +54,15 @@ Status PsClient::Finish(Ticket ticket, Request* done, int grace_ms) {
       break;  // within a grace: taken as done
     }
     PSF_RETURN_IF_ERROR(ResendDue(ticket, r, now));
-    // While pieces are landing, their outcomes are looked for as often as replies.
-    const bool landing = landing_->busy();
+    // While pieces are landing, their outcomes are looked for as often as replies: each wakes the
+    // Recv (WakeWith), or, without a wakeup, the two are polled in turn.
+    const bool polling = landing_->busy() && wakeup_ == nullptr;
     const auto wait =
-        landing ? 0
+        polling ? 0
                 : std::min<int64_t>(
                       {std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1, 50});
     PSF_ASSIGN_OR_RETURN(auto raw, van_->Recv(static_cast<int>(wait)));
-    if (!raw.has_value() && landing) landing_->WaitForLanded(std::chrono::microseconds(200));
+    if (!raw.has_value() && polling) landing_->WaitForLanded(std::chrono::microseconds(200));
     if (raw.has_value()) {
       HandleReply(std::move(*raw));
       if (!first_reply) {

@@ -75,6 +75,7 @@ void PullLanding::Loop() {
       MutexLock lock(&mutex_);
       landed_.push_back(landed);
       ++landed_count_;
+      if (wakeup_ != nullptr) wakeup_->Notify();
     }
     landed_cv_.notify_all();
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
+#include "common/transport/wakeup.h"
 #include "pserver/wire/wire_message.h"
 
 namespace psformer {
@@ -107,6 +108,12 @@ class PullLanding {
   // Waits until every job handed over has landed (its outcome still to take): before the memory
   // they write is given to anything else.
   void Quiesce();
+  // From now on each outcome also notifies `wakeup` (the client thread's, which waits in its
+  // Van's poll rather than in WaitForLanded); null for none. Before the first Land.
+  void NotifyOnLanded(Wakeup* wakeup) {
+    MutexLock lock(&mutex_);
+    wakeup_ = wakeup;
+  }
 
   // Copies and checks one piece on the calling thread: what the landing thread does with each
   // job.
@@ -124,6 +131,7 @@ class PullLanding {
   std::vector<Landed> landed_ PSF_GUARDED_BY(mutex_);
   uint64_t landed_count_ PSF_GUARDED_BY(mutex_) = 0;  // jobs landed since creation
   bool closing_ PSF_GUARDED_BY(mutex_) = false;
+  Wakeup* wakeup_ PSF_GUARDED_BY(mutex_) = nullptr;
   std::thread thread_;
 };
 

@@ -6,8 +6,9 @@
 
 namespace psformer {
 
-ClientThread::ClientThread(std::unique_ptr<PsClient> client) : client_(std::move(client)), thread_([this] { Loop(); }) {
-  PSF_CHECK(client_ != nullptr);
+ClientThread::ClientThread(std::unique_ptr<PsClient> client, int reply_poll_ms)
+    : reply_poll_ms_(reply_poll_ms), client_(std::move(client)), thread_([this] { Loop(); }) {
+  PSF_CHECK(client_ != nullptr && reply_poll_ms_ > 0);
 }
 
 ClientThread::~ClientThread() {
@@ -16,6 +17,7 @@ ClientThread::~ClientThread() {
     stopping_ = true;
   }
   cv_.notify_one();
+  wakeup_.Notify();
   thread_.join();
 }
 
@@ -25,20 +27,23 @@ void ClientThread::Post(Command command) {
     commands_.push_back(std::move(command));
   }
   cv_.notify_one();
+  wakeup_.Notify();  // ends the client's wait for replies, if it is in one
 }
 
 void ClientThread::Loop() {
   pthread_setname_np(pthread_self(), "psf-client");  // in top, gdb and perf
+  client_->WakeWith(&wakeup_);
   while (true) {
+    wakeup_.Drain();  // before the queue is looked at: a command queued after that wakes the wait
     Command command;
     {
       MutexLock lock(&mutex_);
       if (commands_.empty() && !stopping_ && client_->has_requests()) {
-        // Replies may be coming: take them in, looking at the queue again at least every kReplyPollMs.
+        // Replies may be coming: take them in, looking at the queue again at least every reply_poll_ms_.
         lock.Unlock();
         const Status taken = [&] {
           const TraceSpan traced("progress");
-          return client_->Progress(kReplyPollMs);
+          return client_->Progress(reply_poll_ms_);
         }();
         if (!taken.ok() && progress_error_.ok()) {
           PSF_LOG(Warning) << "taking in the servers' replies failed: " << taken.message();

@@ -8,7 +8,9 @@
 //              caller's state is then safely the caller's again.
 // Commands run in the order they were queued. Between commands, while the client has a request
 // in flight, the thread takes in replies as they come (PsClient::Progress), so the pieces of a
-// pull sent early land in the parameters during backward without anyone waiting for them.
+// pull sent early land in the parameters during backward without anyone waiting for them. It
+// waits for replies in its Van's poll, which a queued command and a landed piece also end at
+// once (a Wakeup, PsClient::WakeWith): neither waits for the poll to time out.
 //
 // Thread safety: Post and Call from any thread but the client thread itself (a Call from there
 // would wait for itself; it is checked).
@@ -27,6 +29,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "common/transport/wakeup.h"
 #include "pserver/client/ps_client.h"
 
 namespace psformer {
@@ -35,8 +38,12 @@ class ClientThread {
  public:
   using Command = std::function<void(PsClient&)>;
 
-  // Starts the thread; it owns `client` from now on. REQUIRES: client != null.
-  explicit ClientThread(std::unique_ptr<PsClient> client);
+  // How long one wait for replies lasts before the queue is looked at again. A queued command
+  // ends the wait at once (a Wakeup); this bounds what a lost wake could cost.
+  static constexpr int kReplyPollMs = 1;
+
+  // Starts the thread; it owns `client` from now on. REQUIRES: client != null, reply_poll_ms > 0.
+  explicit ClientThread(std::unique_ptr<PsClient> client, int reply_poll_ms = kReplyPollMs);
   // Runs the commands still queued, then stops the thread and destroys the client there.
   ~ClientThread();
   ClientThread(const ClientThread&) = delete;
@@ -59,19 +66,18 @@ class ClientThread {
   Status TakeProgressError() { return std::exchange(progress_error_, Status::Ok()); }
 
  private:
-  // How long one wait for replies lasts before the queue is looked at again: the latency a
-  // command queued meanwhile can see.
-  static constexpr int kReplyPollMs = 1;
-
   void Loop();
 
+  const int reply_poll_ms_;
+
   std::unique_ptr<PsClient> client_;  // only the thread touches it
+  Wakeup wakeup_;                     // Post notifies; the thread drains (the client polls it)
   Status progress_error_;             // only the thread touches it
   Mutex mutex_;
   std::condition_variable cv_;
   std::deque<Command> commands_ PSF_GUARDED_BY(mutex_);
   bool stopping_ PSF_GUARDED_BY(mutex_) = false;
-  std::thread thread_;            // last: starts once the rest is built
+  std::thread thread_;  // last: starts once the rest is built
 };
 
 }  // namespace psformer

@@ -13,8 +13,11 @@
 #   --budget S      seconds for run_on_gpu.sh in all (default 480: a call may run 600 s, and the
 #                   lease's 15 minutes also pay for starting the machine)
 #   RUN_ON_GPU_ARGS default: --steps 10 --train-steps 100 (e.g. -- --skip-tests --train-steps 150)
-# OUT: the device tool's $OUT, or ./device-out. PSFORMER_TRACE_STEPS (e.g. 95:2) is passed on, so
-# the jobs write traces (scripts/trace-summary) into keep.tgz.
+# OUT: the device tool's $OUT, or ./device-out. The training jobs trace steps 60 and 61
+# (PSFORMER_TRACE_STEPS, default 60:2; set it empty for none) into keep.tgz, and run.log ends
+# with scripts/trace-summary of the acceptance's job (2 servers, fp32, overlap, whole embedding):
+# where a step's time went, from the one call. Two traced steps of the 80 a job's means cover
+# move them by well under 1%.
 # Here, beforehand: bench/gpu/make_bundle.sh --build-dir build --bible, then the device tool's run
 # with carry ["build/bundle.tar.gz"] and command "bench/gpu/device_call.sh".
 set -uo pipefail
@@ -56,11 +59,17 @@ cat "$out/machine.txt"
 # A gpu test binary that hangs gets 150 s, not the whole budget (how long each takes on a GPU
 # was never recorded; the times in run.log's headers will say).
 export PSFORMER_GPU_TEST_TIMEOUT="${PSFORMER_GPU_TEST_TIMEOUT:-150}"
+export PSFORMER_TRACE_STEPS="${PSFORMER_TRACE_STEPS-60:2}"
 timeout --kill-after=20 "$budget" "$bundle/bench/gpu/run_on_gpu.sh" --keep "$keep" "${args[@]}" 2>&1 |
   tee "$out/run.log"
 status=${PIPESTATUS[0]}
 if ((status == 124 || status == 137)); then
   echo "device_call.sh: run_on_gpu.sh ran past its budget of $budget s and was stopped" | tee -a "$out/run.log"
+fi
+acceptance="$keep/run-2-FP32-true-whole"
+if [[ -d $acceptance/trace ]]; then
+  echo "== trace-summary of $(basename "$acceptance") (PSFORMER_TRACE_STEPS=$PSFORMER_TRACE_STEPS)" | tee -a "$out/run.log"
+  timeout 60 python3 "$bundle/scripts/trace-summary" "$acceptance" 2>&1 | tee -a "$out/run.log"
 fi
 # Role logs and traces can be large; the device tool brings back files of a bounded size.
 tar -C "$keep" -czf "$out/keep.tgz" . 2>/dev/null

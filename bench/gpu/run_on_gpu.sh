@@ -42,7 +42,9 @@ if [[ $tests -eq 1 ]]; then
   for t in cuda_backend_test cuda_model_test cuda_range_downloader_test decode_cuda_test gpu_training_test; do
     echo "== $t ($(date -u +%T))"
     # A test binary that hangs is ended, so that it cannot spend the lease (PSFORMER_GPU_TEST_TIMEOUT).
-    timeout --kill-after=10 "${PSFORMER_GPU_TEST_TIMEOUT:-300}" "$tests_dir/$t" --gtest_brief=1 || status=1
+    # Traces (PSFORMER_TRACE_STEPS) are for the training jobs below, not the tests' own jobs.
+    env -u PSFORMER_TRACE_STEPS timeout --kill-after=10 "${PSFORMER_GPU_TEST_TIMEOUT:-300}" "$tests_dir/$t" \
+      --gtest_brief=1 || status=1
   done
 fi
 

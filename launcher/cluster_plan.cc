@@ -8,14 +8,13 @@
 namespace psformer {
 
 Status ClusterPlan::CheckRanks(int ranks, int servers, int workers) {
+  if (RanksFit(ranks, servers, workers)) return Status::Ok();
   if (workers == 0) {
-    if (ranks > servers) return Status::Ok();
     return Status::InvalidArgument("cluster.workers = 0 makes every rank that is not a server a worker, but " +
                                    std::to_string(ranks) + " rank(s) leave none beside cluster.servers (" +
                                    std::to_string(servers) + "); start more ranks (mpirun -np)");
   }
   const int needed = servers + workers;
-  if (ranks == needed) return Status::Ok();
   return Status::InvalidArgument(std::to_string(ranks) +
                                  " processes were started but the config needs cluster.servers (" +
                                  std::to_string(servers) + ") + cluster.workers (" + std::to_string(workers) +

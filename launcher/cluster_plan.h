@@ -46,6 +46,10 @@ class ClusterPlan {
   // Whether `ranks` processes suit cluster.servers and cluster.workers (0: every rank that is not
   // a server), saying what to start where not: Make's first check, which --dry-run makes too.
   static Status CheckRanks(int ranks, int servers, int workers);
+  // The decision alone: CheckRanks's, and `psformer launch`'s before it starts mpirun.
+  static bool RanksFit(int ranks, int servers, int workers) {
+    return workers == 0 ? ranks > servers : ranks == servers + workers;
+  }
 
   const std::vector<RoleSlot>& slots() const { return slots_; }
   const RoleSlot& slot(int i) const { return slots_[i]; }

@@ -55,7 +55,8 @@ std::string LastLine(int fd) {
   const ssize_t n = pread(fd, text.data(), text.size(), from);
   text.resize(n > 0 ? static_cast<size_t>(n) : 0);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  std::string line = text.substr(text.find_last_of("\r\n") == std::string::npos ? 0 : text.find_last_of("\r\n") + 1);
+  const size_t newline = text.find_last_of("\r\n");
+  std::string line = newline == std::string::npos ? text : text.substr(newline + 1);
   for (char& c : line) {
     if (static_cast<unsigned char>(c) < 0x20) c = ' ';
   }

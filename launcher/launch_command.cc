@@ -21,6 +21,7 @@
 
 #include "common/clock_text.h"
 #include "common/config_loader.h"
+#include "launcher/cluster_plan.h"
 #include "launcher/command_line.h"
 #include "launcher/host_probe.h"
 #include "launcher/hostfile.h"
@@ -121,13 +122,12 @@ StatusOr<JobConfig> LaunchConfig(const LaunchOptions& options) {
 std::string RankCountProblem(int ranks, const JobConfig& config) {
   const int servers = config.cluster().servers();
   const int workers = config.cluster().workers();
+  if (ClusterPlan::RanksFit(ranks, servers, workers)) return "";
   const std::string np = "-np " + std::to_string(ranks);
   if (workers == 0) {
-    if (ranks > servers) return "";
     return np + " leaves no rank for a worker: with cluster.workers = 0 every rank beside the cluster.servers (" +
            std::to_string(servers) + ") is one; pass -np " + std::to_string(servers + 1) + " or more";
   }
-  if (ranks == servers + workers) return "";
   return np + " does not fit the config: it needs cluster.servers (" + std::to_string(servers) +
          ") + cluster.workers (" + std::to_string(workers) + ") = " + std::to_string(servers + workers) +
          " ranks; pass -np " + std::to_string(servers + workers) + ", or change the config with --set";

@@ -207,23 +207,36 @@ TEST(CheckpointStore, ReportsAnUnwritableDirectory) {
   EXPECT_NE(s.message().find("checkpoint"), std::string::npos) << s.message();
 }
 
-// A full disk, simulated with RLIMIT_FSIZE (writes past the limit fail with EFBIG, as they fail
-// with ENOSPC on a full disk): the save fails with a clear error, leaves no partial file, and the
-// previous complete checkpoint still loads.
+// SaveShardCheckpoint of `shard` at `step` on a disk that is full, simulated with RLIMIT_FSIZE
+// (writes past the limit fail with EFBIG, as they fail with ENOSPC on a full disk): 2,000 bytes,
+// less than one shard file of these tests (~4 KB). The limit is lifted before it returns.
+Status SaveOnAFullDisk(const std::string& run, int shard, int64_t step) {
+  rlimit old;
+  if (getrlimit(RLIMIT_FSIZE, &old) != 0) {
+    ADD_FAILURE() << "getrlimit failed";
+    return Status::Ok();
+  }
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 2000;
+  if (setrlimit(RLIMIT_FSIZE, &small) != 0) {
+    ADD_FAILURE() << "setrlimit failed";
+    return Status::Ok();
+  }
+  ShardData d;
+  const Status s = SaveShardCheckpoint(run, kId, d.View(shard, step), 0);
+  EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  return s;
+}
+
+// On a full disk the save fails with a clear error, leaves no partial file, and the previous
+// complete checkpoint still loads.
 TEST(CheckpointStore, FullDiskIsAClearErrorAndKeepsTheLastGoodCheckpoint) {
   testing::TempDir dir;
   const std::string run = dir.path().string();
   SaveAll(run, 1);
-  rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 2000;  // bytes: less than one shard file of this test (~4 KB).
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  ShardData d;
-  const Status s = SaveShardCheckpoint(run, kId, d.View(0, 2), 0);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
-  signal(SIGXFSZ, SIG_DFL);
+  const Status s = SaveOnAFullDisk(run, /*shard=*/0, /*step=*/2);
   EXPECT_TRUE(s.IsIoError()) << s.ToString();
   EXPECT_NE(s.message().find("File too large"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(ShardFileName(0, kShards)), std::string::npos) << s.message();
@@ -240,16 +253,7 @@ TEST(CheckpointStore, AFailedShardLeavesTheFilesOfTheOthers) {
   const std::string run = dir.path().string();
   ShardData first;
   ASSERT_TRUE(SaveShardCheckpoint(run, kId, first.View(0, 2), 0).ok());
-  rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 2000;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  ShardData second;
-  const Status s = SaveShardCheckpoint(run, kId, second.View(1, 2), 0);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
-  signal(SIGXFSZ, SIG_DFL);
+  const Status s = SaveOnAFullDisk(run, /*shard=*/1, /*step=*/2);
   EXPECT_TRUE(s.IsIoError()) << s.ToString();
   EXPECT_TRUE(fs::exists(ShardPath(run, 2, 0)));
   EXPECT_FALSE(fs::exists(ShardPath(run, 2, 1)));

@@ -133,8 +133,9 @@ StatusOr<GradientCopying> WorkerDataPath::BeginPush(int64_t step, bool whole) {
   push_ = StepPush();
   push_.step = step;
   if (!overlap_ || whole) return GradientCopying();
-  return GradientCopying(
-      [this](uint64_t begin, uint64_t end, const StepStats& stats) { outbound_.Copying({begin, end}, stats); });
+  return GradientCopying([this](uint64_t begin, uint64_t end, const StepStats& stats) {
+    outbound_.Copying({begin, end}, stats);
+  });
 }
 
 void WorkerDataPath::HandOver() { outbound_.Drain(); }
@@ -142,14 +143,17 @@ void WorkerDataPath::HandOver() { outbound_.Drain(); }
 Status WorkerDataPath::FinishPush(const StepStats& stats) {
   return client_.Call([&](PsClient& c) -> Status {
     const std::string what = "push of step " + std::to_string(push_.step);
+    // The lookups' copy off the device (the split embedding's part, final last) is awaited here,
+    // on this thread, not the launching one; also when the push failed, since the next backward
+    // writes the device arrays it reads.
+    if (c.pieces().has_split()) computer_->AwaitLookups();
     PSF_RETURN_IF_ERROR(push_.status.WithContext(what));
     PSF_RETURN_IF_ERROR(client_.TakeProgressError().WithContext(what));
     if (!push_.ticket) {  // the whole gradient at once
       PSF_ASSIGN_OR_RETURN(push_.ticket, StartPush(c, stats));
       PSF_RETURN_IF_ERROR(c.PushReady(*push_.ticket, 0, n_));
     }
-    if (c.pieces().has_split()) {  // the lookups' part of the embedding's gradient: final last
-      computer_->AwaitLookups();   // its copy off the device, on this thread, not the launching one
+    if (c.pieces().has_split()) {
       const StepComputer::Lookups& lookups = computer_->lookups();
       PSF_RETURN_IF_ERROR((lookups.values_bf16 != nullptr
                                ? c.PushRowsBf16(*push_.ticket, lookups.rows, lookups.values_bf16, lookups.width)
@@ -206,8 +210,9 @@ StatusOr<PsClient::Ticket> WorkerDataPath::StartPush(PsClient& client, const Ste
   // Rounded to bf16 on the device already, or the fp32 gradient (rounded by the client if bf16).
   const uint16_t* rounded = computer_->grad_bf16();
   PSF_ASSIGN_OR_RETURN(const PsClient::Ticket ticket,
-                       rounded != nullptr ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
-                                          : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
+                       rounded != nullptr
+                           ? client.BeginPushBf16(push_.step, rounded, tokens, stats.loss_sum)
+                           : client.BeginPush(push_.step, computer_->grad().data(), tokens, stats.loss_sum));
   if (client.pieces().has_split() && config_.cluster().name_rows()) {  // the lookups' rows, named up front
     const StepComputer::Lookups& named = computer_->named_rows();
     PSF_RETURN_IF_ERROR(client.NameRows(ticket, named.rows, named.width));

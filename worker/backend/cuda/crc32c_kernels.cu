@@ -81,7 +81,7 @@ cudaError_t TryLaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t b
   const size_t grid = (blocks + kWarps - 1) / kWarps;
   BlockCrcKernel<<<static_cast<unsigned>(grid < 4096 ? grid : 4096), 32 * kWarps, 0, stream>>>(
       static_cast<const uint32_t*>(data), blocks, stamp, k, out);
-  return cudaGetLastError();
+  return cudaPeekAtLastError();  // not Get: an earlier error still pending is not this launch's to clear
 }
 
 void LaunchBlockCrc32c(cudaStream_t stream, const void* data, size_t blocks, uint32_t stamp, BlockCrcs::Entry* out) {

@@ -319,6 +319,7 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
     PSF_ASSIGN_OR_RETURN(const std::string endpoint, ServerEndpoint(cluster, s, 1));
     endpoints.push_back(endpoint);
   }
+  if (p.job.before_first_write) PSF_RETURN_IF_ERROR(p.job.before_first_write());
   PSF_RETURN_IF_ERROR(PrepareRunDir(p.job));
   p.job_id = NewJobId();
   PSF_ASSIGN_OR_RETURN(p.job.curve_keys, NewJobKeys(p.job.config));
@@ -387,7 +388,11 @@ bool PrepareEveryRank(MpiBootstrap& mpi, const ClusterPlan& plan, const JobOptio
     if (mine.ok()) *endpoint = *mine;
     status = mine.status();
   }
-  return OkOnEveryRank(mpi, me, status) && OkOnEveryRank(mpi, me, PrepareRunDir(job));
+  if (!OkOnEveryRank(mpi, me, status)) return false;
+  // Rank 0's (--overwrite's clearing) before any rank writes: the ranks of one host share it.
+  const Status cleared = job.before_first_write ? job.before_first_write() : Status::Ok();
+  if (!OkOnEveryRank(mpi, me, cleared)) return false;
+  return OkOnEveryRank(mpi, me, PrepareRunDir(job));
 }
 
 // This rank's role, and every server's addresses, agreed over MPI. Returns the exit status in

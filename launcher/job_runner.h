@@ -19,6 +19,10 @@ struct JobOptions {
   // The job's CURVE keys (EncodeCurveKeys of common/transport/curve_keys.h), made by the runner
   // when cluster.authenticate is on; each role gets its share in its environment. Empty = none.
   std::string curve_keys;
+  // What the run directory's owner does just before the job first writes the directory, once
+  // every check that could refuse the job has passed (train --overwrite: clear the earlier run).
+  // Under mpirun only rank 0 has one; every rank waits for it before it writes. Null: nothing.
+  std::function<Status()> before_first_write;
   // What the run directory's owner undoes when the job fails (train: the lock of a directory the
   // job never wrote, a --resume's config). Under mpirun rank 0 runs it and every rank waits for
   // it before MPI_Finalize: once one rank exits non-zero, mpirun kills those still finalizing.

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -56,10 +56,11 @@ bool LocksBeforeChecking(const RunDirectoryRequest& request) {
   return request.mode != RunDirectoryMode::kResume && !std::filesystem::exists(request.path, ec);
 }
 
-// Takes the run directory's lock (run_lock.h), checks that the run may use the directory as
-// asked, then (--overwrite) clears it, saying what went and what stayed. The lock is returned
-// for the job's life (null on ranks other than 0); nothing is changed when the answer is no. A
-// live job's lock is waited for at most `wait`.
+// Takes the run directory's lock (run_lock.h) and checks that the run may use the directory as
+// asked. The lock is returned for the job's life (null on ranks other than 0); nothing is changed
+// when the answer is no. A live job's lock is waited for at most `wait`. --overwrite's clearing
+// is not done here but by ClearForOverwrite, once the job has passed every check that could
+// still refuse it (a GPU, a port, a socket's path): a refused job must not have deleted the run.
 StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& request, const JobConfig& config,
                                                    std::chrono::seconds wait) {
   std::unique_ptr<RunLock> lock;
@@ -70,18 +71,23 @@ StatusOr<std::unique_ptr<RunLock>> UseRunDirectory(const RunDirectoryRequest& re
     if (lock) lock->Abandon();
     return checked;
   }
-  if (request.mode != RunDirectoryMode::kOverwrite || !OwnsRunDirectory()) return lock;
-  auto cleared = RemoveRunFiles(request.path);
+  return lock;
+}
+
+// --overwrite: clears the earlier run's files from `run_dir`, saying what went and what stayed.
+// Called by the job just before it first writes the directory (JobOptions::before_first_write).
+Status ClearForOverwrite(const std::string& run_dir) {
+  auto cleared = RemoveRunFiles(run_dir);
   if (!cleared.ok()) return cleared.status();
   if (!cleared->removed.empty()) {
     std::cerr << "psformer train: --overwrite: removed the earlier run's " << JoinNames(cleared->removed) << " from "
-              << request.path << "\n";
+              << run_dir << "\n";
   }
   if (!cleared->kept.empty()) {
-    std::cerr << "psformer train: --overwrite: kept " << JoinNames(cleared->kept) << " in " << request.path
+    std::cerr << "psformer train: --overwrite: kept " << JoinNames(cleared->kept) << " in " << run_dir
               << ": not files psformer writes\n";
   }
-  return lock;
+  return Status::Ok();
 }
 
 // --dry-run: prints the resolved config and its memory figures, and refuses what the run would
@@ -181,13 +187,14 @@ void RestoreConfigUnlessTheRunWentOn(const std::string& run_dir, const RunBefore
 // Trains the resolved, checked config in `run_dir` (its lock held by the caller): in this
 // process with --local, else as a supervisor of role processes (single node, or one MPI rank).
 int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool local,
-          const std::function<void()>& on_failure) {
+          const std::function<Status()>& before_first_write, const std::function<void()>& on_failure) {
   SetLogTag("train");
   SetLogLevel(static_cast<LogLevel>(config.logging().level()));
   if (local) {
     TrainOptions train;
     train.run_dir = run_dir;
     train.resume = resume;
+    train.before_first_write = before_first_write;
     int stopped_by = 0;
     const Status status = RunLocalTraining(config, train, &stopped_by);
     if (!status.ok()) return ReportError("train", status);
@@ -205,6 +212,7 @@ int Train(const JobConfig& config, const std::string& run_dir, bool resume, bool
   job.config = config;
   job.run_dir = run_dir;
   job.resume = resume;
+  job.before_first_write = before_first_write;
   job.on_failure = on_failure;
   job.executable = "/proc/self/exe";
   char path[4096];
@@ -319,7 +327,10 @@ int RunTrainCommand(const Args& args) {
     std::error_code ec;
     if (*lock && !std::filesystem::exists(std::filesystem::path(run_dir) / "config.pbtxt", ec)) (*lock)->Abandon();
   };
-  const int status = Train(*config, run_dir, resume, local, undo);
+  std::function<Status()> clear;
+  if (request.mode == RunDirectoryMode::kOverwrite && OwnsRunDirectory())
+    clear = [&] { return ClearForOverwrite(run_dir); };
+  const int status = Train(*config, run_dir, resume, local, clear, undo);
   if (status != kExitSuccess) undo();
   return JobExitStatus(status);
 }

@@ -3,12 +3,9 @@
 // use, a run directory too long for a socket, a hostfile naming a host that cannot be reached.
 // (Too many GPU workers for a host's GPUs is cluster_plan_test; a rank count that does not match
 // the config is training_test.)
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "tests/held_port.h"
 #include "tests/test_util.h"
 #include "worker/backend/backend_factory.h"
 
@@ -17,6 +14,7 @@ namespace {
 
 using testing::CommandResult;
 using testing::EndsSaying;
+using testing::HeldPort;
 using testing::RunPsformer;
 using testing::RunShell;
 using testing::TempDir;
@@ -26,8 +24,8 @@ const char* kShort =
     "--set logging.every_steps=2 --set checkpoint.every_steps=0";
 
 std::string Mpirun(int ranks, const std::string& mpirun_options = "") {
-  return std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe " +
-         mpirun_options + "-np " + std::to_string(ranks) + " " + PSFORMER_BINARY + " train " + kShort;
+  return std::string("cd ") + PSFORMER_SOURCE_DIR + " && mpirun --allow-run-as-root --oversubscribe " + mpirun_options +
+         "-np " + std::to_string(ranks) + " " + PSFORMER_BINARY + " train " + kShort;
 }
 
 // A refused job's rank 0 lets go of the run directory before MPI_Finalize, for it may die at any
@@ -35,29 +33,6 @@ std::string Mpirun(int ranks, const std::string& mpirun_options = "") {
 std::string MpirunWhoseRank0DiesInMpiFinalize(int ranks) {
   return Mpirun(ranks, std::string("-x LD_PRELOAD=") + RANK0_DIES_IN_MPI_FINALIZE + " ");
 }
-
-// Holds a listening TCP socket on 127.0.0.1 (a port some other program uses).
-class HeldPort {
- public:
-  HeldPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 1) != 0) return;
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~HeldPort() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 TEST(LaunchErrors, CudaBackendWithoutAGpuIsRefused) {
   if (GpuCount() > 0) GTEST_SKIP() << "this machine has a GPU";
@@ -111,8 +86,9 @@ TEST(LaunchErrors, APortInUseIsNamedUnderMpirun) {
   ASSERT_GT(held.port(), 0);
   TempDir dir;
   const std::string run = dir.File("run");
-  CommandResult r = RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.base_port=" +
-                             std::to_string(held.port()) + " --run-dir " + run);
+  CommandResult r =
+      RunShell(Mpirun(3) + " --set cluster.workers=2 --set cluster.base_port=" + std::to_string(held.port()) +
+               " --run-dir " + run);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("(pserver-0 on "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cannot bind 127.0.0.1:" + std::to_string(held.port())), std::string::npos) << r.output;

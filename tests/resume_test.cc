@@ -296,6 +296,13 @@ TEST(Resume, CtrlCStopsTheLocalTrainerWhichResumesToTheSameWeights) {
                                   1,
                                   "was trained with --local (it holds trainer_state.bin and no checkpoints/): "
                                   "continue it with --local"));
+  // A step count the state has passed is refused, as a job's resume refuses it, and the run's
+  // config stays as it was.
+  const std::string config_before = testing::ReadTextFile(run + "/config.pbtxt");
+  EXPECT_TRUE(testing::EndsSaying(RunPsformer("train --local --config " + run + "/config.pbtxt --run-dir " + run +
+                                              " --resume --set training.max_steps=10"),
+                                  1, ", past training.max_steps (10): continue with --set training.max_steps=N"));
+  EXPECT_EQ(testing::ReadTextFile(run + "/config.pbtxt"), config_before);
   r = RunPsformer("train --local --config " + run + "/config.pbtxt --run-dir " + run +
                   " --resume --set training.max_steps=300");
   ASSERT_EQ(r.exit_status, 0) << r.output;

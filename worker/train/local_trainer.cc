@@ -173,18 +173,33 @@ Status RunLocalTraining(const proto::JobConfig& config, const TrainOptions& opti
         "--local trains with the CPU backend; cluster.backend = EMULATED needs servers "
         "(drop --local)");
   }
+  if (config.cluster().backend() == proto::ClusterConfig::CUDA) {
+    // Asked for a GPU by name: training on the CPU instead would pass for what was asked.
+    return Status::InvalidArgument(
+        "--local trains with the CPU backend; cluster.backend = CUDA trains on GPUs through the servers "
+        "(drop --local, or set cluster.backend=CPU)");
+  }
   // The data is read and checked first: a corpus refused leaves the run directory as it was
   // (a log of the refusal there would make it a run, and the retry need --overwrite).
   PSF_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source, MakeBatchSource(config));
   LocalTrainer trainer(config, source.get());
   PSF_RETURN_IF_ERROR(trainer.EnableValidBleu());
   const std::string dir = options.run_dir;
+  if (options.before_first_write) PSF_RETURN_IF_ERROR(options.before_first_write());
   PSF_RETURN_IF_ERROR(MakeDirectories((fs::path(dir) / "logs").string(), "run directory"));
   PSF_RETURN_IF_ERROR(SetLogFile((fs::path(dir) / "logs" / "trainer.log").string()));
   const std::string state_path = (fs::path(dir) / "trainer_state.bin").string();
   if (options.resume) {
     PSF_ASSIGN_OR_RETURN(TrainerState state, ReadTrainerState(state_path));
     PSF_RETURN_IF_ERROR(trainer.Restore(state).WithContext(state_path));
+    // As a job's resume refuses (CheckRunDirectory): the run would say it had nothing left to
+    // train and keep a config whose step count its state has passed.
+    if (trainer.step() > config.training().max_steps()) {
+      return Status::InvalidArgument("--resume: " + state_path + " is of step " + std::to_string(trainer.step()) +
+                                     ", past training.max_steps (" + std::to_string(config.training().max_steps()) +
+                                     "): continue with --set training.max_steps=N for an N of at least " +
+                                     std::to_string(trainer.step()));
+    }
     PSF_LOG(Info) << "resuming from " << state_path << " at step " << trainer.step();
   }
   // Only once the state is known to belong to this model does the run's config change.

@@ -8,6 +8,7 @@
 #ifndef PSFORMER_WORKER_TRAIN_LOCAL_TRAINER_H_
 #define PSFORMER_WORKER_TRAIN_LOCAL_TRAINER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ class LocalTrainer {
 struct TrainOptions {
   std::string run_dir;  // created if missing
   bool resume = false;  // continue from RUN_DIR/trainer_state.bin
+  // Called just before the run directory is first written, once the corpus has been read and
+  // checked (train --overwrite: clear the earlier run). Null: nothing.
+  std::function<Status()> before_first_write;
 };
 
 // Trains as the config says and writes the run directory: config.pbtxt, metrics.jsonl with its

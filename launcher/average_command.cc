@@ -14,6 +14,7 @@
 #include "common/param_layout.h"
 #include "common/write_file.h"
 #include "launcher/command_line.h"
+#include "launcher/run_files.h"
 #include "launcher/terminal_progress.h"
 #include "pserver/server/shard_checkpointer.h"
 #include "pserver/wire/piece_table.h"
@@ -28,11 +29,20 @@ namespace {
 // model, which averaging must not take the place of.
 Status CheckOutput(const std::string& output, const std::string& run_dir) {
   std::error_code ec;
-  if (!fs::exists(output, ec)) return Status::Ok();
-  if (fs::equivalent(output, fs::path(run_dir) / "model.bin", ec)) {
-    return Status::InvalidArgument("--output " + output +
-                                   " is the run's trained model: average writes beside it; name another file");
+  const Status trained = Status::InvalidArgument(
+      "--output " + output + " is the run's trained model: average writes beside it; name another file");
+  if (!fs::exists(output, ec)) {
+    // Not yet written (a job still training, or one stopped): the name is still the run's, and a
+    // model.bin there would make the run look finished.
+    const fs::path out(output);
+    const std::string name = out.filename().string();
+    const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    if (!fs::equivalent(parent, run_dir, ec) || !IsTopLevelRunFile(name)) return Status::Ok();
+    if (name == "model.bin") return trained;
+    return Status::InvalidArgument("--output " + output + " is a file of the run's own (" + name +
+                                   "): average writes beside it; name another file");
   }
+  if (fs::equivalent(output, fs::path(run_dir) / "model.bin", ec)) return trained;
   return CheckReplaceable("--output", output, std::string_view(kModelFileMagic, sizeof(kModelFileMagic)),
                           "psformer model file");
 }

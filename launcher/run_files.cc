@@ -137,6 +137,8 @@ StatusOr<ClearedRun> RemoveRunFiles(const std::string& dir) {
   return cleared;
 }
 
+bool IsTopLevelRunFile(const std::string& name) { return IsRunFile(Folder::kTop, name); }
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;

@@ -34,6 +34,10 @@ struct ClearedRun {
 // is gone.
 StatusOr<ClearedRun> RemoveRunFiles(const std::string& dir);
 
+// Whether `name` is a file psformer writes at the top of a run directory (config.pbtxt,
+// model.bin, metrics.jsonl, trainer_state.bin, plot.png), finished or not.
+bool IsTopLevelRunFile(const std::string& name);
+
 // "a, b, c": names for a message.
 std::string JoinNames(const std::vector<std::string>& names);
 

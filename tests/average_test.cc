@@ -297,7 +297,17 @@ TEST_F(AverageTest, ReplacesOnlyAnEarlierModelFileAndNeverTheRunsModel) {
                          "--output " + notes + " exists and is not a psformer model file"));
   EXPECT_EQ(ReadTextFile(notes), "a user's file, longer than a model file's magic number\n");
 
+  // The run's own names, before the job has written them (still training, or stopped): refused
+  // too, and nothing is created there.
   const std::string trained = (fs::path(run_) / "model.bin").string();
+  ASSERT_FALSE(fs::exists(trained));
+  EXPECT_TRUE(EndsSaying(RunPsformer("average --run-dir " + run_ + " --last 3 --output " + trained), 1,
+                         "--output " + trained + " is the run's trained model"));
+  const std::string state = (fs::path(run_) / "trainer_state.bin").string();
+  EXPECT_TRUE(EndsSaying(RunPsformer("average --run-dir " + run_ + " --last 3 --output " + state), 1,
+                         "is a file of the run's own (trainer_state.bin)"));
+  EXPECT_FALSE(fs::exists(trained));
+  EXPECT_FALSE(fs::exists(state));
   fs::copy_file(again, trained);
   const std::string before = ReadTextFile(trained);
   const std::string through = dir_.File("trained-link.bin");

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "common/checkpoint/checkpoint_store.h"
+
 namespace psformer {
 namespace {
 
@@ -68,7 +70,7 @@ bool IsRunFile(Folder folder, const std::string& file) {
       return name == "config.pbtxt" || name == "model.bin" || name == "metrics.jsonl" || name == "trainer_state.bin" ||
              name == "plot.png";
     case Folder::kCheckpointStep:
-      return name == "manifest.pbtxt" || (StartsWith(name, "shard-") && EndsWith(name, ".bin"));
+      return IsCheckpointFileName(name);
     case Folder::kEpochs:
       return AllDigits(name);
     case Folder::kLogs:

@@ -198,6 +198,37 @@ TEST(CheckpointStore, KeepsOnlyTheNewestCompleteCheckpoints) {
   EXPECT_EQ(ListCheckpointSteps(run), (std::vector<int64_t>{4, 3}));
 }
 
+// Pruning removes what a checkpoint writes, not what a user put in its directory (notes, an
+// export named after the step): that stays, with its directory.
+TEST(CheckpointStore, PruningLeavesAUsersFilesInAnOldCheckpointsDirectory) {
+  testing::TempDir dir;
+  const std::string run = dir.path().string();
+  SaveAll(run, 1, /*keep_last=*/2);
+  const std::string step1 = CheckpointDir(run, 1);
+  std::ofstream(step1 + "/notes.txt") << "mine\n";
+  std::filesystem::create_directories(step1 + "/hf");
+  std::ofstream(step1 + "/shard-0000-of-0003.bin.tmp-77") << "half";  // a shard a killed job left
+  for (int64_t step : {2, 3, 4}) SaveAll(run, step, /*keep_last=*/2);
+  EXPECT_EQ(testing::ReadTextFile(step1 + "/notes.txt"), "mine\n");
+  EXPECT_TRUE(std::filesystem::is_directory(step1 + "/hf"));
+  EXPECT_FALSE(std::filesystem::exists(step1 + "/manifest.pbtxt"));
+  EXPECT_FALSE(std::filesystem::exists(step1 + "/" + ShardFileName(0, kShards)));
+  EXPECT_FALSE(std::filesystem::exists(step1 + "/shard-0000-of-0003.bin.tmp-77"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointDir(run, 2)));
+  EXPECT_FALSE(CheckCheckpointFiles(run, 1).ok());  // no checkpoint any more, only the user's files
+}
+
+TEST(CheckpointStore, CheckpointFileNamesAreTheManifestAndShardsFinishedOrNot) {
+  for (const char* name :
+       {"manifest.pbtxt", "shard-0000-of-0001.bin", "shard-0003-of-0008.bin.tmp-4242", "manifest.pbtxt.tmp-1"}) {
+    EXPECT_TRUE(IsCheckpointFileName(name)) << name;
+  }
+  for (const char* name : {"notes.txt", "model.bin", "shard-0000-of-0001.bin.bak", "manifest.pbtxt.tmp-", "hf",
+                           "shard-0000-of-0001.bin.tmp-12x"}) {
+    EXPECT_FALSE(IsCheckpointFileName(name)) << name;
+  }
+}
+
 TEST(CheckpointStore, ReportsAnUnwritableDirectory) {
   testing::TempDir dir;
   const std::string blocker = dir.Write("file", "x");  // a file where a directory must go.

@@ -107,6 +107,56 @@ StatusOr<bool> WriteManifestIfComplete(const std::string& run_dir, int64_t step,
   return true;
 }
 
+bool IsCheckpointFileName(const std::string& name) {
+  std::string base = name;
+  if (const size_t at = base.rfind(".tmp-"); at != std::string::npos && at + 5 < base.size() &&
+                                             base.find_first_not_of("0123456789", at + 5) == std::string::npos) {
+    base.resize(at);
+  }
+  const auto ends_with = [&](const std::string& suffix) {
+    return base.size() >= suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return base == kManifest || (base.rfind("shard-", 0) == 0 && ends_with(".bin"));
+}
+
+namespace {
+
+// An old checkpoint's files go; the directory too once nothing else is in it. Anything a user
+// put there (notes, an export) stays with it, said once: when this prune removed the files.
+void PruneCheckpoint(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> ours;
+  std::string others;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code kind;
+    if (entry.is_regular_file(kind) && IsCheckpointFileName(name)) {
+      ours.push_back(entry.path());
+    } else {
+      others += (others.empty() ? "" : ", ") + name;
+    }
+  }
+  if (ec) {
+    PSF_LOG(Warning) << "cannot list old checkpoint " << dir.string() << ": " << ec.message();
+    return;
+  }
+  for (const fs::path& file : ours) {
+    if (fs::remove(file, ec); ec) {
+      PSF_LOG(Warning) << "cannot remove old checkpoint file " << file.string() << ": " << ec.message();
+      return;
+    }
+  }
+  if (others.empty()) {
+    if (fs::remove(dir, ec); ec)
+      PSF_LOG(Warning) << "cannot remove old checkpoint " << dir.string() << ": " << ec.message();
+  } else if (!ours.empty()) {
+    PSF_LOG(Warning) << "removed the old checkpoint's files from " << dir.string()
+                     << " but kept the directory: it holds " << others << ", which no checkpoint writes";
+  }
+}
+
+}  // namespace
+
 Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, const ShardCheckpointView& shard,
                            int keep_last) {
   const fs::path dir = CheckpointDir(run_dir, shard.step);
@@ -123,7 +173,6 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
   // Only the manifest writer prunes, and only checkpoints older than the newest keep_last
   // complete ones, so no checkpoint a resume could still need goes away.
   int complete = 0;
-  std::error_code ec;
   for (int64_t step : ListCheckpointSteps(run_dir)) {
     const fs::path old = CheckpointDir(run_dir, step);
     if (step > shard.step) continue;
@@ -131,10 +180,7 @@ Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity&
       if (CheckCheckpointFiles(run_dir, step).ok()) ++complete;
       continue;
     }
-    fs::remove_all(old, ec);
-    if (ec) {
-      PSF_LOG(Warning) << "cannot remove old checkpoint " << old.string() << ": " << ec.message();
-    }
+    PruneCheckpoint(old);
   }
   return Status::Ok();
 }

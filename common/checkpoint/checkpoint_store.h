@@ -38,9 +38,14 @@ uint64_t ModelConfigDigest(const proto::JobConfig& config, int vocab_size);
 std::string CheckpointDir(const std::string& run_dir, int64_t step);  // .../checkpoints/step-NNNNNNNN
 std::string ShardFileName(int shard, int shards);                     // shard-KKKK-of-SSSS.bin
 
+// Whether `name` is a file SaveShardCheckpoint writes in a checkpoint directory: its manifest, a
+// shard file, or one of them half-written (".tmp-PID").
+bool IsCheckpointFileName(const std::string& name);
+
 // Writes `shard` (its step names the checkpoint) into its checkpoint directory, then the manifest
 // if every shard is now present, then removes complete checkpoints older than the newest
-// `keep_last` (0 = keep all).
+// `keep_last` (0 = keep all): their checkpoint files, and the directory once nothing else is in
+// it (a file a user put there stays, with a warning).
 Status SaveShardCheckpoint(const std::string& run_dir, const CheckpointIdentity& id, const ShardCheckpointView& shard,
                            int keep_last);
 

@@ -85,12 +85,20 @@ StatusOr<int64_t> NewestUsableCheckpoint(const std::string& dir, const JobConfig
   std::vector<std::string> skipped;
   for (int64_t step : steps) {
     const Status verified = VerifyCheckpoint(dir, step, id);
+    if (verified.IsInvalidArgument()) {
+      // Another model's (or grouping's): the servers refuse to load it (LoadNewestShardCheckpoint),
+      // and stepping past it to an older one would drop the steps since without a word.
+      return Status::InvalidArgument(
+          "the checkpoint of step " + std::to_string(step) + " cannot be resumed: " + verified.message() +
+          "; to resume from an earlier one, move " + CheckpointDir(dir, step) + " out of the run");
+    }
     if (verified.ok()) {
       // The servers skip the same ones, but say so only in their logs.
       for (const std::string& why : skipped) {
         std::cerr << "psformer train: warning: --resume: skipping the checkpoint of " << why << "; resuming from step "
                   << step << "\n";
       }
+      if (skipped.empty()) std::cerr << "psformer train: --resume: from the checkpoint of step " << step << "\n";
       return step;
     }
     skipped.push_back("step " + std::to_string(step) + ": " + verified.message());
@@ -126,7 +134,7 @@ bool MayChangeOnResume(const std::string& path) {
       "cluster.retry_ms",
       "cluster.streams",
       "cluster.authenticate",
-      "cluster.encryption",        // how traffic is sealed, not what it carries
+      "cluster.encryption",              // how traffic is sealed, not what it carries
       "cluster.emulated_step_ms",        // how long an emulated step waits, not what it pushes
       "cluster.emulated_copy_gb_per_s",  // how fast an emulated device copies, likewise
   };
@@ -239,17 +247,17 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
     *checked.mutable_cluster()->mutable_host_groups() = run_config->cluster().host_groups();
   }
   auto newest = NewestUsableCheckpoint(dir, checked);
+  if (newest.status().IsInvalidArgument()) return Status::InvalidArgument("--resume: " + newest.status().message());
   if (!newest.ok()) {
     return Status::NotFound("--resume: nothing to continue in " + dir + ": " + newest.status().message() +
                             "; start over with --overwrite");
   }
   // The servers would load a step past the end and every role would fail, restart after restart.
   if (*newest > config.training().max_steps()) {
-    return Status::InvalidArgument("--resume: the newest checkpoint in " + dir + " is of step " +
-                                   std::to_string(*newest) + ", past training.max_steps (" +
-                                   std::to_string(config.training().max_steps()) +
-                                   "): continue with --set training.max_steps=N for an N of at least " +
-                                   std::to_string(*newest));
+    return Status::InvalidArgument(
+        "--resume: the newest checkpoint in " + dir + " is of step " + std::to_string(*newest) +
+        ", past training.max_steps (" + std::to_string(config.training().max_steps()) +
+        "): continue with --set training.max_steps=N for an N of at least " + std::to_string(*newest));
   }
   return Status::Ok();
 }

@@ -426,6 +426,30 @@ TEST_F(RunDirectory, LocalResumeWithAnotherModelIsRefusedToo) {
   EXPECT_EQ(Snapshot(run), before);
 }
 
+// A checkpoint of another model in the run (copied in from another run): the servers refuse to
+// load it, so the resume refuses it up front, naming it and what to do, rather than stepping past
+// it to an older one (and losing the steps since) or failing at the servers. A resume says which
+// checkpoint it continues from.
+TEST_F(RunDirectory, AResumeRefusesAnotherModelsCheckpointUpFrontAndSaysWhereItResumes) {
+  const std::string run = TrainedRun("run");
+  const std::string other = dir_.File("other");
+  ASSERT_EQ(RunPsformer(std::string(kRun) + " --set model.dropout=0.25 --set training.max_steps=30 --run-dir " + other)
+                .exit_status,
+            0);
+  std::filesystem::copy(other + "/checkpoints/step-00000030", run + "/checkpoints/step-00000030");
+  const auto before = Snapshot(run);
+  const std::string resume = std::string(kRun) + " --set training.max_steps=40 --resume --run-dir " + run;
+  CommandResult r = RunPsformer(resume);
+  EXPECT_TRUE(EndsSaying(r, 1, "--resume: the checkpoint of step 30 cannot be resumed: "));
+  EXPECT_TRUE(
+      HasText(r.output, "to resume from an earlier one, move " + run + "/checkpoints/step-00000030 out of the run"))
+      << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+  std::filesystem::remove_all(run + "/checkpoints/step-00000030");
+  r = RunPsformer(resume);
+  EXPECT_TRUE(EndsSaying(r, 0, "--resume: from the checkpoint of step 20"));
+}
+
 // A run summed in host groups [1, 1] by two workers. Resumed without its groups, with the groups
 // emptied, or with cluster.workers=0 (which the docs say matches any), the resume takes them from
 // the run: before, each of these passed the up-front check, rewrote config.pbtxt, and failed at

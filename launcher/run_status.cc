@@ -14,6 +14,7 @@
 #include "common/duration_text.h"
 #include "common/line_reader.h"
 #include "common/metrics_log.h"
+#include "common/model_file.h"
 #include "launcher/run_lock.h"
 #include "launcher/supervisor_log.h"
 #include "pserver/server/shard_checkpointer.h"
@@ -182,6 +183,11 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   status.state = alive                           ? RunStatus::State::kRunning
                  : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
                                                  : RunStatus::State::kStopped;
+  if (verify && status.state == RunStatus::State::kFinished) {
+    // The run's product, read and checked whole as translate and export read it.
+    const Status model = ReadModelFile((dir / "model.bin").string()).status();
+    if (!model.ok()) status.model_damage = model.message();
+  }
 
   PSF_ASSIGN_OR_RETURN(const std::vector<MetricsRecord> metrics,
                        ReadMetricsFile((dir / "metrics.jsonl").string(), &status.unreadable));
@@ -258,6 +264,11 @@ std::string FormatRunStatus(const RunStatus& s) {
       out << buf;
     }
     out << "\n";
+  }
+  if (!s.model_damage.empty()) {
+    out << "  damaged model: " << s.model_damage << "\n";
+  } else if (s.verified && s.state == RunStatus::State::kFinished) {
+    out << "  model: " << (fs::path(s.run_dir) / "model.bin").string() << " (read whole, CRC-32C verified)\n";
   }
   if (s.local) {
     if (!s.trainer_state_damage.empty()) {

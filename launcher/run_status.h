@@ -33,27 +33,29 @@ struct RunStatus {
   std::string run_dir;
   std::string name;  // the config's name
   int64_t max_steps = 0;
-  int every_steps = 1;  // logging.every_steps
+  int every_steps = 1;                 // logging.every_steps
   bool checkpoints_configured = true;  // checkpoint.every_steps or every_minutes > 0
   State state = State::kStopped;
   std::vector<RoleStatus> roles;
-  std::map<std::string, double> last_train;  // the newest metrics.jsonl line with "loss" (empty if none)
-  std::map<std::string, double> last_valid;  // ... with "valid_loss"
-  int64_t newest_checkpoint = -1;            // the newest step whose checkpoint is complete (CheckCheckpointFiles)
+  std::map<std::string, double> last_train;      // the newest metrics.jsonl line with "loss" (empty if none)
+  std::map<std::string, double> last_valid;      // ... with "valid_loss"
+  int64_t newest_checkpoint = -1;                // the newest step whose checkpoint is complete (CheckCheckpointFiles)
   std::vector<std::string> damaged_checkpoints;  // newer ones with a manifest but not all shards: "step N: why"
   // The checkpoints (or a --local run's trainer_state.bin) were read whole and their CRC-32Cs
   // checked, as a resume checks them (status --verify), not only their sizes.
   bool verified = false;
-  bool local = false;                        // trained with --local: one process, logs/trainer.log, no roles
-  bool trainer_state = false;                // RUN_DIR/trainer_state.bin (what a --local run continues from)
-  std::string trainer_state_damage;          // why that file cannot be resumed from ("" when it looks whole)
-  std::string last_problem;                  // the newest warning or error line of the logs
-  std::vector<std::string> unreadable;       // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
+  bool local = false;                   // trained with --local: one process, logs/trainer.log, no roles
+  bool trainer_state = false;           // RUN_DIR/trainer_state.bin (what a --local run continues from)
+  std::string trainer_state_damage;     // why that file cannot be resumed from ("" when it looks whole)
+  std::string model_damage;             // --verify: why RUN_DIR/model.bin cannot be loaded ("" when it can)
+  std::string last_problem;             // the newest warning or error line of the logs
+  std::vector<std::string> unreadable;  // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };
 
 // NotFound (saying so) if `run_dir` is not a run directory: no config.pbtxt or logs/ in it.
 // `verify`: read every checkpoint file, newest first until one is intact, and check it as
-// `train --resume` does (sizes, CRC-32Cs, the model it was written for), instead of sizes alone.
+// `train --resume` does (sizes, CRC-32Cs, the model it was written for), instead of sizes alone;
+// and read model.bin whole as `translate` does.
 StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify = false);
 
 // One screen of text, ending in a newline.

@@ -149,6 +149,15 @@ TEST(StatusCommand, AFinishedRun) {
             std::string::npos)
       << r.output;
   EXPECT_TRUE(EndsSaying(RunPsformer("status " + run + " --verify --watch"), 2, "give --watch or --verify, not both"));
+  EXPECT_NE(r.output.find("model: " + run + "/model.bin (read whole, CRC-32C verified)"), std::string::npos)
+      << r.output;
+
+  // A model.bin cut short: --verify reads it as translate would and says so.
+  std::filesystem::resize_file(run + "/model.bin", 5000);
+  r = RunPsformer("status " + run + " --verify");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("damaged model: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(run + "/model.bin"), std::string::npos) << r.output;
 }
 
 // A run whose max_steps is not a logging step logs its last steps too, in a line that says how

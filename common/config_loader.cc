@@ -263,8 +263,9 @@ Status ApplyOverride(const std::string& assignment, JobConfig* config) {
                                      " has no field '" + name +
                                      "' (its fields: " + FieldNames(*message->GetDescriptor()) + ")");
     }
-    if (field->is_repeated() && (dot != std::string::npos || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ||
-                                 field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING)) {
+    if (field->is_repeated() &&
+        (dot != std::string::npos || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE ||
+         field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING)) {
       return Status::InvalidArgument("--set " + assignment + ": '" + name +
                                      "' is a repeated field; set it in the config file");
     }
@@ -657,8 +658,16 @@ StatusOr<JobConfig> ResolveConfig(const std::string& path, const std::vector<std
   }
   FillDefaults(&config);
   for (const std::string& assignment : overrides) PSF_RETURN_IF_ERROR(ApplyOverride(assignment, &config));
-  PSF_RETURN_IF_ERROR(ValidateConfig(config).WithContext("invalid config " + path));
-  return config;
+  const Status valid = ValidateConfig(config);
+  if (valid.ok()) return config;
+  // A value the file does not hold is not the file's to be blamed for: the --set that gave a
+  // field the message names is said with it.
+  std::string with;
+  for (const std::string& assignment : overrides) {
+    const std::string field = assignment.substr(0, assignment.find('='));
+    if (!field.empty() && valid.message().find(field) != std::string::npos) with += " --set " + assignment;
+  }
+  return valid.WithContext("invalid config " + path + (with.empty() ? "" : " with" + with));
 }
 
 std::string ConfigToText(const JobConfig& config) {

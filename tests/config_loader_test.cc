@@ -130,6 +130,15 @@ TEST(ConfigLoader, LaterOverrideWins) {
   EXPECT_EQ(config->model().layers(), 4);
 }
 
+// A value the file does not hold is said with the --set that gave it, not blamed on the file.
+TEST(ConfigLoader, AnInvalidValueFromASetIsNamedWithTheSet) {
+  auto config = ResolveConfig(ConfigPath("base.pbtxt"), {"training.max_steps=20", "model.heads=0"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("base.pbtxt with --set model.heads=0: model.heads"), std::string::npos)
+      << config.status().message();
+  EXPECT_EQ(config.status().message().find("max_steps=20"), std::string::npos) << config.status().message();
+}
+
 TEST(ConfigLoader, SplitEmbeddingRunsFlatOrHostSummingUnderBspWithOverlap) {
   for (const char* groups : {"cluster.host_summing=false", "cluster.host_groups=2,2"}) {
     auto config =

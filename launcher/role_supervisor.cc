@@ -116,10 +116,13 @@ bool StopRoles(std::vector<SupervisedRole>& roles, RoleSlot::Kind kind, std::chr
       if (role.kind == kind) all_finished = all_finished && role.process->finished();
     }
     if (all_finished) break;
-    if (std::chrono::steady_clock::now() >= deadline || g_interrupts.load() > interrupts) {
+    const bool again = g_interrupts.load() > interrupts;
+    if (again || std::chrono::steady_clock::now() >= deadline) {
       for (auto& role : roles) {
         if (role.kind != kind || role.process->finished()) continue;
-        PSF_LOG(Warning) << role.process->name() << " did not stop in time; killing it";
+        PSF_LOG(Warning) << role.process->name()
+                         << (again ? ": interrupted again while it stopped; killing it"
+                                   : " did not stop in time; killing it");
         role.process->Kill();
       }
       break;
@@ -149,7 +152,12 @@ int StopInOrder(std::vector<SupervisedRole>& roles, const std::function<void()>&
   const bool servers_clean = StopRoles(roles, RoleSlot::Kind::kServer, kServerStopTimeout);
   if (!workers_clean || !aggregators_clean || !servers_clean) {
     // What there is to continue from, if anything, is said last (job_runner.cc).
-    std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/)\n";
+    if (g_interrupts.load() > 1) {
+      std::cerr << "psformer train: warning: interrupted again: the role processes still stopping were killed, "
+                   "and this stop's checkpoint may not have been written\n";
+    } else {
+      std::cerr << "psformer train: warning: not every role process stopped cleanly (see the run's logs/)\n";
+    }
   }
   return hangup ? kExitHangup : kExitInterrupted;
 }

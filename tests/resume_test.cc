@@ -583,6 +583,31 @@ TEST(Stop, ACtrlCAsTheRolesStartStopsThemInOrder) {
   EXPECT_FALSE(testing::HasText(job.Output(), "not every role process stopped cleanly")) << job.Output();
 }
 
+// A second Ctrl-C while the job stops in order kills what is still stopping, and the console says
+// that the user's interrupt did it (not that a role failed to stop in time). The emulated steps
+// are 3 s long, so the workers are still finishing theirs when it comes.
+TEST(Stop, ASecondInterruptKillsTheRolesStillStoppingAndSaysSo) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  BackgroundJob job(
+      "train --config configs/copy.pbtxt --set cluster.backend=EMULATED --set cluster.emulated_step_ms=3000 "
+      "--set training.max_steps=1000 --set training.valid_every=0 --set logging.every_steps=1 "
+      "--set checkpoint.every_steps=0 --run-dir " +
+          run,
+      run + ".out");
+  ASSERT_TRUE(testing::WaitForStep(&job, run, 1, std::chrono::seconds(120))) << job.Output();
+  job.SignalGroup(SIGINT);
+  ASSERT_TRUE(testing::WaitUntil(&job, std::chrono::seconds(30), [&] {
+    return testing::HasText(job.Output(), "interrupt again to kill at once");
+  })) << job.Output();
+  job.SignalGroup(SIGINT);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(60)), 130) << job.Output();
+  EXPECT_TRUE(testing::HasText(job.Output(), "interrupted again while it stopped; killing it")) << job.Output();
+  EXPECT_TRUE(testing::HasText(job.Output(), "interrupted again: the role processes still stopping were killed"))
+      << job.Output();
+  EXPECT_FALSE(testing::HasText(job.Output(), "did not stop in time")) << job.Output();
+}
+
 // A worker asked to stop (SIGTERM: how its supervisor passes a Ctrl-C on) while no server has
 // answered its HELLO yet (one still starting, or unreachable) exits at once and cleanly, instead
 // of resending until its timeout while the supervisor waits to kill it. Nothing listens at the

@@ -382,6 +382,9 @@ void CheckData(const proto::DataConfig& data, const proto::ModelConfig& model, C
     check->Require(!data.train_dir().empty(), "data.train_dir", "\"\"",
                    "a CORPUS task needs the directory written by `psformer prepare`");
   }
+  const std::string& sha = data.spm_sha256();
+  check->Require(sha.empty() || (sha.size() == 64 && sha.find_first_not_of("0123456789abcdef") == std::string::npos),
+                 "data.spm_sha256", "\"" + sha + "\"", "must be 64 lower-case hex digits (a SHA-256), or empty");
   check->Require(data.max_length() > 0, "data.max_length", Str(data.max_length()), "must be positive");
   check->Require(data.max_length_ratio() >= 1, "data.max_length_ratio", Str(data.max_length_ratio()), "must be >= 1");
 }

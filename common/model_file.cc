@@ -104,6 +104,22 @@ StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config
   return SentencePieceDigest(bytes);
 }
 
+Status PinSentencePiece(proto::JobConfig* config) {
+  PSF_ASSIGN_OR_RETURN(const std::string digest, TrainingSentencePieceDigest(*config));
+  if (digest.empty()) return Status::Ok();
+  const std::string& pinned = config->data().spm_sha256();
+  if (pinned.empty()) {
+    config->mutable_data()->set_spm_sha256(digest);
+    return Status::Ok();
+  }
+  if (pinned == digest) return Status::Ok();
+  const std::string path = (std::filesystem::path(config->data().train_dir()) / "spm.model").string();
+  return Status::InvalidArgument(path + " is not the SentencePiece model the run trains with (its SHA-256 is " +
+                                 digest.substr(0, 12) + "..., data.spm_sha256 " + pinned.substr(0, 12) +
+                                 "...): the corpus was prepared again, and its ids would mean other pieces; train "
+                                 "on the corpus the run began with, or start a new run");
+}
+
 Status CheckSentencePiece(const ModelFile& file, const std::string& model_path, std::string_view spm_bytes,
                           const std::string& spm_path, std::string* warning) {
   if (file.spm_digest.empty()) {

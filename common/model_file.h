@@ -51,6 +51,12 @@ std::string SentencePieceDigest(std::string_view spm_bytes);
 // for a task without one (COPY). Errors name the file that cannot be read.
 StatusOr<std::string> TrainingSentencePieceDigest(const proto::JobConfig& config);
 
+// Fills in data.spm_sha256 from the SentencePiece model `config` trains with when it is empty;
+// when it is set (a resumed run's), checks that model against it: InvalidArgument naming the
+// file when it is another (a corpus prepared again, whose ids mean other pieces). Nothing for a
+// task without one.
+Status PinSentencePiece(proto::JobConfig* config);
+
 // Whether `spm_bytes` (read from `spm_path`) is the SentencePiece model `file` (read from
 // `model_path`) was trained with. InvalidArgument naming both files when the digests differ.
 // A file that records no digest passes, and `*warning` says that it could not be checked.

@@ -122,6 +122,7 @@ bool MayChangeOnResume(const std::string& path) {
       "data.tgt_lang",
       "data.max_length",
       "data.max_length_ratio",
+      "data.spm_sha256",  // taken from the run when left empty, and checked against the corpus (PinSentencePiece)
       "cluster.backend",
       "cluster.bind_host",
       "cluster.base_port",
@@ -158,6 +159,8 @@ std::vector<std::string> ResumeConflicts(const JobConfig& run, const JobConfig& 
 }
 
 std::string InheritFromRun(const JobConfig& run, JobConfig* config) {
+  // A record of the run's corpus, not a choice left open: taken without a word.
+  if (config->data().spm_sha256().empty()) config->mutable_data()->set_spm_sha256(run.data().spm_sha256());
   std::string filled;
   auto& cluster = *config->mutable_cluster();
   if (cluster.workers() == 0 && run.cluster().workers() > 0) {
@@ -198,7 +201,21 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
                                    "); continue it with --resume, or start over with --overwrite (which deletes "
                                    "those files), or choose another --run-dir");
   }
-  if (request.mode == RunDirectoryMode::kOverwrite) return Status::Ok();
+  if (request.mode == RunDirectoryMode::kOverwrite) {
+    // --overwrite deletes inside the run directory only: what a link of psformer's folders points
+    // to would keep the earlier run's files, and the new run would write among them (a resume, an
+    // average would then mix the two runs' checkpoints).
+    for (const char* folder : {"checkpoints", "logs", "tensorboard", "valid_bleu", "ipc"}) {
+      const fs::path path = fs::path(dir) / folder;
+      if (!fs::is_symlink(path, ec)) continue;
+      const std::string target = fs::read_symlink(path, ec).string();
+      return Status::InvalidArgument("--overwrite: " + path.string() + " is a symbolic link (to " + target +
+                                     "), and --overwrite deletes only inside the run directory: the earlier run's "
+                                     "files there would stay among the new run's; empty " +
+                                     target + " yourself (or remove the link), then start over");
+    }
+    return Status::Ok();
+  }
 
   const std::string state = request.local ? "trainer_state.bin" : "checkpoint";
   if (!exists) {

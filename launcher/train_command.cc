@@ -19,6 +19,7 @@
 #include "common/config_loader.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
+#include "common/model_file.h"
 #include "common/trace.h"
 #include "common/write_file.h"
 #include "launcher/cluster_plan.h"
@@ -287,6 +288,7 @@ int RunTrainCommand(const Args& args) {
                                                   : RunDirectoryMode::kFresh;
   Status files = CheckConfigFiles(*config);
   if (files.ok()) files = CheckPreparedCorpus(*config);
+  if (files.ok()) files = PinSentencePiece(&*config);
   if (values["dry-run"].as<bool>())
     return DryRun(*config, placement, files, values.count("run-dir") ? &request : nullptr);
   if (!files.ok()) return ReportError("train", files);

@@ -431,6 +431,41 @@ TEST(Prepare, ACorpusWithoutValidBinTrainsWhenNoValidationIsAsked) {
   }
 }
 
+// A run's corpus prepared again in its place (its ids then mean other pieces): the run's
+// config.pbtxt records its SentencePiece model, and a resume, --local or through the servers,
+// refuses another and leaves the run's config as it was; with the run's own back it continues.
+TEST(Prepare, AResumeOnACorpusPreparedAgainIsRefused) {
+  TempDir dir;
+  PrepareInto(dir, "a", MakeText(300, 5));
+  PrepareInto(dir, "b", MakeText(300, 11));
+  const std::string spm_a = SentencePieceDigest(FileBytes(dir.File("a/spm.model")));
+  ASSERT_NE(spm_a, SentencePieceDigest(FileBytes(dir.File("b/spm.model")))) << "the test needs two models";
+  const std::string corpus = dir.File("corpus");
+  const auto use = [&](const std::string& which) {
+    std::filesystem::remove_all(corpus);
+    std::filesystem::copy(dir.File(which), corpus);
+  };
+  const std::string flags = "--set training.valid_every=0 --set training.valid_bleu_sentences=0 ";
+  for (const std::string placement : {"--local", "--set cluster.workers=1 --set cluster.servers=1"}) {
+    SCOPED_TRACE(placement);
+    const std::string run = dir.File(placement == "--local" ? "local" : "servers");
+    use("a");
+    auto r = RunPsformer(TrainOn(corpus, run, flags + "--set checkpoint.every_steps=3 " + placement));
+    ASSERT_EQ(r.exit_status, 0) << r.output;
+    const std::string config = testing::ReadTextFile(run + "/config.pbtxt");
+    EXPECT_TRUE(testing::HasText(config, "spm_sha256: \"" + spm_a + "\"")) << config;
+    use("b");
+    const std::string resume = flags + "--set training.max_steps=9 --resume " + placement;
+    r = RunPsformer(TrainOn(corpus, run, resume));
+    EXPECT_TRUE(testing::EndsSaying(r, 1, corpus + "/spm.model is not the SentencePiece model the run trains with"));
+    EXPECT_TRUE(testing::HasText(r.output, "ids would mean other pieces")) << r.output;
+    EXPECT_EQ(testing::ReadTextFile(run + "/config.pbtxt"), config);
+    use("a");
+    r = RunPsformer(TrainOn(corpus, run, resume));
+    EXPECT_EQ(r.exit_status, 0) << r.output;
+  }
+}
+
 TEST(Prepare, ProgressOnATerminalOnly) {
   TempDir dir;
   const TextCorpus train = MakeText(300, 3);

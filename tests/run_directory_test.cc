@@ -178,6 +178,22 @@ TEST_F(RunDirectory, AnOverwriteTheJobRefusesLeavesTheEarlierRunAsItWas) {
   EXPECT_EQ(Snapshot(run), before);
 }
 
+// A run whose checkpoints/ is a link to another disk: --overwrite would leave what the link
+// points to (it deletes inside the run directory only), and the new run would write among the
+// earlier one's checkpoints. Refused, naming the link, with the run as it was.
+TEST_F(RunDirectory, AnOverwriteOfARunWhoseCheckpointsAreALinkIsRefused) {
+  const std::string run = TrainedRun("run");
+  const std::string elsewhere = dir_.File("elsewhere");
+  std::filesystem::rename(run + "/checkpoints", elsewhere);
+  std::filesystem::create_directory_symlink(elsewhere, run + "/checkpoints");
+  const auto before = Snapshot(run);
+  const auto kept = Snapshot(elsewhere);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=10 --overwrite --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1, "--overwrite: " + run + "/checkpoints is a symbolic link (to " + elsewhere + ")"));
+  EXPECT_EQ(Snapshot(run), before);
+  EXPECT_EQ(Snapshot(elsewhere), kept);
+}
+
 TEST_F(RunDirectory, ALiveJobsDirectoryIsRefusedToTrainResumeAndOverwriteAlike) {
   const std::string run = TrainedRun("run");
   HeldRunLock live(run);

@@ -1,6 +1,7 @@
 // CudaBackend (cuda_backend.h): device setup, memory, cuBLAS matrix products, and the operations
 // that forward to the kernel launchers of cuda_kernels.h.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -186,6 +187,7 @@ std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
   // Callable on any thread (the client's registers the peers' shared memory as it maps it): the
   // device made current there, so no other device gets a context, and portable, so that the
   // registration holds whichever thread's context copies from it.
+  const auto start = std::chrono::steady_clock::now();
   cudaError_t err = cudaSetDevice(device_);
   if (err == cudaSuccess) err = cudaHostRegister(host, bytes, cudaHostRegisterPortable);
   if (err != cudaSuccess) {
@@ -195,13 +197,17 @@ std::shared_ptr<void> CudaBackend::PinHostMemory(void* host, size_t bytes) {
                         "fraction of the bus's speed; a server's shared memory is copied into pinned memory first)";
     return nullptr;
   }
+  // On whichever thread asked (the client's, for a server's segment as it is first mapped): said,
+  // so that a GPU run's log shows what pinning costs there.
+  PSF_LOG(Info) << "pinned " << (bytes >> 20) << " MiB of host memory in "
+                << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() << " ms";
   return std::shared_ptr<void>(host, [bytes, device = device_](void* p) {
     cudaError_t unpinned = cudaSetDevice(device);
     if (unpinned == cudaSuccess) unpinned = cudaHostUnregister(p);
     if (unpinned != cudaSuccess) {
       cudaGetLastError();
-      PSF_LOG(Warning) << "unpinning " << (bytes >> 20) << " MiB of host memory failed: "
-                       << cudaGetErrorString(unpinned);
+      PSF_LOG(Warning) << "unpinning " << (bytes >> 20)
+                       << " MiB of host memory failed: " << cudaGetErrorString(unpinned);
     }
   });
 }

@@ -40,7 +40,8 @@ int RunStatusCommand(const Args& args) {
       ("watch", po::value<double>()->implicit_value(2.0),
        "redraw every SECONDS (default 2) while the job runs")
       ("verify", po::bool_switch(),
-       "read the checkpoints whole and check their CRC-32Cs as train --resume does (without it: their sizes)");
+       "read the checkpoints (and model.bin) whole and check their CRC-32Cs as train --resume does (without "
+       "it: their sizes); exit status 1 when it finds damage");
   // clang-format on
   po::positional_options_description positional;
   positional.add("run-dir", 1);
@@ -65,6 +66,17 @@ int RunStatusCommand(const Args& args) {
     // On a terminal each screen replaces the last (clear, cursor home); in a pipe they follow.
     if (watch && terminal) std::cout << "\033[H\033[2J";
     std::cout << FormatRunStatus(*status) << std::flush;
+    if (verify) {
+      // A check, as a script uses it (`status RUN --verify && deploy`): damage it found is no
+      // success. Checkpoints a running job is still writing are not damage.
+      const bool damaged = !status->model_damage.empty() || !status->trainer_state_damage.empty() ||
+                           !status->damaged_checkpoints.empty();
+      if (damaged) {
+        std::cerr << "psformer status: --verify found damage in " << run_dir << " (listed above)\n";
+        return kExitFailure;
+      }
+      return 0;
+    }
     if (!watch || status->state != RunStatus::State::kRunning) return 0;
     std::this_thread::sleep_for(std::chrono::duration<double>(every));
     if (!terminal) std::cout << "\n";

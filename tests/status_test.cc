@@ -127,7 +127,8 @@ TEST(StatusCommand, AFinishedRun) {
   r = RunPsformer("status " + run);
   EXPECT_NE(r.output.find("newest checkpoint: step 10 ("), std::string::npos) << r.output;
   r = RunPsformer("status " + run + " --verify");
-  ASSERT_EQ(r.exit_status, 0) << r.output;
+  // A check as a script uses it: the damage it found is exit status 1, after the whole report.
+  EXPECT_TRUE(EndsSaying(r, 1, "psformer status: --verify found damage in " + run + " (listed above)"));
   EXPECT_EQ(r.output.find("newest checkpoint:"), std::string::npos) << r.output;
   EXPECT_NE(
       r.output.find("damaged checkpoint, skipped: step 10: " + shard10 + ": checksum differs from the manifest's"),
@@ -143,6 +144,7 @@ TEST(StatusCommand, AFinishedRun) {
     f.put(static_cast<char>(byte ^ 0x20));
   }
   r = RunPsformer("status " + run + " --verify");
+  EXPECT_EQ(r.exit_status, 1) << r.output;  // step 20's shard is still cut short
   EXPECT_NE(r.output.find("newest checkpoint: step 10 (" + run +
                           "/checkpoints/step-00000010; every shard's CRC-32C "
                           "verified)"),
@@ -155,7 +157,7 @@ TEST(StatusCommand, AFinishedRun) {
   // A model.bin cut short: --verify reads it as translate would and says so.
   std::filesystem::resize_file(run + "/model.bin", 5000);
   r = RunPsformer("status " + run + " --verify");
-  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("damaged model: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(run + "/model.bin"), std::string::npos) << r.output;
 }
@@ -232,6 +234,7 @@ TEST(StatusCommand, ADamagedTrainerStateIsNamedAndNotAdvisedToResumeFrom) {
   r = RunPsformer("status " + run);
   EXPECT_NE(r.output.find("  continue with: psformer train --local"), std::string::npos) << r.output;
   r = RunPsformer("status " + run + " --verify");
+  EXPECT_EQ(r.exit_status, 0) << r.output;  // nothing damaged
   EXPECT_NE(r.output.find("  trainer state: " + run + "/trainer_state.bin (CRC-32C verified)\n"), std::string::npos)
       << r.output;
   // A flipped byte near its end (in Adam's moments) is seen by --verify alone.
@@ -246,6 +249,7 @@ TEST(StatusCommand, ADamagedTrainerStateIsNamedAndNotAdvisedToResumeFrom) {
   r = RunPsformer("status " + run);
   EXPECT_NE(r.output.find("  continue with: psformer train --local"), std::string::npos) << r.output;
   r = RunPsformer("status " + run + " --verify");
+  EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("  damaged trainer state: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  nothing to resume (trainer_state.bin is damaged)"), std::string::npos) << r.output;
   std::filesystem::resize_file(run + "/trainer_state.bin", 1000);

@@ -378,6 +378,10 @@ void CheckData(const proto::DataConfig& data, const proto::ModelConfig& model, C
     check->Require(model.vocab_size() == 0 || model.vocab_size() >= data.copy_vocab_size(), "model.vocab_size",
                    Str(model.vocab_size()),
                    "is smaller than data.copy_vocab_size (" + Str(data.copy_vocab_size()) + ")");
+    // A corpus named for a task that reads none would train the copy task in its stead, unsaid.
+    check->Require(data.train_dir().empty(), "data.train_dir", "\"" + data.train_dir() + "\"",
+                   "is set, but data.task is COPY (the default), which reads no corpus: set data.task=CORPUS to "
+                   "train on it, or drop data.train_dir");
   } else {
     check->Require(!data.train_dir().empty(), "data.train_dir", "\"\"",
                    "a CORPUS task needs the directory written by `psformer prepare`");

@@ -25,24 +25,27 @@ namespace fs = std::filesystem;
 namespace {
 
 // What --output may replace: an earlier model file (a second average, as scripts/demo's rerun
-// makes) or a device, but neither a file of another kind (a user's) nor the run's own trained
-// model, which averaging must not take the place of.
+// makes) or a device, but neither a file of another kind (a user's) nor a file a run writes at
+// the top of its directory (its trained model.bin above all, this run's or another's), which an
+// average must not take the place of, whether or not the run has written it yet.
 Status CheckOutput(const std::string& output, const std::string& run_dir) {
   std::error_code ec;
-  const Status trained = Status::InvalidArgument(
-      "--output " + output + " is the run's trained model: average writes beside it; name another file");
-  if (!fs::exists(output, ec)) {
-    // Not yet written (a job still training, or one stopped): the name is still the run's, and a
-    // model.bin there would make the run look finished.
-    const fs::path out(output);
-    const std::string name = out.filename().string();
-    const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-    if (!fs::equivalent(parent, run_dir, ec) || !IsTopLevelRunFile(name)) return Status::Ok();
-    if (name == "model.bin") return trained;
-    return Status::InvalidArgument("--output " + output + " is a file of the run's own (" + name +
+  // Where the bytes would go: through a link, its target.
+  fs::path out(output);
+  if (fs::exists(out, ec)) out = fs::canonical(out, ec);
+  const std::string name = out.filename().string();
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  const bool this_run = fs::equivalent(parent, run_dir, ec);
+  if (IsTopLevelRunFile(name) && (this_run || fs::exists(parent / "config.pbtxt", ec))) {
+    const std::string whose = this_run ? "the run's" : "the run in " + parent.string() + "'s";
+    if (name == "model.bin") {
+      return Status::InvalidArgument("--output " + output + " is " + whose +
+                                     " trained model: average writes beside it; name another file");
+    }
+    return Status::InvalidArgument("--output " + output + " is a file of " + whose + " own (" + name +
                                    "): average writes beside it; name another file");
   }
-  if (fs::equivalent(output, fs::path(run_dir) / "model.bin", ec)) return trained;
+  if (!fs::exists(output, ec)) return Status::Ok();
   return CheckReplaceable("--output", output, std::string_view(kModelFileMagic, sizeof(kModelFileMagic)),
                           "psformer model file");
 }

@@ -263,6 +263,14 @@ int RunTrainCommand(const Args& args) {
   if (auto window = TraceWindowFromEnvironment(); !window.ok())
     return ReportError("train", window.status(), kExitUsage);
   const bool local = values["local"].as<bool>();
+  if (local && StartedByMpirun()) {
+    // Every rank would train the whole model into the same run directory.
+    return ReportError("train",
+                       "--local trains in this one process, and under mpirun every rank would train the same "
+                       "run: drop --local (the ranks become the job's servers and workers), or run it without "
+                       "mpirun",
+                       kExitUsage);
+  }
   const JobPlacement placement = local               ? JobPlacement::kLocal
                                  : StartedByMpirun() ? JobPlacement::kClusterRank
                                                      : JobPlacement::kSingleNode;

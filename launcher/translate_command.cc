@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -116,7 +117,7 @@ constexpr int kWideBeam = 64;
 // Refuses a beam whose one-sentence footprint (logits and scores over the vocabulary, the
 // decoder's cached keys and values up to the longest output) would not fit in this machine's
 // memory; warns about a beam wider than kWideBeam, which rarely translates better.
-Status CheckBeamFits(const BeamSearchOptions& beam, const ModelFile& model, uint64_t machine_bytes) {
+Status CheckBeamFits(const BeamSearchOptions& beam, const ModelFile& model, uint64_t machine_bytes, int* batch_tokens) {
   const proto::ModelConfig& m = model.model;
   const double hypotheses = beam.beam;
   const double per_hypothesis =
@@ -133,6 +134,17 @@ Status CheckBeamFits(const BeamSearchOptions& beam, const ModelFile& model, uint
     std::cerr << "psformer translate: warning: --beam " << beam.beam << " is unusually wide (4 to 10 is usual; "
               << "wider beams rarely translate better and often worse); it needs about "
               << FormatBytes(static_cast<uint64_t>(bytes)) << " per sentence in a batch\n";
+  }
+  // A batch holds at most batch_tokens / 2 sentences (each at least one piece and its eos, padded
+  // alike): fewer where all of theirs would not fit in half the machine.
+  if (machine_bytes > 0 && bytes > 0) {
+    const double fit = std::floor(0.5 * static_cast<double>(machine_bytes) / bytes);
+    if (fit * 2 < *batch_tokens) {
+      const int lowered = static_cast<int>(std::max(2.0, fit * 2));
+      std::cerr << "psformer translate: --batch-tokens " << *batch_tokens << " lowered to " << lowered
+                << ", so that a batch's beams fit in half of this machine's " << FormatBytes(machine_bytes) << "\n";
+      *batch_tokens = lowered;
+    }
   }
   return Status::Ok();
 }
@@ -202,7 +214,7 @@ int RunTranslateCommand(const Args& args) {
   }
   if (!spm_warning.empty()) std::cerr << "psformer translate: warning: " << spm_warning << "\n";
 
-  if (Status fits = CheckBeamFits(beam, *model, HostMemoryBytes()); !fits.ok()) {
+  if (Status fits = CheckBeamFits(beam, *model, HostMemoryBytes(), &batch_tokens); !fits.ok()) {
     return ReportError("translate", fits);
   }
 

@@ -317,6 +317,16 @@ TEST_F(AverageTest, ReplacesOnlyAnEarlierModelFileAndNeverTheRunsModel) {
                            "--output " + out + " is the run's trained model"));
   }
   EXPECT_EQ(ReadTextFile(trained), before);
+
+  // Nor another run's model.bin (a run directory: it holds config.pbtxt).
+  const std::string other = dir_.File("other");
+  fs::create_directories(other);
+  std::ofstream(other + "/config.pbtxt") << "name: \"other\"\n";
+  fs::copy_file(again, other + "/model.bin");
+  const std::string others = ReadTextFile(other + "/model.bin");
+  EXPECT_TRUE(EndsSaying(RunPsformer("average --run-dir " + run_ + " --last 1 --output " + other + "/model.bin"), 1,
+                         "is the run in " + other + "'s trained model"));
+  EXPECT_EQ(ReadTextFile(other + "/model.bin"), others);
 }
 
 }  // namespace

@@ -186,6 +186,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOverride{"batching.src_tokens_per_step=0", "batching.src_tokens_per_step"},
                       BadOverride{"checkpoint.keep_last=2", "checkpoint.keep_last = 2: must keep at least"},
                       BadOverride{"data.train_dir=", "data.train_dir"},
+                      BadOverride{"data.task=COPY",
+                                  "data.train_dir = \"data/wmt14-en-de\": is set, but data.task "
+                                  "is COPY (the default), which reads no corpus"},
                       BadOverride{"model.headz=8",
                                   "ModelConfig has no field 'headz' (its fields: layers, d_model, d_ff, heads"},
                       BadOverride{"modle.heads=8", "JobConfig has no field 'modle' (its fields: name, model, "},

@@ -14,8 +14,8 @@ using testing::CommandResult;
 using testing::ModelDigest;
 using testing::RunPsformerUnderMpirun;
 using testing::TempDir;
-using testing::TrainSameModel;
 using testing::TrainedModelDigest;
+using testing::TrainSameModel;
 
 // A short copy-task run: enough steps to move every parameter, few enough for a 2-core machine.
 const char* kShort =
@@ -81,6 +81,19 @@ TEST(Training, MpirunClusterModeEqualsSingleNodeMode) {
       3, std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + run);
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_EQ(ModelDigest(run + "/model.bin"), single);
+}
+
+// --local under mpirun: every rank would train the whole model into the same run directory (and
+// each say it had). Refused on every rank before anything is written.
+TEST(Training, LocalUnderMpirunIsRefusedAndWritesNothing) {
+  TempDir dir;
+  const CommandResult r =
+      RunPsformerUnderMpirun(2, std::string("train ") + kShort + " --local --run-dir " + dir.File("x"));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("--local trains in this one process, and under mpirun every rank would train the same run"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x")));
 }
 
 TEST(Training, MpirunWithTheWrongRankCountSaysWhatItNeeds) {

@@ -83,6 +83,7 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
       {"--model " + model_ + " --spm " + spm_ + " --beam 0", "beam", 2},
       {"--model " + model_ + " --spm " + spm_ + " --alpha -1", "alpha", 2},
       {"--model " + model_ + " --spm " + spm_ + " --batch-tokens 0", "batch-tokens", 2},
+      {"--model " + model_ + " --spm " + spm_ + " --max-len-a 0 --max-len-b 0", "every translation would be empty", 2},
       {"--model " + model_ + " --spm " + spm_ + " --beam four", "beam", 2},
       {"--model " + model_ + " --spm " + spm_ + " stray", "unexpected argument 'stray'", 2},
       {"--spm " + spm_, "model", 2},

@@ -58,6 +58,12 @@ Status ValidateBeamSearchOptions(const BeamSearchOptions& options) {
   if (options.max_len_b < 0) {
     return Status::InvalidArgument("max-len-b must be >= 0, got " + std::to_string(options.max_len_b));
   }
+  if (options.max_len_a == 0 && options.max_len_b == 0) {
+    // Every output would be empty, and the run would look like a translation.
+    return Status::InvalidArgument(
+        "max-len-a and max-len-b are both 0: every translation would be empty; "
+        "give a maximum output length above 0");
+  }
   return Status::Ok();
 }
 

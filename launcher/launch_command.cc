@@ -303,7 +303,22 @@ int Launch(const LaunchOptions& options) {
       SayHowToContinue(options.run_dir, result.hung_up);
       return result.hung_up ? kExitHangup : kExitInterrupted;
     }
-    if (result.exit_status == 0) return 0;
+    if (result.exit_status == 0) {
+      if (JobTrainedToItsEnd(options.run_dir, started)) return 0;
+      // mpirun said success, but no job wrote the run's model (an --mpirun that is no Open MPI
+      // mpirun, a train command its ranks did not run): no success to report.
+      Say("mpirun exited with status 0, but the job wrote no " + (fs::path(options.run_dir) / "model.bin").string() +
+          ": it did not train (see above)");
+      return kExitFailure;
+    }
+    if (result.exit_status == kExitInterrupted || result.exit_status == kExitHangup) {
+      // The ranks stopped in order, as they do when someone signals mpirun or them directly (a
+      // batch system, `kill -USR1`): a stop someone asked for, not a failure to mend.
+      Say("the job was stopped: mpirun exited with status " + std::to_string(result.exit_status) +
+          ", as the ranks do when asked to stop");
+      SayHowToContinue(options.run_dir, result.exit_status == kExitHangup);
+      return result.exit_status;
+    }
     if (!JobStarted(options.run_dir, started)) {
       Say("the job failed before it started (" + result.cause + "; see above); not restarting");
       // mpirun that could not be run at all ends with 127 (exit_codes.h): launch's own status

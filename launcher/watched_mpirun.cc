@@ -41,6 +41,14 @@ void OnSignal(int signal) {
   if (!first && pid > 0) kill(pid, SIGINT);
 }
 
+// SIGUSR1 (kOrderlyStopSignal), as a job's supervisors and mpirun take it: the orderly stop, and a
+// second one kills nothing. Its default action would end this process and leave mpirun and the
+// job running unwatched.
+void OnOrderlyStop(int) {
+  int none = 0;
+  g_signals.compare_exchange_strong(none, 1);
+}
+
 // The orderly stop goes to mpirun as SIGUSR1, which it passes on to every rank and then waits for
 // them (a SIGINT or SIGTERM it answers by killing the ranks a second later, before a large
 // model's servers wrote their checkpoint). mpirun passes it only to the ranks it has started, and
@@ -203,12 +211,15 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
   WatchedMpirunResult result;
   g_signals.store(0);
   g_hung_up.store(false);
-  struct sigaction pass_on = {}, old_int = {}, old_term = {}, old_hup = {};
+  struct sigaction pass_on = {}, orderly = {}, old_int = {}, old_term = {}, old_hup = {}, old_usr1 = {};
   pass_on.sa_handler = OnSignal;
   sigemptyset(&pass_on.sa_mask);
   sigaction(SIGINT, &pass_on, &old_int);
   sigaction(SIGTERM, &pass_on, &old_term);
   sigaction(SIGHUP, &pass_on, &old_hup);
+  orderly.sa_handler = OnOrderlyStop;
+  sigemptyset(&orderly.sa_mask);
+  sigaction(SIGUSR1, &orderly, &old_usr1);
 
   std::array<Relay, 2> relays;
   const pid_t pid = StartMpirun(options.command, relays);
@@ -265,6 +276,7 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
   return result;
 }
 

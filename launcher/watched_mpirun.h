@@ -7,7 +7,9 @@
 // Signals: mpirun runs in a process group of its own with stdin from /dev/null. The first SIGINT,
 // SIGTERM or SIGHUP sent to this process is passed on as SIGUSR1 once the job has started, which
 // mpirun passes on to every rank, who stop in order however long that takes (role_supervisor.h:
-// kOrderlyStopSignal); a second one as SIGINT, on which mpirun kills the job at once.
+// kOrderlyStopSignal); a second one as SIGINT, on which mpirun kills the job at once. SIGUSR1
+// sent to this process asks for the same orderly stop, and a second one kills nothing, as for a
+// job's supervisors.
 #ifndef PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 #define PSFORMER_LAUNCHER_WATCHED_MPIRUN_H_
 

@@ -29,6 +29,7 @@ using testing::ModelDigest;
 using testing::RunPsformer;
 using testing::RunShell;
 using testing::TempDir;
+using testing::WaitUntil;
 
 // 2 workers and 1 server on the copy task: short enough for a shared 2-core machine, with a
 // checkpoint every 8 steps for the restarts to continue from.
@@ -471,6 +472,60 @@ TEST(Launch, AnMpirunThatCannotRunIsNamedWithExitStatus1) {
   EXPECT_NE(r.output.find("cannot run " + dir.File("no-mpirun") + ": No such file or directory"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("the job failed before it started"), std::string::npos) << r.output;
+}
+
+// Stand-ins for mpirun (launch --mpirun): what a launch makes of how mpirun ended. Each writes the
+// run's config.pbtxt (a job that started), counts its runs in RUN.count, then ends as told.
+std::string FakeMpirun(const TempDir& dir, const std::string& name, const std::string& run, const std::string& end) {
+  const std::string path = dir.Write(name, "#!/bin/sh\nmkdir -p '" + run + "' && touch '" + run +
+                                               "/config.pbtxt'\necho run >> '" + run + ".count'\n" + end + "\n");
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+std::string LaunchWith(const TempDir& dir, const std::string& mpirun, const std::string& run) {
+  const std::string hostfile = dir.Write("hosts", "localhost slots=3\n");
+  const std::string agent = dir.Write("agent", "#!/bin/sh\nshift\nexec \"$@\"\n");
+  std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
+  return "launch --hostfile " + hostfile + " -np 3 --rsh-agent " + agent + " --mpirun " + mpirun + " -- train " + kJob +
+         " --run-dir " + run;
+}
+
+// mpirun that ends with status 0 but whose job wrote no model.bin did not train: no success.
+TEST(Launch, AnMpirunThatSucceedsWithoutTheJobsModelIsNoSuccess) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(LaunchWith(dir, FakeMpirun(dir, "mpirun-true", run, "exit 0"), run));
+  EXPECT_TRUE(EndsSaying(r, 1, "mpirun exited with status 0, but the job wrote no " + run + "/model.bin"));
+}
+
+// Ranks stopped in order (someone signalled mpirun or them, as a batch system does) end mpirun
+// with 130: a stop asked for, not a failure to restart.
+TEST(Launch, AJobStoppedInOrderIsNotRestarted) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(LaunchWith(dir, FakeMpirun(dir, "mpirun-130", run, "exit 130"), run));
+  EXPECT_TRUE(EndsSaying(r, 130, "interrupted; not restarting")) << r.output;
+  EXPECT_NE(r.output.find("the job was stopped: mpirun exited with status 130"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("restart 1 of"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\n");
+}
+
+// SIGUSR1 to launch (as the docs advise for mpirun) asks for the orderly stop, passed on to mpirun
+// as SIGUSR1; before, its default action ended launch and left mpirun and the job unwatched.
+TEST(Launch, Sigusr1ToLaunchStopsTheJobInOrder) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const std::string mpirun = FakeMpirun(
+      dir, "mpirun-waits", run, "trap 'echo usr1 >> \"" + run + ".signals\"; exit 130' USR1\nsleep 60 &\nwait\nexit 1");
+  BackgroundJob job(LaunchWith(dir, mpirun, run), dir.File("launch.out"));
+  ASSERT_TRUE(WaitUntil(&job, std::chrono::seconds(60), [&] { return std::filesystem::exists(run + ".count"); }))
+      << job.Output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the fake reaches its wait
+  job.SignalGroup(SIGUSR1);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(60)), 130) << job.Output();
+  EXPECT_EQ(testing::ReadTextFile(run + ".signals"), "usr1\n") << job.Output();
+  EXPECT_EQ(job.Output().find("restart 1 of"), std::string::npos) << job.Output();
 }
 
 TEST(Launch, IsListedAndHasHelp) {

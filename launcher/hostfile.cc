@@ -10,6 +10,32 @@
 
 namespace psformer {
 
+namespace {
+
+// Why `host` cannot be a hostfile's host name ("" when it can): mpirun takes it in a comma-separated
+// --host list with ":N" for the slots, and the launch probes it by name, so only a plain name or
+// IPv4 address will do.
+std::string HostNameProblem(const std::string& host) {
+  if (host.find(':') != std::string::npos || host.find('[') != std::string::npos) {
+    return "IPv6 addresses (and \"host:N\") are not taken: give the host's name or IPv4 address, and its "
+           "slots as slots=N";
+  }
+  if (host.find(',') != std::string::npos) return "one host a line: a ',' would make mpirun place ranks on two";
+  if (host[0] == '-' || host[0] == '.') return "a host name cannot begin with '" + host.substr(0, 1) + "'";
+  for (const char c : host) {
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    if (!plain) {
+      const bool ascii = static_cast<unsigned char>(c) < 0x80;
+      return "not a host name (letters, digits, '.', '-' and '_'; found " +
+             (ascii ? "'" + std::string(1, c) + "'" : std::string("a letter outside ASCII")) + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const std::string& source) {
   std::vector<HostSlots> hosts;
   std::set<std::string> seen;
@@ -21,6 +47,9 @@ StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const st
     std::istringstream words(line);
     HostSlots entry;
     if (!(words >> entry.host)) continue;
+    if (const std::string problem = HostNameProblem(entry.host); !problem.empty()) {
+      return Status::InvalidArgument(where + "\"" + entry.host + "\": " + problem);
+    }
     std::string word;
     std::string max_slots_word;  // the max_slots=N word, if any
     int max_slots = 0;
@@ -45,6 +74,10 @@ StatusOr<std::vector<HostSlots>> ParseHostfile(const std::string& text, const st
       if (value > kMaxSlotsPerHost) {
         return Status::InvalidArgument(where + "\"" + word + "\": the count is too large (at most " +
                                        std::to_string(kMaxSlotsPerHost) + " processes a host)");
+      }
+      if ((key == "slots" && has_slots) || (key != "slots" && !max_slots_word.empty())) {
+        return Status::InvalidArgument(where + "\"" + word + "\": " + (key == "slots" ? "slots" : "max_slots") +
+                                       " is given twice on this line");
       }
       if (key == "slots") {
         entry.slots = value;

@@ -42,6 +42,21 @@ TEST(Hostfile, ErrorsNameTheFileAndLine) {
       {"node0 slots=4 max_slots=2\n", "h", "h:1: slots=4 is more than max_slots=2"},
       {"node0\nnode1\nnode0 slots=3\n", "h", "h:3: host node0 is listed twice"},
       {"# nothing\n\n", "h", "h: lists no hosts"},
+      {"::1 slots=2\n", "h",
+       "h:1: \"::1\": IPv6 addresses (and \"host:N\") are not taken: give the host's name or IPv4 address, and "
+       "its slots as slots=N"},
+      {"[::1]\n", "h",
+       "h:1: \"[::1]\": IPv6 addresses (and \"host:N\") are not taken: give the host's name or IPv4 address, and "
+       "its slots as slots=N"},
+      {"localhost:3\n", "h",
+       "h:1: \"localhost:3\": IPv6 addresses (and \"host:N\") are not taken: give the host's name or IPv4 "
+       "address, and its slots as slots=N"},
+      {"node0,node1 slots=2\n", "h",
+       "h:1: \"node0,node1\": one host a line: a ',' would make mpirun place ranks on two"},
+      {"-np slots=2\n", "h", "h:1: \"-np\": a host name cannot begin with '-'"},
+      {"h\xc3\xa9llo\n", "h",
+       "h:1: \"h\xc3\xa9llo\": not a host name (letters, digits, '.', '-' and '_'; found a letter outside ASCII)"},
+      {"localhost slots=2 slots=3\n", "h", "h:1: \"slots=3\": slots is given twice on this line"},
   };
   for (const BadHostfile& c : cases) {
     auto parsed = ParseHostfile(c.text, c.file);

@@ -330,6 +330,16 @@ int Launch(const LaunchOptions& options) {
           ", but ended with an error (see above); not restarting");
       return result.exit_status;
     }
+    if (NewestCompleteCheckpoint(options.run_dir).empty()) {
+      // A restart continues with --resume, which has nothing to continue from: it would fail as a
+      // job that never started, and say so wrongly.
+      Say("the job ended abnormally (" + result.cause +
+          ") before its servers wrote any complete checkpoint: a restart would have nothing to resume from; not "
+          "restarting. Start over with the same psformer launch command and --overwrite added to the train "
+          "arguments (this attempt's logs are in " +
+          (fs::path(options.run_dir) / "logs").string() + ")");
+      return result.exit_status;
+    }
     if (attempt >= options.max_restarts) {
       Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +
           " are used up; giving up. Continue it with --resume");

@@ -511,6 +511,20 @@ TEST(Launch, AJobStoppedInOrderIsNotRestarted) {
   EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\n");
 }
 
+// A job that started and failed before its servers wrote any checkpoint: a restart would --resume
+// from nothing and fail as a job that never started. Not restarted; what to do is said.
+TEST(Launch, AJobLostBeforeItsFirstCheckpointIsNotRestartedWithResume) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult r = RunPsformer(LaunchWith(dir, FakeMpirun(dir, "mpirun-fails", run, "exit 1"), run));
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "before its servers wrote any complete checkpoint: a restart would have nothing to "
+                         "resume from; not restarting. Start over with the same psformer launch command and "
+                         "--overwrite"))
+      << r.output;
+  EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\n");
+}
+
 // SIGUSR1 to launch (as the docs advise for mpirun) asks for the orderly stop, passed on to mpirun
 // as SIGUSR1; before, its default action ended launch and left mpirun and the job unwatched.
 TEST(Launch, Sigusr1ToLaunchStopsTheJobInOrder) {

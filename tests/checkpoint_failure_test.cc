@@ -58,8 +58,8 @@ TEST(CheckpointFailure, OfTheLastStepIsReportedAndTheModelIsWritten) {
   // psformer status says the last step has none, and where its weights are.
   const CommandResult status = RunPsformer("status " + run);
   EXPECT_TRUE(HasText(status.output, "newest checkpoint: step 20 (")) << status.output;
-  EXPECT_TRUE(HasText(status.output, "the last step, 23, has no complete checkpoint; its weights are in " + run +
-                                         "/model.bin"))
+  EXPECT_TRUE(
+      HasText(status.output, "the last step, 23, has no complete checkpoint; its weights are in " + run + "/model.bin"))
       << status.output;
 }
 
@@ -69,10 +69,9 @@ TEST(CheckpointFailure, OfTheLastStepIsReportedAndTheModelIsWritten) {
 TEST(CheckpointFailure, AfterTheJobTrainedToItsEndLaunchDoesNotRestartIt) {
   TempDir dir;
   const std::string run = RunDirBlocking(dir, {23});
-  const CommandResult r = RunPsformer(
-      LaunchOnThisHost(dir, 2,
-                       std::string(kJob).substr(std::string("train ").size()) +
-                           " --set training.max_steps=23 --run-dir " + run));
+  const CommandResult r = RunPsformer(LaunchOnThisHost(
+      dir, 2,
+      std::string(kJob).substr(std::string("train ").size()) + " --set training.max_steps=23 --run-dir " + run));
   EXPECT_TRUE(EndsSaying(r, 1,
                          "the job trained to its end and wrote " + run +
                              "/model.bin, but ended with an error (see above); not restarting"));
@@ -117,8 +116,19 @@ TEST(ModelWriteFailure, EndsTheJobOnceInsteadOfRestartingTheWorker) {
   EXPECT_TRUE(EndsSaying(r, 1, "model.bin")) << r.output;
   EXPECT_TRUE(HasText(r.output, "a restart would fail the same way")) << r.output;
   EXPECT_TRUE(HasText(r.output, "not restarted")) << r.output;
-  EXPECT_TRUE(HasText(r.output, "continue with --resume")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "continue with --resume (from the checkpoint of step ")) << r.output;
   EXPECT_FALSE(HasText(ReadTextFile(run + "/logs/supervisor.log"), "restarting in")) << r.output;
+
+  // Without any checkpoint a resume would have nothing to continue from: the weights end with the
+  // job, and it says so instead of advising --resume.
+  const std::string bare = dir.File("bare");
+  const CommandResult none = RunShell(
+      "cd " + SourceDir() + " && { " + PsformerBinary() + " " + kJob +
+      " --set training.max_steps=20 --set checkpoint.every_steps=0 --run-dir " + bare + " & job=$!; until [ -e " +
+      bare + "/config.pbtxt ]; do sleep 0.05; done; mkdir -p " + bare + "/model.bin/in-the-way; wait $job; }");
+  EXPECT_TRUE(EndsSaying(none, 1, "model.bin")) << none.output;
+  EXPECT_TRUE(HasText(none.output, "start over: no checkpoint was written")) << none.output;
+  EXPECT_FALSE(HasText(none.output, "continue with --resume")) << none.output;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/config_loader.h"
 #include "common/fault_plan.h"
 #include "common/logging.h"
@@ -333,10 +334,24 @@ Status WorkerLoop::Finish(int64_t last_step) {
   if (const Status written = coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params());
       !written.ok()) {
     // A restart would train nothing new and fail to write the same file the same way (a full
-    // disk, a read-only directory), five times over: the job ends once, saying why.
+    // disk, a read-only directory), five times over: the job ends once, saying why, and what a
+    // resume would continue from, if anything (without a checkpoint the weights go with the job).
+    int64_t newest = -1;
+    for (int64_t step : ListCheckpointSteps(options_.run_dir)) {
+      if (CheckCheckpointFiles(options_.run_dir, step).ok()) {
+        newest = step;
+        break;
+      }
+    }
+    const std::string then =
+        newest >= 0 ? "continue with --resume (from the checkpoint of step " + std::to_string(newest) +
+                          "; the steps since are trained again)"
+                    : "start over: no checkpoint was written (checkpoint.every_steps, every_minutes), so the "
+                      "trained weights end with this job";
     const std::string why = written.message() +
                             ": a restart would fail the same way; free space (or make the run directory writable) "
-                            "and continue with --resume";
+                            "and " +
+                            then;
     ReportToSupervisor(kReportFatal, why);
     return Status::IoError(why);
   }

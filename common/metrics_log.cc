@@ -1,5 +1,7 @@
 #include "common/metrics_log.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -61,8 +63,16 @@ MetricsLog::~MetricsLog() { std::fclose(file_); }
 
 Status MetricsLog::Write(const MetricsLine& line) {
   const std::string text = line.ToJson() + "\n";
+  const long before = std::ftell(file_);
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
-    return Status::IoError("cannot write to " + path_ + ": " + std::strerror(errno));
+    const int error = errno;
+    // A line cut short (a full disk) would be one that readers skip as unreadable, and a resumed
+    // run would append after it: the file goes back to where the line began.
+    if (before >= 0) {
+      std::clearerr(file_);
+      if (ftruncate(fileno(file_), before) == 0) std::fseek(file_, before, SEEK_SET);
+    }
+    return Status::IoError("cannot write to " + path_ + ": " + std::strerror(error));
   }
   return Status::Ok();
 }

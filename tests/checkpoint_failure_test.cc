@@ -131,5 +131,27 @@ TEST(ModelWriteFailure, EndsTheJobOnceInsteadOfRestartingTheWorker) {
   EXPECT_FALSE(HasText(none.output, "continue with --resume")) << none.output;
 }
 
+// A run directory that fills while the job logs (a small tmpfs in a mount namespace of the test's
+// own): the job ends once, naming metrics.jsonl and the disk, not as "a configuration error" after
+// two restarts; and metrics.jsonl ends with a whole line, not one cut short.
+TEST(MetricsWriteFailure, AFullDiskEndsTheJobOnceNamingTheFile) {
+  if (RunShell("unshare -m true").exit_status != 0) GTEST_SKIP() << "no mount namespace can be made here";
+  TempDir dir;
+  const std::string fs = dir.File("fs");
+  const CommandResult r =
+      RunShell("cd " + SourceDir() + " && mkdir -p " + fs + " && unshare -m sh -c 'mount -t tmpfs -o size=120k tmpfs " +
+               fs + " && { " + PsformerBinary() + " " + kJob +
+               " --set logging.tensorboard=false --set checkpoint.every_steps=0 --set logging.every_steps=1 "
+               "--set training.max_steps=100000 --run-dir " +
+               fs + "/run; echo exit=$?; tail -c 1 " + fs + "/run/metrics.jsonl | od -c | head -1; }'");
+  EXPECT_TRUE(HasText(r.output, "cannot write to " + fs +
+                                    "/run/metrics.jsonl: No space left on device: a restart "
+                                    "would fail the same way"))
+      << r.output;
+  EXPECT_TRUE(HasText(r.output, "exit=1")) << r.output;
+  EXPECT_FALSE(HasText(r.output, "configuration error")) << r.output;
+  EXPECT_TRUE(HasText(r.output, "\\n")) << "metrics.jsonl ends mid-line:\n" << r.output;
+}
+
 }  // namespace
 }  // namespace psformer::testing

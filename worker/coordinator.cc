@@ -21,13 +21,13 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Open(const proto::JobConfig&
 Status Coordinator::Started(int64_t first_step, int64_t last_pushed, uint32_t incarnation) {
   reporter_->Start(first_step);
   if (incarnation == 0) return Status::Ok();
-  return reporter_->Note(last_pushed, "worker-0 restarted (incarnation " + std::to_string(incarnation) +
-                                          "), rejoining at step " + std::to_string(first_step));
+  return Written(reporter_->Note(last_pushed, "worker-0 restarted (incarnation " + std::to_string(incarnation) +
+                                                  "), rejoining at step " + std::to_string(first_step)));
 }
 
 Status Coordinator::RolledBack(int64_t restored, const std::string& why) {
-  return reporter_->Note(restored,
-                         "rolled back to the checkpoint of step " + std::to_string(restored) + " (" + why + ")");
+  return Written(reporter_->Note(
+      restored, "rolled back to the checkpoint of step " + std::to_string(restored) + " (" + why + ")"));
 }
 
 Status Coordinator::Pulled(int64_t step, const PsClient& client, TrainInterval* interval, bool last) {
@@ -55,7 +55,7 @@ Status Coordinator::Log(int64_t step, TrainInterval* interval) {
     line.loss_sum = global_loss_sum_;
     line.tokens = global_tokens_;
   }
-  const Status logged = reporter_->Train(step, line);
+  const Status logged = Written(reporter_->Train(step, line));
   *interval = interval->Next();
   global_loss_sum_ = 0;
   global_tokens_ = 0;

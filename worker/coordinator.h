@@ -59,9 +59,17 @@ class Coordinator {
 
   TrainingReporter* reporter() { return reporter_.get(); }
 
+  // `written` (a write of the run's files through reporter()), noted when it failed: a full disk,
+  // a read-only run directory, which a restarted worker would meet alike (write_failed).
+  Status Written(const Status& written) {
+    if (!written.ok()) write_failed_ = true;
+    return written;
+  }
+  bool write_failed() const { return write_failed_; }
+
   // The end: the final weights `params` (after `last_step`) to RUN_DIR/model.bin...
   Status WriteModel(int64_t last_step, int vocab_size, const std::vector<float>& params) {
-    return reporter_->WriteModel(last_step, vocab_size, params);
+    return Written(reporter_->WriteModel(last_step, vocab_size, params));
   }
   // ...then, once worker 0 said goodbye, the servers are told to shut down.
   // `last_step`: the job's, so that servers wait for every worker to be done (a resumed job with
@@ -89,6 +97,7 @@ class Coordinator {
   int64_t global_tokens_ = 0;
   int64_t logged_through_ = 0;  // replays after a rollback skip these.
   Clock::time_point last_checkpoint_ = Clock::now();
+  bool write_failed_ = false;  // Written saw a failure
 };
 
 }  // namespace psformer

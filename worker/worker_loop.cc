@@ -53,6 +53,10 @@ class WorkerLoop {
   Status Run();
   // Whether the client gave up on a server's shared-memory segment it could not read
   // (PsClient::gave_up_on_segment).
+  // Whether the coordinator could not write the run's files (metrics.jsonl, model.bin, ...): a
+  // full disk or a read-only run directory, which a restart would meet the same way.
+  bool CouldNotWriteTheRun() const { return coordinator_ != nullptr && coordinator_->write_failed(); }
+
   bool GaveUpOnSegment() {
     return data_path_ != nullptr && data_path_->Call([](PsClient& c) { return c.gave_up_on_segment(); });
   }
@@ -323,7 +327,7 @@ Status WorkerLoop::ValidateAndMaybeStop(int64_t step, bool* stop) {
   PSF_ASSIGN_OR_RETURN(const ValidationResult v, computer_->Validate(&hypotheses));
   *stop = !EarlyStopReason(config_.training(), v).empty();
   if (!coordinator_) return Status::Ok();
-  return coordinator_->reporter()->Validation(step, v, computer_->bleu_references(), hypotheses);
+  return coordinator_->Written(coordinator_->reporter()->Validation(step, v, computer_->bleu_references(), hypotheses));
 }
 
 Status WorkerLoop::Finish(int64_t last_step) {
@@ -331,30 +335,8 @@ Status WorkerLoop::Finish(int64_t last_step) {
   // The last steps are logged too where max_steps (or a stop) is not on a logging step.
   PSF_RETURN_IF_ERROR(
       data_path_->Call([&](PsClient& c) { return coordinator_->Pulled(last_step, c, &interval_, /*last=*/true); }));
-  if (const Status written = coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params());
-      !written.ok()) {
-    // A restart would train nothing new and fail to write the same file the same way (a full
-    // disk, a read-only directory), five times over: the job ends once, saying why, and what a
-    // resume would continue from, if anything (without a checkpoint the weights go with the job).
-    int64_t newest = -1;
-    for (int64_t step : ListCheckpointSteps(options_.run_dir)) {
-      if (CheckCheckpointFiles(options_.run_dir, step).ok()) {
-        newest = step;
-        break;
-      }
-    }
-    const std::string then =
-        newest >= 0 ? "continue with --resume (from the checkpoint of step " + std::to_string(newest) +
-                          "; the steps since are trained again)"
-                    : "start over: no checkpoint was written (checkpoint.every_steps, every_minutes), so the "
-                      "trained weights end with this job";
-    const std::string why = written.message() +
-                            ": a restart would fail the same way; free space (or make the run directory writable) "
-                            "and " +
-                            then;
-    ReportToSupervisor(kReportFatal, why);
-    return Status::IoError(why);
-  }
+  // A failure ends the job once (RunWorker: CouldNotWriteTheRun).
+  PSF_RETURN_IF_ERROR(coordinator_->WriteModel(last_step, computer_->vocab_size(), computer_->params()));
   return data_path_->Call([&](PsClient& c) -> Status {
     coordinator_->CheckpointTheEnd(last_step, c);
     PSF_RETURN_IF_ERROR(c.Goodbye());
@@ -381,6 +363,29 @@ Status RunWorker(const WorkerOptions& options) {
   // The segment was mapped afresh once already (ShmVan), so a restarted worker would map what
   // this one refused: the job ends once, with the message naming the segment.
   if (!run.ok() && loop.GaveUpOnSegment()) ReportToSupervisor(kReportFatal, run.message());
+  if (!run.ok() && loop.CouldNotWriteTheRun()) {
+    // A restart would train nothing new and fail to write the same way (a full disk, a read-only
+    // directory), five times over: the job ends once, saying why, and what a resume would
+    // continue from, if anything (without a checkpoint the weights go with the job).
+    int64_t newest = -1;
+    for (int64_t step : ListCheckpointSteps(options.run_dir)) {
+      if (CheckCheckpointFiles(options.run_dir, step).ok()) {
+        newest = step;
+        break;
+      }
+    }
+    const std::string then =
+        newest >= 0 ? "continue with --resume (from the checkpoint of step " + std::to_string(newest) +
+                          "; the steps since are trained again)"
+                    : "start over: no checkpoint was written (checkpoint.every_steps, every_minutes), so the "
+                      "trained weights end with this job";
+    const std::string why = run.message() +
+                            ": a restart would fail the same way; free space (or make the run directory writable) "
+                            "and " +
+                            then;
+    ReportToSupervisor(kReportFatal, why);
+    return Status::IoError(why);
+  }
   return run;
 }
 

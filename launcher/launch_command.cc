@@ -45,6 +45,7 @@ struct LaunchOptions {
   std::string network;
   std::string mpirun = "mpirun";
   std::chrono::milliseconds host_timeout{30000};
+  std::chrono::milliseconds start_timeout{300000};  // --start-timeout
   bool dry_run = false;
   std::vector<std::string> train_args;  // "train" and its arguments
   std::string run_dir;                  // the train's --run-dir
@@ -293,6 +294,7 @@ int Launch(const LaunchOptions& options) {
     for (const HostSlots& h : *chosen) watched.hosts.push_back(h.host);
     watched.probe = probe;
     watched.host_timeout = options.host_timeout;
+    watched.start_timeout = options.start_timeout;
     watched.console_gone_log = (fs::path(options.run_dir) / "logs" / "launch.log").string();
     const std::time_t started = std::time(nullptr);
     watched.job_started = [&] { return JobStarted(options.run_dir, started); };
@@ -372,7 +374,7 @@ int RunLaunchCommand(const Args& all_args) {
   }
 
   po::options_description options("launch options");
-  double host_timeout_s = 30;
+  double host_timeout_s = 30, start_timeout_s = 300;
   // clang-format off
   options.add_options()
       ("hostfile", po::value<std::string>(&launch.hostfile)->required(),
@@ -383,6 +385,9 @@ int RunLaunchCommand(const Args& all_args) {
        "restart an abnormally ended job at most this many times (0 = never)")
       ("host-timeout", po::value<double>(&host_timeout_s)->default_value(30),
        "seconds a host of the job may stay silent before it counts as lost (0 = do not watch)")
+      ("start-timeout", po::value<double>(&start_timeout_s)->default_value(300),
+       "seconds the job may take to start on every host (its ranks all in MPI) before the launch ends it "
+       "(0 = wait for ever)")
       ("rsh-agent", po::value<std::string>(&launch.rsh_agent),
        "program mpirun reaches hosts with instead of ssh (--mca plm_rsh_agent)")
       ("network", po::value<std::string>(&launch.network),
@@ -406,6 +411,10 @@ int RunLaunchCommand(const Args& all_args) {
     return ReportError("launch", "--host-timeout must be 0 or more seconds (a finite number)", kExitUsage);
   }
   launch.host_timeout = std::chrono::milliseconds(static_cast<int64_t>(host_timeout_s * 1000));
+  if (!(start_timeout_s >= 0) || !std::isfinite(start_timeout_s)) {
+    return ReportError("launch", "--start-timeout must be 0 or more seconds (a finite number)", kExitUsage);
+  }
+  launch.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_timeout_s * 1000));
   if (parsed.values.count("rsh-agent")) {
     if (const std::string problem = ProgramProblem(launch.rsh_agent); !problem.empty()) {
       return ReportError("launch", "--rsh-agent " + launch.rsh_agent + ": " + problem, kExitUsage);

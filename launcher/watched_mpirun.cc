@@ -49,6 +49,10 @@ void OnOrderlyStop(int) {
   g_signals.compare_exchange_strong(none, 1);
 }
 
+// How long a stop asked while the job still starts waits for it to start (and be stopped in
+// order) before mpirun is ended: a job that never starts would keep the launch waiting for ever.
+constexpr std::chrono::seconds kStopWhileStarting{10};
+
 // The orderly stop goes to mpirun as SIGUSR1, which it passes on to every rank and then waits for
 // them (a SIGINT or SIGTERM it answers by killing the ranks a second later, before a large
 // model's servers wrote their checkpoint). mpirun passes it only to the ranks it has started, and
@@ -61,9 +65,8 @@ bool PassOnTheStop(pid_t mpirun, const std::function<bool()>& job_started, bool*
     return true;
   }
   if (!std::exchange(*said_waiting, true)) {
-    std::cerr << "psformer launch: the job is still starting; it stops in order once it has (Ctrl-C again to end "
-                 "it at once)"
-              << std::endl;
+    std::cerr << "psformer launch: the job is still starting; it stops in order once it has, or is ended in "
+              << kStopWhileStarting.count() << " s if it has not (Ctrl-C again to end it at once)" << std::endl;
   }
   return false;
 }
@@ -232,11 +235,35 @@ WatchedMpirunResult RunWatchedMpirun(const WatchedMpirunOptions& options) {
     std::vector<std::string> last_why(options.hosts.size());  // what the newest failed probe of each said
     Clock::time_point next_probe = Clock::now() + options.probe_every;
     int status = 0;
-    bool stop_passed_on = false, said_waiting = false;
+    bool stop_passed_on = false, said_waiting = false, started = !options.job_started;
+    const Clock::time_point began = Clock::now();
+    Clock::time_point stop_asked{}, next_start_check = began;
     while (true) {
       if (waitpid(pid, &status, WNOHANG) == pid) break;
       if (g_signals.load() == 1 && !stop_passed_on) {
+        if (stop_asked == Clock::time_point{}) stop_asked = Clock::now();
         stop_passed_on = PassOnTheStop(pid, options.job_started, &said_waiting);
+        if (!stop_passed_on && Clock::now() - stop_asked > kStopWhileStarting) {
+          result.cause = "the job had not started " + std::to_string(kStopWhileStarting.count()) +
+                         " s after the stop was asked; ended mpirun";
+          status = EndMpirun(pid, std::chrono::seconds(5));
+          break;
+        }
+      }
+      if (!started && g_signals.load() == 0 && options.start_timeout.count() > 0 && Clock::now() >= next_start_check) {
+        started = options.job_started();
+        next_start_check = Clock::now() + std::chrono::milliseconds(500);
+        if (!started && Clock::now() - began > options.start_timeout) {
+          std::string names;
+          for (const std::string& host : options.hosts) names += (names.empty() ? "" : ", ") + host;
+          result.cause =
+              "the job had not started " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options.start_timeout).count()) +
+              " s after mpirun began (its daemons on " + names +
+              " never all came up: an rsh agent or ssh that hangs?); ended mpirun";
+          status = EndMpirun(pid, std::chrono::seconds(5));
+          break;
+        }
       }
       const bool watching = options.host_timeout.count() > 0 && g_signals.load() == 0;
       if (watching && Clock::now() >= next_probe) {

@@ -35,6 +35,9 @@ struct WatchedMpirunOptions {
   // Whether the job has started: every rank is past its start (rank 0 writes the run's config
   // only after every rank reached MPI). A Ctrl-C is passed on as the orderly stop only then.
   std::function<bool()> job_started;
+  // A job not started this long after mpirun began (a host's daemon that never came up: an rsh
+  // agent that answers the probe but hangs starting it) ends the run; 0 = wait for ever.
+  std::chrono::milliseconds start_timeout{300000};
 };
 
 struct WatchedMpirunResult {

@@ -542,6 +542,35 @@ TEST(Launch, Sigusr1ToLaunchStopsTheJobInOrder) {
   EXPECT_EQ(job.Output().find("restart 1 of"), std::string::npos) << job.Output();
 }
 
+// A job that never starts (an rsh agent that answers the probe but hangs starting Open MPI's
+// daemon; here an mpirun that waits and writes no config) is ended after --start-timeout, named;
+// and a Ctrl-C while it still starts ends it within seconds, not never.
+TEST(Launch, AJobThatNeverStartsIsEndedAfterTheStartTimeoutOrAStop) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const std::string hangs = dir.Write("mpirun-hangs", "#!/bin/sh\nsleep 120 &\nwait\n");
+  std::filesystem::permissions(hangs, std::filesystem::perms::owner_all);
+  const std::string launch = LaunchWith(dir, hangs, run);
+  const CommandResult r =
+      RunPsformer(launch.substr(0, launch.find(" -- ")) + " --start-timeout 2" + launch.substr(launch.find(" -- ")));
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("the job had not started 2 s after mpirun began (its daemons on localhost never all came "
+                          "up"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("the job failed before it started"), std::string::npos) << r.output;
+
+  BackgroundJob job(launch, dir.File("launch.out"));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  job.SignalGroup(SIGINT);
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(job.Wait(std::chrono::seconds(60)), 130) << job.Output();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(40)) << job.Output();
+  EXPECT_NE(job.Output().find("the job is still starting; it stops in order once it has, or is ended in 10 s"),
+            std::string::npos)
+      << job.Output();
+}
+
 TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;

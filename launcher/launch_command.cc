@@ -415,6 +415,16 @@ int RunLaunchCommand(const Args& all_args) {
     return ReportError("launch", "--start-timeout must be 0 or more seconds (a finite number)", kExitUsage);
   }
   launch.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_timeout_s * 1000));
+  // Open MPI makes its session directories under TMPDIR, and creates a TMPDIR that is not there:
+  // a mistyped one would become a directory of its own outside anything the job owns.
+  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir != nullptr && *tmpdir != '\0') {
+    std::error_code ec;
+    if (!fs::is_directory(tmpdir, ec)) {
+      return ReportError("launch", std::string("TMPDIR=") + tmpdir + " is not a directory (" +
+                                       (fs::exists(tmpdir, ec) ? "a file" : "it does not exist") +
+                                       "): Open MPI would make it for its session files; create it, or unset TMPDIR");
+    }
+  }
   if (parsed.values.count("rsh-agent")) {
     if (const std::string problem = ProgramProblem(launch.rsh_agent); !problem.empty()) {
       return ReportError("launch", "--rsh-agent " + launch.rsh_agent + ": " + problem, kExitUsage);

@@ -75,6 +75,15 @@ Status CheckStandardInput() {
                            " (it is closed; give the sentences on stdin, one a line)");
   }
   if (S_ISDIR(st.st_mode)) return Status::IoError("cannot read standard input: Is a directory");
+  // `translate < f 1<> f` would write each translation over the sentences still to be read (and
+  // `> f` has emptied f before this runs), as cat refuses to.
+  struct stat out {};
+  if (S_ISREG(st.st_mode) && fstat(STDOUT_FILENO, &out) == 0 && S_ISREG(out.st_mode) && out.st_dev == st.st_dev &&
+      out.st_ino == st.st_ino) {
+    return Status::InvalidArgument(
+        "standard output is the file standard input reads: the translations would overwrite the sentences "
+        "(a '> FILE' of the input has emptied it already); write them to another file");
+  }
   return Status::Ok();
 }
 

@@ -571,6 +571,16 @@ TEST(Launch, AJobThatNeverStartsIsEndedAfterTheStartTimeoutOrAStop) {
       << job.Output();
 }
 
+// A TMPDIR that is not there would be made by Open MPI for its session files: named, nothing made.
+TEST(Launch, ATmpdirThatIsNotThereIsNamedAndNotMade) {
+  TempDir dir;
+  const std::string missing = dir.File("no-such-tmp");
+  const CommandResult r = RunShell("cd " + testing::SourceDir() + " && TMPDIR=" + missing + " " +
+                                   testing::PsformerBinary() + " " + LaunchWith(dir, "mpirun", dir.File("run")));
+  EXPECT_TRUE(EndsSaying(r, 1, "TMPDIR=" + missing + " is not a directory (it does not exist)")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
 TEST(Launch, IsListedAndHasHelp) {
   const CommandResult listed = RunPsformer("--help");
   EXPECT_NE(listed.output.find("  launch"), std::string::npos) << listed.output;

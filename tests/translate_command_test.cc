@@ -124,6 +124,18 @@ TEST_F(TranslateCommandTest, AModelWithoutASentencePieceDigestTranslatesWithOneW
 
 // A line that is not UTF-8 is refused with its line and byte, as prepare and bleu refuse it,
 // instead of being translated as unknown pieces.
+// Output into the very file the input is read from (`1<> FILE`, which does not truncate it) would
+// write translations over the sentences still to be read: refused, the file as it was.
+TEST_F(TranslateCommandTest, OutputIntoItsOwnInputFileIsRefused) {
+  const std::string text = testing::ReadTextFile(input_);
+  const std::string same = dir_.Write("same.txt", text);
+  // The braces send only stdout to the file; RunShell captures stderr.
+  const auto result = testing::RunShell(std::string("{ ") + PSFORMER_BINARY + " translate --model " + model_ +
+                                        " --spm " + spm_ + " < " + same + " 1<> " + same + "; }");
+  EXPECT_TRUE(testing::EndsSaying(result, 1, "standard output is the file standard input reads")) << result.output;
+  EXPECT_EQ(testing::ReadTextFile(same), text);
+}
+
 TEST_F(TranslateCommandTest, InvalidUtf8OnStandardInputIsRefusedWithItsLine) {
   const std::string bad = dir_.Write("bad.txt", "the word\nwas \xff light\n");
   auto result = Translate("--model " + model_ + " --spm " + spm_, bad);

@@ -260,10 +260,8 @@ void KeepOrderlyStopUntilSupervision() {
 bool RunDirectoryWasLost() { return g_run_directory_lost.load(); }
 
 std::string NewestCompleteCheckpoint(const std::string& run_dir) {
-  for (int64_t step : ListCheckpointSteps(run_dir)) {
-    if (CheckCheckpointFiles(run_dir, step).ok()) return CheckpointDir(run_dir, step);
-  }
-  return "";
+  const std::optional<int64_t> step = NewestCompleteCheckpointStep(run_dir);
+  return step ? CheckpointDir(run_dir, *step) : "";
 }
 
 int SuperviseRoles(std::vector<SupervisedRole>& roles, const std::string& run_dir, SupervisorEvents* events,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "common/checkpoint/checkpoint_store.h"
@@ -51,12 +52,11 @@ class WorkerLoop {
         faults_(faults) {}
 
   Status Run();
-  // Whether the client gave up on a server's shared-memory segment it could not read
-  // (PsClient::gave_up_on_segment).
   // Whether the coordinator could not write the run's files (metrics.jsonl, model.bin, ...): a
   // full disk or a read-only run directory, which a restart would meet the same way.
   bool CouldNotWriteTheRun() const { return coordinator_ != nullptr && coordinator_->write_failed(); }
-
+  // Whether the client gave up on a server's shared-memory segment it could not read
+  // (PsClient::gave_up_on_segment).
   bool GaveUpOnSegment() {
     return data_path_ != nullptr && data_path_->Call([](PsClient& c) { return c.gave_up_on_segment(); });
   }
@@ -367,18 +367,12 @@ Status RunWorker(const WorkerOptions& options) {
     // A restart would train nothing new and fail to write the same way (a full disk, a read-only
     // directory), five times over: the job ends once, saying why, and what a resume would
     // continue from, if anything (without a checkpoint the weights go with the job).
-    int64_t newest = -1;
-    for (int64_t step : ListCheckpointSteps(options.run_dir)) {
-      if (CheckCheckpointFiles(options.run_dir, step).ok()) {
-        newest = step;
-        break;
-      }
-    }
+    const std::optional<int64_t> newest = NewestCompleteCheckpointStep(options.run_dir);
     const std::string then =
-        newest >= 0 ? "continue with --resume (from the checkpoint of step " + std::to_string(newest) +
-                          "; the steps since are trained again)"
-                    : "start over: no checkpoint was written (checkpoint.every_steps, every_minutes), so the "
-                      "trained weights end with this job";
+        newest ? "continue with --resume (from the checkpoint of step " + std::to_string(*newest) +
+                     "; the steps since are trained again)"
+               : "start over: no checkpoint was written (checkpoint.every_steps, every_minutes), so the "
+                 "trained weights end with this job";
     const std::string why = run.message() +
                             ": a restart would fail the same way; free space (or make the run directory writable) "
                             "and " +

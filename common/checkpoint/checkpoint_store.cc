@@ -235,6 +235,13 @@ Status CheckCheckpointFiles(const std::string& run_dir, int64_t step) {
   return CheckShardSizes(dir, manifest);
 }
 
+std::optional<int64_t> NewestCompleteCheckpointStep(const std::string& run_dir) {
+  for (int64_t step : ListCheckpointSteps(run_dir)) {
+    if (CheckCheckpointFiles(run_dir, step).ok()) return step;
+  }
+  return std::nullopt;
+}
+
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id) {
   const fs::path dir = CheckpointDir(run_dir, step);
   PSF_ASSIGN_OR_RETURN(const proto::CheckpointManifest manifest, ReadManifest(dir));

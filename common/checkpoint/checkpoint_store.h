@@ -60,6 +60,9 @@ std::vector<int64_t> ListCheckpointSteps(const std::string& run_dir);
 // is not). What `status`, the supervisors' restart advice and pruning go by; a resume verifies.
 Status CheckCheckpointFiles(const std::string& run_dir, int64_t step);
 
+// The step of the newest checkpoint that is complete (CheckCheckpointFiles); nullopt if none.
+std::optional<int64_t> NewestCompleteCheckpointStep(const std::string& run_dir);
+
 // OK if checkpoint `step` is complete and intact: the manifest parses and matches `id`, and
 // every listed shard file has the listed size and CRC-32C. Otherwise says what is wrong.
 Status VerifyCheckpoint(const std::string& run_dir, int64_t step, const CheckpointIdentity& id);

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "common/clock_text.h"
+#include "common/field_differences.h"
 #include "common/fault_plan.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
@@ -34,6 +35,7 @@
 #include "launcher/shm_janitor.h"
 #include "launcher/supervisor_events.h"
 #include "worker/backend/backend_factory.h"
+#include "worker/data/batch_source.h"
 
 namespace psformer {
 namespace {
@@ -341,6 +343,50 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   return p;
 }
 
+// Whether every rank loaded the job rank 0 did. Each rank reads the config and the corpus on its
+// own host (a copy on each, or one shared file system): a server with another learning rate or
+// a worker with other batches or another corpus would train on without a word, and a rank that
+// planned other roles would wait for ever in collectives the others never reach. So before any
+// plan is made, rank 0 hands its config and a description of its corpus (the files' counts and
+// recorded CRCs) to every rank, and a rank whose own differ says how (false on every rank).
+// data.train_dir may name another place on another host; what it holds may not differ.
+bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
+  JobConfig mine = config;
+  mine.mutable_data()->clear_train_dir();
+  auto corpus = DescribePreparedCorpus(config);
+  const std::string my_corpus = corpus.ok() ? *corpus : "unreadable (" + corpus.status().message() + ")";
+  const std::string host = HostName();
+  const std::string rank0_config = mpi.Broadcast(mine.SerializeAsString());
+  const std::string rank0_corpus = mpi.Broadcast(my_corpus);
+  const std::string rank0_host = mpi.Broadcast(host);
+  std::vector<std::string> problems;
+  JobConfig rank0;
+  if (mpi.rank() != 0 && !rank0.ParseFromString(rank0_config)) {
+    problems.push_back("rank 0's config did not arrive whole");
+  } else if (mpi.rank() != 0) {
+    constexpr size_t kShown = 6;
+    const std::vector<FieldDifference> differences = FieldDifferences(rank0, mine);
+    for (size_t i = 0; i < differences.size() && i < kShown; ++i) {
+      const FieldDifference& d = differences[i];
+      problems.push_back(d.path + " is " + d.b + " here and " + d.a + " on rank 0");
+    }
+    if (differences.size() > kShown) problems.push_back(std::to_string(differences.size() - kShown) + " more fields");
+    if (my_corpus != rank0_corpus) {
+      problems.push_back("its corpus (data.train_dir = \"" + config.data().train_dir() + "\") is not rank 0's: here " +
+                         my_corpus + "; on rank 0 " + rank0_corpus);
+    }
+  }
+  if (!problems.empty()) {
+    std::string listed;
+    for (const std::string& p : problems) listed += (listed.empty() ? "" : "; ") + p;
+    std::cerr << "psformer train: error: rank " << mpi.rank() << " on " << host
+              << " did not load the job that rank 0 on " << rank0_host << " did: " << listed
+              << ". Every rank must run the same train command with the same config and corpus; copy "
+                 "them to every host alike, or put them on a file system every host shares\n";
+  }
+  return mpi.AllReduceMax(problems.empty() ? kExitSuccess : kExitFailure) == kExitSuccess;
+}
+
 // The plan every rank computes alike from every rank's report, with the worker count resolved
 // into `config`. Every rank fails the same way.
 StatusOr<ClusterPlan> PlanCluster(MpiBootstrap& mpi, JobConfig* config) {
@@ -401,6 +447,7 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   *failed = kExitFailure;
   Placement p;
   p.job = options;
+  if (!SameJobOnEveryRank(mpi, p.job.config)) return std::nullopt;
   auto plan = PlanCluster(mpi, &p.job.config);
   if (!plan.ok()) {
     if (mpi.rank() == 0) std::cerr << "psformer train: error: " << plan.status().message() << "\n";

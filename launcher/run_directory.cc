@@ -1,7 +1,6 @@
 #include "launcher/run_directory.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/text_format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include <set>
 
 #include "common/checkpoint/checkpoint_store.h"
+#include "common/field_differences.h"
 #include "common/param_layout.h"
 #include "pserver/server/shard_checkpointer.h"
 #include "pserver/wire/piece_table.h"
@@ -18,7 +18,6 @@ namespace psformer {
 namespace {
 
 namespace fs = std::filesystem;
-namespace pb = google::protobuf;
 
 constexpr const char* kRunFiles[] = {"config.pbtxt", "model.bin", "metrics.jsonl", "trainer_state.bin"};
 constexpr const char* kRunFolders[] = {"checkpoints", "logs"};
@@ -34,47 +33,11 @@ std::string Join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
-// The text of one field's value(s), as the config file would spell it.
-std::string FieldText(const pb::Message& message, const pb::FieldDescriptor* field) {
-  const pb::Reflection* reflection = message.GetReflection();
-  std::string text;
-  if (!field->is_repeated()) {
-    pb::TextFormat::PrintFieldValueToString(message, field, -1, &text);
-    return text;
-  }
-  text = "[";
-  for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
-    std::string item;
-    pb::TextFormat::PrintFieldValueToString(message, field, i, &item);
-    text += (i > 0 ? ", " : "") + item;
-  }
-  return text + "]";
-}
-
 // A zero that the launcher resolves at start (from the data, from the GPUs) matches any value.
 bool ResolvedAtStart(const std::string& path, const std::string& value) {
   // An empty cluster.host_groups is one group per host, filled in from the placement.
   return ((path == "model.vocab_size" || path == "cluster.workers") && value == "0") ||
          (path == "cluster.host_groups" && value == "[]");
-}
-
-void CompareFields(const pb::Message& run, const pb::Message& now, const std::string& prefix,
-                   std::vector<std::string>* conflicts) {
-  const pb::Descriptor* descriptor = run.GetDescriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const pb::FieldDescriptor* field = descriptor->field(i);
-    const std::string path = prefix + field->name();
-    if (MayChangeOnResume(path)) continue;
-    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE && !field->is_repeated()) {
-      CompareFields(run.GetReflection()->GetMessage(run, field), now.GetReflection()->GetMessage(now, field),
-                    path + ".", conflicts);
-      continue;
-    }
-    const std::string was = FieldText(run, field);
-    const std::string is = FieldText(now, field);
-    if (was == is || ResolvedAtStart(path, is)) continue;
-    conflicts->push_back(path + ": the run has " + was + ", this config " + is);
-  }
 }
 
 // The newest checkpoint of `dir` that verifies for `config`'s model, or why there is none.
@@ -148,7 +111,9 @@ bool MayChangeOnResume(const std::string& path) {
 
 std::vector<std::string> ResumeConflicts(const JobConfig& run, const JobConfig& config) {
   std::vector<std::string> conflicts;
-  CompareFields(run, config, "", &conflicts);
+  for (const FieldDifference& d : FieldDifferences(run, config, MayChangeOnResume)) {
+    if (!ResolvedAtStart(d.path, d.b)) conflicts.push_back(d.path + ": the run has " + d.a + ", this config " + d.b);
+  }
   const auto emulated = [](const JobConfig& c) { return c.cluster().backend() == proto::ClusterConfig::EMULATED; };
   if (emulated(run) != emulated(config)) {
     conflicts.push_back("cluster.backend: the run has " + proto::ClusterConfig::Backend_Name(run.cluster().backend()) +

@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "common/fault_plan.h"
+#include "common/field_differences.h"
 #include "tests/test_util.h"
 
 namespace psformer {
@@ -66,6 +67,34 @@ TEST(ConfigLoader, FillsDefaultsOfUnsetFields) {
   EXPECT_EQ(config->model().layers(), 2);
   EXPECT_TRUE(config->cluster().has_consistency());
   EXPECT_NE(ConfigToText(*config).find("warmup_steps: 4000"), std::string::npos);
+}
+
+// FieldDifferences names each differing field by its path, values as the config spells them; an
+// unset field and one set to its default are the same; `skip` leaves a field or a section out.
+TEST(FieldDifferences, NamesEachFieldThatDiffersAndNoOther) {
+  JobConfig a;
+  JobConfig b;
+  b.mutable_optimizer()->set_warmup_steps(4000);  // the default, set
+  EXPECT_TRUE(FieldDifferences(a, b).empty());
+  b.mutable_optimizer()->set_warmup_steps(77);
+  b.mutable_data()->set_train_dir("x y");
+  b.mutable_cluster()->add_host_groups(2);
+  b.mutable_cluster()->add_host_groups(1);
+  const auto differences = FieldDifferences(a, b);
+  ASSERT_EQ(differences.size(), 3u);
+  EXPECT_EQ(differences[0].path, "optimizer.warmup_steps");
+  EXPECT_EQ(differences[0].a, "4000");
+  EXPECT_EQ(differences[0].b, "77");
+  EXPECT_EQ(differences[1].path, "data.train_dir");
+  EXPECT_EQ(differences[1].a, "\"\"");
+  EXPECT_EQ(differences[1].b, "\"x y\"");
+  EXPECT_EQ(differences[2].path, "cluster.host_groups");
+  EXPECT_EQ(differences[2].a, "[]");
+  EXPECT_EQ(differences[2].b, "[2, 1]");
+  const auto skipped =
+      FieldDifferences(a, b, [](const std::string& path) { return path == "optimizer" || path == "data.train_dir"; });
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].path, "cluster.host_groups");
 }
 
 TEST(ConfigLoader, SyntaxErrorNamesFileLineAndColumn) {

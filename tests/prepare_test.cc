@@ -339,6 +339,34 @@ TEST(Prepare, CorpusFilesOfOnePrepareRunTrain) {
   }
 }
 
+// Under mpirun each rank reads the corpus on its own host. A copy of the same files elsewhere
+// trains; a train.bin of other sentences (encoded with the same spm.model, so nothing else would
+// notice) on one rank is refused by that rank before anything is written, naming the difference.
+TEST(Prepare, EveryRankUnderMpirunMustReadTheSameCorpus) {
+  TempDir dir;
+  const TextCorpus valid = MakeText(20, 7);
+  PrepareInto(dir, "a", MakeText(300, 5), &valid);
+  const std::string copy = Assemble(dir, "copy", {{"a", "train.bin"}, {"a", "spm.model"}, {"a", "valid.bin"}});
+  const std::string roles = "--set cluster.workers=2 --set cluster.servers=1";
+  const std::string run = dir.File("run");
+  auto r = testing::RunPsformerRanksUnderMpirun(TrainOn(dir.File("a"), run, roles), {{2, TrainOn(copy, run, roles)}});
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+
+  const auto other = RunPsformer("prepare --src " + Quote(dir.Write("b.en", MakeText(280, 8).src)) + " --tgt " +
+                                 Quote(dir.Write("b.es", MakeText(280, 8).tgt)) + " --spm " +
+                                 Quote(dir.File("a/spm.model")) + " --out " + Quote(dir.File("b")));
+  ASSERT_EQ(other.exit_status, 0) << other.output;
+  const std::string mixed = Assemble(dir, "mixed", {{"b", "train.bin"}, {"a", "spm.model"}, {"a", "valid.bin"}});
+  const std::string refused = dir.File("refused");
+  r = testing::RunPsformerRanksUnderMpirun(TrainOn(dir.File("a"), refused, roles),
+                                           {{1, TrainOn(copy, refused, roles)}, {1, TrainOn(mixed, refused, roles)}});
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "psformer train: error: rank 2 on ")) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "its corpus (data.train_dir = \"" + mixed + "\") is not rank 0's: here train.bin: ")) << r.output;
+  EXPECT_FALSE(testing::HasText(r.output, "error: rank 1 ")) << "rank 1's copy is rank 0's corpus:\n" << r.output;
+  EXPECT_FALSE(std::filesystem::exists(refused)) << "the run directory was made";
+}
+
 // Corpora prepared before the corpus files recorded their SentencePiece model (version 1, as
 // shipped by tooling) still load and train; their spm.model is checked by its size only.
 TEST(Prepare, ACorpusOfTheFormatBeforeTheDigestStillTrains) {

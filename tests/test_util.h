@@ -14,6 +14,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace psformer::testing {
@@ -87,6 +88,19 @@ inline CommandResult RunPsformer(const std::string& arguments, const std::string
 inline CommandResult RunPsformerUnderMpirun(int processes, const std::string& arguments) {
   return RunShell("cd " + SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np " +
                   std::to_string(processes) + " " + PsformerBinary() + " " + arguments);
+}
+
+// Runs one mpirun job of several programs (Open MPI's "-np 1 A : -np 2 B"): rank 0 runs psformer
+// with `first`, and each further entry `processes` more ranks with its arguments, as hosts whose
+// copies of a config or corpus differ would.
+inline CommandResult RunPsformerRanksUnderMpirun(const std::string& first,
+                                                 const std::vector<std::pair<int, std::string>>& others) {
+  std::string command = "cd " + SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np 1 " +
+                        PsformerBinary() + " " + first;
+  for (const auto& [processes, arguments] : others) {
+    command += " : -np " + std::to_string(processes) + " " + PsformerBinary() + " " + arguments;
+  }
+  return RunShell(command);
 }
 
 // RunShell and RunPsformer with stdout and stderr on a pseudo-terminal (util-linux `script`), as a person at a

@@ -1,6 +1,7 @@
 #include "worker/data/batch_source.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -180,6 +181,26 @@ Status CheckPreparedCorpus(const proto::JobConfig& config) {
     valid_pairs = valid->pairs;
   }
   return ValidationSetPresent(config, dir, valid_pairs);
+}
+
+StatusOr<std::string> DescribePreparedCorpus(const proto::JobConfig& config) {
+  if (config.data().task() != proto::DataConfig::CORPUS ||
+      config.cluster().backend() == proto::ClusterConfig::EMULATED) {
+    return std::string();
+  }
+  const std::filesystem::path dir = config.data().train_dir();
+  std::string described;
+  for (const char* name : {"train.bin", "valid.bin"}) {
+    auto header = ReadCorpusFileHeader((dir / name).string());
+    if (header.status().IsNotFound() && std::string(name) == "valid.bin") continue;
+    if (!header.ok()) return header.status().WithContext(Where(dir));
+    char crc[9];
+    std::snprintf(crc, sizeof(crc), "%08x", header->body_crc);
+    described += std::string(described.empty() ? "" : "; ") + name + ": " + std::to_string(header->pairs) +
+                 " pairs, " + std::to_string(header->src_tokens) + " + " + std::to_string(header->tgt_tokens) +
+                 " tokens, data CRC-32C " + crc;
+  }
+  return described;
 }
 
 StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& config) {

@@ -45,6 +45,13 @@ StatusOr<std::unique_ptr<BatchSource>> MakeBatchSource(const proto::JobConfig& c
 // missing file too); OK for the copy task and emulated workers.
 Status CheckPreparedCorpus(const proto::JobConfig& config);
 
+// What identifies a prepared corpus's content, read from its files' headers alone: each file's
+// counts and the CRC-32C of its data as recorded ("train.bin: 31102 pairs, 812345 + 790012
+// tokens, data CRC-32C 1a2b3c4d; valid.bin: ..."). Under mpirun every rank reads its own host's
+// copy of data.train_dir, and the ranks compare these to know they train on one corpus
+// (spm.model is pinned by data.spm_sha256). "" for the copy task and emulated workers.
+StatusOr<std::string> DescribePreparedCorpus(const proto::JobConfig& config);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_WORKER_DATA_BATCH_SOURCE_H_

@@ -267,7 +267,10 @@ StatusOr<CorpusFileHeader> ReadCorpusFileHeader(const std::string& path) {
   }
   read.version = header.version;
   read.pairs = static_cast<int64_t>(header.pairs);
+  read.src_tokens = static_cast<int64_t>(header.src_tokens);
+  read.tgt_tokens = static_cast<int64_t>(header.tgt_tokens);
   read.vocab_size = static_cast<int32_t>(header.vocab_size);
+  read.body_crc = header.body_crc;
   return read;
 }
 

@@ -55,7 +55,10 @@ Status WriteCorpusFile(const std::string& path, const ParallelCorpus& corpus, in
 struct CorpusFileHeader {
   uint32_t version = 0;
   int64_t pairs = 0;
+  int64_t src_tokens = 0;
+  int64_t tgt_tokens = 0;
   int32_t vocab_size = 0;
+  uint32_t body_crc = 0;   // CRC-32C of the data behind the header, as recorded (not checked here)
   std::string spm_digest;  // "" in a version 1 file, which records none
 };
 

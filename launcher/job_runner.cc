@@ -13,8 +13,8 @@
 #include <random>
 
 #include "common/clock_text.h"
-#include "common/field_differences.h"
 #include "common/fault_plan.h"
+#include "common/field_differences.h"
 #include "common/host_groups.h"
 #include "common/logging.h"
 #include "common/model_file.h"

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,7 @@
 #include "launcher/hostfile.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/role_supervisor.h"
+#include "launcher/run_status.h"
 #include "launcher/supervisor_events.h"
 #include "launcher/watched_mpirun.h"
 
@@ -72,6 +74,21 @@ std::string Now() { return ClockText(std::time(nullptr), "%H:%M:%S", TimeZone::k
 // False when the console is gone (a `| tee` the same Ctrl-C ended, a closed terminal).
 bool Say(const std::string& line) {
   return static_cast<bool>(std::cerr << "psformer launch: [" << Now() << "] " << line << std::endl);
+}
+
+// Says `line`, and appends it to RUN_DIR/logs/launch.log (kLaunchLogPrefix, a dated stamp), where
+// `psformer status` finds how each attempt ended and what launch did about it (a restart, giving
+// up). Only what launch decides once a job ran is recorded: the run directory is then there, and
+// the one this job writes (an --overwrite has cleared it). Nothing is made that is not there.
+void SayAndRecord(const std::string& run_dir, const std::string& line) {
+  Say(line);
+  std::error_code ec;
+  const fs::path logs = fs::path(run_dir) / "logs";
+  if (!fs::is_directory(logs, ec)) return;
+  std::ofstream log(logs / "launch.log", std::ios::app);
+  log << kLaunchLogPrefix << "[" << ClockText(std::time(nullptr), "%Y-%m-%d %H:%M:%S UTC", TimeZone::kUtc) << "] "
+      << line << "\n";
+  if (!log.flush()) Say("warning: cannot append to " + (logs / "launch.log").string() + ": " + std::strerror(errno));
 }
 
 // What is wrong with `program` as a program to run (a path, or a name looked up on PATH), or "".
@@ -228,7 +245,7 @@ std::vector<std::string> MpirunCommandLine(const LaunchOptions& options, const s
 
 // After Ctrl-C, SIGTERM (or SIGHUP: `hung_up`): how to continue the job, or, with no complete
 // checkpoint, that there is nothing to continue and how to start over.
-// Said on the console, or, when that is gone, written to RUN_DIR/logs/launch.log.
+// Said on the console and recorded in RUN_DIR/logs/launch.log.
 void SayHowToContinue(const std::string& run_dir, bool hung_up) {
   const std::string newest = NewestCompleteCheckpoint(run_dir);
   const std::string how = hung_up ? "hung up" : "interrupted";
@@ -242,9 +259,7 @@ void SayHowToContinue(const std::string& run_dir, bool hung_up) {
                 "; not restarting. Continue with the same psformer launch command and --resume "
                 "added to the train arguments (newest complete checkpoint: " +
                 newest + ")";
-  if (Say(advice)) return;
-  std::ofstream log(fs::path(run_dir) / "logs" / "launch.log", std::ios::app);
-  log << "psformer launch: [" << Now() << "] " << advice << "\n";
+  SayAndRecord(run_dir, advice);
 }
 
 int Launch(const LaunchOptions& options) {
@@ -306,7 +321,11 @@ int Launch(const LaunchOptions& options) {
       return result.hung_up ? kExitHangup : kExitInterrupted;
     }
     if (result.exit_status == 0) {
-      if (JobTrainedToItsEnd(options.run_dir, started)) return 0;
+      if (JobTrainedToItsEnd(options.run_dir, started)) {
+        SayAndRecord(options.run_dir,
+                     "the job trained to its end and wrote " + (fs::path(options.run_dir) / "model.bin").string());
+        return 0;
+      }
       // mpirun said success, but no job wrote the run's model (an --mpirun that is no Open MPI
       // mpirun, a train command its ranks did not run): no success to report.
       Say("mpirun exited with status 0, but the job wrote no " + (fs::path(options.run_dir) / "model.bin").string() +
@@ -316,8 +335,8 @@ int Launch(const LaunchOptions& options) {
     if (result.exit_status == kExitInterrupted || result.exit_status == kExitHangup) {
       // The ranks stopped in order, as they do when someone signals mpirun or them directly (a
       // batch system, `kill -USR1`): a stop someone asked for, not a failure to mend.
-      Say("the job was stopped: mpirun exited with status " + std::to_string(result.exit_status) +
-          ", as the ranks do when asked to stop");
+      SayAndRecord(options.run_dir, "the job was stopped: mpirun exited with status " +
+                                        std::to_string(result.exit_status) + ", as the ranks do when asked to stop");
       SayHowToContinue(options.run_dir, result.exit_status == kExitHangup);
       return result.exit_status;
     }
@@ -328,29 +347,33 @@ int Launch(const LaunchOptions& options) {
       return result.exit_status == kExitExecFailed ? kExitFailure : result.exit_status;
     }
     if (JobTrainedToItsEnd(options.run_dir, started)) {
-      Say("the job trained to its end and wrote " + (fs::path(options.run_dir) / "model.bin").string() +
-          ", but ended with an error (see above); not restarting");
+      SayAndRecord(options.run_dir, "the job trained to its end and wrote " +
+                                        (fs::path(options.run_dir) / "model.bin").string() +
+                                        ", but ended with an error (see above); not restarting");
       return result.exit_status;
     }
     if (NewestCompleteCheckpoint(options.run_dir).empty()) {
       // A restart continues with --resume, which has nothing to continue from: it would fail as a
       // job that never started, and say so wrongly.
-      Say("the job ended abnormally (" + result.cause +
-          ") before its servers wrote any complete checkpoint: a restart would have nothing to resume from; not "
-          "restarting. Start over with the same psformer launch command and --overwrite added to the train "
-          "arguments (this attempt's logs are in " +
-          (fs::path(options.run_dir) / "logs").string() + ")");
+      SayAndRecord(
+          options.run_dir,
+          "the job ended abnormally (" + result.cause +
+              ") before its servers wrote any complete checkpoint: a restart would have nothing to resume from; not "
+              "restarting. Start over with the same psformer launch command and --overwrite added to the train "
+              "arguments (this attempt's logs are in " +
+              (fs::path(options.run_dir) / "logs").string() + ")");
       return result.exit_status;
     }
     if (attempt >= options.max_restarts) {
-      Say("the job ended abnormally (" + result.cause + ") and --max-restarts " + std::to_string(options.max_restarts) +
-          " are used up; giving up. Continue it with --resume");
+      SayAndRecord(options.run_dir, "the job ended abnormally (" + result.cause + ") and --max-restarts " +
+                                        std::to_string(options.max_restarts) +
+                                        " are used up; giving up. Continue it with --resume");
       return result.exit_status;
     }
     const std::string restart = "restart " + std::to_string(attempt + 1) + " of " +
                                 std::to_string(options.max_restarts) + ": " + result.cause +
                                 "; starting again with --resume from the newest complete checkpoint";
-    Say(restart);
+    SayAndRecord(options.run_dir, restart);
     // Beside the roles' restarts in TensorBoard, where the job writes its event files.
     SupervisorEvents(options.run_dir, fs::is_directory(fs::path(options.run_dir) / "tensorboard"))
         .Note("psformer launch: " + restart);

@@ -92,6 +92,16 @@ void ApplySupervisorLogLine(const std::string& line, const std::string& supervis
   }
 }
 
+// A line of launch.log that launch wrote itself ("psformer launch: [STAMP] TEXT"; run_status.h).
+void ApplyLaunchLogLine(const std::string& line, RunStatus* status) {
+  const std::string opening = std::string(kLaunchLogPrefix) + "[";
+  const size_t close = line.find("] ");
+  if (line.rfind(opening, 0) != 0 || close == std::string::npos) return;
+  const std::string text = line.substr(close + 2);
+  status->launch_events.push_back(line.substr(opening.size(), close - opening.size()) + " " + text);
+  if (text.rfind("restart ", 0) == 0) ++status->launch_restarts;
+}
+
 // A log line "L YYYY-MM-DD HH:MM:SS.mmm TAG] MESSAGE" of level W or E: the newest (by its stamp,
 // which orders lines across files) becomes the status's last problem.
 void NoteProblem(const std::string& line, std::string* newest_stamp, std::string* last_problem) {
@@ -120,6 +130,7 @@ void ReadLogs(const fs::path& dir, RunStatus* status) {
     LineReader reader(log.string());
     for (std::string line; reader.Next(&line);) {
       if (single_node || rank) ApplySupervisorLogLine(line, stem, single_node ? HostName() : "", &status->roles);
+      if (stem == "launch") ApplyLaunchLogLine(line, status);
       NoteProblem(line, &newest_problem_stamp, &status->last_problem);
     }
     status->unreadable.insert(status->unreadable.end(), reader.too_long().begin(), reader.too_long().end());
@@ -314,6 +325,16 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << row << "\n";
   }
   if (s.roles.empty() && !s.local) out << "  (no role process started yet)\n";
+  if (!s.launch_events.empty()) {
+    const int r = s.launch_restarts;
+    out << "\n  psformer launch"
+        << (r == 0 ? std::string() : " restarted the job " + std::to_string(r) + (r == 1 ? " time" : " times")) << " ("
+        << (fs::path(s.run_dir) / "logs" / "launch.log").string() << "):\n";
+    constexpr size_t kShown = 5;  // the newest
+    const size_t first = s.launch_events.size() > kShown ? s.launch_events.size() - kShown : 0;
+    if (first > 0) out << "    (" << first << " earlier)\n";
+    for (size_t i = first; i < s.launch_events.size(); ++i) out << "    " << s.launch_events[i] << "\n";
+  }
   if (!s.last_problem.empty()) out << "\n  last warning or error: " << s.last_problem << "\n";
   for (const std::string& line : s.unreadable) out << "  unreadable: " << line << "\n";
   if (s.state == RunStatus::State::kStopped) {

@@ -18,6 +18,11 @@
 
 namespace psformer {
 
+// RUN_DIR/logs/launch.log: what `psformer launch` decided as each attempt of the job ended (a
+// restart, giving up, the end), a line "psformer launch: [YYYY-MM-DD HH:MM:SS UTC] TEXT" each; its
+// other lines are the job's output, kept there while launch's console was gone.
+inline constexpr char kLaunchLogPrefix[] = "psformer launch: ";
+
 struct RoleStatus {
   std::string name;        // worker-0, pserver-1, ...
   std::string supervisor;  // the log it was read from: supervisor (single node), supervisor-R (rank R)
@@ -44,12 +49,14 @@ struct RunStatus {
   // The checkpoints (or a --local run's trainer_state.bin) were read whole and their CRC-32Cs
   // checked, as a resume checks them (status --verify), not only their sizes.
   bool verified = false;
-  bool local = false;                   // trained with --local: one process, logs/trainer.log, no roles
-  bool trainer_state = false;           // RUN_DIR/trainer_state.bin (what a --local run continues from)
-  std::string trainer_state_damage;     // why that file cannot be resumed from ("" when it looks whole)
-  std::string model_damage;             // --verify: why RUN_DIR/model.bin cannot be loaded ("" when it can)
-  std::string last_problem;             // the newest warning or error line of the logs
-  std::vector<std::string> unreadable;  // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
+  bool local = false;                      // trained with --local: one process, logs/trainer.log, no roles
+  bool trainer_state = false;              // RUN_DIR/trainer_state.bin (what a --local run continues from)
+  std::string trainer_state_damage;        // why that file cannot be resumed from ("" when it looks whole)
+  std::string model_damage;                // --verify: why RUN_DIR/model.bin cannot be loaded ("" when it can)
+  std::string last_problem;                // the newest warning or error line of the logs
+  int launch_restarts = 0;                 // the times psformer launch started the job again (launch.log)
+  std::vector<std::string> launch_events;  // launch.log's own lines, "YYYY-MM-DD HH:MM:SS UTC TEXT", oldest first
+  std::vector<std::string> unreadable;     // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };
 
 // NotFound (saying so) if `run_dir` is not a run directory: no config.pbtxt or logs/ in it.

@@ -525,6 +525,37 @@ TEST(Launch, AJobLostBeforeItsFirstCheckpointIsNotRestartedWithResume) {
   EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\n");
 }
 
+// What launch decides as each attempt ends is recorded in RUN/logs/launch.log, where `psformer
+// status` shows it from another terminal: the restarts, and how the job ended. Here the stand-in
+// mpirun copies a real job's files in: the first time its checkpoints and not its model.bin, and
+// fails (a job lost after a checkpoint: restarted), the second time model.bin too.
+TEST(Launch, ARestartAndTheEndAreRecordedWhereStatusShowsThem) {
+  TempDir dir;
+  const std::string real = dir.File("real");
+  ASSERT_EQ(RunPsformer(std::string("train ") + kJob + " --run-dir " + real).exit_status, 0);
+  const std::string run = dir.File("run");
+  const std::string mpirun =
+      FakeMpirun(dir, "mpirun-fails-once", run,
+                 "cp '" + real + "/config.pbtxt' '" + run + "/'\n" +                                                  //
+                     "if [ -f '" + run + ".once' ]; then cp '" + real + "/model.bin' '" + run + "/'; exit 0; fi\n" +  //
+                     "cp -r '" + real + "/checkpoints' '" + real + "/logs' '" + real + "/metrics.jsonl' '" + run +
+                     "/'\n" + "touch '" + run + ".once'\nexit 1");
+  const CommandResult r = RunPsformer(LaunchWith(dir, mpirun, run));
+  EXPECT_TRUE(EndsSaying(r, 0, "the job trained to its end and wrote " + run + "/model.bin")) << r.output;
+  EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\nrun\n");
+  const std::string log = testing::ReadTextFile(run + "/logs/launch.log");
+  EXPECT_TRUE(testing::HasText(log, "psformer launch: [")) << log;
+  EXPECT_TRUE(testing::HasText(log, " UTC] restart 1 of 3: mpirun exited with status 1; starting again")) << log;
+  const CommandResult status = RunPsformer("status " + run);
+  EXPECT_EQ(status.exit_status, 0) << status.output;
+  EXPECT_TRUE(
+      testing::HasText(status.output, "psformer launch restarted the job 1 time (" + run + "/logs/launch.log):"))
+      << status.output;
+  EXPECT_TRUE(testing::HasText(status.output, " UTC restart 1 of 3: mpirun exited with status 1")) << status.output;
+  EXPECT_TRUE(testing::HasText(status.output, " UTC the job trained to its end and wrote " + run + "/model.bin"))
+      << status.output;
+}
+
 // SIGUSR1 to launch (as the docs advise for mpirun) asks for the orderly stop, passed on to mpirun
 // as SIGUSR1; before, its default action ended launch and left mpirun and the job unwatched.
 TEST(Launch, Sigusr1ToLaunchStopsTheJobInOrder) {

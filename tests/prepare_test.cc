@@ -362,7 +362,9 @@ TEST(Prepare, EveryRankUnderMpirunMustReadTheSameCorpus) {
                                            {{1, TrainOn(copy, refused, roles)}, {1, TrainOn(mixed, refused, roles)}});
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_TRUE(testing::HasText(r.output, "psformer train: error: rank 2 on ")) << r.output;
-  EXPECT_TRUE(testing::HasText(r.output, "its corpus (data.train_dir = \"" + mixed + "\") is not rank 0's: here train.bin: ")) << r.output;
+  EXPECT_TRUE(
+      testing::HasText(r.output, "its corpus (data.train_dir = \"" + mixed + "\") is not rank 0's: here train.bin: "))
+      << r.output;
   EXPECT_FALSE(testing::HasText(r.output, "error: rank 1 ")) << "rank 1's copy is rank 0's corpus:\n" << r.output;
   EXPECT_FALSE(std::filesystem::exists(refused)) << "the run directory was made";
 }

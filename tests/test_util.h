@@ -95,8 +95,8 @@ inline CommandResult RunPsformerUnderMpirun(int processes, const std::string& ar
 // copies of a config or corpus differ would.
 inline CommandResult RunPsformerRanksUnderMpirun(const std::string& first,
                                                  const std::vector<std::pair<int, std::string>>& others) {
-  std::string command = "cd " + SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np 1 " +
-                        PsformerBinary() + " " + first;
+  std::string command =
+      "cd " + SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np 1 " + PsformerBinary() + " " + first;
   for (const auto& [processes, arguments] : others) {
     command += " : -np " + std::to_string(processes) + " " + PsformerBinary() + " " + arguments;
   }

@@ -101,14 +101,15 @@ TEST(Training, LocalUnderMpirunIsRefusedAndWritesNothing) {
 // differs; a server count that differs too would otherwise have the ranks plan different roles.
 TEST(Training, MpirunRanksWithDifferentConfigsAreRefusedNamingTheFields) {
   TempDir dir;
-  const std::string job = std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " +
-                          dir.File("x");
+  const std::string job =
+      std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x");
   const CommandResult r = testing::RunPsformerRanksUnderMpirun(
       job, {{1, job}, {1, job + " --set optimizer.warmup_steps=77 --set cluster.servers=2"}});
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_TRUE(testing::HasText(r.output, "did not load the job that rank 0 on ")) << r.output;
-  EXPECT_TRUE(testing::HasText(r.output, "optimizer.warmup_steps is 77 here and 200 on rank 0; cluster.servers is 2 "
-                                         "here and 1 on rank 0"))
+  EXPECT_TRUE(testing::HasText(r.output,
+                               "optimizer.warmup_steps is 77 here and 200 on rank 0; cluster.servers is 2 "
+                               "here and 1 on rank 0"))
       << r.output;
   EXPECT_TRUE(testing::HasText(r.output, "psformer train: error: rank 2 on ")) << r.output;
   EXPECT_FALSE(testing::HasText(r.output, "error: rank 1 ")) << r.output;

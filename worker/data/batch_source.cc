@@ -196,8 +196,8 @@ StatusOr<std::string> DescribePreparedCorpus(const proto::JobConfig& config) {
     if (!header.ok()) return header.status().WithContext(Where(dir));
     char crc[9];
     std::snprintf(crc, sizeof(crc), "%08x", header->body_crc);
-    described += std::string(described.empty() ? "" : "; ") + name + ": " + std::to_string(header->pairs) +
-                 " pairs, " + std::to_string(header->src_tokens) + " + " + std::to_string(header->tgt_tokens) +
+    described += std::string(described.empty() ? "" : "; ") + name + ": " + std::to_string(header->pairs) + " pairs, " +
+                 std::to_string(header->src_tokens) + " + " + std::to_string(header->tgt_tokens) +
                  " tokens, data CRC-32C " + crc;
   }
   return described;

@@ -22,6 +22,7 @@
 
 #include "common/clock_text.h"
 #include "common/config_loader.h"
+#include "common/supervisor_report.h"
 #include "launcher/cluster_plan.h"
 #include "launcher/command_line.h"
 #include "launcher/host_probe.h"
@@ -243,6 +244,14 @@ std::vector<std::string> MpirunCommandLine(const LaunchOptions& options, const s
   return BuildMpirunCommand(mpirun);
 }
 
+// launch's status for a job that failed, given mpirun's: one of the README's. mpirun passes on
+// the first failing rank's status, which is ours where it is a usage error or a machine that
+// refused a thread or memory; its own (127: it could not be run, 205, 213, 255, ...) name
+// nothing a script of the user's could act on, and are a failure while running.
+int FailedJobStatus(int mpirun_status) {
+  return mpirun_status == kExitUsage || mpirun_status == kExitOutOfResources ? mpirun_status : kExitFailure;
+}
+
 // After Ctrl-C, SIGTERM (or SIGHUP: `hung_up`): how to continue the job, or, with no complete
 // checkpoint, that there is nothing to continue and how to start over.
 // Said on the console and recorded in RUN_DIR/logs/launch.log.
@@ -342,15 +351,13 @@ int Launch(const LaunchOptions& options) {
     }
     if (!JobStarted(options.run_dir, started)) {
       Say("the job failed before it started (" + result.cause + "; see above); not restarting");
-      // mpirun that could not be run at all ends with 127 (exit_codes.h): launch's own status
-      // for a failure while running is 1.
-      return result.exit_status == kExitExecFailed ? kExitFailure : result.exit_status;
+      return FailedJobStatus(result.exit_status);
     }
     if (JobTrainedToItsEnd(options.run_dir, started)) {
       SayAndRecord(options.run_dir, "the job trained to its end and wrote " +
                                         (fs::path(options.run_dir) / "model.bin").string() +
                                         ", but ended with an error (see above); not restarting");
-      return result.exit_status;
+      return FailedJobStatus(result.exit_status);
     }
     if (NewestCompleteCheckpoint(options.run_dir).empty()) {
       // A restart continues with --resume, which has nothing to continue from: it would fail as a
@@ -362,13 +369,13 @@ int Launch(const LaunchOptions& options) {
               "restarting. Start over with the same psformer launch command and --overwrite added to the train "
               "arguments (this attempt's logs are in " +
               (fs::path(options.run_dir) / "logs").string() + ")");
-      return result.exit_status;
+      return FailedJobStatus(result.exit_status);
     }
     if (attempt >= options.max_restarts) {
       SayAndRecord(options.run_dir, "the job ended abnormally (" + result.cause + ") and --max-restarts " +
                                         std::to_string(options.max_restarts) +
                                         " are used up; giving up. Continue it with --resume");
-      return result.exit_status;
+      return FailedJobStatus(result.exit_status);
     }
     const std::string restart = "restart " + std::to_string(attempt + 1) + " of " +
                                 std::to_string(options.max_restarts) + ": " + result.cause +

@@ -525,6 +525,26 @@ TEST(Launch, AJobLostBeforeItsFirstCheckpointIsNotRestartedWithResume) {
   EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\n");
 }
 
+// launch ends with the README's statuses, not mpirun's own (205, 213, 255: Open MPI's codes for
+// its daemons' failures), which a user's script cannot tell from anything; mpirun's is named.
+// The ranks' own usage error (2) passes through.
+TEST(Launch, MpirunsOwnExitStatusesBecomeTheDocumentedOnes) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  for (const auto& [mpirun_status, launch_status] : std::vector<std::pair<int, int>>{{213, 1}, {255, 1}, {2, 2}}) {
+    const std::string never =
+        dir.Write("mpirun-" + std::to_string(mpirun_status), "#!/bin/sh\nexit " + std::to_string(mpirun_status) + "\n");
+    std::filesystem::permissions(never, std::filesystem::perms::owner_all);
+    const CommandResult r = RunPsformer(LaunchWith(dir, never, run));
+    EXPECT_TRUE(EndsSaying(r, launch_status, "the job failed before it started")) << mpirun_status << ": " << r.output;
+    EXPECT_TRUE(testing::HasText(r.output, "status " + std::to_string(mpirun_status))) << r.output;
+  }
+  const CommandResult r = RunPsformer(LaunchWith(dir, FakeMpirun(dir, "mpirun-205", run, "exit 205"), run));
+  EXPECT_TRUE(
+      EndsSaying(r, 1, "--overwrite added to the train arguments (this attempt's logs are in " + run + "/logs)"))
+      << r.output;
+}
+
 // What launch decides as each attempt ends is recorded in RUN/logs/launch.log, where `psformer
 // status` shows it from another terminal: the restarts, and how the job ended. Here the stand-in
 // mpirun copies a real job's files in: the first time its checkpoints and not its model.bin, and

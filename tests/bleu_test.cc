@@ -176,6 +176,31 @@ TEST(BleuCommand, RequiresAReference) {
   EXPECT_EQ(RunPsformer("bleu --ref " + hyp).exit_status, 2);
 }
 
+// "-" reads standard input, as translate's output comes through a pipe: the same score as from
+// the file, its name in errors; only one file can be standard input.
+TEST(BleuCommand, ReadsOneFileFromStandardInput) {
+  const auto vectors = LoadVectors();
+  ASSERT_FALSE(vectors.empty());
+  const BleuVector& v = vectors.front();
+  std::string refs;
+  for (const fs::path& ref : v.refs) refs += " --ref '" + ref.string() + "'";
+  auto piped = RunPsformer("bleu --hyp -" + refs + " < '" + v.hyp.string() + "'");
+  EXPECT_EQ(piped.exit_status, 0) << piped.output;
+  EXPECT_EQ(piped.output, v.line + "\n");
+  if (v.refs.size() == 1) {
+    piped = RunPsformer("bleu --hyp '" + v.hyp.string() + "' --ref - < '" + v.refs[0].string() + "'");
+    EXPECT_EQ(piped.output, v.line + "\n");
+  }
+  TempDir dir;
+  const auto hyp = dir.Write("hyp.txt", "a\nb\n");
+  EXPECT_TRUE(EndsSaying(RunPsformer("bleu --hyp - --ref " + hyp + " < /dev/null"), 1,
+                         "standard input (--hyp -) is empty: no hypotheses to score"));
+  EXPECT_TRUE(
+      EndsSaying(testing::RunShell("printf 'a\\n' | " + testing::PsformerBinary() + " bleu --hyp " + hyp + " --ref -"),
+                 1, hyp + " has 2 lines but standard input (--ref -) has 1"));
+  EXPECT_TRUE(EndsSaying(RunPsformer("bleu --hyp - --ref - < " + hyp), 2, "at most one of --hyp and the --ref files"));
+}
+
 TEST(BleuCommand, RejectsStrayArgumentsAndAnEmptyHypothesisFile) {
   TempDir dir;
   const auto hyp = dir.Write("hyp.txt", "a\n");

@@ -377,9 +377,12 @@ int Launch(const LaunchOptions& options) {
                                         " are used up; giving up. Continue it with --resume");
       return FailedJobStatus(result.exit_status);
     }
+    // The pid lets `psformer status` say that this launch is starting the job again, not that
+    // it stopped (kLaunchRestartPid).
     const std::string restart = "restart " + std::to_string(attempt + 1) + " of " +
                                 std::to_string(options.max_restarts) + ": " + result.cause +
-                                "; starting again with --resume from the newest complete checkpoint";
+                                "; starting again with --resume from the newest complete checkpoint" +
+                                kLaunchRestartPid + std::to_string(getpid()) + ")";
     SayAndRecord(options.run_dir, restart);
     // Beside the roles' restarts in TensorBoard, where the job writes its event files.
     SupervisorEvents(options.run_dir, fs::is_directory(fs::path(options.run_dir) / "tensorboard"))

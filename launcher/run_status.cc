@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,7 +101,15 @@ void ApplyLaunchLogLine(const std::string& line, RunStatus* status) {
   if (line.rfind(opening, 0) != 0 || close == std::string::npos) return;
   const std::string text = line.substr(close + 2);
   status->launch_events.push_back(line.substr(opening.size(), close - opening.size()) + " " + text);
-  if (text.rfind("restart ", 0) == 0) ++status->launch_restarts;
+  status->launch_pid = -1;  // a later line: that launch went on, or ended
+  if (text.rfind("restart ", 0) != 0) return;
+  ++status->launch_restarts;
+  const size_t pid = text.rfind(kLaunchRestartPid);
+  if (pid == std::string::npos) return;
+  const std::string digits = text.substr(pid + std::strlen(kLaunchRestartPid));
+  char* end = nullptr;
+  const long long value = std::strtoll(digits.c_str(), &end, 10);
+  if (end != digits.c_str() && *end == ')' && value > 0) status->launch_pid = value;
 }
 
 // A log line "L YYYY-MM-DD HH:MM:SS.mmm TAG] MESSAGE" of level W or E: the newest (by its stamp,
@@ -191,6 +201,9 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   std::sort(status.roles.begin(), status.roles.end(), [](const RoleStatus& a, const RoleStatus& b) {
     return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
   });
+  // Between two attempts of a launch: no role runs, but the launch that restarts it does.
+  if (!alive && status.launch_pid > 0 && RunsOn(status.launch_pid, dir)) alive = true;
+  if (status.launch_pid > 0 && !RunsOn(status.launch_pid, dir)) status.launch_pid = -1;
   status.state = alive                           ? RunStatus::State::kRunning
                  : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
                                                  : RunStatus::State::kStopped;
@@ -232,7 +245,12 @@ std::string FormatRunStatus(const RunStatus& s) {
   const char* state = s.state == RunStatus::State::kRunning    ? "running"
                       : s.state == RunStatus::State::kFinished ? "finished"
                                                                : "not running (stopped or died)";
-  out << "run " << s.run_dir << " (" << s.name << "): " << state << "\n";
+  out << "run " << s.run_dir << " (" << s.name << "): " << state;
+  if (s.launch_pid > 0 &&
+      std::none_of(s.roles.begin(), s.roles.end(), [](const RoleStatus& r) { return r.state == "running"; })) {
+    out << " (psformer launch, pid " << s.launch_pid << ", is starting it again)";
+  }
+  out << "\n";
   if (s.last_train.empty()) {
     out << "  no training step logged yet (max_steps " << s.max_steps << ")\n";
   } else {

@@ -5,7 +5,9 @@
 // Role processes come from the supervisors' logs ("NAME: started pid P (incarnation I)", exits and
 // restarts); a pid counts as alive only if that process exists on this machine and runs psformer
 // with this run directory. The job is running while any role process is alive, finished when
-// model.bin exists and none is, and stopped (interrupted or dead) otherwise.
+// model.bin exists and none is, and stopped (interrupted or dead) otherwise; a job that psformer
+// launch is starting again (between two attempts: the launch of its newest restart still runs
+// here) counts as running.
 #ifndef PSFORMER_LAUNCHER_RUN_STATUS_H_
 #define PSFORMER_LAUNCHER_RUN_STATUS_H_
 
@@ -22,6 +24,9 @@ namespace psformer {
 // restart, giving up, the end), a line "psformer launch: [YYYY-MM-DD HH:MM:SS UTC] TEXT" each; its
 // other lines are the job's output, kept there while launch's console was gone.
 inline constexpr char kLaunchLogPrefix[] = "psformer launch: ";
+// How a restart line ends: " (psformer launch pid P)". While that launch lives and no role runs,
+// the job is between two attempts, not stopped.
+inline constexpr char kLaunchRestartPid[] = " (psformer launch pid ";
 
 struct RoleStatus {
   std::string name;        // worker-0, pserver-1, ...
@@ -55,6 +60,7 @@ struct RunStatus {
   std::string model_damage;                // --verify: why RUN_DIR/model.bin cannot be loaded ("" when it can)
   std::string last_problem;                // the newest warning or error line of the logs
   int launch_restarts = 0;                 // the times psformer launch started the job again (launch.log)
+  int64_t launch_pid = -1;                 // the launch of the newest restart line, while it runs on this machine
   std::vector<std::string> launch_events;  // launch.log's own lines, "YYYY-MM-DD HH:MM:SS UTC TEXT", oldest first
   std::vector<std::string> unreadable;     // lines of metrics.jsonl and the logs left out ("PATH:LINE: why")
 };

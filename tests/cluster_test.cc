@@ -546,9 +546,11 @@ TEST(Launch, MpirunsOwnExitStatusesBecomeTheDocumentedOnes) {
 }
 
 // What launch decides as each attempt ends is recorded in RUN/logs/launch.log, where `psformer
-// status` shows it from another terminal: the restarts, and how the job ended. Here the stand-in
-// mpirun copies a real job's files in: the first time its checkpoints and not its model.bin, and
-// fails (a job lost after a checkpoint: restarted), the second time model.bin too.
+// status` shows it from another terminal: the restarts, and how the job ended; and between two
+// attempts the job is being started again, not stopped (no "continue with ... --resume", which
+// would race the launch for the run). Here the stand-in mpirun copies a real job's files in: the
+// first time its checkpoints and not its model.bin, and fails (a job lost after a checkpoint:
+// restarted); the second time it waits for RUN.go, then copies model.bin too.
 TEST(Launch, ARestartAndTheEndAreRecordedWhereStatusShowsThem) {
   TempDir dir;
   const std::string real = dir.File("real");
@@ -556,18 +558,30 @@ TEST(Launch, ARestartAndTheEndAreRecordedWhereStatusShowsThem) {
   const std::string run = dir.File("run");
   const std::string mpirun =
       FakeMpirun(dir, "mpirun-fails-once", run,
-                 "cp '" + real + "/config.pbtxt' '" + run + "/'\n" +                                                  //
-                     "if [ -f '" + run + ".once' ]; then cp '" + real + "/model.bin' '" + run + "/'; exit 0; fi\n" +  //
-                     "cp -r '" + real + "/checkpoints' '" + real + "/logs' '" + real + "/metrics.jsonl' '" + run +
-                     "/'\n" + "touch '" + run + ".once'\nexit 1");
-  const CommandResult r = RunPsformer(LaunchWith(dir, mpirun, run));
-  EXPECT_TRUE(EndsSaying(r, 0, "the job trained to its end and wrote " + run + "/model.bin")) << r.output;
-  EXPECT_EQ(testing::ReadTextFile(run + ".count"), "run\nrun\n");
+                 "cp '" + real + "/config.pbtxt' '" + run + "/'\n" +  //
+                     "if [ -f '" + run + ".once' ]; then\n" +         //
+                     "  for i in $(seq 600); do [ -f '" + run + ".go' ] && break; sleep 0.1; done\n" + "  cp '" + real +
+                     "/model.bin' '" + run + "/'; exit 0\nfi\n" + "cp -r '" + real + "/checkpoints' '" + real +
+                     "/logs' '" + real + "/metrics.jsonl' '" + run + "/'\n" + "touch '" + run + ".once'\nexit 1");
+  BackgroundJob job(LaunchWith(dir, mpirun, run), dir.File("launch.out"));
+  ASSERT_TRUE(WaitUntil(&job, std::chrono::seconds(60), [&] {
+    return testing::ReadTextFile(run + ".count") == "run\nrun\n";
+  })) << job.Output();
+  const CommandResult between = RunPsformer("status " + run);
+  EXPECT_EQ(between.exit_status, 0) << between.output;
+  EXPECT_TRUE(testing::HasText(
+      between.output, "): running (psformer launch, pid " + std::to_string(job.pid()) + ", is starting it again)"))
+      << between.output;
+  EXPECT_FALSE(testing::HasText(between.output, "continue with")) << between.output;
+  testing::RunShell("touch '" + run + ".go'");
+  ASSERT_EQ(job.Wait(std::chrono::seconds(60)), 0) << job.Output();
+  EXPECT_TRUE(testing::HasText(job.Output(), "the job trained to its end and wrote " + run + "/model.bin"))
+      << job.Output();
   const std::string log = testing::ReadTextFile(run + "/logs/launch.log");
-  EXPECT_TRUE(testing::HasText(log, "psformer launch: [")) << log;
   EXPECT_TRUE(testing::HasText(log, " UTC] restart 1 of 3: mpirun exited with status 1; starting again")) << log;
   const CommandResult status = RunPsformer("status " + run);
   EXPECT_EQ(status.exit_status, 0) << status.output;
+  EXPECT_TRUE(testing::HasText(status.output, "): finished\n")) << status.output;
   EXPECT_TRUE(
       testing::HasText(status.output, "psformer launch restarted the job 1 time (" + run + "/logs/launch.log):"))
       << status.output;

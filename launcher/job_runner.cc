@@ -347,8 +347,9 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
 // own host (a copy on each, or one shared file system): a server with another learning rate or
 // a worker with other batches or another corpus would train on without a word, and a rank that
 // planned other roles would wait for ever in collectives the others never reach. So before any
-// plan is made, rank 0 hands its config and a description of its corpus (the files' counts and
-// recorded CRCs) to every rank, and a rank whose own differ says how (false on every rank).
+// plan is made, rank 0 hands its config, a description of its corpus (the files' counts and
+// recorded CRCs) and its build's commit to every rank, and a rank whose own differ says how
+// (false on every rank).
 // data.train_dir may name another place on another host; what it holds may not differ.
 bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
   JobConfig mine = config;
@@ -359,7 +360,13 @@ bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
   const std::string rank0_config = mpi.Broadcast(mine.SerializeAsString());
   const std::string rank0_corpus = mpi.Broadcast(my_corpus);
   const std::string rank0_host = mpi.Broadcast(host);
+  const std::string rank0_build = mpi.Broadcast(SourceCommit());
   std::vector<std::string> problems;
+  // Another build may speak another protocol, or compute other bits.
+  if (SourceCommit() != rank0_build) {
+    problems.push_back("it runs psformer " + SourceCommit() + " and rank 0 psformer " + rank0_build +
+                       " (build the same commit on every host)");
+  }
   JobConfig rank0;
   if (mpi.rank() != 0 && !rank0.ParseFromString(rank0_config)) {
     problems.push_back("rank 0's config did not arrive whole");
@@ -381,8 +388,8 @@ bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
     for (const std::string& p : problems) listed += (listed.empty() ? "" : "; ") + p;
     std::cerr << "psformer train: error: rank " << mpi.rank() << " on " << host
               << " did not load the job that rank 0 on " << rank0_host << " did: " << listed
-              << ". Every rank must run the same train command with the same config and corpus; copy "
-                 "them to every host alike, or put them on a file system every host shares\n";
+              << ". Every rank must run the same psformer and train command with the same config and corpus; "
+                 "copy them to every host alike, or put them on a file system every host shares\n";
   }
   return mpi.AllReduceMax(problems.empty() ? kExitSuccess : kExitFailure) == kExitSuccess;
 }

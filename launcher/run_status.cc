@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/config_loader.h"
@@ -74,6 +75,7 @@ void ApplySupervisorLogLine(const std::string& line, const std::string& supervis
   }
   switch (event->kind) {
     case RoleLogEvent::Kind::kStarted:
+      it->host = host;  // a restarted launch may have placed the rank elsewhere
       it->pid = event->pid;
       it->incarnation = event->incarnation;
       it->state = "running";
@@ -125,6 +127,18 @@ void NoteProblem(const std::string& line, std::string* newest_stamp, std::string
       stamp.substr(11, 8) + " " + tag + ": " + (bracket == std::string::npos ? line : line.substr(bracket + 2));
 }
 
+// The host of a rank's supervisor log line that says where the rank runs ("] rank 2 runs
+// pserver-0 on host node1; ..."; job_runner.cc), or "".
+std::string RankHost(const std::string& line) {
+  constexpr std::string_view kOnHost = " on host ";
+  const size_t rank = line.find("] rank ");
+  if (rank == std::string::npos) return "";
+  const size_t on = line.find(kOnHost, rank);
+  if (on == std::string::npos || line.find(" runs ", rank) > on) return "";
+  const size_t begin = on + kOnHost.size();
+  return line.substr(begin, line.find(';', begin) - begin);
+}
+
 // Reads the logs in logs/: the roles from the supervisors' logs, the newest problem from all.
 void ReadLogs(const fs::path& dir, RunStatus* status) {
   std::vector<fs::path> logs;
@@ -138,8 +152,13 @@ void ReadLogs(const fs::path& dir, RunStatus* status) {
     const std::string stem = log.stem().string();
     const bool single_node = stem == "supervisor", rank = stem.rfind("supervisor-", 0) == 0;
     LineReader reader(log.string());
+    // Under mpirun, the host the rank's log says it runs on (each attempt of a launch says anew).
+    std::string rank_host;
     for (std::string line; reader.Next(&line);) {
-      if (single_node || rank) ApplySupervisorLogLine(line, stem, single_node ? HostName() : "", &status->roles);
+      if (rank) {
+        if (std::string host = RankHost(line); !host.empty()) rank_host = std::move(host);
+      }
+      if (single_node || rank) ApplySupervisorLogLine(line, stem, single_node ? HostName() : rank_host, &status->roles);
       if (stem == "launch") ApplyLaunchLogLine(line, status);
       NoteProblem(line, &newest_problem_stamp, &status->last_problem);
     }
@@ -189,13 +208,17 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   }
   // The local trainer has no roles to look for: it is alive while it holds the run's lock.
   bool alive = status.local && !RunLock::Holder(run_dir).empty();
+  const std::string here = HostName();
   for (RoleStatus& role : status.roles) {
     const bool runs = role.pid > 0 && RunsOn(role.pid, dir);
     if (runs) {
       role.state = "running";
       alive = true;
     } else if (role.state == "running") {
-      role.state = "gone";
+      // Another host's processes cannot be looked at from here: its log's word stands, unchecked.
+      const bool elsewhere = !role.host.empty() && role.host != here;
+      role.state = elsewhere ? kNotSeen : "gone";
+      if (elsewhere) status.unseen = true;
     }
   }
   std::sort(status.roles.begin(), status.roles.end(), [](const RoleStatus& a, const RoleStatus& b) {
@@ -206,6 +229,7 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   if (status.launch_pid > 0 && !RunsOn(status.launch_pid, dir)) status.launch_pid = -1;
   status.state = alive                           ? RunStatus::State::kRunning
                  : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
+                 : status.unseen                 ? RunStatus::State::kElsewhere
                                                  : RunStatus::State::kStopped;
   if (verify && status.state == RunStatus::State::kFinished) {
     // The run's product, read and checked whole as translate and export read it.
@@ -244,7 +268,9 @@ std::string FormatRunStatus(const RunStatus& s) {
   const int64_t step = StepOf(s.last_train).value_or(0);
   const char* state = s.state == RunStatus::State::kRunning    ? "running"
                       : s.state == RunStatus::State::kFinished ? "finished"
-                                                               : "not running (stopped or died)";
+                      : s.state == RunStatus::State::kElsewhere
+                          ? "not running on this machine; on other hosts its logs say it runs (not seen from here)"
+                          : "not running (stopped or died)";
   out << "run " << s.run_dir << " (" << s.name << "): " << state;
   if (s.launch_pid > 0 &&
       std::none_of(s.roles.begin(), s.roles.end(), [](const RoleStatus& r) { return r.state == "running"; })) {
@@ -343,6 +369,10 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << row << "\n";
   }
   if (s.roles.empty() && !s.local) out << "  (no role process started yet)\n";
+  if (s.unseen) {
+    out << "  (" << kNotSeen << ": on another host, whose processes status cannot see from " << HostName()
+        << "; its supervisor log's last word is that it runs: run status there to check)\n";
+  }
   if (!s.launch_events.empty()) {
     const int r = s.launch_restarts;
     out << "\n  psformer launch"

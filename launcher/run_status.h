@@ -4,10 +4,12 @@
 //
 // Role processes come from the supervisors' logs ("NAME: started pid P (incarnation I)", exits and
 // restarts); a pid counts as alive only if that process exists on this machine and runs psformer
-// with this run directory. The job is running while any role process is alive, finished when
-// model.bin exists and none is, and stopped (interrupted or dead) otherwise; a job that psformer
-// launch is starting again (between two attempts: the launch of its newest restart still runs
-// here) counts as running.
+// with this run directory. Under mpirun a rank's log also says its host; a role on another host
+// that its log says runs cannot be checked from here, and is shown as such (kNotSeen), not as
+// gone. The job is running while any role process is alive, finished when model.bin exists and
+// none is, elsewhere when only other hosts' roles may be, and stopped (interrupted or dead)
+// otherwise; a job that psformer launch is starting again (between two attempts: the launch of
+// its newest restart still runs here) counts as running.
 #ifndef PSFORMER_LAUNCHER_RUN_STATUS_H_
 #define PSFORMER_LAUNCHER_RUN_STATUS_H_
 
@@ -28,18 +30,23 @@ inline constexpr char kLaunchLogPrefix[] = "psformer launch: ";
 // the job is between two attempts, not stopped.
 inline constexpr char kLaunchRestartPid[] = " (psformer launch pid ";
 
+// The state of a role process on another host that its log says runs: not checked from here.
+inline constexpr char kNotSeen[] = "not seen";
+
 struct RoleStatus {
   std::string name;        // worker-0, pserver-1, ...
   std::string supervisor;  // the log it was read from: supervisor (single node), supervisor-R (rank R)
-  std::string host;        // this machine's name for a single-node job; empty under MPI
+  std::string host;        // this machine's name for a single-node job; under MPI the rank's, from its log
   int64_t pid = -1;
   int incarnation = 0;    // also the number of restarts
-  std::string state;      // running, finished, restarting, exited, failed, gone
+  std::string state;      // running, finished, restarting, exited, failed, gone, kNotSeen
   std::string last_exit;  // how its last incarnation ended, if it did ("killed by signal 9 (Killed)")
 };
 
 struct RunStatus {
-  enum class State { kRunning, kFinished, kStopped };
+  // kElsewhere: no role process runs here, and roles of other hosts were running by their logs
+  // (status cannot look at another machine's processes).
+  enum class State { kRunning, kFinished, kStopped, kElsewhere };
   std::string run_dir;
   std::string name;  // the config's name
   int64_t max_steps = 0;
@@ -47,6 +54,7 @@ struct RunStatus {
   bool checkpoints_configured = true;  // checkpoint.every_steps or every_minutes > 0
   State state = State::kStopped;
   std::vector<RoleStatus> roles;
+  bool unseen = false;                           // a role is kNotSeen
   std::map<std::string, double> last_train;      // the newest metrics.jsonl line with "loss" (empty if none)
   std::map<std::string, double> last_valid;      // ... with "valid_loss"
   int64_t newest_checkpoint = -1;                // the newest step whose checkpoint is complete (CheckCheckpointFiles)

@@ -2,6 +2,7 @@
 // restarted), on a finished one, after Ctrl-C, and on directories that are not runs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -287,6 +288,42 @@ TEST(StatusCommand, LongAndMalformedLinesAreNamedNotFatal) {
   EXPECT_NE(r.output.find("psformer plot: warning: " + run + "/metrics.jsonl:"), std::string::npos) << r.output;
   r = RunPsformer(std::string("train ") + kJob + " --set training.max_steps=15 --resume --run-dir " + run);
   EXPECT_EQ(r.exit_status, 0) << r.output;
+}
+
+// Under mpirun each rank's log says its host. Status sees only this machine's processes: a role
+// on another host that its log says runs is "not seen", not "gone", and a job with no role here
+// is not called stopped (nor is a --resume advised, which would start a second job beside it).
+// Here an mpirun job of this machine, its logs then edited as those of a job that still runs,
+// with rank 1 on another host.
+TEST(StatusCommand, UnderMpirunRolesOnOtherHostsAreNotSeenNotGone) {
+  TempDir dir;
+  const std::string run = dir.File("run");
+  const CommandResult job = testing::RunPsformerUnderMpirun(
+      3, std::string("train ") + kJob + " --set training.max_steps=10 --set cluster.servers=1 --run-dir " + run);
+  ASSERT_EQ(job.exit_status, 0) << job.output;
+  std::string here = testing::RunShell("hostname").output;
+  here.erase(here.find_last_not_of('\n') + 1);
+  CommandResult r = RunPsformer("status " + run);
+  EXPECT_TRUE(
+      std::regex_search(Row(r.output, "worker-1"), std::regex("^worker-1 +" + here + " +[0-9]+ +0 +0 +finished")))
+      << r.output;
+  // As a job that still runs: no "finished" line, no model.bin, rank 1 on node-b.
+  for (int rank : {0, 1, 2}) {
+    const std::string log = run + "/logs/supervisor-" + std::to_string(rank) + ".log";
+    testing::RunShell("sed -i '/: finished$/d" + std::string(rank == 1 ? "; s/ on host [^;]*;/ on host node-b;/" : "") +
+                      "' " + log);
+  }
+  std::filesystem::remove(run + "/model.bin");
+  r = RunPsformer("status " + run);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "(copy): not running on this machine; on other hosts its logs say it runs"))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(Row(r.output, "worker-1"), std::regex("^worker-1 +node-b +[0-9]+ +0 +0 +not seen")))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(Row(r.output, "worker-0"), std::regex("^worker-0 +" + here + " +[0-9]+ +0 +0 +gone")))
+      << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "(not seen: on another host")) << r.output;
+  EXPECT_FALSE(testing::HasText(r.output, "continue with")) << r.output;
 }
 
 TEST(StatusCommand, ARunningJobAndItsRestartedWorker) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string_view>
 
 #include "common/clock_text.h"
 #include "common/fault_plan.h"
@@ -343,13 +344,46 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
   return p;
 }
 
+// Whether every rank runs the build rank 0 does: another build may speak another protocol over
+// MPI itself, or compute other bits. This is every rank's first collective after MpiBootstrap's
+// own set-up, and must stay so, in this form, in every later psformer: a fixed-size AllGather of
+// "psformer-build|COMMIT|HOST", so that two builds that differ in what follows still meet here,
+// every rank learns every rank's build, and all fail alike with no further collective. (A
+// psformer from before this check reports "HOST GPUS" in the same first AllGather: it is named
+// as an older build.)
+bool SameBuildOnEveryRank(MpiBootstrap& mpi) {
+  static constexpr std::string_view kTag = "psformer-build|";
+  auto hellos = mpi.AllGather(std::string(kTag) + SourceCommit() + "|" + HostName());
+  if (!hellos.ok()) {
+    std::cerr << "psformer train: error: rank " << mpi.rank() << ": " << hellos.status().message() << "\n";
+    return false;
+  }
+  // "COMMIT on HOST", or what an older psformer said instead.
+  const auto build = [](const std::string& hello) {
+    if (hello.rfind(kTag, 0) != 0) return std::string("an older psformer (it said \"" + hello + "\")");
+    const size_t bar = hello.rfind('|');
+    return "psformer " + hello.substr(kTag.size(), bar - kTag.size()) + " on " + hello.substr(bar + 1);
+  };
+  const auto commit = [](const std::string& hello) { return hello.substr(0, hello.rfind('|')); };
+  bool same = true;
+  for (int r = 1; r < mpi.size(); ++r) {
+    if (commit((*hellos)[r]) == commit((*hellos)[0])) continue;
+    same = false;
+    if (mpi.rank() == 0) {
+      std::cerr << "psformer train: error: rank " << r << " runs " << build((*hellos)[r]) << ", rank 0 "
+                << build((*hellos)[0]) << ": every rank must run the same build (build the same commit on every "
+                << "host, or run one psformer from a file system every host shares)\n";
+    }
+  }
+  return same;
+}
+
 // Whether every rank loaded the job rank 0 did. Each rank reads the config and the corpus on its
 // own host (a copy on each, or one shared file system): a server with another learning rate or
 // a worker with other batches or another corpus would train on without a word, and a rank that
 // planned other roles would wait for ever in collectives the others never reach. So before any
-// plan is made, rank 0 hands its config, a description of its corpus (the files' counts and
-// recorded CRCs) and its build's commit to every rank, and a rank whose own differ says how
-// (false on every rank).
+// plan is made, rank 0 hands its config and a description of its corpus (the files' counts and
+// recorded CRCs) to every rank, and a rank whose own differ says how (false on every rank).
 // data.train_dir may name another place on another host; what it holds may not differ.
 bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
   JobConfig mine = config;
@@ -360,13 +394,7 @@ bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
   const std::string rank0_config = mpi.Broadcast(mine.SerializeAsString());
   const std::string rank0_corpus = mpi.Broadcast(my_corpus);
   const std::string rank0_host = mpi.Broadcast(host);
-  const std::string rank0_build = mpi.Broadcast(SourceCommit());
   std::vector<std::string> problems;
-  // Another build may speak another protocol, or compute other bits.
-  if (SourceCommit() != rank0_build) {
-    problems.push_back("it runs psformer " + SourceCommit() + " and rank 0 psformer " + rank0_build +
-                       " (build the same commit on every host)");
-  }
   JobConfig rank0;
   if (mpi.rank() != 0 && !rank0.ParseFromString(rank0_config)) {
     problems.push_back("rank 0's config did not arrive whole");
@@ -388,8 +416,8 @@ bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
     for (const std::string& p : problems) listed += (listed.empty() ? "" : "; ") + p;
     std::cerr << "psformer train: error: rank " << mpi.rank() << " on " << host
               << " did not load the job that rank 0 on " << rank0_host << " did: " << listed
-              << ". Every rank must run the same psformer and train command with the same config and corpus; "
-                 "copy them to every host alike, or put them on a file system every host shares\n";
+              << ". Every rank must run the same train command with the same config and corpus; copy "
+                 "them to every host alike, or put them on a file system every host shares\n";
   }
   return mpi.AllReduceMax(problems.empty() ? kExitSuccess : kExitFailure) == kExitSuccess;
 }
@@ -454,7 +482,7 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   *failed = kExitFailure;
   Placement p;
   p.job = options;
-  if (!SameJobOnEveryRank(mpi, p.job.config)) return std::nullopt;
+  if (!SameBuildOnEveryRank(mpi) || !SameJobOnEveryRank(mpi, p.job.config)) return std::nullopt;
   auto plan = PlanCluster(mpi, &p.job.config);
   if (!plan.ok()) {
     if (mpi.rank() == 0) std::cerr << "psformer train: error: " << plan.status().message() << "\n";

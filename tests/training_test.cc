@@ -3,6 +3,8 @@
 // `psformer checksum` of the final model.bin (docs/determinism.md).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "tests/test_util.h"
@@ -113,6 +115,40 @@ TEST(Training, MpirunRanksWithDifferentConfigsAreRefusedNamingTheFields) {
       << r.output;
   EXPECT_TRUE(testing::HasText(r.output, "psformer train: error: rank 2 on ")) << r.output;
   EXPECT_FALSE(testing::HasText(r.output, "error: rank 1 ")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x")));
+}
+
+// A rank that runs another build of psformer (a stale binary on one host) is refused by the
+// ranks' first collective, before any other could disagree and hang: here a copy of this binary
+// whose commit is patched in place to another of the same length.
+TEST(Training, MpirunRanksOfAnotherBuildAreRefusedNamingBoth) {
+  TempDir dir;
+  const std::string version = testing::RunPsformer("version").output;
+  const std::string commit = version.substr(9, 12);  // "psformer COMMIT..."
+  if (version.rfind("psformer ", 0) != 0 || commit.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    GTEST_SKIP() << "not built from a git checkout: " << version;
+  }
+  std::string bytes = testing::ReadTextFile(testing::PsformerBinary());
+  const std::string other(commit.size(), commit[0] == '0' ? '1' : '0');
+  size_t patched = 0;
+  for (size_t at = bytes.find(commit); at != std::string::npos; at = bytes.find(commit, at + 1), ++patched) {
+    bytes.replace(at, commit.size(), other);
+  }
+  ASSERT_GT(patched, 0u);
+  const std::string stale = dir.File("psformer-stale");
+  std::ofstream(stale, std::ios::binary) << bytes;
+  std::filesystem::permissions(stale, std::filesystem::perms::owner_all);
+  ASSERT_TRUE(testing::HasText(testing::RunShell(stale + " version").output, "psformer " + other));
+
+  const std::string job =
+      std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x");
+  const CommandResult r =
+      testing::RunShell("cd " + testing::SourceDir() + " && mpirun --allow-run-as-root --oversubscribe -np 2 " +
+                        testing::PsformerBinary() + " " + job + " : -np 1 " + stale + " " + job);
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "psformer train: error: rank 2 runs psformer " + other)) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, ", rank 0 psformer " + commit)) << r.output;
+  EXPECT_TRUE(testing::HasText(r.output, "every rank must run the same build")) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.File("x")));
 }
 

@@ -369,7 +369,9 @@ bool SameBuildOnEveryRank(MpiBootstrap& mpi) {
   for (int r = 1; r < mpi.size(); ++r) {
     if (commit((*hellos)[r]) == commit((*hellos)[0])) continue;
     same = false;
-    if (mpi.rank() == 0) {
+    // Said by the rank itself, or by rank 0 for an older psformer, which cannot.
+    const bool older = (*hellos)[r].rfind(kTag, 0) != 0;
+    if (mpi.rank() == r || (mpi.rank() == 0 && older)) {
       std::cerr << "psformer train: error: rank " << r << " runs " << build((*hellos)[r]) << ", rank 0 "
                 << build((*hellos)[0]) << ": every rank must run the same build (build the same commit on every "
                 << "host, or run one psformer from a file system every host shares)\n";

@@ -19,8 +19,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
+struct Temporary {
+  fs::path path;
+  std::vector<fs::path> created_parents;  // deepest first
+};
+
 Mutex g_mu;
-std::vector<fs::path> g_paths PSF_GUARDED_BY(g_mu);
+std::vector<Temporary> g_temporaries PSF_GUARDED_BY(g_mu);
+
+// Removes `temporary`'s path with all it holds, then each parent it created that is left empty
+// (fs::remove refuses a directory that is not).
+void RemoveWhole(const Temporary& temporary) {
+  std::error_code ec;
+  // A writer still adding files may leave one after a pass: a few passes then.
+  for (int pass = 0; pass < 5 && fs::exists(temporary.path, ec); ++pass) fs::remove_all(temporary.path, ec);
+  for (const fs::path& parent : temporary.created_parents) {
+    if (!fs::remove(parent, ec)) break;
+  }
+}
+
+void Forget(const fs::path& path) PSF_REQUIRES(g_mu) {
+  g_temporaries.erase(
+      std::remove_if(g_temporaries.begin(), g_temporaries.end(), [&](const Temporary& t) { return t.path == path; }),
+      g_temporaries.end());
+}
 
 // The stop signal's number, and a pipe its handler writes to: the handler runs on whichever
 // thread the signal reached (OpenBLAS's own threads among them, started before main) and does
@@ -53,11 +75,9 @@ void WaitForStop(const std::string& command) {
   const int signal = g_signal.load();
   MutexLock lock(&g_mu);  // held until the process ends: no commit after the removal
   std::string removed;
-  for (const fs::path& path : g_paths) {
-    std::error_code ec;
-    // A writer still adding files may leave one after a pass: a few passes then.
-    for (int pass = 0; pass < 5 && fs::exists(path, ec); ++pass) fs::remove_all(path, ec);
-    removed += (removed.empty() ? " " : ", ") + path.string();
+  for (const Temporary& temporary : g_temporaries) {
+    RemoveWhole(temporary);
+    removed += (removed.empty() ? " " : ", ") + temporary.path.string();
   }
   const char* how = signal == SIGHUP ? "hung up" : signal == SIGTERM ? "terminated" : "interrupted";
   std::cerr << "psformer " << command << ": " << how
@@ -83,22 +103,25 @@ void RemoveTemporariesOnInterrupt(const std::string& command) {
   std::thread(WaitForStop, command).detach();
 }
 
-void RegisterTemporary(const fs::path& path) {
+void RegisterTemporary(const fs::path& path, std::vector<fs::path> created_parents) {
   MutexLock lock(&g_mu);
-  g_paths.push_back(path);
+  g_temporaries.push_back({path, std::move(created_parents)});
 }
 
 void RemoveTemporary(const fs::path& path) {
   MutexLock lock(&g_mu);
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  g_paths.erase(std::remove(g_paths.begin(), g_paths.end(), path), g_paths.end());
+  Temporary temporary{path, {}};
+  for (const Temporary& t : g_temporaries) {
+    if (t.path == path) temporary = t;
+  }
+  RemoveWhole(temporary);
+  Forget(path);
 }
 
 Status CommitTemporary(const fs::path& path, const std::function<Status()>& commit) {
   MutexLock lock(&g_mu);
   Status committed = commit();
-  if (committed.ok()) g_paths.erase(std::remove(g_paths.begin(), g_paths.end(), path), g_paths.end());
+  if (committed.ok()) Forget(path);
   return committed;
 }
 

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -30,9 +31,13 @@ namespace psformer {
 void RemoveTemporariesOnInterrupt(const std::string& command);
 
 // A file or directory (removed with all it holds) that the process writes and a stop removes.
-void RegisterTemporary(const std::filesystem::path& path);
+// `created_parents`: the directories this process created to hold it (an output's missing
+// parents, deepest first), removed after it by a stop or RemoveTemporary, each only if it is then
+// empty (another writer's files keep it); a commit keeps them.
+void RegisterTemporary(const std::filesystem::path& path, std::vector<std::filesystem::path> created_parents = {});
 
-// Removes `path` (all it holds) and forgets it, unless a stop is removing it already.
+// Removes `path` (all it holds) and its empty created parents, and forgets it, unless a stop is
+// removing it already.
 void RemoveTemporary(const std::filesystem::path& path);
 
 // Runs `commit` (the rename of registered `path` to its final name), and forgets `path` if it

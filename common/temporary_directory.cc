@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/interrupt_cleanup.h"
 #include "common/process_exists.h"
@@ -44,6 +45,12 @@ StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& ta
   const fs::path final_dir = out.has_filename() ? out : out.parent_path();
   const fs::path parent = final_dir.parent_path();
   std::error_code ec;
+  // The parents this creates go with the temporary directory if it is removed: a failed or
+  // stopped writer of "a/b/out" leaves no empty "a/b" behind.
+  std::vector<fs::path> created;
+  for (fs::path up = parent; !up.empty() && up != up.root_path() && !fs::exists(up, ec); up = up.parent_path()) {
+    created.push_back(up);
+  }
   PSF_RETURN_IF_ERROR(MakeDirectories(parent.string(), ""));
   // Hidden, and distinct for concurrent runs. Built by appending, since GCC 12 warns wrongly
   // (-Wrestrict) about `"." + std::string`.
@@ -53,9 +60,13 @@ StatusOr<TemporaryDirectory> TemporaryDirectory::CreateBeside(const fs::path& ta
   TemporaryDirectory temp(parent / name);
   fs::remove_all(temp.path(), ec);
   if (!fs::create_directory(temp.path(), ec) || ec) {
-    return Status::IoError("cannot create " + temp.path().string() + ": " + ec.message());
+    const Status failed = Status::IoError("cannot create " + temp.path().string() + ": " + ec.message());
+    for (const fs::path& dir : created) {
+      if (!fs::remove(dir, ec)) break;
+    }
+    return failed;
   }
-  RegisterTemporary(temp.path());
+  RegisterTemporary(temp.path(), std::move(created));
   return temp;
 }
 

@@ -13,7 +13,8 @@ namespace psformer {
 
 class TemporaryDirectory {
  public:
-  // Creates the parent of `target` if needed, then an empty temporary directory beside `target`
+  // Creates the parent of `target` if needed (removed again with the temporary directory, where
+  // left empty, if the rename never comes), then an empty temporary directory beside `target`
   // (an old one of this process's name is removed first, and so are those of `target`'s earlier
   // writers that were killed before they could remove theirs: PIDs not running on this machine).
   // Fails naming the directory that could not be made and why.

@@ -236,19 +236,22 @@ std::string FileBytes(const std::string& path) {
 
 // A prepare stopped midway (SIGTERM, as a batch system sends; Ctrl-C's SIGINT goes the same way)
 // removes its unfinished output, says so, and ends by that signal, so that a script running it
-// stops too. Before, it left ".out.tmp-PID" with whatever it had written beside the output.
+// stops too. Before, it left ".out.tmp-PID" with whatever it had written beside the output, and
+// the directories it had made for the output.
 TEST(Prepare, AStopMidwayRemovesTheUnfinishedOutputAndEndsByTheSignal) {
   TempDir dir;
   const TextCorpus text = MakeText(200000, 7);
   const std::string src = dir.Write("train.en", text.src);
   const std::string tgt = dir.Write("train.es", text.tgt);
-  const std::string temp = dir.File(".out.tmp-");
+  // Its --out in directories it makes: they go too.
+  const std::string temp = dir.File("corpora/en-es/.out.tmp-");
   // Stopped as soon as its temporary directory appears (at most 30 s of waiting for it).
-  const auto r = testing::RunShell("cd " + testing::SourceDir() + " && { " + testing::PsformerBinary() +
-                                   " prepare --src " + Quote(src) + " --tgt " + Quote(tgt) + " --vocab-size 60 --out " +
-                                   Quote(dir.File("out")) + " & pid=$!; n=0; while [ ! -d " + Quote(temp) +
-                                   "$pid ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; kill -TERM $pid; "
-                                   "wait $pid; echo \"status $?\"; }");
+  const auto r =
+      testing::RunShell("cd " + testing::SourceDir() + " && { " + testing::PsformerBinary() + " prepare --src " +
+                        Quote(src) + " --tgt " + Quote(tgt) + " --vocab-size 60 --out " +
+                        Quote(dir.File("corpora/en-es/out")) + " & pid=$!; n=0; while [ ! -d " + Quote(temp) +
+                        "$pid ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; kill -TERM $pid; "
+                        "wait $pid; echo \"status $?\"; }");
   EXPECT_NE(r.output.find("status 143"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("psformer prepare: terminated; removed its unfinished files: " + temp), std::string::npos)
       << r.output;
@@ -538,6 +541,10 @@ TEST_F(PrepareRefuses, DifferentLineCounts) {
   const std::string shorter = dir_.Write("short.es", MakeText(199, 3).tgt);
   ExpectRefused(dir_, Prepare(dir_, Files(src_, shorter)),
                 {"--src " + src_ + " has 200 lines but --tgt " + shorter + " has 199"});
+  // Nor the directories it made for an --out whose parents did not exist.
+  ExpectRefused(dir_, RunPsformer("prepare " + Files(src_, shorter) + " --out " + Quote(dir_.File("new/deeper/out"))),
+                {"has 200 lines"});
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("new")));
 }
 
 TEST_F(PrepareRefuses, UnreadableFile) {

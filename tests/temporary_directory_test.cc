@@ -84,6 +84,32 @@ TEST(TemporaryDirectory, ASecondWriterOfTheSameTargetLeavesTheFirstsResult) {
   EXPECT_FALSE(fs::exists(dir.File("out/mine")));
 }
 
+// The directories made for a target's missing parents go with a temporary directory that is
+// removed (a failed or stopped writer), unless another writer's files are in them; a rename
+// into place keeps them. A failed prepare of --out a/b/out left an empty a/b behind.
+TEST(TemporaryDirectory, TheParentsItMadeGoWithItUnlessInUse) {
+  TempDir dir;
+  {
+    auto temp = TemporaryDirectory::CreateBeside(dir.File("a/b/out"));
+    ASSERT_TRUE(temp.ok()) << temp.status().ToString();
+    std::ofstream(temp->path() / "half-written") << "x";
+  }
+  EXPECT_FALSE(fs::exists(dir.File("a"))) << "the directories it made are left";
+  {
+    auto temp = TemporaryDirectory::CreateBeside(dir.File("a/b/out"));
+    ASSERT_TRUE(temp.ok());
+    std::ofstream(dir.File("a/theirs")) << "another writer's";
+  }
+  EXPECT_FALSE(fs::exists(dir.File("a/b")));
+  EXPECT_TRUE(fs::exists(dir.File("a/theirs")));
+  {
+    auto temp = TemporaryDirectory::CreateBeside(dir.File("c/d/out"));
+    ASSERT_TRUE(temp.ok());
+    ASSERT_TRUE(temp->RenameTo(dir.File("c/d/out")).ok());
+  }
+  EXPECT_TRUE(fs::is_directory(dir.File("c/d/out")));
+}
+
 // A file where one of the target's directories should be is named, not reported as the
 // system's "Not a directory" about the path as a whole.
 TEST(TemporaryDirectory, AFileInTheWayOfTheTargetsDirectoriesIsNamed) {

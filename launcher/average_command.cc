@@ -6,6 +6,7 @@
 // --allow-fewer is given, in which case it averages those and says so.
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "common/checkpoint/checkpoint_average.h"
 #include "common/config_loader.h"
@@ -95,26 +96,36 @@ int RunAverageCommand(const Args& args) {
 
   const int last = v.count("last") ? v["last"].as<int>() : config->checkpoint().average_last();
   const CheckpointIdentity id = JobCheckpointIdentity(*config, vocab);
-  auto steps = NewestCompleteCheckpoints(run_dir, id, last);
-  if (!steps.ok()) return ReportError("average", steps.status());
   const std::string checkpoints = (fs::path(run_dir) / "checkpoints").string();
-  const int count = static_cast<int>(steps->size());
-  if (count == 0) return ReportError("average", "no complete checkpoint in " + checkpoints);
+  const bool allow_fewer = v["allow-fewer"].as<bool>();
   std::string step_list;
-  for (int64_t step : *steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(step);
-  if (count < last) {
-    const std::string found = checkpoints + " has " + std::to_string(count) + " complete checkpoint(s) (steps " +
-                              step_list + "), fewer than the " + std::to_string(last) + " to average";
-    if (!v["allow-fewer"].as<bool>()) {
-      return ReportError("average", found + "; pass a smaller --last, or --allow-fewer to average those");
+  std::unique_ptr<TerminalProgress> progress;
+  // A run still training may replace the checkpoints chosen while they are read: chosen again.
+  auto chosen = [&](const std::vector<int64_t>& steps) {
+    const int count = static_cast<int>(steps.size());
+    if (count == 0) return Status::NotFound("no complete checkpoint in " + checkpoints);
+    step_list.clear();
+    for (int64_t step : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(step);
+    if (count < last) {
+      const std::string found = checkpoints + " has " + std::to_string(count) + " complete checkpoint(s) (steps " +
+                                step_list + "), fewer than the " + std::to_string(last) + " to average";
+      if (!allow_fewer) {
+        return Status::InvalidArgument(found + "; pass a smaller --last, or --allow-fewer to average those");
+      }
+      std::cerr << "psformer average: " << found << "; averaging those (--allow-fewer)\n";
     }
-    std::cerr << "psformer average: " << found << "; averaging those (--allow-fewer)\n";
-  }
-  TerminalProgress progress("average", count, "checkpoints");
-  auto averaged = AverageCheckpoints(run_dir, id, *steps,
-                                     [&progress](size_t done) { progress.Update(static_cast<int64_t>(done)); });
-  progress.Finish();
+    progress = std::make_unique<TerminalProgress>("average", count, "checkpoints");
+    return Status::Ok();
+  };
+  auto averaged = AverageNewestCheckpoints(
+      run_dir, id, last, chosen, [&progress](size_t done) { progress->Update(static_cast<int64_t>(done)); },
+      [&progress](const std::string& reason) {
+        if (progress) progress->Finish();
+        std::cerr << "psformer average: " << reason << "\n";
+      });
+  if (progress) progress->Finish();
   if (!averaged.ok()) return ReportError("average", averaged.status());
+  const int count = static_cast<int>(averaged->steps.size());
 
   ModelFile model;
   model.model = config->model();
@@ -129,7 +140,7 @@ int RunAverageCommand(const Args& args) {
   }
   // The shards' order is the servers'; the model file's is the model's.
   const ParamLayout layout(config->model(), vocab);
-  model.params = JobPieceTable(*config, id.parameter_count, layout.LayerStarts()).ToModelOrder(*averaged);
+  model.params = JobPieceTable(*config, id.parameter_count, layout.LayerStarts()).ToModelOrder(averaged->params);
   const Status written = WriteModelFile(output, model);
   if (!written.ok()) return ReportError("average", written);
   std::cout << "averaged " << count << " checkpoint(s) of " << run_dir << " (steps " << step_list

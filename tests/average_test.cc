@@ -153,6 +153,46 @@ TEST_F(AverageTest, ThreeCheckpointsGiveTheExactMean) {
   EXPECT_TRUE(pieces_->ToModelOrder(*mean) == ExpectedMean({20, 30}));  // in the servers' order
 }
 
+// `psformer average` of a run that is still training: its job writes a newer checkpoint and its
+// retention (checkpoint.keep_last) removes the oldest while they are read. The newest are chosen
+// again, rather than failing with "cannot open checkpoint file ...: No such file or directory".
+TEST_F(AverageTest, CheckpointsReplacedWhileReadAreChosenAgain) {
+  int reads = 0;
+  std::vector<std::string> agains;
+  auto retained = [&](size_t) {
+    if (++reads != 1) return;
+    SaveCheckpoint(40);  // keep_last 3: 40 written, 10 and 20 go
+    SaveCheckpoint(50);
+    fs::remove_all(CheckpointDir(run_, 10));
+    fs::remove_all(CheckpointDir(run_, 20));
+  };
+  std::vector<std::vector<int64_t>> chosen;
+  auto average = AverageNewestCheckpoints(
+      run_, id_, 3,
+      [&](const std::vector<int64_t>& steps) {
+        chosen.push_back(steps);
+        return Status::Ok();
+      },
+      retained, [&](const std::string& reason) { agains.push_back(reason); });
+  ASSERT_TRUE(average.ok()) << average.status().ToString();
+  EXPECT_EQ(chosen, (std::vector<std::vector<int64_t>>{{10, 20, 30}, {30, 40, 50}}));
+  EXPECT_EQ(average->steps, (std::vector<int64_t>{30, 40, 50}));
+  EXPECT_TRUE(pieces_->ToModelOrder(average->params) == ExpectedMean({30, 40, 50}));
+  ASSERT_EQ(agains.size(), 1u);
+  EXPECT_NE(agains[0].find("changed while they were read"), std::string::npos) << agains[0];
+
+  // A shard that cannot be read where the run's checkpoints stay as they were is damage, said
+  // as it is, not chosen again.
+  agains.clear();
+  reads = 0;
+  auto damaged = AverageNewestCheckpoints(run_, id_, 2, nullptr, [&](size_t) {
+    if (++reads == 1) fs::remove(ShardPath(50, 0));
+  });
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find(ShardPath(50, 0)), std::string::npos) << damaged.status().ToString();
+  EXPECT_TRUE(agains.empty());
+}
+
 TEST_F(AverageTest, DefaultCountIsTheConfigsAverageLast) {
   config_.mutable_checkpoint()->set_average_last(2);
   std::ofstream(run_ + "/config.pbtxt") << ConfigToText(config_);

@@ -65,4 +65,28 @@ StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, cons
   return mean;
 }
 
+StatusOr<CheckpointAverage> AverageNewestCheckpoints(
+    const std::string& run_dir, const CheckpointIdentity& id, int last,
+    const std::function<Status(const std::vector<int64_t>& steps)>& chosen,
+    const std::function<void(size_t done)>& read, const std::function<void(const std::string& reason)>& again) {
+  for (int attempt = 1;; ++attempt) {
+    const std::vector<int64_t> listed = ListCheckpointSteps(run_dir);
+    // An error of NewestCompleteCheckpoints says the run's config does not describe them: final.
+    PSF_ASSIGN_OR_RETURN(std::vector<int64_t> steps, NewestCompleteCheckpoints(run_dir, id, last));
+    Status failed = chosen ? chosen(steps) : Status::Ok();
+    if (failed.ok()) {
+      StatusOr<std::vector<float>> params = AverageCheckpoints(run_dir, id, steps, read);
+      if (params.ok()) return CheckpointAverage{std::move(steps), std::move(params).value()};
+      failed = params.status();
+    }
+    // A checkpoint chosen is gone, or one it skipped was cut short under it: a live job's.
+    if (attempt == kAverageAttempts || ListCheckpointSteps(run_dir) == listed) return failed;
+    if (again) {
+      again("the checkpoints of " + run_dir + " changed while they were read (" + failed.message() +
+            "): its job is still writing them and removing the oldest (checkpoint.keep_last); choosing the newest "
+            "again");
+    }
+  }
+}
+
 }  // namespace psformer

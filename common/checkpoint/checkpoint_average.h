@@ -35,6 +35,27 @@ StatusOr<std::vector<float>> AverageCheckpoints(const std::string& run_dir, cons
                                                 const std::vector<int64_t>& steps,
                                                 const std::function<void(size_t done)>& read = nullptr);
 
+// The steps averaged (oldest first) and their parameters' mean.
+struct CheckpointAverage {
+  std::vector<int64_t> steps;
+  std::vector<float> params;
+};
+
+// How often AverageNewestCheckpoints chooses again when the run's checkpoints change under it.
+inline constexpr int kAverageAttempts = 5;
+
+// NewestCompleteCheckpoints, then AverageCheckpoints of them, for a run that may still be
+// training: where that fails (or `chosen` refuses the steps) and the run's list of checkpoints
+// changed meanwhile (its job wrote a newer one, and its retention, checkpoint.keep_last, removed
+// one of those chosen), the newest are chosen and read again, at most kAverageAttempts times in
+// all, each time after `again(reason)` (if set). `chosen(steps)` sees the steps before they are
+// read (none when the run has none) and may refuse them with an error, returned as it is.
+StatusOr<CheckpointAverage> AverageNewestCheckpoints(
+    const std::string& run_dir, const CheckpointIdentity& id, int last,
+    const std::function<Status(const std::vector<int64_t>& steps)>& chosen,
+    const std::function<void(size_t done)>& read = nullptr,
+    const std::function<void(const std::string& reason)>& again = nullptr);
+
 }  // namespace psformer
 
 #endif  // PSFORMER_COMMON_CHECKPOINT_CHECKPOINT_AVERAGE_H_

@@ -232,6 +232,16 @@ StatusOr<JobConfig> LoadConfigFile(const std::string& path) {
   return ParseConfigText(text, path);
 }
 
+StatusOr<JobConfig> LoadRunConfigFile(const std::string& path) {
+  PSF_ASSIGN_OR_RETURN(JobConfig config, LoadConfigFile(path));
+  if (config.ByteSizeLong() == 0) {
+    return Status::Corruption(path +
+                              " sets nothing (it is empty or only comments): psformer train wrote the run's resolved "
+                              "config there, and it was emptied or replaced since");
+  }
+  return config;
+}
+
 namespace {
 
 // Parses `text` as one value of `field` into `message` (appended when repeated), without

@@ -22,6 +22,11 @@ using proto::JobConfig;
 // "FILE:LINE:COLUMN: reason". Does not fill defaults or validate.
 StatusOr<JobConfig> LoadConfigFile(const std::string& path);
 
+// A run's own config.pbtxt, which psformer train writes resolved and never empty: as
+// LoadConfigFile, but a file that sets nothing (emptied, or only comments) is refused as damaged
+// instead of read as every default (the paper's base model on the copy task).
+StatusOr<JobConfig> LoadRunConfigFile(const std::string& path);
+
 // Parses text-format config from a string; `source_name` stands for the file in messages.
 StatusOr<JobConfig> ParseConfigText(const std::string& text, const std::string& source_name);
 

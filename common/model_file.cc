@@ -148,7 +148,7 @@ StatusOr<std::string> SentencePieceOfRun(const std::string& model_path) {
     return Status::InvalidArgument("no --spm, and " + model_path +
                                    " is not in a run directory (no config.pbtxt beside it) to take it from" + give);
   }
-  StatusOr<JobConfig> config = LoadConfigFile(config_path);
+  StatusOr<JobConfig> config = LoadRunConfigFile(config_path);
   if (!config.ok()) {
     return Status::InvalidArgument(
         "no --spm, and the run's config to take it from cannot be read: " + config.status().message() + give);

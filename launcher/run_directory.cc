@@ -206,7 +206,7 @@ Status CheckRunDirectory(const RunDirectoryRequest& request, const JobConfig& co
                                    " was trained by a job with parameter servers (it holds checkpoints/, no "
                                    "trainer_state.bin): continue it without --local");
   }
-  auto run_config = LoadConfigFile(run_config_path);
+  auto run_config = LoadRunConfigFile(run_config_path);
   if (!run_config.ok()) return run_config.status().WithContext("--resume: the run's config");
   FillDefaults(&*run_config);
   const std::vector<std::string> conflicts = ResumeConflicts(*run_config, config);

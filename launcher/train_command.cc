@@ -151,7 +151,7 @@ int DryRun(const JobConfig& config, JobPlacement placement, const Status& files,
 // (InheritFromRun), saying so; nothing when that config cannot be read (CheckRunDirectory then
 // says why).
 void TakeFromTheRun(const std::string& run_dir, JobConfig* config) {
-  auto run = LoadConfigFile((std::filesystem::path(run_dir) / "config.pbtxt").string());
+  auto run = LoadRunConfigFile((std::filesystem::path(run_dir) / "config.pbtxt").string());
   if (!run.ok()) return;
   FillDefaults(&*run);
   const std::string filled = InheritFromRun(*run, config);

@@ -432,6 +432,22 @@ TEST_F(RunDirectory, ResumeOfADirectoryThatIsNoRunFails) {
   EXPECT_EQ(Snapshot(run), before);
 }
 
+// A run whose config.pbtxt was emptied (or left with comments alone) is damaged, and said so:
+// read as every default, it was compared field by field with the config given ("data.train_dir:
+// the run has \"\", ..."), as though the run had trained another model.
+TEST_F(RunDirectory, ResumeOfARunWhoseConfigWasEmptiedSaysSo) {
+  const std::string run = TrainedRun("run");
+  std::ofstream(run + "/config.pbtxt") << "# emptied\n";
+  const auto before = Snapshot(run);
+  const CommandResult r = RunPsformer(std::string(kRun) + " --set training.max_steps=30 --resume --run-dir " + run);
+  EXPECT_TRUE(EndsSaying(r, 1,
+                         "--resume: the run's config: " + run +
+                             "/config.pbtxt sets nothing (it is empty or only comments): psformer train wrote the "
+                             "run's resolved config there, and it was emptied or replaced since"));
+  EXPECT_FALSE(HasText(r.output, "the run has")) << r.output;
+  EXPECT_EQ(Snapshot(run), before);
+}
+
 TEST_F(RunDirectory, LocalResumeWithAnotherModelIsRefusedToo) {
   const std::string run = dir_.File("local");
   const std::string local = std::string(kRun) + " --local --set training.max_steps=5 --run-dir " + run;

@@ -226,6 +226,16 @@ TEST_F(TranslateCommandTest, WithoutSpmTheRunsCorpusGivesIt) {
   EXPECT_NE(broken.output.find("the run's config to take it from cannot be read: " + dir_.File("run/config.pbtxt")),
             std::string::npos)
       << broken.output;
+  // An emptied config is damage, not a run of the copy task (every default).
+  std::ofstream(dir_.File("run/config.pbtxt")) << "# emptied\n";
+  auto emptied = Translate("--model " + dir_.File("run/model.bin"), input_);
+  EXPECT_TRUE(testing::EndsSaying(emptied, 1,
+                                  "the run's config to take it from cannot be read: " + dir_.File("run/config.pbtxt") +
+                                      " sets nothing (it is empty or only comments)" +
+                                      ": psformer train wrote the run's resolved config there, and it was emptied "
+                                      "or replaced since" +
+                                      give))
+      << emptied.output;
   auto outside = Translate("--model " + model_, input_);  // dir_ has no config.pbtxt
   EXPECT_TRUE(testing::EndsSaying(
       outside, 1,

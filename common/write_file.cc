@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "common/interrupt_cleanup.h"
+#include "common/process_exists.h"
 #include "common/run_directory_identity.h"
 
 namespace psformer {
@@ -117,6 +118,25 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
   return Status::InvalidArgument("cannot write " + path + ": it is " + kind +
                                  "; psformer writes results to regular files, character devices or pipes only");
+}
+
+void RemoveDeadWritersTemporaryFiles(const std::string& path) {
+  std::error_code ec;
+  // The same directory as the write's, physically: through a link, its target's.
+  const std::filesystem::path target = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec || !target.has_filename()) return;
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const std::filesystem::path parent = target.parent_path();
+  for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = entry.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ProcessExists(pid)) continue;
+    std::error_code ignored;
+    if (it->is_regular_file(ignored) && !it->is_symlink(ignored)) std::filesystem::remove(it->path(), ignored);
+  }
 }
 
 Status CheckReplaceable(const std::string& option, const std::string& path, std::string_view magic,

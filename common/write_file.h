@@ -22,6 +22,14 @@ namespace psformer {
 // Writes `bytes` to `path` as above. Errors name `path` and the cause (strerror).
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
+// Removes the temporary files beside `path` ("PATH.tmp.PID", regular files) of writers that no
+// longer run on this machine: a command killed (kill -9, the OOM killer) before it could rename
+// or remove its own, which a stop by a signal does (common/interrupt_cleanup.h). For results one
+// command on one machine writes (psformer average's --output, plot's --out), never for files that
+// ranks on several hosts write, whose PIDs this machine does not know. Through a symbolic link,
+// beside its target, where the write puts them.
+void RemoveDeadWritersTemporaryFiles(const std::string& path);
+
 // Whether a command may replace `path` with a new `kind` (e.g. "psformer model file") whose bytes
 // begin with `magic`: yes where nothing is there, where it is not a regular file (a device,
 // written in place; a directory, which the write refuses), or where it begins with `magic` (an

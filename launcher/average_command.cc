@@ -141,6 +141,8 @@ int RunAverageCommand(const Args& args) {
   // The shards' order is the servers'; the model file's is the model's.
   const ParamLayout layout(config->model(), vocab);
   model.params = JobPieceTable(*config, id.parameter_count, layout.LayerStarts()).ToModelOrder(averaged->params);
+  // A 1 GB model's leftover of an average killed midway would otherwise stay for good.
+  RemoveDeadWritersTemporaryFiles(output);
   const Status written = WriteModelFile(output, model);
   if (!written.ok()) return ReportError("average", written);
   std::cout << "averaged " << count << " checkpoint(s) of " << run_dir << " (steps " << step_list

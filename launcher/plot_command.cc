@@ -266,6 +266,7 @@ int RunPlotCommand(const Args& args) {
   std::ofstream(script) << Script(title, width, height, valid_lines > 0, have_bleu, steps);
   const Status plotted = RunGnuplot(scratch.path(), script);
   if (!plotted.ok()) return ReportError("plot", plotted);
+  RemoveDeadWritersTemporaryFiles(out.string());  // of a plot killed midway
   if (Status written = DeliverPlot(scratch.path() / "plot.png", out); !written.ok())
     return ReportError("plot", written);
   std::cout << "wrote " << out.string() << " (" << width << "x" << height << ", " << train_lines << " training and "

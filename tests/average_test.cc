@@ -3,6 +3,8 @@
 // and incomplete checkpoints skipped; each user mistake a named error with no output file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -191,6 +193,22 @@ TEST_F(AverageTest, CheckpointsReplacedWhileReadAreChosenAgain) {
   ASSERT_FALSE(damaged.ok());
   EXPECT_NE(damaged.status().message().find(ShardPath(50, 0)), std::string::npos) << damaged.status().ToString();
   EXPECT_TRUE(agains.empty());
+}
+
+// An average killed midway (kill -9, the OOM killer: no handler runs) leaves its unfinished
+// "FILE.tmp.PID" beside --output; the next average to that output removes it.
+TEST_F(AverageTest, TheUnfinishedFileOfAKilledAverageGoesWithTheNext) {
+  const std::string out = dir_.File("avg.bin");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string left = out + ".tmp." + std::to_string(child);
+  std::ofstream(left) << "half a model";
+  const auto result = RunPsformer("average --run-dir " + run_ + " --last 1 --output " + out);
+  ASSERT_EQ(result.exit_status, 0) << result.output;
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_TRUE(ReadOutput(out).params == Params(30));
 }
 
 TEST_F(AverageTest, DefaultCountIsTheConfigsAverageLast) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -58,8 +60,8 @@ TEST(WriteFile, ADirectoryIsRefusedAndAMissingFolderNamed) {
   const Status directory = WriteFileAtomically(dir.path().string(), "x");
   EXPECT_NE(directory.message().find("it is a directory"), std::string::npos) << directory.message();
   const Status missing = WriteFileAtomically(dir.File("no/such/out.txt"), "x");
-  EXPECT_EQ(missing.message(),
-            "cannot write " + dir.File("no/such/out.txt") + ": its directory " + dir.File("no/such") + " does not exist");
+  EXPECT_EQ(missing.message(), "cannot write " + dir.File("no/such/out.txt") + ": its directory " +
+                                   dir.File("no/such") + " does not exist");
   const std::string file = dir.Write("notes.txt", "x");
   const Status below_a_file = WriteFileAtomically(file + "/out.txt", "y");
   EXPECT_EQ(below_a_file.message(), "cannot write " + file + "/out.txt: " + file + " is a file, not a directory");
@@ -73,6 +75,35 @@ TEST(WriteFile, ALinkIsFollowedAndKept) {
   ASSERT_TRUE(WriteFileAtomically(dir.File("link.txt"), "new").ok());
   EXPECT_TRUE(fs::is_symlink(dir.File("link.txt")));
   EXPECT_EQ(ReadTextFile(target), "new");
+}
+
+// The PID of a process that has ended (a child reaped at once).
+pid_t EndedProcess() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+// What a writer killed midway (kill -9: no handler runs) left beside its result goes with the
+// next writer's sweep; a running writer's, another result's, and a directory stay. An average
+// killed while writing a large model left "FILE.tmp.PID", hundreds of MB, for good.
+TEST(WriteFile, TheLeftoversOfKilledWritersOnlyAreRemoved) {
+  TempDir dir;
+  const std::string dead = dir.Write("model.bin.tmp." + std::to_string(EndedProcess()), "half");
+  const std::string alive = dir.Write("model.bin.tmp." + std::to_string(getppid()), "being written");
+  const std::string other = dir.Write("other.bin.tmp." + std::to_string(EndedProcess()), "half");
+  const std::string not_a_pid = dir.Write("model.bin.tmp.12ab", "x");
+  const std::string folder = dir.File("model.bin.tmp." + std::to_string(EndedProcess()));
+  fs::create_directory(folder);
+  fs::create_symlink(dir.Write("model.bin", "an earlier model"), dir.File("link.bin"));
+  RemoveDeadWritersTemporaryFiles(dir.File("link.bin"));  // beside the link's target
+  EXPECT_FALSE(fs::exists(dead)) << "a killed writer's file is left";
+  EXPECT_TRUE(fs::exists(alive)) << "a running writer's file was removed";
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(not_a_pid));
+  EXPECT_TRUE(fs::is_directory(folder));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ struct Temporary {
 
 Mutex g_mu;
 std::vector<Temporary> g_temporaries PSF_GUARDED_BY(g_mu);
+std::vector<pid_t> g_children PSF_GUARDED_BY(g_mu);  // started by SpawnChild, not yet reaped
 
 // Removes `temporary`'s path with all it holds, then each parent it created that is left empty
 // (fs::remove refuses a directory that is not).
@@ -74,6 +76,11 @@ void WaitForStop(const std::string& command) {
   }
   const int signal = g_signal.load();
   MutexLock lock(&g_mu);  // held until the process ends: no commit after the removal
+  for (const pid_t child : g_children) {
+    kill(child, SIGKILL);
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
   std::string removed;
   for (const Temporary& temporary : g_temporaries) {
     RemoveWhole(temporary);
@@ -123,6 +130,26 @@ Status CommitTemporary(const fs::path& path, const std::function<Status()>& comm
   Status committed = commit();
   if (committed.ok()) Forget(path);
   return committed;
+}
+
+int SpawnChild(const std::function<int(pid_t* pid)>& spawn, pid_t* pid) {
+  MutexLock lock(&g_mu);
+  const int error = spawn(pid);
+  if (error == 0) g_children.push_back(*pid);
+  return error;
+}
+
+void WaitForChild(pid_t pid, int* wait_status) {
+  // Waited for without reaping, so that the PID stays this child's until it is forgotten.
+  siginfo_t info{};
+  while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  {
+    MutexLock lock(&g_mu);
+    g_children.erase(std::remove(g_children.begin(), g_children.end(), pid), g_children.end());
+  }
+  while (waitpid(pid, wait_status, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace psformer

@@ -15,6 +15,8 @@
 #ifndef PSFORMER_COMMON_INTERRUPT_CLEANUP_H_
 #define PSFORMER_COMMON_INTERRUPT_CLEANUP_H_
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -43,6 +45,16 @@ void RemoveTemporary(const std::filesystem::path& path);
 // Runs `commit` (the rename of registered `path` to its final name), and forgets `path` if it
 // succeeded; never at the same time as a stop's removal.
 Status CommitTemporary(const std::filesystem::path& path, const std::function<Status()>& commit);
+
+// Starts a child process that works on the temporaries (gnuplot drawing into a scratch
+// directory) with `spawn`, which returns 0 or an errno as posix_spawn does and sets `*pid`: a
+// stop ends it (SIGKILL) and waits for it before it removes them, so that it neither writes
+// there afterwards nor runs on unwatched. Never at the same time as a stop.
+int SpawnChild(const std::function<int(pid_t* pid)>& spawn, pid_t* pid);
+
+// Waits for a child of SpawnChild to end and reaps it (waitpid's status in `wait_status`),
+// forgetting it before its PID is free for another process to take.
+void WaitForChild(pid_t pid, int* wait_status);
 
 }  // namespace psformer
 

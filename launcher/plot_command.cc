@@ -145,14 +145,20 @@ Status RunGnuplot(const fs::path& dir, const fs::path& script) {
   const std::string script_path = script.string();
   const char* argv[] = {"gnuplot", script_path.c_str(), nullptr};
   pid_t pid = -1;
-  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, const_cast<char**>(argv), environ);
+  // Ended by a stop of this command (common/interrupt_cleanup.h): a SIGTERM to psformer plot
+  // alone left gnuplot drawing on, unwatched, into a directory the stop had removed.
+  const int spawned = SpawnChild(
+      [&](pid_t* child) {
+        return posix_spawnp(child, "gnuplot", &actions, nullptr, const_cast<char**>(argv), environ);
+      },
+      &pid);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned == ENOENT) {
     return Status::NotFound("gnuplot is not installed (apt-get install gnuplot-nox; scripts/setup installs it)");
   }
   if (spawned != 0) return Status::IoError(std::string("cannot start gnuplot: ") + std::strerror(spawned));
   int wait_status = 0;
-  waitpid(pid, &wait_status, 0);
+  WaitForChild(pid, &wait_status);
   std::ifstream in(messages);
   const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {

@@ -114,6 +114,30 @@ TEST(PlotCommand, TmpdirAndGnuplotFromTheEnvironment) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("c.png")));
 }
 
+// A plot stopped by a signal to it alone (SIGTERM, as `kill PID` or a batch system sends) ends
+// gnuplot too, before removing the scratch directory gnuplot draws into: it used to draw on,
+// unwatched, into a directory already gone, for as long as a large plot takes. The gnuplot here
+// is a stand-in that says its PID and sleeps.
+TEST(PlotCommand, AStopEndsGnuplotToo) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.File("run"));
+  dir.Write("run/metrics.jsonl", "{\"step\":1,\"loss\":5.0}\n{\"step\":2,\"loss\":4.0}\n");
+  std::filesystem::create_directory(dir.File("bin"));
+  const std::string pid_file = dir.File("gnuplot.pid");
+  const std::string gnuplot = dir.Write("bin/gnuplot", "#!/bin/sh\necho $$ > " + pid_file + "\nexec sleep 60\n");
+  std::filesystem::permissions(gnuplot, std::filesystem::perms::owner_all);
+  const CommandResult r = testing::RunShell(
+      "cd " + testing::SourceDir() + " && { PATH=" + dir.File("bin") + ":$PATH " + testing::PsformerBinary() +
+      " plot " + dir.File("run") + " --out " + dir.File("p.png") + " & pid=$!; n=0; while [ ! -s " + pid_file +
+      " ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; kill -TERM $pid; wait $pid; echo \"status $?\"; "
+      "if kill -0 $(cat " +
+      pid_file + ") 2>/dev/null; then echo 'gnuplot runs on'; kill $(cat " + pid_file + "); fi; }");
+  EXPECT_NE(r.output.find("status 143"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("psformer plot: terminated; removed its unfinished files: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("gnuplot runs on"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("p.png")));
+}
+
 TEST(PlotCommand, ClearErrors) {
   TempDir dir;
   CommandResult r = RunPsformer("plot " + dir.path().string());

@@ -18,15 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-// The PID of a process that has ended (a child reaped at once).
-pid_t EndedProcess() {
-  const pid_t child = fork();
-  if (child == 0) _exit(0);
-  int status = 0;
-  waitpid(child, &status, 0);
-  return child;
-}
-
 TEST(TemporaryDirectory, IsRenamedIntoPlaceOrRemoved) {
   TempDir dir;
   {
@@ -47,9 +38,9 @@ TEST(TemporaryDirectory, IsRenamedIntoPlaceOrRemoved) {
 
 TEST(TemporaryDirectory, RemovesTheLeftoversOfKilledWritersOnly) {
   TempDir dir;
-  const std::string dead = ".out.tmp-" + std::to_string(EndedProcess());
+  const std::string dead = ".out.tmp-" + std::to_string(testing::EndedProcess());
   const std::string alive = ".out.tmp-" + std::to_string(getppid());  // a running process's
-  const std::string other_target = ".outer.tmp-" + std::to_string(EndedProcess());
+  const std::string other_target = ".outer.tmp-" + std::to_string(testing::EndedProcess());
   const std::string not_a_pid = ".out.tmp-12ab";
   for (const std::string& name : {dead, alive, other_target, not_a_pid}) {
     fs::create_directory(dir.path() / name);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -74,6 +75,16 @@ inline std::string SourceDir() {
 inline std::string PsformerBinary() {
   const char* binary = std::getenv("PSFORMER_BINARY");
   return binary != nullptr && *binary != '\0' ? binary : PSFORMER_BINARY;
+}
+
+// The PID of a process that has ended (a child reaped at once): one no process of this machine has
+// now, until the kernel hands it out again.
+inline pid_t EndedProcess() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
 }
 
 // Runs build/psformer with `arguments` (a shell-quoted string) from the source directory, with

@@ -77,25 +77,16 @@ TEST(WriteFile, ALinkIsFollowedAndKept) {
   EXPECT_EQ(ReadTextFile(target), "new");
 }
 
-// The PID of a process that has ended (a child reaped at once).
-pid_t EndedProcess() {
-  const pid_t child = fork();
-  if (child == 0) _exit(0);
-  int status = 0;
-  waitpid(child, &status, 0);
-  return child;
-}
-
 // What a writer killed midway (kill -9: no handler runs) left beside its result goes with the
 // next writer's sweep; a running writer's, another result's, and a directory stay. An average
 // killed while writing a large model left "FILE.tmp.PID", hundreds of MB, for good.
 TEST(WriteFile, TheLeftoversOfKilledWritersOnlyAreRemoved) {
   TempDir dir;
-  const std::string dead = dir.Write("model.bin.tmp." + std::to_string(EndedProcess()), "half");
+  const std::string dead = dir.Write("model.bin.tmp." + std::to_string(testing::EndedProcess()), "half");
   const std::string alive = dir.Write("model.bin.tmp." + std::to_string(getppid()), "being written");
-  const std::string other = dir.Write("other.bin.tmp." + std::to_string(EndedProcess()), "half");
+  const std::string other = dir.Write("other.bin.tmp." + std::to_string(testing::EndedProcess()), "half");
   const std::string not_a_pid = dir.Write("model.bin.tmp.12ab", "x");
-  const std::string folder = dir.File("model.bin.tmp." + std::to_string(EndedProcess()));
+  const std::string folder = dir.File("model.bin.tmp." + std::to_string(testing::EndedProcess()));
   fs::create_directory(folder);
   fs::create_symlink(dir.Write("model.bin", "an earlier model"), dir.File("link.bin"));
   RemoveDeadWritersTemporaryFiles(dir.File("link.bin"));  // beside the link's target

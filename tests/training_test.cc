@@ -120,7 +120,9 @@ TEST(Training, MpirunRanksWithDifferentConfigsAreRefusedNamingTheFields) {
 
 // A rank that runs another build of psformer (a stale binary on one host) is refused by the
 // ranks' first collective, before any other could disagree and hang: here a copy of this binary
-// whose commit is patched in place to another of the same length.
+// whose commit is patched in place. The commit's first 8 characters are replaced wherever they
+// stand: a short commit string is built from instructions' immediates (8 bytes, then the rest),
+// not read whole from the binary's data.
 TEST(Training, MpirunRanksOfAnotherBuildAreRefusedNamingBoth) {
   TempDir dir;
   const std::string version = testing::RunPsformer("version").output;
@@ -129,16 +131,18 @@ TEST(Training, MpirunRanksOfAnotherBuildAreRefusedNamingBoth) {
     GTEST_SKIP() << "not built from a git checkout: " << version;
   }
   std::string bytes = testing::ReadTextFile(testing::PsformerBinary());
-  const std::string other(commit.size(), commit[0] == '0' ? '1' : '0');
+  const std::string head = commit.substr(0, 8);
+  const std::string other = std::string(head.size(), head[0] == '0' ? '1' : '0') + commit.substr(head.size());
   size_t patched = 0;
-  for (size_t at = bytes.find(commit); at != std::string::npos; at = bytes.find(commit, at + 1), ++patched) {
-    bytes.replace(at, commit.size(), other);
+  for (size_t at = bytes.find(head); at != std::string::npos; at = bytes.find(head, at + 1), ++patched) {
+    bytes.replace(at, head.size(), other.substr(0, head.size()));
   }
   ASSERT_GT(patched, 0u);
   const std::string stale = dir.File("psformer-stale");
   std::ofstream(stale, std::ios::binary) << bytes;
   std::filesystem::permissions(stale, std::filesystem::perms::owner_all);
-  ASSERT_TRUE(testing::HasText(testing::RunShell(stale + " version").output, "psformer " + other));
+  const std::string stale_version = testing::RunShell(stale + " version").output;
+  ASSERT_TRUE(testing::HasText(stale_version, "psformer " + other)) << stale_version;
 
   const std::string job =
       std::string("train ") + kShort + " --set cluster.workers=2 --set cluster.servers=1 --run-dir " + dir.File("x");

@@ -1,6 +1,7 @@
 #include "common/model_file.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "common/binary_codec.h"
 #include "common/config_loader.h"
@@ -46,9 +47,25 @@ Status WriteModelFile(const std::string& path, const ModelFile& file) {
 }
 
 StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  PSF_ASSIGN_OR_RETURN(
-      const std::string bytes,
-      ReadFileBytes(path, "model file", kAnyFileSize, std::string_view(kModelFileMagic, sizeof(kModelFileMagic))));
+  auto read =
+      ReadFileBytes(path, "model file", kAnyFileSize, std::string_view(kModelFileMagic, sizeof(kModelFileMagic)));
+  if (!read.ok()) {
+    // A run's model.bin before the run has ended: say so, and how to get a model of it now.
+    const std::filesystem::path file(path);
+    const std::filesystem::path run = file.parent_path().empty() ? "." : file.parent_path();
+    std::error_code ec;
+    if (read.status().IsNotFound() && file.filename() == "model.bin" &&
+        std::filesystem::is_regular_file(run / "config.pbtxt", ec) &&
+        std::filesystem::is_directory(run / "checkpoints", ec)) {
+      return Status::NotFound(read.status().message() + "; the run in " + run.string() +
+                              " writes it when its training ends (`psformer status " + run.string() +
+                              "` says where it stands); for a model of its newest checkpoints now: psformer average "
+                              "--run-dir " +
+                              run.string() + " --output FILE");
+    }
+    return read.status();
+  }
+  const std::string bytes = std::move(read).value();
   auto corrupt = [&](const std::string& why) { return Status::Corruption("model file " + path + ": " + why); };
 
   BinaryReader r(bytes);

@@ -105,6 +105,25 @@ TEST_F(TranslateCommandTest, BadInputsAreNamedAndLeaveNoOutput) {
   }
 }
 
+// A run's model.bin asked for before the run has ended (translate or export of a run still
+// training): the error says the run writes it at its end, and how to get a model now.
+TEST_F(TranslateCommandTest, ARunsModelNotYetWrittenIsExplained) {
+  std::filesystem::create_directories(dir_.File("run/checkpoints"));
+  dir_.Write("run/config.pbtxt", "name: \"t\"\n");
+  const std::string run = dir_.File("run");
+  auto result = Translate("--model " + run + "/model.bin --spm " + spm_, input_);
+  EXPECT_TRUE(testing::EndsSaying(result, 1,
+                                  "cannot open model file " + run +
+                                      "/model.bin: No such file or directory; the run in " + run +
+                                      " writes it when its training ends (`psformer status " + run +
+                                      "` says where it stands); for a model of its newest checkpoints now: psformer "
+                                      "average --run-dir " +
+                                      run + " --output FILE"));
+  // Not a run: the plain error.
+  result = Translate("--model " + dir_.File("model-elsewhere/model.bin") + " --spm " + spm_, input_);
+  EXPECT_TRUE(testing::EndsSaying(result, 1, "/model-elsewhere/model.bin: No such file or directory"));
+}
+
 // A model file of an older psformer records no SentencePiece model: it still translates, and
 // says once that --spm could not be checked against it.
 TEST_F(TranslateCommandTest, AModelWithoutASentencePieceDigestTranslatesWithOneWarning) {

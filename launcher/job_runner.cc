@@ -351,7 +351,8 @@ StatusOr<Placement> PlaceOnThisNode(const JobOptions& options) {
 // every rank learns every rank's build, and all fail alike with no further collective. (A
 // psformer from before this check reports "HOST GPUS" in the same first AllGather: it is named
 // as an older build.)
-bool SameBuildOnEveryRank(MpiBootstrap& mpi) {
+// `*rank0_host`: the host rank 0 runs on.
+bool SameBuildOnEveryRank(MpiBootstrap& mpi, std::string* rank0_host) {
   static constexpr std::string_view kTag = "psformer-build|";
   auto hellos = mpi.AllGather(std::string(kTag) + SourceCommit() + "|" + HostName());
   if (!hellos.ok()) {
@@ -365,6 +366,7 @@ bool SameBuildOnEveryRank(MpiBootstrap& mpi) {
     return "psformer " + hello.substr(kTag.size(), bar - kTag.size()) + " on " + hello.substr(bar + 1);
   };
   const auto commit = [](const std::string& hello) { return hello.substr(0, hello.rfind('|')); };
+  *rank0_host = (*hellos)[0].substr((*hellos)[0].rfind('|') + 1);
   bool same = true;
   for (int r = 1; r < mpi.size(); ++r) {
     if (commit((*hellos)[r]) == commit((*hellos)[0])) continue;
@@ -387,7 +389,7 @@ bool SameBuildOnEveryRank(MpiBootstrap& mpi) {
 // plan is made, rank 0 hands its config and a description of its corpus (the files' counts and
 // recorded CRCs) to every rank, and a rank whose own differ says how (false on every rank).
 // data.train_dir may name another place on another host; what it holds may not differ.
-bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
+bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config, const std::string& rank0_host) {
   JobConfig mine = config;
   mine.mutable_data()->clear_train_dir();
   auto corpus = DescribePreparedCorpus(config);
@@ -395,7 +397,6 @@ bool SameJobOnEveryRank(MpiBootstrap& mpi, const JobConfig& config) {
   const std::string host = HostName();
   const std::string rank0_config = mpi.Broadcast(mine.SerializeAsString());
   const std::string rank0_corpus = mpi.Broadcast(my_corpus);
-  const std::string rank0_host = mpi.Broadcast(host);
   std::vector<std::string> problems;
   JobConfig rank0;
   if (mpi.rank() != 0 && !rank0.ParseFromString(rank0_config)) {
@@ -484,7 +485,10 @@ std::optional<Placement> PlaceThisRank(MpiBootstrap& mpi, const JobOptions& opti
   *failed = kExitFailure;
   Placement p;
   p.job = options;
-  if (!SameBuildOnEveryRank(mpi) || !SameJobOnEveryRank(mpi, p.job.config)) return std::nullopt;
+  std::string rank0_host;
+  if (!SameBuildOnEveryRank(mpi, &rank0_host) || !SameJobOnEveryRank(mpi, p.job.config, rank0_host)) {
+    return std::nullopt;
+  }
   auto plan = PlanCluster(mpi, &p.job.config);
   if (!plan.ok()) {
     if (mpi.rank() == 0) std::cerr << "psformer train: error: " << plan.status().message() << "\n";

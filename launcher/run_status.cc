@@ -209,6 +209,7 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
   // The local trainer has no roles to look for: it is alive while it holds the run's lock.
   bool alive = status.local && !RunLock::Holder(run_dir).empty();
   const std::string here = HostName();
+  bool unseen = false;  // a role of another host is kNotSeen
   for (RoleStatus& role : status.roles) {
     const bool runs = role.pid > 0 && RunsOn(role.pid, dir);
     if (runs) {
@@ -218,18 +219,18 @@ StatusOr<RunStatus> ReadRunStatus(const std::string& run_dir, bool verify) {
       // Another host's processes cannot be looked at from here: its log's word stands, unchecked.
       const bool elsewhere = !role.host.empty() && role.host != here;
       role.state = elsewhere ? kNotSeen : "gone";
-      if (elsewhere) status.unseen = true;
+      unseen = unseen || elsewhere;
     }
   }
   std::sort(status.roles.begin(), status.roles.end(), [](const RoleStatus& a, const RoleStatus& b) {
     return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
   });
   // Between two attempts of a launch: no role runs, but the launch that restarts it does.
-  if (!alive && status.launch_pid > 0 && RunsOn(status.launch_pid, dir)) alive = true;
   if (status.launch_pid > 0 && !RunsOn(status.launch_pid, dir)) status.launch_pid = -1;
+  if (status.launch_pid > 0) alive = true;
   status.state = alive                           ? RunStatus::State::kRunning
                  : fs::exists(dir / "model.bin") ? RunStatus::State::kFinished
-                 : status.unseen                 ? RunStatus::State::kElsewhere
+                 : unseen                        ? RunStatus::State::kElsewhere
                                                  : RunStatus::State::kStopped;
   if (verify && status.state == RunStatus::State::kFinished) {
     // The run's product, read and checked whole as translate and export read it.
@@ -369,7 +370,7 @@ std::string FormatRunStatus(const RunStatus& s) {
     out << row << "\n";
   }
   if (s.roles.empty() && !s.local) out << "  (no role process started yet)\n";
-  if (s.unseen) {
+  if (std::any_of(s.roles.begin(), s.roles.end(), [](const RoleStatus& r) { return r.state == kNotSeen; })) {
     out << "  (" << kNotSeen << ": on another host, whose processes status cannot see from " << HostName()
         << "; its supervisor log's last word is that it runs: run status there to check)\n";
   }

@@ -54,7 +54,6 @@ struct RunStatus {
   bool checkpoints_configured = true;  // checkpoint.every_steps or every_minutes > 0
   State state = State::kStopped;
   std::vector<RoleStatus> roles;
-  bool unseen = false;                           // a role is kNotSeen
   std::map<std::string, double> last_train;      // the newest metrics.jsonl line with "loss" (empty if none)
   std::map<std::string, double> last_valid;      // ... with "valid_loss"
   int64_t newest_checkpoint = -1;                // the newest step whose checkpoint is complete (CheckCheckpointFiles)
